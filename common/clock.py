@@ -1,0 +1,44 @@
+"""One clock for the cluster: Redis TIME, read rarely and extended with the local monotonic.
+
+Due checks and heartbeat staleness must not depend on each host's wall clock, or a
+skewed host could fire a job early or declare a live worker dead. Reading Redis TIME on
+every check would cost a round trip, so the offset is refreshed every few seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+
+class ClusterClock:
+    """Milliseconds since the epoch as Redis sees them."""
+
+    def __init__(self, client: redis.Redis, refresh_seconds: float = 5.0) -> None:
+        self._client = client
+        self._refresh = refresh_seconds
+        self._lock = threading.Lock()
+        self._offset_ms = 0.0
+        self._synced_at = -1e18
+
+    def _sync(self) -> None:
+        before = time.monotonic()
+        seconds, micros = self._client.time()
+        after = time.monotonic()
+        server_ms = seconds * 1000 + micros / 1000
+        self._offset_ms = server_ms - (before + after) / 2 * 1000
+        self._synced_at = after
+
+    def now_ms(self) -> int:
+        """The cluster time in epoch milliseconds."""
+        with self._lock:
+            if time.monotonic() - self._synced_at > self._refresh:
+                self._sync()
+            return int(time.monotonic() * 1000 + self._offset_ms)
+
+
+def wall_ms() -> int:
+    """This host's wall clock in epoch ms, for places with no cluster clock (logs)."""
+    return int(time.time() * 1000)

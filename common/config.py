@@ -1,0 +1,95 @@
+"""Typed settings, one object per service, read from ``KAIROS_*`` environment variables.
+
+The namespace picks the MySQL database, the Redis key prefix and the RabbitMQ vhost, so
+that several stacks (and every test) can share one set of servers without seeing each
+other's data. The URLs name servers and credentials only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+class StoreSettings(BaseSettings):
+    """Where MySQL, Redis and RabbitMQ live, and which namespace to use in each."""
+
+    model_config = SettingsConfigDict(env_prefix="KAIROS_", extra="ignore")
+
+    namespace: str = Field(
+        default="kairos",
+        description="DB name, Redis key prefix and AMQP vhost (lower case, digits, _)",
+    )
+    database_url: str = Field(
+        default="mysql+pymysql://root@127.0.0.1:3306",
+        description="MySQL server URL without a database; the namespace names the database",
+    )
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0")
+    amqp_url: str = Field(
+        default="amqp://guest:guest@127.0.0.1:5672",
+        description="RabbitMQ server URL without a vhost; the namespace names the vhost",
+    )
+    amqp_management_url: str = Field(
+        default="http://guest:guest@127.0.0.1:15672",
+        description="RabbitMQ management API, used to create the namespace's vhost",
+    )
+    log_level: str = "INFO"
+    log_json: bool = False
+
+    @field_validator("namespace")
+    @classmethod
+    def _check_namespace(cls, value: str) -> str:
+        if not _NAMESPACE_RE.match(value):
+            raise ValueError(
+                "KAIROS_NAMESPACE must start with a letter and hold only a-z, 0-9 and _ "
+                "(at most 48 characters)"
+            )
+        return value
+
+
+class ApiSettings(StoreSettings):
+    """Settings of ``kairos api``."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_params_bytes: int = 64 * 1024
+    handler_cache_seconds: float = 2.0
+
+
+class DispatcherSettings(StoreSettings):
+    """Settings of ``kairos dispatcher``."""
+
+    dispatcher_id: str = ""
+    lease_ttl_ms: int = 10_000
+    batch_size: int = 500
+    max_sleep_ms: int = 1_000
+    heartbeat_stale_ms: int = 15_000
+    pending_republish_ms: int = 5_000
+    results_prefetch: int = 500
+
+
+class WorkerSettings(StoreSettings):
+    """Settings of ``kairos worker``."""
+
+    worker_id: str = ""
+    capacity: int = 8
+    handlers: str = ""
+    heartbeat_seconds: float = 5.0
+    ack_deadline_seconds: float = 20 * 60.0
+    idempotency_ttl_seconds: int = 7 * 24 * 3600
+
+
+class NotifierSettings(StoreSettings):
+    """Settings of ``kairos notifier``."""
+
+    concurrency: int = 16
+    request_timeout_seconds: float = 10.0
+    retry_tiers_seconds: str = "5,30,300"
+
+    def retry_tiers(self) -> list[int]:
+        """The retry delays, in seconds, in the order a failing callback walks them."""
+        return [int(part) for part in self.retry_tiers_seconds.split(",") if part.strip()]

@@ -1,0 +1,71 @@
+"""Apps: who may call the OpenAPI, with which API key, and how callbacks are signed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from common.db.schema import apps
+
+
+@dataclass(frozen=True)
+class AppCredentials:
+    """What ``kairos app create`` prints once; the API key is never stored in clear."""
+
+    app_id: str
+    api_key: str
+    signing_secret: str
+
+
+@dataclass(frozen=True)
+class App:
+    """An app as the API sees it after authentication."""
+
+    id: int
+    app_id: str
+    name: str
+
+
+def hash_api_key(api_key: str) -> str:
+    """The stored form of an API key."""
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
+    """Create an app with a fresh API key and a Standard Webhooks signing secret."""
+    credentials = AppCredentials(
+        app_id="app_" + secrets.token_hex(8),
+        api_key="kairos_" + secrets.token_urlsafe(32),
+        signing_secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
+    )
+    conn.execute(
+        apps.insert().values(
+            app_id=credentials.app_id,
+            name=name,
+            api_key_hash=hash_api_key(credentials.api_key),
+            signing_secret=credentials.signing_secret,
+            created_at=now_ms,
+        )
+    )
+    return credentials
+
+
+def find_app_by_key(conn: Connection, api_key: str) -> App | None:
+    """The app that owns ``api_key``, if any."""
+    row = conn.execute(
+        sa.select(apps.c.id, apps.c.app_id, apps.c.name).where(
+            apps.c.api_key_hash == hash_api_key(api_key)
+        )
+    ).first()
+    return App(id=row.id, app_id=row.app_id, name=row.name) if row else None
+
+
+def signing_secret(conn: Connection, app_pk: int) -> str | None:
+    """The signing secret of the app with primary key ``app_pk``."""
+    value = conn.execute(sa.select(apps.c.signing_secret).where(apps.c.id == app_pk)).scalar()
+    return str(value) if value is not None else None

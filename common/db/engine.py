@@ -1,0 +1,74 @@
+"""Build the SQLAlchemy engine for a namespace, create its database, run migrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
+
+from common.config import StoreSettings
+from common.errors import StoreUnavailableError
+
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def server_url(settings: StoreSettings) -> sa.URL:
+    """The MySQL server URL from settings, without a database."""
+    return make_url(settings.database_url).set(database=None)
+
+
+def database_url(settings: StoreSettings) -> sa.URL:
+    """The URL of the namespace's own database."""
+    return server_url(settings).set(database=settings.namespace)
+
+
+def make_engine(settings: StoreSettings, pool_size: int = 5) -> Engine:
+    """An engine on the namespace's database; connections are checked before use."""
+    return sa.create_engine(
+        database_url(settings),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=3600,
+        isolation_level="READ COMMITTED",
+    )
+
+
+def ensure_database(settings: StoreSettings) -> None:
+    """Create the namespace's database when it does not exist yet."""
+    engine = sa.create_engine(server_url(settings), poolclass=sa.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(
+                sa.text(
+                    f"CREATE DATABASE IF NOT EXISTS `{settings.namespace}` "
+                    "CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                )
+            )
+    except OperationalError as e:
+        raise StoreUnavailableError("MySQL", settings.database_url, str(e.orig)) from e
+    finally:
+        engine.dispose()
+
+
+def drop_database(settings: StoreSettings) -> None:
+    """Drop the namespace's database (tests and ``kairos namespace drop`` only)."""
+    engine = sa.create_engine(server_url(settings), poolclass=sa.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{settings.namespace}`"))
+    finally:
+        engine.dispose()
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with Alembic."""
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)

@@ -1,0 +1,113 @@
+"""The MySQL schema as SQLAlchemy Core tables; Alembic migrations create it.
+
+Times are epoch milliseconds (BIGINT) from the cluster clock, so that every process
+compares the same numbers whatever its host clock says.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+apps = Table(
+    "apps",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("app_id", String(40), nullable=False, unique=True),
+    Column("name", String(128), nullable=False),
+    Column("api_key_hash", String(64), nullable=False, unique=True),
+    Column("signing_secret", String(128), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("job_name", String(200), nullable=False),
+    Column("handler", String(200), nullable=False),
+    Column("params", Text, nullable=False),
+    Column("cron_expr", String(200), nullable=True),
+    Column("next_trigger_time", BigInteger, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("owner_worker", String(64), nullable=True),
+    Column("version", Integer, nullable=False, default=0),
+    Column("callback_url", String(2048), nullable=True),
+    Column("client_request_id", String(128), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("claim_token", String(32), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("app_id", "client_request_id", name="uq_jobs_app_client_request"),
+    Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
+)
+
+executions = Table(
+    "executions",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("execution_id", String(36), nullable=False, unique=True),
+    Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("trigger_time", BigInteger, nullable=False),
+    Column("worker_id", String(64), nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("message", Text, nullable=True),
+    Column("result", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("dispatched_at", BigInteger, nullable=True),
+    Column("started_at", BigInteger, nullable=True),
+    Column("ended_at", BigInteger, nullable=True),
+    UniqueConstraint("job_id", "trigger_time", "attempt", name="uq_executions_trigger_attempt"),
+    Index("ix_executions_status_created", "status", "created_at"),
+    Index("ix_executions_worker_status", "worker_id", "status"),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", String(64), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("capacity", Integer, nullable=False),
+    Column("active", Integer, nullable=False),
+    Column("cpu_idle", Integer, nullable=False),
+    Column("avg_ms", Integer, nullable=False),
+    Column("handlers", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("last_heartbeat", BigInteger, nullable=False),
+)
+
+callback_deliveries = Table(
+    "callback_deliveries",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("delivery_id", String(40), nullable=False, unique=True),
+    Column("execution_id", String(36), nullable=False, unique=True),
+    Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
+    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("url", String(2048), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_status_code", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("delivered_at", BigInteger, nullable=True),
+    Index("ix_callback_deliveries_status_updated", "status", "updated_at"),
+)

@@ -1,0 +1,98 @@
+"""Workers: the durable copy of each worker's heartbeat, read by the dispatcher and API."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.engine import Connection
+
+from common.db.rows import AnyRow
+from common.db.schema import workers
+from common.states import WorkerState
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a worker reports of itself every few seconds."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    capacity: int
+    active: int
+    cpu_idle: int
+    avg_ms: int
+    handlers: tuple[str, ...]
+    state: WorkerState
+    started_at: int
+    sent_at: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as plain values, for Redis and JSON."""
+        return {
+            "worker_id": self.worker_id,
+            "hostname": self.hostname,
+            "pid": self.pid,
+            "capacity": self.capacity,
+            "active": self.active,
+            "cpu_idle": self.cpu_idle,
+            "avg_ms": self.avg_ms,
+            "handlers": json.dumps(list(self.handlers)),
+            "state": str(self.state),
+            "started_at": self.started_at,
+            "last_heartbeat": self.sent_at,
+        }
+
+
+def upsert_heartbeat(conn: Connection, heartbeat: Heartbeat) -> None:
+    """Insert or refresh the worker's row."""
+    values = heartbeat.as_dict()
+    statement = mysql_insert(workers).values(**values)
+    updates = {k: statement.inserted[k] for k in values if k != "worker_id"}
+    conn.execute(statement.on_duplicate_key_update(**updates))
+
+
+def set_state(conn: Connection, worker_id: str, state: WorkerState) -> None:
+    """Change the state a worker row shows (draining, stopped)."""
+    conn.execute(workers.update().where(workers.c.worker_id == worker_id).values(state=state))
+
+
+def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
+    """ACTIVE workers whose last heartbeat is no older than the cut-off."""
+    return list(
+        conn.execute(
+            sa.select(workers).where(
+                workers.c.state == WorkerState.ACTIVE,
+                workers.c.last_heartbeat >= heard_since_ms,
+            )
+        ).all()
+    )
+
+
+def stale_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
+    """Workers, not yet known to have stopped, whose last heartbeat is older than the cut-off."""
+    return list(
+        conn.execute(
+            sa.select(workers).where(
+                workers.c.state != WorkerState.STOPPED,
+                workers.c.last_heartbeat < heard_before_ms,
+            )
+        ).all()
+    )
+
+
+def all_workers(conn: Connection) -> list[AnyRow]:
+    """Every worker row, for listings."""
+    return list(conn.execute(sa.select(workers).order_by(workers.c.worker_id)).all())
+
+
+def registered_handlers(conn: Connection) -> set[str]:
+    """Every handler name any worker has ever registered."""
+    names: set[str] = set()
+    for (raw,) in conn.execute(sa.select(workers.c.handlers)).all():
+        names.update(json.loads(raw))
+    return names

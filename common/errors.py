@@ -1,0 +1,73 @@
+"""One error root for Kairos; every domain error derives from ``KairosError``.
+
+Subclasses carry the data an operator or an API client needs; driver errors are kept as
+``__cause__`` by raising with ``from``. Only ``services.api`` turns these into HTTP.
+"""
+
+from __future__ import annotations
+
+
+class KairosError(Exception):
+    """Root of every error Kairos raises on purpose."""
+
+
+class ConfigurationError(KairosError):
+    """A setting is missing or malformed; the message names the variable to fix."""
+
+
+class StoreUnavailableError(KairosError):
+    """MySQL, Redis or RabbitMQ did not answer; the message says which and where."""
+
+    def __init__(self, store: str, url: str, detail: str) -> None:
+        super().__init__(f"{store} at {url} is not reachable: {detail}")
+        self.store = store
+        self.url = url
+
+
+class ValidationFailedError(KairosError):
+    """A job request is invalid; ``field`` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class IdempotencyConflictError(KairosError):
+    """A clientRequestId was reused with a different request body."""
+
+    def __init__(self, client_request_id: str, job_id: int) -> None:
+        super().__init__(
+            f"clientRequestId {client_request_id!r} was already used for job {job_id} "
+            "with a different body; send the original body or use a new clientRequestId"
+        )
+        self.client_request_id = client_request_id
+        self.job_id = job_id
+
+
+class JobNotFoundError(KairosError):
+    """No job with that id exists for the calling app."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} does not exist")
+        self.job_id = job_id
+
+
+class AuthenticationError(KairosError):
+    """The API key is missing or unknown."""
+
+
+class UnknownHandlerError(KairosError):
+    """A handler name that no worker registry knows."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no handler is registered under {name!r}")
+        self.name = name
+
+
+class PublishFailedError(KairosError):
+    """RabbitMQ refused (nack) or could not route (return) a message."""
+
+
+class LeaseLostError(KairosError):
+    """The dispatcher lease was taken over or expired while it was held."""

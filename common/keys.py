@@ -1,0 +1,33 @@
+"""Every Redis key Kairos uses, built from the namespace prefix in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """Redis key names for one namespace."""
+
+    namespace: str
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.namespace, *parts))
+
+    @property
+    def dispatcher_lease(self) -> str:
+        """The lease one dispatcher holds while it claims and publishes."""
+        return self._key("dispatcher", "lease")
+
+    @property
+    def wake(self) -> str:
+        """A list the API pushes to when a job is due now; the dispatcher pops it."""
+        return self._key("dispatcher", "wake")
+
+    def execution_started(self, execution_id: str) -> str:
+        """Set by the worker that runs an execution, so a redelivery does not run it twice."""
+        return self._key("execution", execution_id, "started")
+
+    def worker(self, worker_id: str) -> str:
+        """A hash with the last heartbeat of one worker."""
+        return self._key("worker", worker_id)

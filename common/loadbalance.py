@@ -1,0 +1,58 @@
+"""Choosing the worker for an execution: equal-cost load score, round-robin or random."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Strategy(StrEnum):
+    """How the dispatcher spreads executions over workers."""
+
+    EQUAL_COST = "equal_cost"
+    ROUND_ROBIN = "round_robin"
+    RANDOM = "random"
+
+
+@dataclass
+class WorkerLoad:
+    """What the dispatcher knows of one live worker's load right now."""
+
+    worker_id: str
+    active: int
+    avg_ms: float
+    cpu_idle: float
+    handlers: frozenset[str]
+
+
+def load_score(worker: WorkerLoad) -> float:
+    """The classic equal-cost score: lower is less loaded."""
+    return worker.active * 10 + worker.avg_ms / 1000 + (100 - worker.cpu_idle) / 10
+
+
+class WorkerChooser:
+    """Picks a worker per execution and counts each pick as one more active task."""
+
+    def __init__(self, strategy: Strategy = Strategy.EQUAL_COST, seed: int | None = None) -> None:
+        self._strategy = strategy
+        self._turn = 0
+        self._random = random.Random(seed)
+
+    def choose(self, workers: Sequence[WorkerLoad], handler: str) -> WorkerLoad | None:
+        """The worker to run ``handler`` next, or None when no live worker registers it."""
+        able = [w for w in workers if handler in w.handlers]
+        if not able:
+            return None
+        chosen = self._pick(able)
+        chosen.active += 1
+        return chosen
+
+    def _pick(self, able: list[WorkerLoad]) -> WorkerLoad:
+        if self._strategy is Strategy.ROUND_ROBIN:
+            self._turn += 1
+            return sorted(able, key=lambda w: w.worker_id)[self._turn % len(able)]
+        if self._strategy is Strategy.RANDOM:
+            return self._random.choice(able)
+        return min(able, key=lambda w: (load_score(w), w.worker_id))

@@ -1,0 +1,48 @@
+"""Logging set-up shared by every service: one line per event, key fields included."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+_FIELDS = ("job_id", "execution_id", "worker_id", "delivery_id")
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for field in _FIELDS:
+            if hasattr(record, field):
+                entry[field] = getattr(record, field)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = " ".join(f"{f}={getattr(record, f)}" for f in _FIELDS if hasattr(record, f))
+        return f"{line} {extras}" if extras else line
+
+
+def setup_logging(service: str, level: str = "INFO", as_json: bool = False) -> None:
+    """Send logs to stderr, as JSON lines or as text with key=value fields."""
+    handler = logging.StreamHandler(sys.stderr)
+    if as_json:
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(
+            _TextFormatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s")
+        )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("pika").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -1,0 +1,53 @@
+"""The typed, versioned messages that cross RabbitMQ queues; nothing else does."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class DispatchMessage(BaseModel):
+    """One execution sent to one worker's queue."""
+
+    v: Literal[1] = 1
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    handler: str
+    params: dict[str, Any]
+    dispatched_at: int
+
+
+class ExecutionResult(BaseModel):
+    """How one execution ended on a worker."""
+
+    v: Literal[1] = 1
+    execution_id: str
+    job_id: int
+    worker_id: str
+    status: Literal["SUCCEEDED", "FAILED"]
+    message: str | None = None
+    result: str | None = None
+    started_at: int
+    ended_at: int
+
+
+class ResultBatch(BaseModel):
+    """Results a worker finished close together, sent as one message with one commit."""
+
+    v: Literal[1] = 1
+    worker_id: str
+    results: list[ExecutionResult] = Field(min_length=1)
+
+
+class CallbackMessage(BaseModel):
+    """A callback delivery handed to the notifier; the payload is the exact body to sign."""
+
+    v: Literal[1] = 1
+    delivery_id: str
+    app_id: int
+    url: str
+    payload: str
+    attempt: int = 1

@@ -1,0 +1,64 @@
+"""Every RabbitMQ exchange and queue Kairos uses, and the code that declares them.
+
+Declaration is idempotent: every service declares what it touches when it starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DISPATCH_EXCHANGE = "kairos.dispatch"
+RESULTS_EXCHANGE = "kairos.results"
+RESULTS_QUEUE = "kairos.results"
+CALLBACKS_EXCHANGE = "kairos.callbacks"
+CALLBACKS_QUEUE = "kairos.callbacks"
+CALLBACKS_RETRY_EXCHANGE = "kairos.callbacks.retry"
+CALLBACKS_DEAD_QUEUE = "kairos.callbacks.dead"
+
+
+def worker_queue(worker_id: str) -> str:
+    """The durable queue that one worker consumes."""
+    return f"kairos.worker.{worker_id}"
+
+
+def retry_queue(delay_seconds: int) -> str:
+    """The callback retry tier queue for one delay, named by it (e.g. ``...retry.30s``)."""
+    return f"kairos.callbacks.retry.{delay_seconds}s"
+
+
+def declare_core(channel: Any) -> None:
+    """Declare the exchanges and queues every service relies on."""
+    channel.exchange_declare(DISPATCH_EXCHANGE, exchange_type="direct", durable=True)
+    channel.exchange_declare(RESULTS_EXCHANGE, exchange_type="direct", durable=True)
+    channel.queue_declare(RESULTS_QUEUE, durable=True)
+    channel.queue_bind(RESULTS_QUEUE, RESULTS_EXCHANGE, routing_key=RESULTS_QUEUE)
+    channel.exchange_declare(CALLBACKS_EXCHANGE, exchange_type="direct", durable=True)
+    channel.queue_declare(CALLBACKS_QUEUE, durable=True)
+    channel.queue_bind(CALLBACKS_QUEUE, CALLBACKS_EXCHANGE, routing_key=CALLBACKS_QUEUE)
+    channel.queue_declare(CALLBACKS_DEAD_QUEUE, durable=True)
+
+
+def declare_worker_queue(channel: Any, worker_id: str) -> str:
+    """Declare and bind the queue of one worker; returns its name."""
+    name = worker_queue(worker_id)
+    channel.queue_declare(name, durable=True)
+    channel.queue_bind(name, DISPATCH_EXCHANGE, routing_key=worker_id)
+    return name
+
+
+def declare_retry_tiers(channel: Any, delays_seconds: list[int]) -> None:
+    """Declare one TTL queue per retry delay, each dead-lettering back to the callbacks queue.
+
+    One queue per delay keeps a message with a short delay from waiting behind a long
+    one (per-message TTL only expires at the head of a queue).
+    """
+    channel.exchange_declare(CALLBACKS_RETRY_EXCHANGE, exchange_type="direct", durable=True)
+    for delay in delays_seconds:
+        name = retry_queue(delay)
+        arguments: dict[str, Any] = {
+            "x-message-ttl": delay * 1000,
+            "x-dead-letter-exchange": CALLBACKS_EXCHANGE,
+            "x-dead-letter-routing-key": CALLBACKS_QUEUE,
+        }
+        channel.queue_declare(name, durable=True, arguments=arguments)
+        channel.queue_bind(name, CALLBACKS_RETRY_EXCHANGE, routing_key=name)
