@@ -64,6 +64,7 @@ class DispatcherSettings(StoreSettings):
     """Settings of ``kairos dispatcher``."""
 
     dispatcher_id: str = ""
+    strategy: str = Field(default="equal_cost", description="equal_cost, round_robin or random")
     lease_ttl_ms: int = 10_000
     batch_size: int = 500
     max_sleep_ms: int = 1_000

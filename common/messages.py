@@ -27,7 +27,7 @@ class ExecutionResult(BaseModel):
     execution_id: str
     job_id: int
     worker_id: str
-    status: Literal["SUCCEEDED", "FAILED"]
+    status: Literal["SUCCEEDED", "FAILED", "LOST"]
     message: str | None = None
     result: str | None = None
     started_at: int

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -31,7 +30,7 @@ class Heartbeat:
     started_at: int
     sent_at: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | int]:
         """The fields as plain values, for Redis and JSON."""
         return {
             "worker_id": self.worker_id,
@@ -73,13 +72,15 @@ def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
     )
 
 
-def stale_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
-    """Workers, not yet known to have stopped, whose last heartbeat is older than the cut-off."""
+def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
+    """Workers that said they stopped, or whose last heartbeat is older than the cut-off."""
     return list(
         conn.execute(
             sa.select(workers).where(
-                workers.c.state != WorkerState.STOPPED,
-                workers.c.last_heartbeat < heard_before_ms,
+                sa.or_(
+                    workers.c.state == WorkerState.STOPPED,
+                    workers.c.last_heartbeat < heard_before_ms,
+                )
             )
         ).all()
     )

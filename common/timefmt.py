@@ -1,0 +1,26 @@
+"""Epoch milliseconds to and from the ISO 8601 text the API and callbacks show."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def iso_ms(epoch_ms: int | None) -> str | None:
+    """``2026-11-30T07:40:00.123Z`` for an epoch-ms value; None stays None."""
+    if epoch_ms is None:
+        return None
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+def parse_instant(value: str | int | float) -> int:
+    """Epoch ms from epoch ms or ISO 8601 text (a time without zone is taken as UTC)."""
+    if isinstance(value, int | float):
+        return int(value)
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)

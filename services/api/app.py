@@ -1,0 +1,38 @@
+"""The FastAPI application, built from explicit settings."""
+
+from __future__ import annotations
+
+import redis
+from fastapi import FastAPI
+
+from common.clock import ClusterClock
+from common.config import ApiSettings
+from common.db.engine import make_engine
+from common.keys import RedisKeys
+from services.api.problems import install_problem_handlers
+from services.api.routes import health, jobs
+from services.api.state import ApiState
+
+
+def create_app(settings: ApiSettings) -> FastAPI:
+    """Build the API with its own engine, Redis client and cluster clock."""
+    app = FastAPI(
+        title="Kairos OpenAPI",
+        version="1",
+        description=(
+            "Submit one-shot and cron jobs; read their status and executions. "
+            "Every /openapi call needs `Authorization: Bearer <apiKey>`."
+        ),
+    )
+    client = redis.Redis.from_url(settings.redis_url)
+    app.state.kairos = ApiState(
+        settings=settings,
+        engine=make_engine(settings, pool_size=20),
+        redis=client,
+        clock=ClusterClock(client),
+        keys=RedisKeys(settings.namespace),
+    )
+    install_problem_handlers(app)
+    app.include_router(jobs.router)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,39 @@
+"""Typed FastAPI dependencies: the process state and the calling app."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from common.db.apps import App
+from common.errors import AuthenticationError
+from services.api.state import ApiState
+
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <apiKey>")
+
+
+def get_state(request: Request) -> ApiState:
+    """The ``ApiState`` built at start-up."""
+    state: ApiState = request.app.state.kairos
+    return state
+
+
+StateDep = Annotated[ApiState, Depends(get_state)]
+
+
+def get_caller(
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> App:
+    """The app whose API key the request carries; 401 otherwise."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise AuthenticationError("send the app's API key as 'Authorization: Bearer <apiKey>'")
+    app = state.app_for_key(credentials.credentials)
+    if app is None:
+        raise AuthenticationError("the API key is not known; create one with `kairos app create`")
+    return app
+
+
+CallerDep = Annotated[App, Depends(get_caller)]

@@ -1,0 +1,70 @@
+"""Errors as RFC 9457 problem details: the one place errors become HTTP responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from common.errors import (
+    AuthenticationError,
+    IdempotencyConflictError,
+    JobNotFoundError,
+    KairosError,
+    StoreUnavailableError,
+    UnknownHandlerError,
+    ValidationFailedError,
+)
+
+PROBLEM_JSON = "application/problem+json"
+
+_STATUS: list[tuple[type[KairosError], int, str]] = [
+    (AuthenticationError, 401, "Unauthorized"),
+    (JobNotFoundError, 404, "Job not found"),
+    (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
+    (UnknownHandlerError, 422, "Unknown handler"),
+    (ValidationFailedError, 422, "Invalid job"),
+    (StoreUnavailableError, 503, "A store is unavailable"),
+]
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+    """A problem+json response."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+async def _kairos_error(_request: Request, exc: Exception) -> JSONResponse:
+    for kind, status, title in _STATUS:
+        if isinstance(exc, kind):
+            extra: dict[str, Any] = {}
+            if isinstance(exc, ValidationFailedError):
+                extra["errors"] = [{"field": exc.field, "message": exc.message}]
+            if isinstance(exc, IdempotencyConflictError):
+                extra["jobId"] = exc.job_id
+            return problem(status, title, str(exc), **extra)
+    return problem(500, "Internal error", str(exc))
+
+
+def _field_name(location: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in location if p != "body"]
+    return ".".join(parts) or "body"
+
+
+async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": _field_name(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
+        for e in exc.errors()
+    ]
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return problem(422, "Invalid request", detail, errors=errors)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Route Kairos errors and request validation errors to problem details."""
+    app.add_exception_handler(KairosError, _kairos_error)
+    app.add_exception_handler(RequestValidationError, _request_invalid)

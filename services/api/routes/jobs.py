@@ -1,0 +1,81 @@
+"""/openapi/jobs: create a job, read it, list its executions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from common.db import executions, jobs
+from common.errors import JobNotFoundError
+from services.api.deps import CallerDep, StateDep
+from services.api.schemas import ExecutionList, JobAccepted, JobCreate, JobView, Problem
+from services.api.submit import merge_idempotency_key, submit_job
+from services.api.views import execution_view, job_view
+
+router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
+
+_ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": Problem, "description": "Missing or unknown API key"},
+    422: {"model": Problem, "description": "Invalid request; nothing was written"},
+}
+
+
+@router.post(
+    "",
+    operation_id="createJob",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobAccepted,
+    responses={
+        **_ERRORS,
+        200: {"model": JobAccepted, "description": "Same clientRequestId: the earlier job"},
+    },
+)
+def create_job(
+    body: JobCreate,
+    state: StateDep,
+    caller: CallerDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+) -> JobAccepted:
+    """Store a job and answer at once; it runs at ``triggerAt`` (now when absent) or by cron."""
+    submitted = submit_job(state, caller, merge_idempotency_key(body, idempotency_key))
+    if not submitted.created:
+        response.status_code = status.HTTP_200_OK
+    return JobAccepted(jobId=submitted.job_id, status=submitted.status)
+
+
+@router.get(
+    "/{job_id}",
+    operation_id="getJob",
+    response_model=JobView,
+    responses={**_ERRORS, 404: {"model": Problem, "description": "No such job"}},
+)
+def get_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
+    """The job, its status, next trigger time and last execution."""
+    with state.engine.connect() as conn:
+        row = jobs.get_job(conn, caller.id, job_id)
+        if row is None:
+            raise JobNotFoundError(job_id)
+        last = executions.list_for_job(conn, job_id, 1)
+    return job_view(row, last[0] if last else None)
+
+
+@router.get(
+    "/{job_id}/executions",
+    operation_id="listJobExecutions",
+    response_model=ExecutionList,
+    responses={**_ERRORS, 404: {"model": Problem, "description": "No such job"}},
+)
+def list_executions(
+    job_id: int,
+    state: StateDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> ExecutionList:
+    """The job's executions, newest first."""
+    with state.engine.connect() as conn:
+        if jobs.get_job(conn, caller.id, job_id) is None:
+            raise JobNotFoundError(job_id)
+        rows = executions.list_for_job(conn, job_id, limit)
+    return ExecutionList(jobId=job_id, executions=[execution_view(r) for r in rows])

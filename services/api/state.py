@@ -1,0 +1,56 @@
+"""What the API process holds for its requests: stores, clock and small caches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import redis
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.config import ApiSettings
+from common.db.apps import App, find_app_by_key
+from common.db.workers import registered_handlers
+from common.keys import RedisKeys
+
+AUTH_CACHE_SECONDS = 30.0
+
+
+@dataclass
+class ApiState:
+    """Built once in ``create_app`` and reached by dependencies through ``app.state``."""
+
+    settings: ApiSettings
+    engine: Engine
+    redis: redis.Redis
+    clock: ClusterClock
+    keys: RedisKeys
+    _handlers: frozenset[str] = frozenset()
+    _handlers_at: float = -1e18
+    _apps: dict[str, tuple[float, App]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def known_handlers(self) -> frozenset[str]:
+        """Handler names some worker has registered, re-read every few seconds."""
+        with self._lock:
+            if time.monotonic() - self._handlers_at > self.settings.handler_cache_seconds:
+                with self.engine.connect() as conn:
+                    self._handlers = frozenset(registered_handlers(conn))
+                self._handlers_at = time.monotonic()
+            return self._handlers
+
+    def app_for_key(self, api_key: str) -> App | None:
+        """The app owning ``api_key``; hits are cached briefly, misses are not."""
+        now = time.monotonic()
+        cached = self._apps.get(api_key)
+        if cached and now - cached[0] < AUTH_CACHE_SECONDS:
+            return cached[1]
+        with self.engine.connect() as conn:
+            app = find_app_by_key(conn, api_key)
+        if app is not None:
+            if len(self._apps) > 10_000:
+                self._apps.clear()
+            self._apps[api_key] = (now, app)
+        return app

@@ -1,0 +1,80 @@
+"""Turning a job request into a validated ``NewJob``, or a clear error; nothing is written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Set
+from urllib.parse import urlsplit
+
+from common.cron import next_trigger_ms, validate_cron
+from common.db.jobs import NewJob
+from common.errors import UnknownHandlerError, ValidationFailedError
+from common.timefmt import parse_instant
+from services.api.schemas import JobCreate
+
+
+def request_hash(body: JobCreate) -> str:
+    """A digest of what the request asks for, to compare a retry with the original."""
+    content = body.model_dump(exclude={"clientRequestId"})
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_callback_url(url: str) -> str:
+    """Accept only absolute http(s) URLs with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationFailedError(
+            "callbackUrl", f"{url!r} is not an absolute http:// or https:// URL"
+        )
+    return url
+
+
+def check_params_size(body: JobCreate, max_bytes: int) -> None:
+    """Refuse params whose JSON is larger than ``max_bytes``."""
+    size = len(json.dumps(body.params, separators=(",", ":")).encode())
+    if size > max_bytes:
+        raise ValidationFailedError(
+            "params", f"params take {size} bytes as JSON; the limit is {max_bytes} bytes"
+        )
+
+
+def first_trigger(body: JobCreate, cron: str | None, now_ms: int) -> int:
+    """When the job first fires: triggerAt, else the next cron time, else now."""
+    if body.triggerAt is not None:
+        try:
+            return parse_instant(body.triggerAt)
+        except ValueError as e:
+            raise ValidationFailedError(
+                "triggerAt", f"{body.triggerAt!r} is neither ISO 8601 nor epoch milliseconds"
+            ) from e
+    if cron is not None:
+        return next_trigger_ms(cron, now_ms)
+    return now_ms
+
+
+def build_job(
+    body: JobCreate,
+    app_pk: int,
+    known_handlers: Set[str],
+    max_params_bytes: int,
+    now_ms: int,
+) -> NewJob:
+    """Validate every field and return the job to insert."""
+    if body.jobHandler not in known_handlers:
+        raise UnknownHandlerError(body.jobHandler)
+    check_params_size(body, max_params_bytes)
+    cron = validate_cron(body.cronExpr) if body.cronExpr is not None else None
+    callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
+    return NewJob(
+        app_pk=app_pk,
+        job_name=body.jobName,
+        handler=body.jobHandler,
+        params=body.params,
+        cron_expr=cron,
+        next_trigger_time=first_trigger(body, cron, now_ms),
+        callback_url=callback,
+        client_request_id=body.clientRequestId,
+        request_hash=request_hash(body),
+    )

@@ -1,0 +1,192 @@
+"""The ``kairos`` command: the one place that knows every service.
+
+Every flag has an environment variable (``KAIROS_<NAME>``); a flag given on the
+command line wins over the variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from common.errors import KairosError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Create the namespace's database and vhost, then run the migrations."""
+    from common.config import StoreSettings
+    from common.namespace import prepare_namespace
+
+    settings = StoreSettings()
+    prepare_namespace(settings)
+    print(f"namespace {settings.namespace}: schema at head, vhost ready")
+    return 0
+
+
+def cmd_app_create(args: argparse.Namespace) -> int:
+    """Create an app and print its credentials as JSON."""
+    from common.config import StoreSettings
+    from common.namespace import create_app_credentials
+
+    credentials = create_app_credentials(StoreSettings(), args.name)
+    print(
+        json.dumps(
+            {
+                "appId": credentials.app_id,
+                "apiKey": credentials.api_key,
+                "signingSecret": credentials.signing_secret,
+            }
+        )
+    )
+    return 0
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    """Serve the OpenAPI."""
+    from common.config import ApiSettings
+    from services.api.main import run_api
+
+    run_api(ApiSettings(**_overrides(args, ["host", "port"])))
+    return 0
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    """Run a dispatcher."""
+    from common.config import DispatcherSettings
+    from services.dispatcher.main import run_dispatcher
+
+    run_dispatcher(DispatcherSettings(**_overrides(args, ["dispatcher_id", "strategy"])))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run a worker."""
+    from common.config import WorkerSettings
+    from services.worker.main import run_worker
+
+    run_worker(WorkerSettings(**_overrides(args, ["worker_id", "capacity", "handlers"])))
+    return 0
+
+
+def cmd_notifier(args: argparse.Namespace) -> int:
+    """Run the callback notifier."""
+    from common.config import NotifierSettings
+    from services.notifier.main import run_notifier
+
+    run_notifier(NotifierSettings(**_overrides(args, ["concurrency"])))
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Run the whole local stack as child processes."""
+    from services.stack import run_stack
+
+    return run_stack(port=args.port, workers=args.workers, demo=args.demo)
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """List workers with their load and score."""
+    from common.config import StoreSettings
+    from services.operations import list_workers
+
+    print(list_workers(StoreSettings()))
+    return 0
+
+
+def cmd_callbacks_replay(args: argparse.Namespace) -> int:
+    """Move dead-lettered callbacks back to the callbacks queue."""
+    from common.config import StoreSettings
+    from services.operations import replay_dead_callbacks
+
+    moved = replay_dead_callbacks(StoreSettings(), args.limit)
+    print(f"replayed {moved} dead-lettered callbacks")
+    return 0
+
+
+def _add_service_parsers(sub: Any) -> None:
+    api = sub.add_parser("api", help="serve the OpenAPI (Swagger UI at /docs)")
+    api.add_argument("--host", help="env KAIROS_HOST (default 127.0.0.1)")
+    api.add_argument("--port", type=int, help="env KAIROS_PORT (default 8000)")
+    api.set_defaults(func=cmd_api)
+    dispatcher = sub.add_parser("dispatcher", help="claim due jobs and record results")
+    dispatcher.add_argument("--id", dest="dispatcher_id", help="env KAIROS_DISPATCHER_ID")
+    dispatcher.add_argument(
+        "--strategy",
+        choices=["equal_cost", "round_robin", "random"],
+        help="env KAIROS_STRATEGY (default equal_cost)",
+    )
+    dispatcher.set_defaults(func=cmd_dispatcher)
+    worker = sub.add_parser("worker", help="run handlers for dispatched executions")
+    worker.add_argument("--id", dest="worker_id", help="env KAIROS_WORKER_ID (unique)")
+    worker.add_argument("--capacity", type=int, help="env KAIROS_CAPACITY (default 8)")
+    worker.add_argument(
+        "--handlers", help="env KAIROS_HANDLERS: modules to import, comma-separated"
+    )
+    worker.set_defaults(func=cmd_worker)
+    notifier = sub.add_parser("notifier", help="deliver signed callbacks")
+    notifier.add_argument("--concurrency", type=int, help="env KAIROS_CONCURRENCY (default 16)")
+    notifier.set_defaults(func=cmd_notifier)
+
+
+def _add_operator_parsers(sub: Any) -> None:
+    sub.add_parser("migrate", help="create database and vhost, migrate the schema").set_defaults(
+        func=cmd_migrate
+    )
+    app = sub.add_parser("app", help="manage API apps").add_subparsers(
+        dest="app_cmd", required=True
+    )
+    create = app.add_parser("create", help="create an app; prints appId, apiKey, signingSecret")
+    create.add_argument("name")
+    create.set_defaults(func=cmd_app_create)
+    up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
+    up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
+    up.add_argument("--demo", action="store_true", help="create an app and submit a demo job")
+    up.set_defaults(func=cmd_up)
+    sub.add_parser("workers", help="list workers with load scores").set_defaults(func=cmd_workers)
+    callbacks = sub.add_parser("callbacks", help="callback operations").add_subparsers(
+        dest="callbacks_cmd", required=True
+    )
+    replay = callbacks.add_parser("replay", help="replay dead-lettered callbacks")
+    replay.add_argument("--limit", type=int, default=1000)
+    replay.set_defaults(func=cmd_callbacks_replay)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``kairos`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="kairos",
+        description=(
+            "Kairos distributed job scheduler. Stores: KAIROS_DATABASE_URL, KAIROS_REDIS_URL, "
+            "KAIROS_AMQP_URL, KAIROS_AMQP_MANAGEMENT_URL; KAIROS_NAMESPACE picks the database, "
+            "Redis key prefix and vhost (default kairos)."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_service_parsers(sub)
+    _add_operator_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kairos`` console script."""
+    args = build_parser().parse_args(argv)
+    func: Command = args.func
+    try:
+        return func(args)
+    except KairosError as e:
+        print(f"kairos: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Callback deliveries: the payload for a finished execution and the message to send it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, OutgoingMessage
+from common.clock import ClusterClock
+from common.db import deliveries
+from common.db.deliveries import NewDelivery
+from common.messages import CallbackMessage, ExecutionResult
+from common.timefmt import iso_ms
+from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
+
+
+def callback_payload(result: ExecutionResult, attempt: int, trigger_time: int) -> str:
+    """The JSON body a callback receiver gets, exactly as it is signed."""
+    body: dict[str, Any] = {
+        "jobId": result.job_id,
+        "executionId": result.execution_id,
+        "status": result.status,
+        "message": result.message,
+        "attempt": attempt,
+        "triggerTime": iso_ms(trigger_time),
+        "startedAt": iso_ms(result.started_at),
+        "endedAt": iso_ms(result.ended_at),
+    }
+    return json.dumps(body, separators=(",", ":"))
+
+
+def new_delivery(result: ExecutionResult, row: Any, url: str, payload: str) -> NewDelivery:
+    """A delivery record for one finished execution of a job with a callback URL."""
+    return NewDelivery(
+        delivery_id="msg_" + uuid.uuid4().hex,
+        execution_id=result.execution_id,
+        job_id=result.job_id,
+        app_pk=int(row.app_id),
+        url=url,
+        payload=payload,
+    )
+
+
+def callback_message(delivery: NewDelivery) -> OutgoingMessage:
+    """The message that hands a delivery to the notifier."""
+    message = CallbackMessage(
+        delivery_id=delivery.delivery_id,
+        app_id=delivery.app_pk,
+        url=delivery.url,
+        payload=delivery.payload,
+    )
+    return OutgoingMessage(
+        exchange=CALLBACKS_EXCHANGE,
+        routing_key=CALLBACKS_QUEUE,
+        body=message.model_dump_json().encode(),
+        message_id=delivery.delivery_id,
+    )
+
+
+def publish_deliveries(
+    engine: Engine,
+    publisher: BatchPublisher,
+    clock: ClusterClock,
+    rows: Sequence[NewDelivery],
+) -> None:
+    """Publish deliveries, then mark them QUEUED; unpublished ones stay PENDING for the sweep."""
+    if not rows:
+        return
+    publisher.publish([callback_message(r) for r in rows])
+    with engine.begin() as conn:
+        deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

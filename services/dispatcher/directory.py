@@ -1,0 +1,80 @@
+"""The dispatcher's view of live workers and their load."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from pika.exceptions import ChannelClosedByBroker
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.db.executions import inflight_by_worker
+from common.db.workers import fresh_workers
+from common.loadbalance import WorkerLoad
+from common.topology import worker_queue
+
+log = logging.getLogger(__name__)
+
+
+class WorkerDirectory:
+    """Live workers: fresh heartbeat, ACTIVE, and a consumer on their queue.
+
+    The view is cached for ``ttl`` seconds: the chooser counts each pick as one more
+    active task, so within that time the view stays right enough to spread a batch.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        connection: BlockingConnection,
+        clock: ClusterClock,
+        stale_ms: int,
+        ttl: float = 0.5,
+    ) -> None:
+        self._engine = engine
+        self._connection = connection
+        self._channel: BlockingChannel = connection.channel()
+        self._clock = clock
+        self._stale_ms = stale_ms
+        self._ttl = ttl
+        self._cached: list[WorkerLoad] = []
+        self._loaded_at = -1e18
+
+    def live(self) -> list[WorkerLoad]:
+        """Live workers with their load, refreshed at most every ``ttl`` seconds."""
+        if time.monotonic() - self._loaded_at > self._ttl:
+            self._cached = self._load()
+            self._loaded_at = time.monotonic()
+        return self._cached
+
+    def handlers(self) -> set[str]:
+        """Every handler some live worker runs."""
+        return {name for worker in self.live() for name in worker.handlers}
+
+    def consumer_count(self, worker_id: str) -> int:
+        """Consumers on the worker's queue as the broker sees them; 0 if it has no queue."""
+        try:
+            frame = self._channel.queue_declare(worker_queue(worker_id), passive=True)
+        except ChannelClosedByBroker:
+            self._channel = self._connection.channel()
+            return 0
+        return int(frame.method.consumer_count)
+
+    def _load(self) -> list[WorkerLoad]:
+        with self._engine.connect() as conn:
+            rows = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
+            inflight = inflight_by_worker(conn)
+        return [
+            WorkerLoad(
+                worker_id=row.worker_id,
+                active=row.active + inflight.get(row.worker_id, 0),
+                avg_ms=float(row.avg_ms),
+                cpu_idle=float(row.cpu_idle),
+                handlers=frozenset(json.loads(row.handlers)),
+            )
+            for row in rows
+            if self.consumer_count(row.worker_id) > 0
+        ]

@@ -1,0 +1,152 @@
+"""Recovery sweeps run by the leader: unpublished executions, dead workers, callbacks."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, OutgoingMessage
+from common.clock import ClusterClock
+from common.db import deliveries, executions, workers
+from common.db.deliveries import NewDelivery
+from common.keys import RedisKeys
+from common.loadbalance import WorkerChooser
+from common.messages import ExecutionResult, ResultBatch
+from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
+from services.dispatcher.callbacks import publish_deliveries
+from services.dispatcher.directory import WorkerDirectory
+from services.dispatcher.publishing import Assignment, publish_assignments
+
+log = logging.getLogger(__name__)
+
+SWEEP_LIMIT = 500
+
+
+class Recovery:
+    """Puts stranded work back on its way; every step is safe to repeat."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        publisher: BatchPublisher,
+        directory: WorkerDirectory,
+        chooser: WorkerChooser,
+        stores: tuple[redis.Redis, RedisKeys, ClusterClock],
+        pending_after_ms: int,
+        stale_ms: int,
+    ) -> None:
+        self._engine = engine
+        self._publisher = publisher
+        self._directory = directory
+        self._chooser = chooser
+        self._redis, self._keys, self._clock = stores
+        self._pending_after_ms = pending_after_ms
+        self._stale_ms = stale_ms
+
+    def sweep(self) -> None:
+        """Run every recovery step once."""
+        self.republish_pending()
+        self.rescue_dead_workers()
+        self.republish_deliveries()
+
+    def republish_pending(self) -> None:
+        """Send again executions whose publish was never confirmed."""
+        cutoff = self._clock.now_ms() - self._pending_after_ms
+        with self._engine.connect() as conn:
+            rows = executions.stale_pending(conn, cutoff, SWEEP_LIMIT)
+        if rows:
+            log.warning("republishing %d executions never confirmed in a queue", len(rows))
+            self._reroute(rows)
+
+    def rescue_dead_workers(self) -> None:
+        """Move work off workers that stopped or went silent and have no consumer on their queue."""
+        cutoff = self._clock.now_ms() - self._stale_ms
+        with self._engine.connect() as conn:
+            stale = workers.gone_workers(conn, cutoff)
+        for worker in stale:
+            if self._directory.consumer_count(worker.worker_id) == 0:
+                self._rescue(worker.worker_id)
+
+    def _rescue(self, worker_id: str) -> None:
+        with self._engine.connect() as conn:
+            rows = executions.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
+        if not rows:
+            return
+        started = [r for r in rows if self._started_by(r.execution_id) == worker_id]
+        unstarted = [r for r in rows if r not in started]
+        log.warning(
+            "worker %s is dead: %d executions lost, %d moved",
+            worker_id,
+            len(started),
+            len(unstarted),
+            extra={"worker_id": worker_id},
+        )
+        self._report_lost(worker_id, started)
+        self._reroute(unstarted)
+
+    def _started_by(self, execution_id: str) -> str | None:
+        value = self._redis.get(self._keys.execution_started(execution_id))
+        return value.decode() if isinstance(value, bytes) else value
+
+    def _report_lost(self, worker_id: str, rows: list[Any]) -> None:
+        if not rows:
+            return
+        now = self._clock.now_ms()
+        lost = [
+            ExecutionResult(
+                execution_id=r.execution_id,
+                job_id=r.job_id,
+                worker_id=worker_id,
+                status="LOST",
+                message=f"worker {worker_id} died while running it",
+                started_at=now,
+                ended_at=now,
+            )
+            for r in rows
+        ]
+        body = ResultBatch(worker_id=worker_id, results=lost).model_dump_json().encode()
+        self._publisher.publish(
+            [OutgoingMessage(RESULTS_EXCHANGE, RESULTS_QUEUE, body, lost[0].execution_id)]
+        )
+
+    def _reroute(self, rows: list[Any]) -> None:
+        live = self._directory.live()
+        moved: list[Assignment] = []
+        with self._engine.begin() as conn:
+            for row in rows:
+                worker = self._chooser.choose(live, row.handler)
+                if worker is None:
+                    continue
+                executions.reassign(conn, row.execution_id, worker.worker_id)
+                moved.append(
+                    Assignment(
+                        row.execution_id,
+                        row.job_id,
+                        row.attempt,
+                        row.trigger_time,
+                        row.handler,
+                        row.params,
+                        worker.worker_id,
+                    )
+                )
+        publish_assignments(self._engine, self._publisher, self._clock, moved)
+
+    def republish_deliveries(self) -> None:
+        """Hand the notifier again callbacks recorded but never confirmed in its queue."""
+        cutoff = self._clock.now_ms() - self._pending_after_ms
+        with self._engine.connect() as conn:
+            rows = deliveries.stale_pending(conn, cutoff, SWEEP_LIMIT)
+        if rows:
+            log.warning("republishing %d callback deliveries", len(rows))
+            publish_deliveries(
+                self._engine,
+                self._publisher,
+                self._clock,
+                [
+                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
+                    for r in rows
+                ],
+            )

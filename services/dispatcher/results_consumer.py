@@ -1,0 +1,80 @@
+"""Consumes ``kairos.results`` in batches: record, publish callbacks, then ack the batch."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, connect
+from common.clock import ClusterClock
+from common.config import DispatcherSettings
+from common.messages import ExecutionResult, ResultBatch
+from common.topology import RESULTS_QUEUE, declare_core
+from services.dispatcher.callbacks import publish_deliveries
+from services.dispatcher.results import record_results
+
+log = logging.getLogger(__name__)
+
+
+def parse_results(bodies: list[bytes]) -> list[ExecutionResult]:
+    """Every result in a list of ResultBatch bodies; malformed bodies are logged and skipped."""
+    results: list[ExecutionResult] = []
+    for body in bodies:
+        try:
+            results.extend(ResultBatch.model_validate_json(body).results)
+        except ValidationError as e:
+            log.error("dropping a malformed results message: %s", e)
+    return results
+
+
+class ResultsConsumer:
+    """Runs in its own thread with its own connection; every dispatcher runs one."""
+
+    def __init__(
+        self, settings: DispatcherSettings, engine: Engine, clock: ClusterClock, name: str
+    ) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._clock = clock
+        self._name = name
+        self._pending: list[tuple[int, bytes]] = []
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; reconnect after broker or database errors."""
+        while not stop.is_set():
+            try:
+                self._consume(stop)
+            except Exception:
+                log.exception("results consumer failed; reconnecting in 1 s")
+                stop.wait(1.0)
+
+    def _consume(self, stop: threading.Event) -> None:
+        connection = connect(self._settings, f"kairos dispatcher {self._name} results")
+        try:
+            channel = connection.channel()
+            declare_core(channel)
+            channel.basic_qos(prefetch_count=self._settings.results_prefetch)
+            publisher = BatchPublisher(connection.channel())
+            self._pending = []
+            channel.basic_consume(RESULTS_QUEUE, self._on_message)
+            while not stop.is_set():
+                connection.process_data_events(time_limit=0 if self._pending else 0.1)
+                if self._pending:
+                    self._handle(publisher)
+                    channel.basic_ack(self._pending[-1][0], multiple=True)
+                    self._pending = []
+        finally:
+            if connection.is_open:
+                connection.close()
+
+    def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
+        self._pending.append((int(method.delivery_tag), body))
+
+    def _handle(self, publisher: BatchPublisher) -> None:
+        results = parse_results([body for _, body in self._pending])
+        created = record_results(self._engine, self._clock, results)
+        publish_deliveries(self._engine, publisher, self._clock, created)

@@ -1,0 +1,112 @@
+"""Deliver one callback: sign, POST, record the attempt, and decide what comes next."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from common.broker import OutgoingMessage
+from common.clock import ClusterClock
+from common.db import deliveries
+from common.db.apps import signing_secret
+from common.messages import CallbackMessage
+from common.states import DeliveryStatus
+from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from services.notifier.signing import webhook_headers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How one POST went; ``follow_up`` is where the message goes next, if anywhere."""
+
+    message: CallbackMessage
+    delivered: bool
+    follow_up: OutgoingMessage | None
+
+
+class CallbackDeliverer:
+    """Safe to call from many pool threads: httpx and the engine are thread-safe."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        http: httpx.Client,
+        clock: ClusterClock,
+        retry_tiers: Sequence[int],
+    ) -> None:
+        self._engine = engine
+        self._http = http
+        self._clock = clock
+        self._tiers = list(retry_tiers)
+        self._secrets: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def deliver(self, body: bytes) -> Attempt | None:
+        """POST the callback in ``body``; None when it was delivered before."""
+        message = CallbackMessage.model_validate_json(body)
+        with self._engine.connect() as conn:
+            row = deliveries.get_delivery(conn, message.delivery_id)
+        if row is None or row.status == DeliveryStatus.DELIVERED:
+            return None
+        code, error = self._post(message)
+        delivered = code is not None and 200 <= code < 300
+        follow_up = None if delivered else self._next_stop(message)
+        status = self._status_after(delivered, follow_up)
+        with self._engine.begin() as conn:
+            deliveries.record_attempt(
+                conn, message.delivery_id, status, code, error, self._clock.now_ms()
+            )
+        log.info(
+            "callback attempt %d: %s",
+            message.attempt,
+            status.lower(),
+            extra={"delivery_id": message.delivery_id},
+        )
+        return Attempt(message, delivered, follow_up)
+
+    def _post(self, message: CallbackMessage) -> tuple[int | None, str | None]:
+        headers = webhook_headers(
+            self._secret(message.app_id), message.delivery_id, int(time.time()), message.payload
+        )
+        try:
+            response = self._http.post(message.url, content=message.payload, headers=headers)
+        except httpx.HTTPError as e:
+            return None, f"{type(e).__name__}: {e}"[:2000]
+        error = None if response.is_success else response.text[:2000]
+        return response.status_code, error
+
+    def _secret(self, app_pk: int) -> str:
+        with self._lock:
+            if app_pk not in self._secrets:
+                with self._engine.connect() as conn:
+                    self._secrets[app_pk] = signing_secret(conn, app_pk) or ""
+            return self._secrets[app_pk]
+
+    def _next_stop(self, message: CallbackMessage) -> OutgoingMessage:
+        later = message.model_copy(update={"attempt": message.attempt + 1})
+        body = later.model_dump_json().encode()
+        if message.attempt <= len(self._tiers):
+            queue = retry_queue(self._tiers[message.attempt - 1])
+            return OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
+        return OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, message.delivery_id)
+
+    @staticmethod
+    def _status_after(delivered: bool, follow_up: OutgoingMessage | None) -> DeliveryStatus:
+        if delivered:
+            return DeliveryStatus.DELIVERED
+        if follow_up is not None and follow_up.routing_key == CALLBACKS_DEAD_QUEUE:
+            return DeliveryStatus.DEAD
+        return DeliveryStatus.QUEUED
+
+
+def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:
+    """The retry-tier or dead-letter messages for the attempts that failed."""
+    return [a.follow_up for a in attempts if a is not None and a.follow_up is not None]

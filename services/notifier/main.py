@@ -1,0 +1,59 @@
+"""``kairos notifier``: deliver signed callbacks, retrying through tier queues."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+import httpx
+import redis
+
+from common.broker import connect
+from common.clock import ClusterClock
+from common.config import NotifierSettings
+from common.db.engine import make_engine
+from common.logs import setup_logging
+from common.pooled_consumer import PooledConsumer
+from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
+from services.notifier.delivery import CallbackDeliverer, follow_ups
+
+log = logging.getLogger(__name__)
+
+
+def run_notifier(settings: NotifierSettings) -> None:
+    """Deliver callbacks until SIGTERM or SIGINT."""
+    setup_logging("notifier", settings.log_level, settings.log_json)
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        log.info("received signal %d; stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    engine = make_engine(settings, pool_size=settings.concurrency)
+    client = redis.Redis.from_url(settings.redis_url)
+    http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
+    deliverer = CallbackDeliverer(engine, http, ClusterClock(client), settings.retry_tiers())
+    connection = connect(settings, "kairos notifier")
+    setup = connection.channel()
+    declare_core(setup)
+    declare_retry_tiers(setup, settings.retry_tiers())
+    setup.close()
+    consumer = PooledConsumer(
+        connection, CALLBACKS_QUEUE, settings.concurrency, deliverer.deliver, follow_ups
+    )
+    consumer.start()
+    log.info("notifier consuming %s", CALLBACKS_QUEUE)
+    while not stop.is_set():
+        connection.process_data_events(time_limit=0.2)
+    consumer.stop_consuming()
+    while consumer.active:
+        connection.process_data_events(time_limit=0.2)
+    connection.close()
+    consumer.close()
+    http.close()
+    engine.dispose()
+    log.info("notifier stopped")

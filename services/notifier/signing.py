@@ -1,0 +1,36 @@
+"""Standard Webhooks signatures: HMAC-SHA256 over ``id.timestamp.body``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+SECRET_PREFIX = "whsec_"
+
+
+def _key(secret: str) -> bytes:
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+
+
+def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
+    """The ``webhook-signature`` header value: ``v1,<base64 HMAC-SHA256>``."""
+    signed = f"{message_id}.{timestamp}.{body}".encode()
+    digest = hmac.new(_key(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def verify(secret: str, message_id: str, timestamp: int, body: str, header: str) -> bool:
+    """True when any ``v1,`` signature in the header matches (receivers may use this)."""
+    expected = sign(secret, message_id, timestamp, body)
+    return any(hmac.compare_digest(expected, part) for part in header.split())
+
+
+def webhook_headers(secret: str, message_id: str, timestamp: int, body: str) -> dict[str, str]:
+    """The three Standard Webhooks headers plus the JSON content type."""
+    return {
+        "content-type": "application/json",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(secret, message_id, timestamp, body),
+    }

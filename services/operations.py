@@ -1,0 +1,71 @@
+"""Operator commands: list workers with load scores, replay dead-lettered callbacks."""
+
+from __future__ import annotations
+
+import json
+
+from common.broker import BatchPublisher, OutgoingMessage, connect
+from common.clock import wall_ms
+from common.config import StoreSettings
+from common.db.engine import make_engine
+from common.db.workers import all_workers
+from common.loadbalance import WorkerLoad, load_score
+from common.messages import CallbackMessage
+from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
+
+
+def list_workers(settings: StoreSettings) -> str:
+    """A table of workers: state, heartbeat age, capacity, active, cpu idle, avg ms, score."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            rows = all_workers(conn)
+    finally:
+        engine.dispose()
+    now = wall_ms()
+    lines = [
+        f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'IDLE%':>5} "
+        f"{'AVG_MS':>7} {'SCORE':>7}  HANDLERS"
+    ]
+    for row in rows:
+        load = WorkerLoad(row.worker_id, row.active, row.avg_ms, row.cpu_idle, frozenset())
+        lines.append(
+            f"{row.worker_id:24} {row.state:9} {(now - row.last_heartbeat) / 1000:6.1f} "
+            f"{row.capacity:4d} {row.active:6d} {row.cpu_idle:5d} {row.avg_ms:7d} "
+            f"{load_score(load):7.2f}  {','.join(json.loads(row.handlers))}"
+        )
+    return "\n".join(lines)
+
+
+def replay_dead_callbacks(settings: StoreSettings, limit: int) -> int:
+    """Move up to ``limit`` messages from the dead-letter queue back to the callbacks queue.
+
+    Each replayed message starts again at attempt 1, so it walks the retry tiers anew.
+    The dead copy is acked only after the replayed copy is committed.
+    """
+    connection = connect(settings, "kairos callbacks replay")
+    try:
+        channel = connection.channel()
+        declare_core(channel)
+        publisher = BatchPublisher(connection.channel())
+        moved = 0
+        while moved < limit:
+            method, _props, body = channel.basic_get(CALLBACKS_DEAD_QUEUE, auto_ack=False)
+            if method is None:
+                break
+            message = CallbackMessage.model_validate_json(body).model_copy(update={"attempt": 1})
+            publisher.publish(
+                [
+                    OutgoingMessage(
+                        CALLBACKS_EXCHANGE,
+                        CALLBACKS_QUEUE,
+                        message.model_dump_json().encode(),
+                        message.delivery_id,
+                    )
+                ]
+            )
+            channel.basic_ack(method.delivery_tag)
+            moved += 1
+        return moved
+    finally:
+        connection.close()

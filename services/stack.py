@@ -1,0 +1,132 @@
+"""``kairos up``: migrate, then run api, dispatcher, workers and notifier as children."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+import httpx
+
+from common.config import StoreSettings
+from common.namespace import create_app_credentials, prepare_namespace
+
+STOP_GRACE_SECONDS = 40.0
+
+
+@dataclass
+class Child:
+    """One service process of the stack."""
+
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = None
+
+
+def _children(port: int, workers: int) -> list[Child]:
+    kairos = [sys.executable, "-m", "services.cli"]
+    host = socket.gethostname().split(".")[0]
+    stack = [Child("api", [*kairos, "api", "--port", str(port)])]
+    stack.append(Child("dispatcher", [*kairos, "dispatcher"]))
+    for n in range(1, workers + 1):
+        stack.append(Child(f"worker-{n}", [*kairos, "worker", "--id", f"{host}-w{n}"]))
+    stack.append(Child("notifier", [*kairos, "notifier"]))
+    return stack
+
+
+def _wait_healthy(base: str, deadline_seconds: float) -> bool:
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _submit_demo(settings: StoreSettings, base: str) -> None:
+    credentials = create_app_credentials(settings, "demo")
+    headers = {"Authorization": f"Bearer {credentials.api_key}"}
+    body = {"jobName": "hello", "jobHandler": "demo.echo", "params": {"hello": "kairos"}}
+    deadline = time.monotonic() + 30
+    while True:
+        response = httpx.post(f"{base}/openapi/jobs", json=body, headers=headers, timeout=5)
+        # Until a worker's first heartbeat lands, demo.echo is not a known handler yet.
+        if response.status_code != 422 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    job_id = response.json().get("jobId")
+    print(f"demo job:       {json.dumps(response.json())}")
+    print(f"api key:        {credentials.api_key}")
+    print(
+        f"status:         curl -H 'Authorization: Bearer {credentials.api_key}' "
+        f"{base}/openapi/jobs/{job_id}"
+    )
+    print(f"executions:     {base}/openapi/jobs/{job_id}/executions")
+
+
+def _stop_all(children: list[Child]) -> None:
+    for child in children:
+        if child.process and child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for child in children:
+        if child.process is None:
+            continue
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+def run_stack(port: int, workers: int, demo: bool) -> int:
+    """Run the stack until Ctrl-C or SIGTERM, or until a child exits on its own."""
+    settings = StoreSettings()
+    prepare_namespace(settings)
+    stopping = False
+
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    children = _children(port, workers)
+    for child in children:
+        child.process = subprocess.Popen(child.argv, env=os.environ.copy())
+    base = f"http://127.0.0.1:{port}"
+    try:
+        if not _wait_healthy(base, 30):
+            print("kairos up: the API did not answer /healthz within 30 s", file=sys.stderr)
+            return 1
+        print(f"Kairos is up (namespace {settings.namespace})")
+        print(f"swagger ui:     {base}/docs")
+        print("rabbitmq ui:    http://127.0.0.1:15672 (guest/guest), vhost " + settings.namespace)
+        if demo:
+            _submit_demo(settings, base)
+        print("press Ctrl-C to stop", flush=True)
+        return _supervise(children, lambda: stopping)
+    finally:
+        _stop_all(children)
+
+
+def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
+    while not stopping():
+        for child in children:
+            assert child.process is not None
+            code = child.process.poll()
+            if code is not None:
+                print(f"kairos up: {child.name} exited with {code}; stopping", file=sys.stderr)
+                return 1
+        time.sleep(0.2)
+    return 0

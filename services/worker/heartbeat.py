@@ -1,0 +1,104 @@
+"""The worker heartbeat: load figures written to Redis and to the workers table."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import psutil
+import redis
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.db.workers import Heartbeat, upsert_heartbeat
+from common.keys import RedisKeys
+from common.pooled_consumer import ConsumerStats
+from common.states import WorkerState
+
+log = logging.getLogger(__name__)
+
+AVERAGE_WINDOW_SECONDS = 300.0
+
+
+def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS) -> int:
+    """Mean run time, in ms, of the runs that finished within the window."""
+    recent = [seconds for ended, seconds in list(stats.durations) if now - ended <= window]
+    return int(sum(recent) / len(recent) * 1000) if recent else 0
+
+
+class Heartbeater:
+    """Sends a heartbeat every ``interval`` seconds from its own thread."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        capacity: int,
+        handlers: tuple[str, ...],
+        active: Callable[[], int],
+        stats: ConsumerStats,
+        stores: tuple[redis.Redis, Engine, RedisKeys, ClusterClock],
+        interval: float,
+    ) -> None:
+        self._worker_id = worker_id
+        self._capacity = capacity
+        self._handlers = handlers
+        self._active = active
+        self._stats = stats
+        self._redis, self._engine, self._keys, self._clock = stores
+        self._interval = interval
+        self._started_at = self._clock.now_ms()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+        self.state = WorkerState.ACTIVE
+        psutil.cpu_percent(interval=None)
+
+    def build(self) -> Heartbeat:
+        """The heartbeat as of now."""
+        return Heartbeat(
+            worker_id=self._worker_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            capacity=self._capacity,
+            active=self._active(),
+            cpu_idle=int(100 - psutil.cpu_percent(interval=None)),
+            avg_ms=average_ms(self._stats, time.monotonic()),
+            handlers=self._handlers,
+            state=self.state,
+            started_at=self._started_at,
+            sent_at=self._clock.now_ms(),
+        )
+
+    def send(self) -> None:
+        """Write one heartbeat to Redis (expiring) and to MySQL."""
+        heartbeat = self.build()
+        key = self._keys.worker(self._worker_id)
+        pipe = self._redis.pipeline()
+        pipe.hset(key, mapping=cast(Any, heartbeat.as_dict()))
+        pipe.pexpire(key, int(self._interval * 3000))
+        pipe.execute()
+        with self._engine.begin() as conn:
+            upsert_heartbeat(conn, heartbeat)
+
+    def start(self) -> None:
+        """Send one heartbeat now, then keep sending in the background."""
+        self.send()
+        self._thread.start()
+
+    def stop(self, final_state: WorkerState) -> None:
+        """Stop the loop and send a last heartbeat with ``final_state``."""
+        self._stop.set()
+        self._thread.join(timeout=self._interval + 5)
+        self.state = final_state
+        self.send()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.send()
+            except Exception:
+                log.exception("heartbeat failed; retrying at the next interval")

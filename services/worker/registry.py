@@ -1,0 +1,58 @@
+"""Handlers: plain functions marked with ``@handler("name")`` in modules a worker imports.
+
+The decorator only marks the function; the worker collects marked functions from the
+modules it is told to import, so no registry lives in a global.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from common.errors import ConfigurationError
+
+_MARK = "__kairos_handler__"
+
+HandlerFn = Callable[[dict[str, Any], "HandlerContext"], Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What a handler knows of the run, so it can make its own side effects idempotent."""
+
+    job_id: int
+    execution_id: str
+    attempt: int
+    trigger_time: int
+
+
+def handler(name: str) -> Callable[[F], F]:
+    """Mark a function ``fn(params, ctx)`` as the handler registered under ``name``."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, _MARK, name)
+        return fn
+
+    return mark
+
+
+def collect_handlers(module_names: Iterable[str]) -> dict[str, HandlerFn]:
+    """Import each module and return its marked functions by handler name."""
+    found: dict[str, HandlerFn] = {}
+    for module_name in module_names:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ConfigurationError(
+                f"cannot import handler module {module_name!r}: {e}; check --handlers"
+            ) from e
+        for value in vars(module).values():
+            name = getattr(value, _MARK, None)
+            if isinstance(name, str) and callable(value):
+                if name in found and found[name] is not value:
+                    raise ConfigurationError(f"handler {name!r} is registered twice")
+                found[name] = value
+    return found

@@ -1,0 +1,126 @@
+"""Run one dispatched execution: idempotency check, handler call, outcome."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import redis
+
+from common.broker import OutgoingMessage
+from common.clock import ClusterClock
+from common.keys import RedisKeys
+from common.messages import DispatchMessage, ExecutionResult, ResultBatch
+from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
+from services.worker.registry import HandlerContext, HandlerFn
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 64 * 1024
+
+Outcome = Literal["SUCCEEDED", "FAILED"]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+class ExecutionRunner:
+    """Runs executions on one worker; safe to call from many pool threads at once."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        handlers: Mapping[str, HandlerFn],
+        client: redis.Redis,
+        keys: RedisKeys,
+        clock: ClusterClock,
+        idempotency_ttl_seconds: int,
+    ) -> None:
+        self._worker_id = worker_id
+        self._handlers = handlers
+        self._redis = client
+        self._keys = keys
+        self._clock = clock
+        self._ttl = idempotency_ttl_seconds
+
+    def run(self, body: bytes) -> ExecutionResult | None:
+        """Run the execution in ``body``; None when another worker already took it."""
+        message = DispatchMessage.model_validate_json(body)
+        extra = {"job_id": message.job_id, "execution_id": message.execution_id}
+        key = self._keys.execution_started(message.execution_id)
+        if not self._redis.set(key, self._worker_id, nx=True, ex=self._ttl):
+            return self._already_started(message, key, extra)
+        started = self._clock.now_ms()
+        status, text, result = self._call(message)
+        log.info("execution %s", status.lower(), extra=extra)
+        return ExecutionResult(
+            execution_id=message.execution_id,
+            job_id=message.job_id,
+            worker_id=self._worker_id,
+            status=status,
+            message=text,
+            result=result,
+            started_at=started,
+            ended_at=self._clock.now_ms(),
+        )
+
+    def _already_started(
+        self, message: DispatchMessage, key: str, extra: dict[str, object]
+    ) -> ExecutionResult | None:
+        owner = self._redis.get(key)
+        owner_id = owner.decode() if isinstance(owner, bytes) else str(owner)
+        if owner_id != self._worker_id:
+            log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
+            return None
+        # This worker's previous process took it and died before reporting: the handler
+        # may have had effects, so it must not run again under the same execution id.
+        now = self._clock.now_ms()
+        log.warning("execution was interrupted by a worker restart", extra=extra)
+        return ExecutionResult(
+            execution_id=message.execution_id,
+            job_id=message.job_id,
+            worker_id=self._worker_id,
+            status="LOST",
+            message="interrupted: the worker stopped while running it",
+            started_at=now,
+            ended_at=now,
+        )
+
+    def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:
+        fn = self._handlers.get(message.handler)
+        if fn is None:
+            return "FAILED", f"handler {message.handler!r} is not registered here", None
+        context = HandlerContext(
+            message.job_id, message.execution_id, message.attempt, message.trigger_time
+        )
+        try:
+            value = fn(message.params, context)
+        except Exception as e:
+            return "FAILED", _clip(f"{type(e).__name__}: {e}"), None
+        if value is None:
+            return "SUCCEEDED", None, None
+        try:
+            return "SUCCEEDED", None, _clip(json.dumps(value, default=str))
+        except (TypeError, ValueError):
+            return "SUCCEEDED", None, _clip(repr(value))
+
+
+def result_messages(
+    worker_id: str, outcomes: Sequence[ExecutionResult | None]
+) -> list[OutgoingMessage]:
+    """Pack the outcomes that finished together into one results message."""
+    results = [o for o in outcomes if o is not None]
+    if not results:
+        return []
+    batch = ResultBatch(worker_id=worker_id, results=results)
+    return [
+        OutgoingMessage(
+            exchange=RESULTS_EXCHANGE,
+            routing_key=RESULTS_QUEUE,
+            body=batch.model_dump_json().encode(),
+            message_id=results[0].execution_id,
+        )
+    ]
