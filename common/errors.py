@@ -57,11 +57,16 @@ class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
 
 
-class UnknownHandlerError(KairosError):
-    """A handler name that no worker registry knows."""
+class UnknownHandlerError(ValidationFailedError):
+    """A handler name that no worker has registered."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no handler is registered under {name!r}")
+    def __init__(self, name: str, known: list[str]) -> None:
+        listed = ", ".join(known[:20]) or "none yet"
+        super().__init__(
+            "jobHandler",
+            f"no worker has registered {name!r}; start a worker whose --handlers module "
+            f"defines it (registered: {listed})",
+        )
         self.name = name
 
 

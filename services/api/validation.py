@@ -63,7 +63,7 @@ def build_job(
 ) -> NewJob:
     """Validate every field and return the job to insert."""
     if body.jobHandler not in known_handlers:
-        raise UnknownHandlerError(body.jobHandler)
+        raise UnknownHandlerError(body.jobHandler, sorted(known_handlers))
     check_params_size(body, max_params_bytes)
     cron = validate_cron(body.cronExpr) if body.cronExpr is not None else None
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None

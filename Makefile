@@ -1,0 +1,51 @@
+# Kairos task runner. `make run` starts the local stack with a demo job; `make test`
+# runs every test tier. Both create .venv and check the stores first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install services run test test-unit test-integration test-e2e lint format bench clean
+
+$(BIN)/kairos: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kairos needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/kairos
+
+install: $(BIN)/kairos
+
+services:
+	bash scripts/ensure-services.sh
+
+run: install services
+	$(BIN)/kairos up --demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: install services lint
+	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest tests/integration -q
+	$(BIN)/pytest tests/e2e -q
+
+test-unit: install
+	$(BIN)/pytest tests/unit -q
+
+test-integration: install services
+	$(BIN)/pytest tests/integration -q
+
+test-e2e: install services
+	$(BIN)/pytest tests/e2e -q
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install services
+	$(BIN)/python bench/e2e.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

@@ -1,0 +1,44 @@
+"""Small builders shared by integration tests."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Engine
+
+from common.db.apps import AppCredentials, create_app
+from common.db.workers import Heartbeat, upsert_heartbeat
+from common.states import WorkerState
+
+DEMO_HANDLERS = ("demo.echo", "demo.fail", "demo.noop", "demo.sleep")
+
+
+def make_app(engine: Engine, name: str = "tests") -> AppCredentials:
+    """Create an app and return its credentials."""
+    with engine.begin() as conn:
+        return create_app(conn, name, 0)
+
+
+def register_worker(
+    engine: Engine,
+    worker_id: str = "w1",
+    now_ms: int = 0,
+    handlers: tuple[str, ...] = DEMO_HANDLERS,
+    state: WorkerState = WorkerState.ACTIVE,
+) -> None:
+    """Write a worker heartbeat row as a running worker would."""
+    with engine.begin() as conn:
+        upsert_heartbeat(
+            conn,
+            Heartbeat(
+                worker_id=worker_id,
+                hostname="test",
+                pid=1,
+                capacity=4,
+                active=0,
+                cpu_idle=90,
+                avg_ms=0,
+                handlers=handlers,
+                state=state,
+                started_at=now_ms,
+                sent_at=now_ms,
+            ),
+        )

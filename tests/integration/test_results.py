@@ -1,0 +1,89 @@
+"""Recording results on real MySQL: exactly once, job state, callback deliveries."""
+
+from __future__ import annotations
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.db.executions import NewExecution, insert_executions
+from common.db.jobs import NewJob, claim_jobs, find_due_jobs, get_job, insert_job
+from common.messages import ExecutionResult
+from services.dispatcher.results import record_results
+from tests.integration.helpers import make_app
+
+
+def running_job(engine: Engine, cron: str | None = None, callback: str | None = None) -> str:
+    """A claimed job with one PENDING execution; returns the execution id."""
+    make_app(engine)
+    job = NewJob(1, "j", "demo.noop", {}, cron, 1_000, callback, None, None)
+    with engine.begin() as conn:
+        job_id = insert_job(conn, job, 0)
+        due = find_due_jobs(conn, 2_000, {"demo.noop"}, 10)
+        claim_jobs(conn, due, {job_id: "w1"}, 2_000)
+        insert_executions(conn, [NewExecution("e-1", job_id, 1, 1_000, "w1")], 2_000)
+    return "e-1"
+
+
+def result(status: str = "SUCCEEDED") -> ExecutionResult:
+    return ExecutionResult.model_validate(
+        {
+            "execution_id": "e-1",
+            "job_id": 1,
+            "worker_id": "w1",
+            "status": status,
+            "message": None if status == "SUCCEEDED" else "boom",
+            "started_at": 2_100,
+            "ended_at": 2_200,
+        }
+    )
+
+
+def test_one_shot_job_ends_with_its_execution(engine: Engine, redis_client: redis.Redis) -> None:
+    running_job(engine)
+    record_results(engine, ClusterClock(redis_client), [result("FAILED")])
+    with engine.connect() as conn:
+        job = get_job(conn, 1, 1)
+        execution = conn.execute(sa.text("SELECT status, message FROM executions")).one()
+    assert job is not None
+    assert job.status == "FAILED"
+    assert tuple(execution) == ("FAILED", "boom")
+
+
+def test_a_result_seen_twice_is_recorded_once(engine: Engine, redis_client: redis.Redis) -> None:
+    running_job(engine, callback="http://127.0.0.1:9/hook")
+    clock = ClusterClock(redis_client)
+    first = record_results(engine, clock, [result(), result()])
+    second = record_results(engine, clock, [result("FAILED")])
+    assert len(first) == 1
+    assert second == []
+    with engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM executions")).scalar_one()
+        deliveries = conn.execute(sa.text("SELECT COUNT(*) FROM callback_deliveries")).scalar()
+    assert status == "SUCCEEDED"
+    assert deliveries == 1
+
+
+def test_cron_job_goes_back_to_waiting_with_its_next_trigger(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    running_job(engine, cron="*/2 * * * * *")
+    clock = ClusterClock(redis_client)
+    record_results(engine, clock, [result()])
+    with engine.connect() as conn:
+        job = get_job(conn, 1, 1)
+    assert job is not None
+    assert job.status == "WAITING"
+    assert job.next_trigger_time > clock.now_ms() - 10
+    assert job.next_trigger_time % 2_000 == 0
+
+
+def test_callback_payload_is_recorded_with_the_result(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    running_job(engine, callback="http://127.0.0.1:9/hook")
+    created = record_results(engine, ClusterClock(redis_client), [result()])
+    assert created[0].url == "http://127.0.0.1:9/hook"
+    assert '"executionId":"e-1"' in created[0].payload
+    assert '"status":"SUCCEEDED"' in created[0].payload

@@ -1,0 +1,84 @@
+"""The worker's execution runner on real Redis: one run per execution id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.keys import RedisKeys
+from common.messages import DispatchMessage
+from services.worker.registry import HandlerContext, collect_handlers
+from services.worker.runner import ExecutionRunner
+
+CALLS: list[str] = []
+
+
+def counting(params: dict[str, Any], ctx: HandlerContext) -> None:
+    CALLS.append(ctx.execution_id)
+
+
+def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
+    handlers = dict(collect_handlers(["services.worker.demo"]))
+    handlers["test.count"] = counting
+    return ExecutionRunner(
+        worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
+    )
+
+
+def message(handler: str = "test.count", params: dict[str, Any] | None = None) -> bytes:
+    return (
+        DispatchMessage(
+            execution_id="e-1",
+            job_id=1,
+            attempt=1,
+            trigger_time=0,
+            handler=handler,
+            params=params or {},
+            dispatched_at=0,
+        )
+        .model_dump_json()
+        .encode()
+    )
+
+
+def test_a_redelivered_execution_runs_once(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CALLS.clear()
+    first = runner(redis_client, namespace, "w1").run(message())
+    copy_elsewhere = runner(redis_client, namespace, "w2").run(message())
+    assert first is not None
+    assert first.status == "SUCCEEDED"
+    assert copy_elsewhere is None
+    assert CALLS == ["e-1"]
+
+
+def test_a_restarted_worker_reports_its_interrupted_run_as_lost(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CALLS.clear()
+    runner(redis_client, namespace, "w1").run(message())
+    again = runner(redis_client, namespace, "w1").run(message())
+    assert again is not None
+    assert again.status == "LOST"
+    assert CALLS == ["e-1"]
+
+
+def test_handler_exception_is_a_failed_result(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(
+        message("demo.fail", {"message": "disk full"})
+    )
+    assert outcome is not None
+    assert outcome.status == "FAILED"
+    assert outcome.message == "DemoFailure: disk full"
+
+
+def test_return_value_is_kept_as_json(redis_client: redis.Redis, namespace: StoreSettings) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(message("demo.echo", {"x": [1, 2]}))
+    assert outcome is not None
+    assert outcome.result == '{"x": [1, 2]}'

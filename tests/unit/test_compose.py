@@ -1,0 +1,232 @@
+"""The container stack: docker-compose.yml and the Dockerfile hold together.
+
+No Docker engine is needed: the files are parsed and checked against the ``kairos`` CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from services.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+STORES = ("mysql", "redis", "rabbitmq")
+KAIROS_SERVICES = ("migrate", "api", "dispatcher", "worker-1", "worker-2", "notifier")
+LONG_RUNNING = ("api", "dispatcher", "worker-1", "worker-2", "notifier")
+
+# ${NAME}, ${NAME:-default} and ${NAME-default}, as compose interpolates them.
+_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
+
+
+def _interpolate(value: str) -> str:
+    """The value compose would use with none of the variables set."""
+    return _VARIABLE.sub(lambda m: m.group("default") or "", value)
+
+
+def _mapping(value: object, what: str) -> dict[str, Any]:
+    assert isinstance(value, dict), f"{what} must be a mapping, got {value!r}"
+    return value
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, dict[str, Any]]:
+    """The services of docker-compose.yml, with YAML anchors and merge keys resolved."""
+    document = _mapping(yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8")), "the file")
+    found = _mapping(document.get("services"), "services")
+    return {name: _mapping(spec, f"service {name}") for name, spec in found.items()}
+
+
+def _command(spec: dict[str, Any]) -> list[str]:
+    command = spec.get("command")
+    if isinstance(command, str):
+        return shlex.split(command)
+    assert isinstance(command, list), f"command must be a string or a list, got {command!r}"
+    return [str(part) for part in command]
+
+
+def _environment(spec: dict[str, Any]) -> dict[str, str]:
+    env = spec.get("environment", {})
+    if isinstance(env, list):
+        pairs = (str(item).split("=", 1) for item in env)
+        return {pair[0]: pair[1] if len(pair) > 1 else "" for pair in pairs}
+    return {str(k): "" if v is None else str(v) for k, v in _mapping(env, "environment").items()}
+
+
+def _depends_on(spec: dict[str, Any]) -> dict[str, str]:
+    """Each dependency with its condition (a plain list means ``service_started``)."""
+    deps = spec.get("depends_on", {})
+    if isinstance(deps, list):
+        return {str(name): "service_started" for name in deps}
+    return {
+        str(name): str(_mapping(cond, f"depends_on.{name}").get("condition", "service_started"))
+        for name, cond in _mapping(deps, "depends_on").items()
+    }
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with continuation lines joined and comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        keyword, _, rest = (pending + line).partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+        pending = ""
+    return instructions
+
+
+def _exec_or_shell(arguments: str) -> list[str]:
+    """The words of a CMD or ENTRYPOINT in exec (JSON) form or shell form."""
+    if arguments.startswith("["):
+        words = json.loads(arguments)
+        assert isinstance(words, list)
+        return [str(word) for word in words]
+    return shlex.split(arguments)
+
+
+def test_stores_and_kairos_services_exist(services: dict[str, dict[str, Any]]) -> None:
+    missing = [name for name in (*STORES, *KAIROS_SERVICES) if name not in services]
+    assert not missing, f"docker-compose.yml lacks services {missing}"
+
+
+def test_stores_have_healthchecks(services: dict[str, dict[str, Any]]) -> None:
+    for name in STORES:
+        assert "test" in _mapping(services[name].get("healthcheck"), f"{name}.healthcheck")
+    rabbit_test = services["rabbitmq"]["healthcheck"]["test"]
+    assert "rabbitmq-diagnostics" in " ".join(map(str, rabbit_test))
+
+
+def test_store_images(services: dict[str, dict[str, Any]]) -> None:
+    assert str(services["mysql"]["image"]).startswith("mariadb:10.11")
+    assert str(services["redis"]["image"]).startswith("redis:7")
+    image = str(services["rabbitmq"]["image"])
+    assert image.startswith("rabbitmq:") and image.endswith("-management"), image
+    ports = {str(port) for port in services["rabbitmq"].get("ports", [])}
+    assert {"5672:5672", "15672:15672"} <= ports
+
+
+@pytest.mark.parametrize("name", KAIROS_SERVICES)
+def test_command_is_a_valid_kairos_command(services: dict[str, dict[str, Any]], name: str) -> None:
+    command = _command(services[name])
+    assert command[0] == "kairos", f"{name}: command {command} does not start with kairos"
+    try:
+        args = build_parser().parse_args(command[1:])
+    except SystemExit as e:  # argparse exits on anything it does not accept
+        pytest.fail(f"{name}: `{shlex.join(command)}` is not accepted by the CLI ({e})")
+    assert callable(args.func)
+
+
+def test_commands_name_the_expected_subcommands(services: dict[str, dict[str, Any]]) -> None:
+    subcommands = {name: _command(services[name])[1] for name in KAIROS_SERVICES}
+    assert subcommands == {
+        "migrate": "migrate",
+        "api": "api",
+        "dispatcher": "dispatcher",
+        "worker-1": "worker",
+        "worker-2": "worker",
+        "notifier": "notifier",
+    }
+
+
+def test_workers_have_distinct_ids(services: dict[str, dict[str, Any]]) -> None:
+    parser = build_parser()
+    ids = [parser.parse_args(_command(services[n])[1:]).worker_id for n in ("worker-1", "worker-2")]
+    assert all(ids), f"every worker needs a fixed --id, got {ids}"
+    assert len(set(ids)) == len(ids), f"worker ids must differ, got {ids}"
+
+
+def test_dispatcher_runs_two_replicas(services: dict[str, dict[str, Any]]) -> None:
+    deploy = _mapping(services["dispatcher"].get("deploy"), "dispatcher.deploy")
+    assert deploy.get("replicas") == 2
+    assert "--id" not in _command(services["dispatcher"]), "replicas cannot share a fixed id"
+
+
+def test_api_listens_on_all_interfaces_and_publishes_8000(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    api = services["api"]
+    args = build_parser().parse_args(_command(api)[1:])
+    assert args.host == "0.0.0.0", "the API must not bind 127.0.0.1 inside a container"
+    assert args.port == 8000
+    published = {str(port) for port in api.get("ports", [])}
+    assert any(port.endswith(":8000") for port in published), published
+    test = " ".join(map(str, _mapping(api.get("healthcheck"), "api.healthcheck")["test"]))
+    assert "/healthz" in test
+
+
+@pytest.mark.parametrize("name", KAIROS_SERVICES)
+def test_kairos_services_share_image_and_point_at_the_stores(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    spec = services[name]
+    assert spec.get("build") in (".", {"context": "."}), f"{name}: not built from the Dockerfile"
+    assert spec.get("image") == services["api"].get("image")
+    env = {key: _interpolate(value) for key, value in _environment(spec).items()}
+    expected = {
+        "KAIROS_DATABASE_URL": ("mysql", 3306),
+        "KAIROS_REDIS_URL": ("redis", 6379),
+        "KAIROS_AMQP_URL": ("rabbitmq", 5672),
+        "KAIROS_AMQP_MANAGEMENT_URL": ("rabbitmq", 15672),
+    }
+    for variable, (host, port) in expected.items():
+        assert variable in env, f"{name}: {variable} is not set"
+        url = urlsplit(env[variable])
+        assert (url.hostname, url.port) == (host, port), f"{name}: {variable}={env[variable]}"
+    assert urlsplit(env["KAIROS_DATABASE_URL"]).scheme == "mysql+pymysql"
+
+
+def test_amqp_credentials_match_the_broker(services: dict[str, dict[str, Any]]) -> None:
+    broker = {key: _interpolate(value) for key, value in _environment(services["rabbitmq"]).items()}
+    env = {key: _interpolate(value) for key, value in _environment(services["api"]).items()}
+    user = broker.get("RABBITMQ_DEFAULT_USER", "guest")
+    password = broker.get("RABBITMQ_DEFAULT_PASS", "guest")
+    for variable in ("KAIROS_AMQP_URL", "KAIROS_AMQP_MANAGEMENT_URL"):
+        url = urlsplit(env[variable])
+        assert (url.username, url.password) == (user, password), variable
+    mysql_env = {key: _interpolate(value) for key, value in _environment(services["mysql"]).items()}
+    assert urlsplit(env["KAIROS_DATABASE_URL"]).password == mysql_env["MARIADB_ROOT_PASSWORD"]
+
+
+def test_migrate_waits_for_healthy_stores(services: dict[str, dict[str, Any]]) -> None:
+    assert _depends_on(services["migrate"]) == {name: "service_healthy" for name in STORES}
+    assert services["migrate"].get("restart", "no") == "no", "migrate runs once"
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_services_wait_for_a_successful_migration(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    assert _depends_on(services[name]).get("migrate") == "service_completed_successfully"
+
+
+def test_dockerfile_installs_the_project_and_runs_kairos() -> None:
+    instructions = _dockerfile_instructions()
+    base = [args for keyword, args in instructions if keyword == "FROM"]
+    assert base and base[0].startswith("python:3.11-slim")
+    runs = [args for keyword, args in instructions if keyword == "RUN"]
+    assert any(re.search(r"\bpip install\b[^&;]*\s\.(\s|$)", run) for run in runs), runs
+    users = [args for keyword, args in instructions if keyword == "USER"]
+    assert users and users[-1] not in ("root", "0"), "the image must not run as root"
+    starts = [
+        word
+        for keyword, args in instructions
+        if keyword in ("CMD", "ENTRYPOINT")
+        for word in _exec_or_shell(args)
+    ]
+    assert "kairos" in starts, f"CMD/ENTRYPOINT do not run kairos: {starts}"
