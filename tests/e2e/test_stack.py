@@ -1,0 +1,112 @@
+"""`kairos up` driven over HTTP: jobs run, fail, repeat, and call back signed."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from services.notifier.signing import verify
+from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
+
+
+@pytest.fixture
+def api(processes: Processes) -> Api:
+    port = free_port()
+    processes.start("up", "up", "--port", str(port))
+    return connect_api(processes, port)
+
+
+def test_one_shot_job_succeeds_and_its_signed_callback_arrives(
+    api: Api, receiver: CallbackReceiver
+) -> None:
+    created = api.post_job(
+        {
+            "jobName": "report",
+            "jobHandler": "demo.echo",
+            "params": {"day": "2026-11-30"},
+            "callbackUrl": receiver.url,
+        }
+    )
+    assert created.status_code == 202
+    job_id = created.json()["jobId"]
+    job = api.wait_status(job_id, {"SUCCEEDED", "FAILED"})
+    assert job["status"] == "SUCCEEDED"
+    assert job["lastExecution"]["result"] == {"day": "2026-11-30"}
+    wait_until(lambda: receiver.received, 15, what="the callback")
+    callback = receiver.received[0]
+    headers = {k.lower(): v for k, v in callback.headers.items()}
+    assert verify(
+        api.signing_secret,
+        headers["webhook-id"],
+        int(headers["webhook-timestamp"]),
+        callback.body,
+        headers["webhook-signature"],
+    )
+    payload = json.loads(callback.body)
+    assert payload["jobId"] == job_id
+    assert payload["status"] == "SUCCEEDED"
+    assert payload["executionId"] == job["lastExecution"]["executionId"]
+    assert set(payload) == {
+        "jobId", "executionId", "status", "message", "attempt", "triggerTime",
+        "startedAt", "endedAt",
+    }
+
+
+def test_failing_handler_gives_failed_with_its_message(api: Api) -> None:
+    job_id = api.post_job(
+        {"jobName": "f", "jobHandler": "demo.fail", "params": {"message": "no disk"}}
+    ).json()["jobId"]
+    job = api.wait_status(job_id, {"SUCCEEDED", "FAILED"})
+    assert job["status"] == "FAILED"
+    assert "no disk" in job["lastExecution"]["message"]
+
+
+def test_cron_job_runs_repeatedly(api: Api) -> None:
+    job_id = api.post_job(
+        {"jobName": "tick", "jobHandler": "demo.noop", "cronExpr": "* * * * * *"}
+    ).json()["jobId"]
+    runs = wait_until(
+        lambda: [e for e in api.executions(job_id) if e["status"] == "SUCCEEDED"][2:],
+        20,
+        what="three cron runs",
+    )
+    assert runs
+    times = [e["triggerTime"] for e in api.executions(job_id)]
+    assert len(times) == len(set(times)), "a trigger ran twice"
+    assert api.job(job_id)["status"] in {"WAITING", "RUNNING"}
+
+
+def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api) -> None:
+    body = {"jobName": "once", "jobHandler": "demo.noop", "clientRequestId": "order-42"}
+    first = api.post_job(body)
+    again = api.post_job(body)
+    clash = api.post_job({**body, "params": {"other": True}})
+    assert (first.status_code, again.status_code, clash.status_code) == (202, 200, 422)
+    assert again.json()["jobId"] == first.json()["jobId"]
+    bad = [
+        {"jobName": "x", "jobHandler": "no.such.handler"},
+        {"jobName": "x", "jobHandler": "demo.noop", "cronExpr": "every day"},
+        {"jobName": "x", "jobHandler": "demo.noop", "params": {"b": "x" * 70_000}},
+        {"jobName": "x", "jobHandler": "demo.noop", "callbackUrl": "file:///etc/passwd"},
+        {"jobHandler": "demo.noop"},
+        {"jobName": ["x"], "jobHandler": "demo.noop"},
+    ]
+    for body_ in bad:
+        response = api.post_job(body_)
+        assert response.status_code == 422, body_
+        assert response.json()["detail"]
+    next_id = api.post_job({"jobName": "after", "jobHandler": "demo.noop"}).json()["jobId"]
+    assert next_id == first.json()["jobId"] + 1, "a rejected request wrote a row"
+
+
+def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
+    port = free_port()
+    up = processes.start("up", "up", "--port", str(port))
+    connect_api(processes, port)
+    processes.signal("up", signal.SIGTERM)
+    assert up.wait(timeout=60) == 0
+    log = processes.log("up")
+    for line in ("dispatcher", "notifier stopped", "worker"):
+        assert line in log
