@@ -50,18 +50,37 @@ def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: in
     )
 
 
-def mark_queued(conn: Connection, execution_ids: Iterable[str], now_ms: int) -> None:
-    """Record that these executions are confirmed in a worker queue."""
+def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
+    """The primary keys of these executions, ascending, read without locking."""
     ids = list(execution_ids)
-    if ids:
-        conn.execute(
-            executions.update()
-            .where(
-                executions.c.execution_id.in_(ids),
-                executions.c.status == ExecutionStatus.PENDING,
-            )
-            .values(status=ExecutionStatus.QUEUED, dispatched_at=now_ms)
-        )
+    if not ids:
+        return []
+    return sorted(
+        conn.execute(sa.select(executions.c.id).where(executions.c.execution_id.in_(ids))).scalars()
+    )
+
+
+def mark_queued(conn: Connection, execution_ids: Iterable[str], now_ms: int) -> None:
+    """Record that these executions are confirmed in a worker queue.
+
+    Every transaction that changes executions locks them by primary key in ascending
+    order (see ``lock_unfinished``), so the dispatcher and the results consumer never
+    wait on each other in a circle when a result arrives before its QUEUED mark.
+    """
+    keys = primary_keys(conn, execution_ids)
+    if not keys:
+        return
+    # Only the primary key may appear in WHERE: a status predicate lets the optimizer
+    # walk the status index first, which is the opposite lock order.
+    pending = executions.c.status == ExecutionStatus.PENDING
+    stamp = sa.case((pending, now_ms), else_=executions.c.dispatched_at)
+    queued = sa.case((pending, ExecutionStatus.QUEUED.value), else_=executions.c.status)
+    conn.execute(
+        executions.update()
+        .where(executions.c.id.in_(keys))
+        # MySQL applies SET left to right: dispatched_at must read status before it changes.
+        .ordered_values((executions.c.dispatched_at, stamp), (executions.c.status, queued))
+    )
 
 
 def _with_job(*where: Any) -> sa.Select[Any]:
@@ -125,40 +144,38 @@ def inflight_by_worker(conn: Connection) -> dict[str, int]:
 
 
 def lock_unfinished(conn: Connection, execution_ids: Sequence[str]) -> list[AnyRow]:
-    """Lock the still-unfinished executions among ``execution_ids``, with their job's data.
+    """Lock ``execution_ids`` by primary key, ascending, and return the unfinished ones.
 
-    The lock makes two result consumers that see the same result at once agree on
-    which of them records it.
+    Two result consumers that see the same result agree on which of them records it.
     """
-    return list(
-        conn.execute(
-            sa.select(
-                executions.c.execution_id,
-                executions.c.job_id,
-                executions.c.attempt,
-                executions.c.trigger_time,
-                jobs.c.app_id,
-                jobs.c.cron_expr,
-                jobs.c.callback_url,
-            )
-            .join(jobs, jobs.c.id == executions.c.job_id)
-            .where(
-                executions.c.execution_id.in_(list(execution_ids)),
-                executions.c.status.in_([ExecutionStatus.PENDING, ExecutionStatus.QUEUED]),
-            )
-            .with_for_update(of=executions)
-        ).all()
-    )
+    keys = primary_keys(conn, execution_ids)
+    if not keys:
+        return []
+    rows = conn.execute(
+        sa.select(
+            executions.c.id,
+            executions.c.execution_id,
+            executions.c.job_id,
+            executions.c.attempt,
+            executions.c.trigger_time,
+            executions.c.status,
+        )
+        .where(executions.c.id.in_(keys))
+        .order_by(executions.c.id)
+        .with_for_update()
+    ).all()
+    unfinished = {ExecutionStatus.PENDING, ExecutionStatus.QUEUED}
+    return [r for r in rows if r.status in unfinished]
 
 
 def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> None:
-    """Write final states; each dict holds execution_id, status, worker_id, message,
-    result, started_at and ended_at."""
+    """Write final states; each dict holds id (the primary key), status, worker_id,
+    message, result, started_at and ended_at."""
     if not outcomes:
         return
     conn.execute(
         executions.update()
-        .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
+        .where(executions.c.id == sa.bindparam("b_id"))
         .values(
             status=sa.bindparam("b_status"),
             worker_id=sa.bindparam("b_worker_id"),
@@ -167,7 +184,7 @@ def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> Non
             started_at=sa.bindparam("b_started_at"),
             ended_at=sa.bindparam("b_ended_at"),
         ),
-        [{f"b_{k}": v for k, v in o.items()} for o in outcomes],
+        [{f"b_{k}": v for k, v in o.items()} for o in sorted(outcomes, key=lambda o: o["id"])],
     )
 
 

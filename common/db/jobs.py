@@ -144,6 +144,16 @@ def claim_jobs(
     return set(won)
 
 
+def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyRow]:
+    """What the results consumer needs of each job: app, cron and callback URL."""
+    rows = conn.execute(
+        sa.select(jobs.c.id, jobs.c.app_id, jobs.c.cron_expr, jobs.c.callback_url).where(
+            jobs.c.id.in_(sorted(set(job_ids)))
+        )
+    ).all()
+    return {int(r.id): r for r in rows}
+
+
 def finish_trigger(
     conn: Connection, job_id: int, status: JobStatus, next_trigger_time: int | None, now_ms: int
 ) -> None:

@@ -33,13 +33,13 @@ def callback_payload(result: ExecutionResult, attempt: int, trigger_time: int) -
     return json.dumps(body, separators=(",", ":"))
 
 
-def new_delivery(result: ExecutionResult, row: Any, url: str, payload: str) -> NewDelivery:
+def new_delivery(result: ExecutionResult, app_pk: int, url: str, payload: str) -> NewDelivery:
     """A delivery record for one finished execution of a job with a callback URL."""
     return NewDelivery(
         delivery_id="msg_" + uuid.uuid4().hex,
         execution_id=result.execution_id,
         job_id=result.job_id,
-        app_pk=int(row.app_id),
+        app_pk=int(app_pk),
         url=url,
         payload=payload,
     )

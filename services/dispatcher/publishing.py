@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
 from common.db.executions import mark_queued
+from common.db.retry import retry_lock_conflicts
 from common.messages import DispatchMessage
 from common.topology import DISPATCH_EXCHANGE
 
@@ -63,6 +64,12 @@ def publish_assignments(
     now = clock.now_ms()
     returned = publisher.publish([dispatch_message(a, now) for a in assignments])
     landed = [a.execution_id for a in assignments if a.execution_id not in returned]
-    with engine.begin() as conn:
-        mark_queued(conn, landed, now)
+    record_queued(engine, landed, now)
     return returned
+
+
+@retry_lock_conflicts
+def record_queued(engine: Engine, execution_ids: list[str], now_ms: int) -> None:
+    """Mark executions QUEUED in their own transaction, retried after a lock conflict."""
+    with engine.begin() as conn:
+        mark_queued(conn, execution_ids, now_ms)

@@ -52,7 +52,7 @@ class Processes:
 
     def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
         """Start ``kairos <args>`` as a user would."""
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed by the child
+        log = open(self.log_dir / f"{name}.log", "wb")
         process = subprocess.Popen(
             [KAIROS, *args], env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT
         )

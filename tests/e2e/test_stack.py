@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from typing import Any
 
 import pytest
 
@@ -49,8 +50,14 @@ def test_one_shot_job_succeeds_and_its_signed_callback_arrives(
     assert payload["status"] == "SUCCEEDED"
     assert payload["executionId"] == job["lastExecution"]["executionId"]
     assert set(payload) == {
-        "jobId", "executionId", "status", "message", "attempt", "triggerTime",
-        "startedAt", "endedAt",
+        "jobId",
+        "executionId",
+        "status",
+        "message",
+        "attempt",
+        "triggerTime",
+        "startedAt",
+        "endedAt",
     }
 
 
@@ -85,7 +92,7 @@ def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api) -> None:
     clash = api.post_job({**body, "params": {"other": True}})
     assert (first.status_code, again.status_code, clash.status_code) == (202, 200, 422)
     assert again.json()["jobId"] == first.json()["jobId"]
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"jobName": "x", "jobHandler": "no.such.handler"},
         {"jobName": "x", "jobHandler": "demo.noop", "cronExpr": "every day"},
         {"jobName": "x", "jobHandler": "demo.noop", "params": {"b": "x" * 70_000}},
