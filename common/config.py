@@ -43,7 +43,7 @@ class StoreSettings(BaseSettings):
     @field_validator("namespace")
     @classmethod
     def _check_namespace(cls, value: str) -> str:
-        if not _NAMESPACE_RE.match(value):
+        if not _NAMESPACE_RE.fullmatch(value):
             raise ValueError(
                 "KAIROS_NAMESPACE must start with a letter and hold only a-z, 0-9 and _ "
                 "(at most 48 characters)"

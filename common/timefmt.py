@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def iso_ms(epoch_ms: int | None) -> str | None:
@@ -23,4 +25,4 @@ def parse_instant(value: str | int | float) -> int:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return (moment - EPOCH) // timedelta(milliseconds=1)

@@ -23,7 +23,8 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
 def verify(secret: str, message_id: str, timestamp: int, body: str, header: str) -> bool:
     """True when any ``v1,`` signature in the header matches (receivers may use this)."""
     expected = sign(secret, message_id, timestamp, body)
-    return any(hmac.compare_digest(expected, part) for part in header.split())
+    wanted = expected.encode()
+    return any(hmac.compare_digest(wanted, part.encode()) for part in header.split())
 
 
 def webhook_headers(secret: str, message_id: str, timestamp: int, body: str) -> dict[str, str]:

@@ -45,9 +45,12 @@ def collect_handlers(module_names: Iterable[str]) -> dict[str, HandlerFn]:
     for module_name in module_names:
         try:
             module = importlib.import_module(module_name)
-        except ImportError as e:
+        except Exception as e:
+            # Any failure while loading a handler module is a start-up configuration
+            # problem; say which module, whatever the module itself raised.
             raise ConfigurationError(
-                f"cannot import handler module {module_name!r}: {e}; check --handlers"
+                f"cannot import handler module {module_name!r}: {type(e).__name__}: {e}; "
+                "check --handlers and the module's own imports"
             ) from e
         for value in vars(module).values():
             name = getattr(value, _MARK, None)

@@ -1,0 +1,102 @@
+"""Processes killed with real signals: nothing is lost and nothing runs twice."""
+
+from __future__ import annotations
+
+import signal
+
+from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
+
+
+def start_api(processes: Processes) -> Api:
+    port = free_port()
+    processes.start("api", "api", "--port", str(port))
+    return connect_api(processes, port)
+
+
+def noop_jobs(api: Api, count: int) -> list[int]:
+    return [
+        api.post_job({"jobName": f"n{i}", "jobHandler": "demo.noop"}).json()["jobId"]
+        for i in range(count)
+    ]
+
+
+def all_succeeded(api: Api, job_ids: list[int]) -> bool:
+    return all(api.job(j)["status"] == "SUCCEEDED" for j in job_ids)
+
+
+def test_second_dispatcher_takes_over_when_the_leader_is_killed(processes: Processes) -> None:
+    processes.start("worker", "worker", "--id", "w1")
+    processes.start("d1", "dispatcher", "--id", "d1")
+    wait_until(lambda: "lease acquired" in processes.log("d1"), 20, what="d1 to lead")
+    processes.start("d2", "dispatcher", "--id", "d2")
+    api = start_api(processes)
+    first = noop_jobs(api, 5)
+    wait_until(lambda: all_succeeded(api, first), 20, what="jobs under d1")
+    processes.signal("d1", signal.SIGKILL)
+    second = noop_jobs(api, 5)
+    wait_until(lambda: all_succeeded(api, second), 30, what="jobs after d1 died")
+    assert "lease acquired" in processes.log("d2")
+    for job_id in first + second:
+        assert len(api.executions(job_id)) == 1
+
+
+def test_killed_worker_loses_its_running_job_and_its_queue_moves(processes: Processes) -> None:
+    processes.start("d", "dispatcher")
+    processes.start("w1", "worker", "--id", "w1", "--capacity", "1")
+    processes.start("w2", "worker", "--id", "w2", "--capacity", "1")
+    api = start_api(processes)
+    sleepers = [
+        api.post_job(
+            {"jobName": f"s{i}", "jobHandler": "demo.sleep", "params": {"seconds": 4}}
+        ).json()["jobId"]
+        for i in range(4)
+    ]
+    on_w1 = wait_until(
+        lambda: (
+            [j for j in sleepers if (api.job(j)["lastExecution"] or {}).get("workerId") == "w1"]
+            if all(api.job(j)["lastExecution"] for j in sleepers)
+            else None
+        ),
+        20,
+        what="executions to be assigned",
+    )
+    assert len(on_w1) == 2, "equal-cost choice should split 4 jobs 2/2"
+    wait_until(lambda: "consuming" in processes.log("w1"), 10)
+    processes.signal("w1", signal.SIGKILL)
+    outcomes = {
+        j: api.wait_status(j, {"SUCCEEDED", "FAILED"}, timeout=60)["status"] for j in sleepers
+    }
+    lost = [j for j in on_w1 if api.executions(j)[0]["status"] == "LOST"]
+    assert len(lost) == 1, "w1 was running exactly one job when it died"
+    assert outcomes[lost[0]] == "FAILED"
+    moved = [j for j in on_w1 if j not in lost]
+    assert outcomes[moved[0]] == "SUCCEEDED"
+    assert api.executions(moved[0])[0]["workerId"] == "w2"
+    assert sum(1 for s in outcomes.values() if s == "SUCCEEDED") == 3
+
+
+def test_sigterm_drains_a_worker_before_it_exits(processes: Processes) -> None:
+    processes.start("d", "dispatcher")
+    worker = processes.start("w1", "worker", "--id", "w1")
+    api = start_api(processes)
+    job_id = api.post_job(
+        {"jobName": "s", "jobHandler": "demo.sleep", "params": {"seconds": 2}}
+    ).json()["jobId"]
+    wait_until(lambda: api.job(job_id)["lastExecution"], 10, what="dispatch")
+    wait_until(lambda: "consuming" in processes.log("w1"), 10)
+    processes.signal("w1", signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
+
+
+def test_long_run_is_acked_early_and_still_reports(processes: Processes) -> None:
+    processes.start("d", "dispatcher")
+    processes.start("w1", "worker", "--id", "w1", KAIROS_ACK_DEADLINE_SECONDS="1")
+    api = start_api(processes)
+    job_id = api.post_job(
+        {"jobName": "long", "jobHandler": "demo.sleep", "params": {"seconds": 4}}
+    ).json()["jobId"]
+    wait_until(lambda: "acked a long-running delivery early" in processes.log("w1"), 10)
+    assert api.job(job_id)["status"] == "RUNNING"
+    assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
+    assert len(api.executions(job_id)) == 1

@@ -1,0 +1,50 @@
+"""The heartbeat's average run time over a recent window."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from common.pooled_consumer import ConsumerStats
+from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms
+
+
+def _stats(*durations: tuple[float, float]) -> ConsumerStats:
+    return ConsumerStats(durations=deque(durations))
+
+
+def test_no_runs_average_zero() -> None:
+    assert average_ms(ConsumerStats(), now=1000.0) == 0
+
+
+def test_average_is_the_mean_in_milliseconds() -> None:
+    assert average_ms(_stats((990.0, 0.25), (995.0, 0.75)), now=1000.0) == 500
+
+
+def test_only_runs_within_the_window_count() -> None:
+    stats = _stats((600.0, 9.0), (800.0, 0.25), (950.0, 0.75))
+    assert average_ms(stats, now=1000.0, window=300.0) == 500
+
+
+def test_a_run_exactly_at_the_window_edge_counts() -> None:
+    stats = _stats((700.0, 1.0), (699.5, 100.0))
+    assert average_ms(stats, now=1000.0, window=300.0) == 1000
+
+
+def test_runs_all_older_than_the_window_average_zero() -> None:
+    assert average_ms(_stats((10.0, 2.0), (20.0, 4.0)), now=1000.0, window=60.0) == 0
+
+
+def test_default_window_is_five_minutes() -> None:
+    assert AVERAGE_WINDOW_SECONDS == 300.0
+    stats = _stats((1000.0 - 301.0, 8.0), (1000.0 - 299.0, 2.0))
+    assert average_ms(stats, now=1000.0) == 2000
+
+
+def test_average_truncates_to_whole_milliseconds() -> None:
+    assert average_ms(_stats((999.0, 0.0015625)), now=1000.0) == 1
+
+
+def test_average_leaves_the_stats_untouched() -> None:
+    stats = _stats((600.0, 9.0), (950.0, 0.5))
+    average_ms(stats, now=1000.0, window=300.0)
+    assert list(stats.durations) == [(600.0, 9.0), (950.0, 0.5)]

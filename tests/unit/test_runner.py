@@ -1,0 +1,49 @@
+"""Packing a worker's finished executions into results messages."""
+
+from __future__ import annotations
+
+from common.messages import ExecutionResult, ResultBatch
+from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
+from services.worker.runner import result_messages
+
+
+def _result(execution_id: str, status: str = "SUCCEEDED") -> ExecutionResult:
+    return ExecutionResult.model_validate(
+        {
+            "execution_id": execution_id,
+            "job_id": 1,
+            "worker_id": "w-1",
+            "status": status,
+            "started_at": 1000,
+            "ended_at": 2000,
+        }
+    )
+
+
+def test_results_finished_together_go_in_one_message() -> None:
+    outcomes = [_result("ex-1"), None, _result("ex-2", "FAILED"), None, _result("ex-3", "LOST")]
+    messages = result_messages("w-1", outcomes)
+    assert len(messages) == 1
+    batch = ResultBatch.model_validate_json(messages[0].body)
+    assert batch == ResultBatch(
+        worker_id="w-1",
+        results=[_result("ex-1"), _result("ex-2", "FAILED"), _result("ex-3", "LOST")],
+    )
+
+
+def test_results_message_goes_to_the_results_queue() -> None:
+    (message,) = result_messages("w-1", [_result("ex-1")])
+    assert (message.exchange, message.routing_key) == (RESULTS_EXCHANGE, RESULTS_QUEUE)
+
+
+def test_results_message_is_named_after_its_first_result() -> None:
+    (message,) = result_messages("w-1", [None, _result("ex-7"), _result("ex-8")])
+    assert message.message_id == "ex-7"
+
+
+def test_all_none_gives_no_message() -> None:
+    assert result_messages("w-1", [None, None]) == []
+
+
+def test_no_outcomes_give_no_message() -> None:
+    assert result_messages("w-1", []) == []
