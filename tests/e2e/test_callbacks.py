@@ -1,0 +1,65 @@
+"""Callbacks through the notifier: retry tiers, dead letters, replay."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from tests.e2e.harness import (
+    Api,
+    CallbackReceiver,
+    Processes,
+    connect_api,
+    free_port,
+    wait_until,
+)
+
+
+def start_stack(processes: Processes) -> Api:
+    port = free_port()
+    processes.start("up", "up", "--port", str(port), "--workers", "1")
+    return connect_api(processes, port)
+
+
+def delivery(engine: Engine) -> dict[str, object]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT status, attempts, last_status_code FROM callback_deliveries")
+        ).mappings().first()
+    return dict(row) if row else {}
+
+
+def test_failed_callback_is_retried_until_the_receiver_takes_it(
+    processes: Processes, engine: Engine
+) -> None:
+    receiver = CallbackReceiver(statuses=[500, 503])
+    try:
+        api = start_stack(processes)
+        api.post_job({"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url})
+        wait_until(lambda: delivery(engine).get("status") == "DELIVERED", 30, what="delivery")
+        assert len(receiver.received) == 3
+        ids = {r.headers["webhook-id"] for r in receiver.received}
+        assert len(ids) == 1, "every attempt carries the same webhook-id"
+        assert delivery(engine)["attempts"] == 3
+    finally:
+        receiver.close()
+
+
+def test_undeliverable_callback_parks_in_dead_letters_and_replays(
+    processes: Processes, engine: Engine
+) -> None:
+    receiver = CallbackReceiver(statuses=[500, 500, 500])
+    try:
+        api = start_stack(processes)
+        api.post_job({"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url})
+        wait_until(lambda: delivery(engine).get("status") == "DEAD", 30, what="dead letter")
+        assert len(receiver.received) == 3, "1 attempt + 2 retry tiers"
+        assert delivery(engine)["last_status_code"] == 500
+        output = processes.run("callbacks", "replay")
+        assert "replayed 1" in output
+        wait_until(lambda: delivery(engine).get("status") == "DELIVERED", 30, what="replay")
+        assert json.loads(receiver.received[-1].body)["status"] == "SUCCEEDED"
+    finally:
+        receiver.close()
