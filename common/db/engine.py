@@ -7,11 +7,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from common.config import StoreSettings
-from common.errors import StoreUnavailableError
+from common.errors import ConfigurationError, StoreUnavailableError
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -72,3 +73,29 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision the database is at, or None when it was never migrated."""
+    try:
+        with engine.connect() as conn:
+            value = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    except OperationalError as e:
+        code = e.orig.args[0] if e.orig is not None and e.orig.args else None
+        if code in (1049, 1146):  # unknown database, unknown table
+            return None
+        raise StoreUnavailableError("MySQL", str(engine.url), str(e.orig)) from e
+    return str(value) if value is not None else None
+
+
+def require_schema(engine: Engine, namespace: str) -> None:
+    """Refuse to start a service on a database that is not migrated to head."""
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    found = current_revision(engine)
+    if found != head:
+        raise ConfigurationError(
+            f"namespace {namespace!r} has schema revision {found or 'none'}, this Kairos "
+            f"needs {head}; run `kairos migrate` (with the same KAIROS_NAMESPACE) first"
+        )

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
-from common.db.engine import make_engine
+from common.db.engine import make_engine, require_schema
 from common.keys import RedisKeys
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
@@ -44,6 +44,7 @@ class Dispatcher:
         self.clock = ClusterClock(self.redis)
         self.keys = RedisKeys(settings.namespace)
         self.engine: Engine = make_engine(settings)
+        require_schema(self.engine, settings.namespace)
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
         self.leadership = Leadership(lease)
         self.stop = threading.Event()

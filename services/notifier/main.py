@@ -13,7 +13,7 @@ import redis
 from common.broker import connect
 from common.clock import ClusterClock
 from common.config import NotifierSettings
-from common.db.engine import make_engine
+from common.db.engine import make_engine, require_schema
 from common.logs import setup_logging
 from common.pooled_consumer import PooledConsumer
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
@@ -34,6 +34,7 @@ def run_notifier(settings: NotifierSettings) -> None:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     engine = make_engine(settings, pool_size=settings.concurrency)
+    require_schema(engine, settings.namespace)
     client = redis.Redis.from_url(settings.redis_url)
     http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
     deliverer = CallbackDeliverer(engine, http, ClusterClock(client), settings.retry_tiers())

@@ -16,7 +16,7 @@ from pika.adapters.blocking_connection import BlockingConnection
 from common.broker import connect
 from common.clock import ClusterClock
 from common.config import WorkerSettings
-from common.db.engine import make_engine
+from common.db.engine import make_engine, require_schema
 from common.keys import RedisKeys
 from common.logs import setup_logging
 from common.messages import ExecutionResult
@@ -55,6 +55,7 @@ def run_worker(settings: WorkerSettings) -> None:
     clock = ClusterClock(client)
     keys = RedisKeys(settings.namespace)
     engine = make_engine(settings, pool_size=2)
+    require_schema(engine, settings.namespace)
     connection = connect(settings, f"kairos worker {worker_id}")
     setup = connection.channel()
     declare_core(setup)

@@ -25,9 +25,13 @@ def start_stack(processes: Processes) -> Api:
 
 def delivery(engine: Engine) -> dict[str, object]:
     with engine.connect() as conn:
-        row = conn.execute(
-            sa.text("SELECT status, attempts, last_status_code FROM callback_deliveries")
-        ).mappings().first()
+        row = (
+            conn.execute(
+                sa.text("SELECT status, attempts, last_status_code FROM callback_deliveries")
+            )
+            .mappings()
+            .first()
+        )
     return dict(row) if row else {}
 
 
