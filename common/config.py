@@ -67,9 +67,19 @@ class DispatcherSettings(StoreSettings):
     strategy: str = Field(default="equal_cost", description="equal_cost, round_robin or random")
     lease_ttl_ms: int = 10_000
     batch_size: int = 500
-    max_sleep_ms: int = 1_000
+    claim_window_ms: int = Field(
+        default=1_000, description="claim triggers this far ahead; each fires at its time"
+    )
+    scan_interval_ms: int = Field(
+        default=250, description="due scan period when no wake-up arrives"
+    )
     heartbeat_stale_ms: int = 15_000
     pending_republish_ms: int = 5_000
+    timeout_grace_ms: int = Field(
+        default=30_000,
+        description="extra wait past a job's timeout before the dispatcher "
+        "records TIMED_OUT for a run its worker never reported",
+    )
     results_prefetch: int = 500
 
 

@@ -18,6 +18,7 @@ class DispatchMessage(BaseModel):
     handler: str
     params: dict[str, Any]
     dispatched_at: int
+    timeout_seconds: int | None = None
 
 
 class ExecutionResult(BaseModel):
@@ -27,7 +28,7 @@ class ExecutionResult(BaseModel):
     execution_id: str
     job_id: int
     worker_id: str
-    status: Literal["SUCCEEDED", "FAILED", "LOST"]
+    status: Literal["SUCCEEDED", "FAILED", "LOST", "TIMED_OUT"]
     message: str | None = None
     result: str | None = None
     started_at: int

@@ -19,20 +19,22 @@ class JobStatus(StrEnum):
 class ExecutionStatus(StrEnum):
     """One attempt at one trigger.
 
-    PENDING: created, not yet confirmed in a worker queue; QUEUED: confirmed in a worker
-    queue (or running there); the rest are final.
+    SCHEDULED: created, to be sent to a worker at ``scheduled_at`` (a claimed trigger, a
+    retry, a manual trigger); QUEUED: committed to a worker queue (or running there);
+    the rest are final.
     """
 
-    PENDING = "PENDING"
+    SCHEDULED = "SCHEDULED"
     QUEUED = "QUEUED"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     LOST = "LOST"
+    TIMED_OUT = "TIMED_OUT"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
 
 
-FINAL_EXECUTION_STATUSES = frozenset(
-    {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.LOST}
-)
+UNFINISHED_EXECUTION_STATUSES = frozenset({ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED})
 
 
 class WorkerState(StrEnum):

@@ -1,8 +1,14 @@
-"""Executions: one row per attempt at one trigger, the history the API shows."""
+"""Executions: one row per attempt at one trigger, the history the API shows.
+
+Every transaction that changes executions locks them by primary key in ascending order
+and names only the primary key in its WHERE clause, so the dispatcher and the results
+consumer never wait on each other in a circle (a status predicate could make the
+optimizer walk the status index first, which is the opposite lock order).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,20 +19,25 @@ from common.db.rows import AnyRow
 from common.db.schema import executions, jobs
 from common.states import ExecutionStatus
 
+UNFINISHED = [ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED]
+
 
 @dataclass(frozen=True)
 class NewExecution:
-    """An execution the dispatcher creates for a claimed trigger."""
+    """An execution to create: SCHEDULED to fire at ``scheduled_at``, or already final."""
 
     execution_id: str
     job_id: int
     attempt: int
     trigger_time: int
-    worker_id: str
+    scheduled_at: int
+    status: ExecutionStatus = ExecutionStatus.SCHEDULED
+    message: str | None = None
+    manual: bool = False
 
 
 def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> None:
-    """Insert PENDING executions in one multi-row statement.
+    """Insert executions in one multi-row statement.
 
     The unique key (job_id, trigger_time, attempt) makes the database refuse a second
     execution of the same trigger, whatever a dispatcher believes.
@@ -41,9 +52,12 @@ def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: in
                 "job_id": r.job_id,
                 "attempt": r.attempt,
                 "trigger_time": r.trigger_time,
-                "worker_id": r.worker_id,
-                "status": ExecutionStatus.PENDING,
+                "scheduled_at": r.scheduled_at,
+                "status": r.status,
+                "message": r.message,
+                "manual": r.manual,
                 "created_at": now_ms,
+                "ended_at": None if r.status is ExecutionStatus.SCHEDULED else now_ms,
             }
             for r in rows
         ],
@@ -60,68 +74,150 @@ def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
     )
 
 
-def mark_queued(conn: Connection, execution_ids: Iterable[str], now_ms: int) -> None:
-    """Record that these executions are confirmed in a worker queue.
-
-    Every transaction that changes executions locks them by primary key in ascending
-    order (see ``lock_unfinished``), so the dispatcher and the results consumer never
-    wait on each other in a circle when a result arrives before its QUEUED mark.
-    """
-    keys = primary_keys(conn, execution_ids)
-    if not keys:
-        return
-    # Only the primary key may appear in WHERE: a status predicate lets the optimizer
-    # walk the status index first, which is the opposite lock order.
-    pending = executions.c.status == ExecutionStatus.PENDING
-    stamp = sa.case((pending, now_ms), else_=executions.c.dispatched_at)
-    queued = sa.case((pending, ExecutionStatus.QUEUED.value), else_=executions.c.status)
-    conn.execute(
-        executions.update()
-        .where(executions.c.id.in_(keys))
-        # MySQL applies SET left to right: dispatched_at must read status before it changes.
-        .ordered_values((executions.c.dispatched_at, stamp), (executions.c.status, queued))
-    )
-
-
 def _with_job(*where: Any) -> sa.Select[Any]:
     return (
         sa.select(
+            executions.c.id,
             executions.c.execution_id,
             executions.c.job_id,
             executions.c.attempt,
             executions.c.trigger_time,
+            executions.c.scheduled_at,
             executions.c.worker_id,
             executions.c.status,
+            executions.c.manual,
             jobs.c.handler,
             jobs.c.params,
+            jobs.c.timeout_seconds,
+            jobs.c.overlap_policy,
         )
         .join(jobs, jobs.c.id == executions.c.job_id)
         .where(*where)
     )
 
 
-def stale_pending(conn: Connection, created_before_ms: int, limit: int) -> list[AnyRow]:
-    """PENDING executions older than the cut-off: their publish failed or was never made."""
+def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[AnyRow]:
+    """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
     return list(
         conn.execute(
             _with_job(
-                executions.c.status == ExecutionStatus.PENDING,
-                executions.c.created_at < created_before_ms,
-            ).limit(limit)
+                executions.c.status == ExecutionStatus.SCHEDULED,
+                executions.c.scheduled_at <= until_ms,
+            )
+            .order_by(executions.c.scheduled_at)
+            .limit(limit)
         ).all()
+    )
+
+
+def next_scheduled_time(conn: Connection) -> int | None:
+    """When the earliest SCHEDULED execution is due."""
+    value = conn.execute(
+        sa.select(sa.func.min(executions.c.scheduled_at)).where(
+            executions.c.status == ExecutionStatus.SCHEDULED
+        )
+    ).scalar()
+    return int(value) if value is not None else None
+
+
+def lock_still_scheduled(conn: Connection, execution_ids: Iterable[str]) -> set[str]:
+    """Lock these executions and return those still SCHEDULED (not cancelled meanwhile)."""
+    keys = primary_keys(conn, execution_ids)
+    if not keys:
+        return set()
+    rows = conn.execute(
+        sa.select(executions.c.execution_id, executions.c.status)
+        .where(executions.c.id.in_(keys))
+        .order_by(executions.c.id)
+        .with_for_update()
+    ).all()
+    return {r.execution_id for r in rows if r.status == ExecutionStatus.SCHEDULED}
+
+
+def mark_queued(conn: Connection, workers: Mapping[str, str], now_ms: int) -> None:
+    """Record that these executions (id -> worker id) are committed to worker queues.
+
+    Only SCHEDULED rows change: a result may have been recorded already.
+    """
+    keys = primary_keys(conn, workers)
+    if not keys:
+        return
+    scheduled = executions.c.status == ExecutionStatus.SCHEDULED
+    worker = sa.case(dict(workers), value=executions.c.execution_id, else_=executions.c.worker_id)
+    conn.execute(
+        executions.update()
+        .where(executions.c.id.in_(keys))
+        # MySQL applies SET left to right: every column must read status before it changes.
+        .ordered_values(
+            (
+                executions.c.dispatched_at,
+                sa.case((scheduled, now_ms), else_=executions.c.dispatched_at),
+            ),
+            (executions.c.worker_id, sa.case((scheduled, worker), else_=executions.c.worker_id)),
+            (
+                executions.c.status,
+                sa.case((scheduled, ExecutionStatus.QUEUED.value), else_=executions.c.status),
+            ),
+        )
     )
 
 
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[AnyRow]:
-    """Executions handed to one worker that have not ended."""
+    """Executions committed to one worker's queue that have not ended."""
     return list(
         conn.execute(
             _with_job(
                 executions.c.worker_id == worker_id,
-                executions.c.status.in_([ExecutionStatus.PENDING, ExecutionStatus.QUEUED]),
+                executions.c.status == ExecutionStatus.QUEUED,
             ).limit(limit)
         ).all()
     )
+
+
+def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[AnyRow]:
+    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace."""
+    return list(
+        conn.execute(
+            _with_job(
+                executions.c.status == ExecutionStatus.QUEUED,
+                executions.c.dispatched_at < now_ms - grace_ms,
+                jobs.c.timeout_seconds.is_not(None),
+                executions.c.dispatched_at + jobs.c.timeout_seconds * 1000 < now_ms - grace_ms,
+            ).limit(limit)
+        ).all()
+    )
+
+
+def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
+    """Which of these jobs have an execution in a worker queue or running now."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return set()
+    return set(
+        conn.execute(
+            sa.select(executions.c.job_id)
+            .where(
+                executions.c.job_id.in_(ids),
+                executions.c.status == ExecutionStatus.QUEUED,
+            )
+            .distinct()
+        ).scalars()
+    )
+
+
+def mark_skipped(conn: Connection, reasons: Mapping[str, str], now_ms: int) -> None:
+    """End SCHEDULED executions as SKIPPED, each with its reason."""
+    keys = primary_keys(conn, reasons)
+    if keys:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(keys))
+            .values(
+                status=ExecutionStatus.SKIPPED,
+                message=sa.case(dict(reasons), value=executions.c.execution_id),
+                ended_at=now_ms,
+            )
+        )
 
 
 def reassign(conn: Connection, execution_id: str, worker_id: str) -> None:
@@ -134,10 +230,10 @@ def reassign(conn: Connection, execution_id: str, worker_id: str) -> None:
 
 
 def inflight_by_worker(conn: Connection) -> dict[str, int]:
-    """How many executions each worker has been handed and not finished."""
+    """How many executions each worker has in its queue or running."""
     rows = conn.execute(
         sa.select(executions.c.worker_id, sa.func.count())
-        .where(executions.c.status.in_([ExecutionStatus.PENDING, ExecutionStatus.QUEUED]))
+        .where(executions.c.status == ExecutionStatus.QUEUED)
         .group_by(executions.c.worker_id)
     ).all()
     return {str(worker): int(count) for worker, count in rows}
@@ -159,13 +255,13 @@ def lock_unfinished(conn: Connection, execution_ids: Sequence[str]) -> list[AnyR
             executions.c.attempt,
             executions.c.trigger_time,
             executions.c.status,
+            executions.c.manual,
         )
         .where(executions.c.id.in_(keys))
         .order_by(executions.c.id)
         .with_for_update()
     ).all()
-    unfinished = {ExecutionStatus.PENDING, ExecutionStatus.QUEUED}
-    return [r for r in rows if r.status in unfinished]
+    return [r for r in rows if r.status in UNFINISHED]
 
 
 def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> None:
@@ -186,6 +282,32 @@ def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> Non
         ),
         [{f"b_{k}": v for k, v in o.items()} for o in sorted(outcomes, key=lambda o: o["id"])],
     )
+
+
+def cancel_scheduled(conn: Connection, job_id: int, now_ms: int) -> int:
+    """Mark a job's SCHEDULED executions CANCELLED; returns how many."""
+    keys = list(
+        conn.execute(
+            sa.select(executions.c.id)
+            .where(
+                executions.c.job_id == job_id,
+                executions.c.status == ExecutionStatus.SCHEDULED,
+            )
+            .order_by(executions.c.id)
+            .with_for_update()
+        ).scalars()
+    )
+    if keys:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(keys))
+            .values(
+                status=ExecutionStatus.CANCELLED,
+                message="cancelled before it was sent to a worker",
+                ended_at=now_ms,
+            )
+        )
+    return len(keys)
 
 
 def list_for_job(conn: Connection, job_id: int, limit: int) -> list[AnyRow]:

@@ -6,8 +6,10 @@ compares the same numbers whatever its host clock says.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     ForeignKey,
     Index,
@@ -51,8 +53,20 @@ jobs = Table(
     Column("claim_token", String(32), nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    Column("timezone", String(64), nullable=False, server_default="UTC"),
+    Column("fixed_rate_seconds", Integer, nullable=True),
+    Column("misfire_policy", String(16), nullable=False, server_default="FIRE_ONCE"),
+    Column("misfire_threshold_seconds", Integer, nullable=False, server_default="60"),
+    Column("catch_up_window_seconds", Integer, nullable=False, server_default="3600"),
+    Column("overlap_policy", String(8), nullable=False, server_default="FORBID"),
+    Column("max_retries", Integer, nullable=False, server_default="0"),
+    Column("retry_backoff_seconds", Integer, nullable=False, server_default="10"),
+    Column("retry_backoff_max_seconds", Integer, nullable=False, server_default="3600"),
+    Column("timeout_seconds", Integer, nullable=True),
+    Column("deleted_at", BigInteger, nullable=True),
     UniqueConstraint("app_id", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
+    Index("ix_jobs_app_id_id", "app_id", "id"),
 )
 
 executions = Table(
@@ -71,8 +85,11 @@ executions = Table(
     Column("dispatched_at", BigInteger, nullable=True),
     Column("started_at", BigInteger, nullable=True),
     Column("ended_at", BigInteger, nullable=True),
+    Column("scheduled_at", BigInteger, nullable=True),
+    Column("manual", Boolean, nullable=False, server_default=sa.false()),
     UniqueConstraint("job_id", "trigger_time", "attempt", name="uq_executions_trigger_attempt"),
-    Index("ix_executions_status_created", "status", "created_at"),
+    Index("ix_executions_status_scheduled", "status", "scheduled_at"),
+    Index("ix_executions_status_dispatched", "status", "dispatched_at"),
     Index("ix_executions_worker_status", "worker_id", "status"),
 )
 

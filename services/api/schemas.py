@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.schedule import MisfirePolicy, OverlapPolicy
+
 
 class JobCreate(BaseModel):
     """A job to schedule: one-shot at ``triggerAt`` (now when absent) or cron."""
@@ -39,6 +41,27 @@ class JobCreate(BaseModel):
     )
     callbackUrl: str | None = Field(default=None, max_length=2048)
     clientRequestId: str | None = Field(default=None, min_length=1, max_length=128)
+    timezone: str = Field(default="UTC", max_length=64, description="IANA zone for cronExpr")
+    fixedRateSeconds: int | None = Field(
+        default=None, ge=1, le=366 * 86_400, description="repeat every N seconds (not with cron)"
+    )
+    misfirePolicy: MisfirePolicy = Field(
+        default=MisfirePolicy.FIRE_ONCE,
+        description="a trigger found later than misfireThresholdSeconds: FIRE_ONCE runs "
+        "once now, SKIP jumps to the next future time, FIRE_ALL runs each missed trigger "
+        "within catchUpWindowSeconds",
+    )
+    misfireThresholdSeconds: int = Field(default=60, ge=0, le=86_400 * 31)
+    catchUpWindowSeconds: int = Field(default=3600, ge=0, le=86_400 * 31)
+    overlapPolicy: OverlapPolicy = Field(
+        default=OverlapPolicy.FORBID,
+        description="a recurring trigger while the last run still goes: ALLOW runs it too, "
+        "FORBID records it SKIPPED, QUEUE runs it when the last run ends",
+    )
+    maxRetries: int = Field(default=0, ge=0, le=100)
+    retryBackoffSeconds: int = Field(default=10, ge=0, le=86_400)
+    retryBackoffMaxSeconds: int = Field(default=3600, ge=0, le=7 * 86_400)
+    timeoutSeconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
 
 
 class JobAccepted(BaseModel):
@@ -62,6 +85,21 @@ class ExecutionView(BaseModel):
     result: Any = None
 
 
+class JobPoliciesView(BaseModel):
+    """A job's scheduling policies."""
+
+    timezone: str
+    fixedRateSeconds: int | None
+    misfirePolicy: str
+    misfireThresholdSeconds: int
+    catchUpWindowSeconds: int
+    overlapPolicy: str
+    maxRetries: int
+    retryBackoffSeconds: int
+    retryBackoffMaxSeconds: int
+    timeoutSeconds: int | None
+
+
 class JobView(BaseModel):
     """A job as stored, with its last execution."""
 
@@ -72,6 +110,10 @@ class JobView(BaseModel):
     cronExpr: str | None
     status: str
     nextTriggerTime: str | None
+    nextTriggerTimes: list[str] | None = Field(
+        default=None, description="the next trigger times, with ?preview=N"
+    )
+    policies: JobPoliciesView
     callbackUrl: str | None
     clientRequestId: str | None
     createdAt: str | None

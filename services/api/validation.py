@@ -7,9 +7,10 @@ import json
 from collections.abc import Set
 from urllib.parse import urlsplit
 
-from common.cron import next_trigger_ms, validate_cron
-from common.db.jobs import NewJob
+from common.cron import validate_cron, zone
+from common.db.jobs import JobPolicies, NewJob
 from common.errors import UnknownHandlerError, ValidationFailedError
+from common.schedule import Schedule
 from common.timefmt import parse_instant
 from services.api.schemas import JobCreate
 
@@ -40,8 +41,11 @@ def check_params_size(body: JobCreate, max_bytes: int) -> None:
         )
 
 
-def first_trigger(body: JobCreate, cron: str | None, now_ms: int) -> int:
-    """When the job first fires: triggerAt, else the next cron time, else now."""
+def first_trigger(body: JobCreate, schedule: Schedule, now_ms: int) -> int:
+    """When the job first fires: triggerAt, else the next cron time, else now.
+
+    A fixed-rate job without triggerAt fires first now, then every N seconds.
+    """
     if body.triggerAt is not None:
         try:
             return parse_instant(body.triggerAt)
@@ -49,9 +53,38 @@ def first_trigger(body: JobCreate, cron: str | None, now_ms: int) -> int:
             raise ValidationFailedError(
                 "triggerAt", f"{body.triggerAt!r} is neither ISO 8601 nor epoch milliseconds"
             ) from e
-    if cron is not None:
-        return next_trigger_ms(cron, now_ms)
+    if schedule.cron_expr is not None:
+        upcoming = schedule.first_after(now_ms, now_ms)
+        assert upcoming is not None
+        return upcoming
     return now_ms
+
+
+def build_schedule(body: JobCreate) -> Schedule:
+    """The job's schedule: cron in a zone, fixed rate, or one-shot; never both kinds."""
+    if body.cronExpr is not None and body.fixedRateSeconds is not None:
+        raise ValidationFailedError(
+            "fixedRateSeconds", "give either cronExpr or fixedRateSeconds, not both"
+        )
+    zone(body.timezone)
+    cron = validate_cron(body.cronExpr) if body.cronExpr is not None else None
+    return Schedule(cron, body.timezone, body.fixedRateSeconds)
+
+
+def build_policies(body: JobCreate) -> JobPolicies:
+    """The job's policies from the request."""
+    return JobPolicies(
+        timezone=body.timezone,
+        fixed_rate_seconds=body.fixedRateSeconds,
+        misfire_policy=body.misfirePolicy,
+        misfire_threshold_seconds=body.misfireThresholdSeconds,
+        catch_up_window_seconds=body.catchUpWindowSeconds,
+        overlap_policy=body.overlapPolicy,
+        max_retries=body.maxRetries,
+        retry_backoff_seconds=body.retryBackoffSeconds,
+        retry_backoff_max_seconds=max(body.retryBackoffMaxSeconds, body.retryBackoffSeconds),
+        timeout_seconds=body.timeoutSeconds,
+    )
 
 
 def build_job(
@@ -65,16 +98,17 @@ def build_job(
     if body.jobHandler not in known_handlers:
         raise UnknownHandlerError(body.jobHandler, sorted(known_handlers))
     check_params_size(body, max_params_bytes)
-    cron = validate_cron(body.cronExpr) if body.cronExpr is not None else None
+    schedule = build_schedule(body)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
     return NewJob(
         app_pk=app_pk,
         job_name=body.jobName,
         handler=body.jobHandler,
         params=body.params,
-        cron_expr=cron,
-        next_trigger_time=first_trigger(body, cron, now_ms),
+        cron_expr=schedule.cron_expr,
+        next_trigger_time=first_trigger(body, schedule, now_ms),
         callback_url=callback,
         client_request_id=body.clientRequestId,
         request_hash=request_hash(body),
+        policies=build_policies(body),
     )

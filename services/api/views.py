@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from common.schedule import Schedule
+from common.states import JobStatus
 from common.timefmt import iso_ms
-from services.api.schemas import ExecutionView, JobView
+from services.api.schemas import ExecutionView, JobPoliciesView, JobView
 
 
 def _json_or_text(raw: str | None) -> Any:
@@ -33,7 +35,48 @@ def execution_view(row: Any) -> ExecutionView:
     )
 
 
-def job_view(row: Any, last: Any | None) -> JobView:
+def shown_status(row: Any, running: bool) -> str:
+    """The job status a client sees: a waiting recurring job with a run going is RUNNING."""
+    if row.status == JobStatus.WAITING and running:
+        return JobStatus.RUNNING.value
+    return str(row.status)
+
+
+def shown_next_trigger(row: Any) -> int | None:
+    """The next trigger time, or None when the job will not fire again by schedule."""
+    if row.status in (JobStatus.WAITING, JobStatus.PAUSED):
+        return int(row.next_trigger_time) if row.next_trigger_time is not None else None
+    if row.status == JobStatus.RUNNING and (row.cron_expr or row.fixed_rate_seconds):
+        return int(row.next_trigger_time) if row.next_trigger_time is not None else None
+    return None
+
+
+def policies_view(row: Any) -> JobPoliciesView:
+    """The policy columns as the API shows them."""
+    return JobPoliciesView(
+        timezone=row.timezone,
+        fixedRateSeconds=row.fixed_rate_seconds,
+        misfirePolicy=row.misfire_policy,
+        misfireThresholdSeconds=row.misfire_threshold_seconds,
+        catchUpWindowSeconds=row.catch_up_window_seconds,
+        overlapPolicy=row.overlap_policy,
+        maxRetries=row.max_retries,
+        retryBackoffSeconds=row.retry_backoff_seconds,
+        retryBackoffMaxSeconds=row.retry_backoff_max_seconds,
+        timeoutSeconds=row.timeout_seconds,
+    )
+
+
+def upcoming_triggers(row: Any, count: int) -> list[str] | None:
+    """The next ``count`` trigger times as ISO text, or None when none is asked for."""
+    start = shown_next_trigger(row)
+    if count <= 0 or start is None:
+        return None
+    schedule = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds)
+    return [t for t in (iso_ms(ms) for ms in schedule.preview(start, count)) if t is not None]
+
+
+def job_view(row: Any, last: Any | None, running: bool, preview: int = 0) -> JobView:
     """A job row (and its last execution row) as the API shows it."""
     return JobView(
         jobId=row.id,
@@ -41,8 +84,10 @@ def job_view(row: Any, last: Any | None) -> JobView:
         jobHandler=row.handler,
         params=json.loads(row.params),
         cronExpr=row.cron_expr,
-        status=row.status,
-        nextTriggerTime=iso_ms(row.next_trigger_time),
+        status=shown_status(row, running),
+        nextTriggerTime=iso_ms(shown_next_trigger(row)),
+        nextTriggerTimes=upcoming_triggers(row, preview),
+        policies=policies_view(row),
         callbackUrl=row.callback_url,
         clientRequestId=row.client_request_id,
         createdAt=iso_ms(row.created_at),

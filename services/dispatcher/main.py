@@ -1,4 +1,4 @@
-"""``kairos dispatcher``: lease, due-job dispatch, recovery sweeps and the results consumer."""
+"""``kairos dispatcher``: lease, trigger claims, precise firing, recovery, results."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from types import FrameType
 
 import redis
@@ -23,15 +24,28 @@ from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.logs import setup_logging
 from common.topology import declare_core
+from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.directory import WorkerDirectory
+from services.dispatcher.firing import Firer
 from services.dispatcher.leadership import Leadership
 from services.dispatcher.recovery import Recovery
 from services.dispatcher.results_consumer import ResultsConsumer
-from services.dispatcher.scheduler import DueJobDispatcher
+from services.dispatcher.wake import WakeListener
 
 log = logging.getLogger(__name__)
 
 RECOVERY_INTERVAL_SECONDS = 1.0
+
+
+@dataclass
+class _Leading:
+    """What the leader works with while it holds the lease."""
+
+    connection: BlockingConnection
+    directory: WorkerDirectory
+    claimer: TriggerClaimer
+    firer: Firer
+    recovery: Recovery
 
 
 class Dispatcher:
@@ -48,6 +62,7 @@ class Dispatcher:
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
         self.leadership = Leadership(lease)
         self.stop = threading.Event()
+        self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
 
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
@@ -55,6 +70,7 @@ class Dispatcher:
         results_thread = threading.Thread(target=results.run, args=(self.stop,), name="results")
         results_thread.start()
         self.leadership.start()
+        self.wake.start()
         try:
             while not self.stop.is_set():
                 if not self.leadership.is_leader.wait(0.2):
@@ -72,59 +88,61 @@ class Dispatcher:
     def _lead(self) -> None:
         connection = connect(self.settings, f"kairos dispatcher {self.name}")
         try:
-            channel = connection.channel()
-            declare_core(channel)
-            publisher = BatchPublisher(channel)
-            directory = WorkerDirectory(
-                self.engine, connection, self.clock, self.settings.heartbeat_stale_ms
-            )
-            chooser = WorkerChooser(Strategy(self.settings.strategy))
-            scheduler = DueJobDispatcher(
-                self.engine,
-                publisher,
-                directory,
-                chooser,
-                self.clock,
-                self.settings.batch_size,
-                self.settings.max_sleep_ms,
-            )
-            recovery = Recovery(
-                self.engine,
-                publisher,
-                directory,
-                chooser,
-                (self.redis, self.keys, self.clock),
-                self.settings.pending_republish_ms,
-                self.settings.heartbeat_stale_ms,
-            )
-            self._loop(connection, scheduler, recovery)
+            self._loop(self._build(connection))
         finally:
             if connection.is_open:
                 connection.close()
 
-    def _loop(
-        self, connection: BlockingConnection, scheduler: DueJobDispatcher, recovery: Recovery
-    ) -> None:
+    def _build(self, connection: BlockingConnection) -> _Leading:
+        s = self.settings
+        channel = connection.channel()
+        declare_core(channel)
+        publisher = BatchPublisher(channel)
+        directory = WorkerDirectory(self.engine, connection, self.clock, s.heartbeat_stale_ms)
+        chooser = WorkerChooser(Strategy(s.strategy))
+        claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms)
+        firer = Firer(
+            self.engine, publisher, directory, chooser, self.clock, s.claim_window_ms, s.batch_size
+        )
+        recovery = Recovery(
+            self.engine,
+            publisher,
+            directory,
+            chooser,
+            (self.redis, self.keys, self.clock),
+            s.pending_republish_ms,
+            s.heartbeat_stale_ms,
+            s.timeout_grace_ms,
+        )
+        return _Leading(connection, directory, claimer, firer, recovery)
+
+    def _loop(self, leading: _Leading) -> None:
         next_sweep = 0.0
+        next_scan = 0.0
         while not self.stop.is_set() and self.leadership.is_leader.is_set():
             if time.monotonic() >= next_sweep:
-                recovery.sweep()
+                leading.recovery.sweep()
                 next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
-            outcome = scheduler.tick()
-            if outcome.sleep_ms > 0:
-                self._wait_for_wake(min(outcome.sleep_ms, RECOVERY_INTERVAL_SECONDS * 1000))
-            connection.process_data_events(0)
+            if time.monotonic() >= next_scan:
+                self._scan(leading)
+                next_scan = time.monotonic() + self.settings.scan_interval_ms / 1000
+            leading.firer.fire_due()
+            leading.connection.process_data_events(0)
+            if self.wake.wait(self._sleep_seconds(leading, next_scan)):
+                next_scan = 0.0
 
-    def _wait_for_wake(self, sleep_ms: float) -> None:
-        """Sleep until a job due now is created (the API pushes a wake-up) or time is up."""
-        if sleep_ms < 1:
-            return
-        try:
-            if self.redis.blpop([self.keys.wake], timeout=sleep_ms / 1000):
-                self.redis.delete(self.keys.wake)
-        except redis.RedisError as e:
-            log.warning("wake-up wait failed (%s); sleeping instead", e)
-            self.stop.wait(sleep_ms / 1000)
+    def _scan(self, leading: _Leading) -> None:
+        handlers = leading.directory.handlers()
+        while leading.claimer.claim(handlers) >= self.settings.batch_size:
+            pass
+        leading.firer.load()
+
+    def _sleep_seconds(self, leading: _Leading, next_scan: float) -> float:
+        until_scan = next_scan - time.monotonic()
+        due = leading.firer.next_due()
+        if due is None:
+            return until_scan
+        return min(until_scan, (due - self.clock.now_ms()) / 1000)
 
 
 def run_dispatcher(settings: DispatcherSettings) -> None:
@@ -135,6 +153,7 @@ def run_dispatcher(settings: DispatcherSettings) -> None:
     def handle(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %d; stopping", signum)
         dispatcher.stop.set()
+        dispatcher.wake.event.set()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)

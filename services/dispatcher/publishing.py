@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.clock import ClusterClock
 from common.db.executions import mark_queued
 from common.db.retry import retry_lock_conflicts
 from common.messages import DispatchMessage
@@ -27,6 +27,21 @@ class Assignment:
     handler: str
     params_json: str
     worker_id: str
+    timeout_seconds: int | None = None
+
+    @classmethod
+    def of(cls, row: Any, worker_id: str) -> Assignment:
+        """The assignment of an execution row (read with its job's data) to a worker."""
+        return cls(
+            execution_id=row.execution_id,
+            job_id=row.job_id,
+            attempt=row.attempt,
+            trigger_time=row.trigger_time,
+            handler=row.handler,
+            params_json=row.params,
+            worker_id=worker_id,
+            timeout_seconds=row.timeout_seconds,
+        )
 
 
 def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
@@ -39,6 +54,7 @@ def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
         handler=assignment.handler,
         params=json.loads(assignment.params_json),
         dispatched_at=now_ms,
+        timeout_seconds=assignment.timeout_seconds,
     )
     return OutgoingMessage(
         exchange=DISPATCH_EXCHANGE,
@@ -49,27 +65,24 @@ def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
 
 
 def publish_assignments(
-    engine: Engine,
-    publisher: BatchPublisher,
-    clock: ClusterClock,
-    assignments: Sequence[Assignment],
+    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
 ) -> set[str]:
-    """Publish, then mark QUEUED what the broker took; return the ids it could not route.
+    """Publish inside the caller's transaction and mark QUEUED what the broker took.
 
-    What is not marked stays PENDING and the recovery sweep publishes it again later,
-    to whichever worker is live then.
+    Returns the ids the broker could not route; they stay SCHEDULED and are sent again
+    on a later pass. If the publish fails the caller's transaction rolls back, so the
+    executions stay SCHEDULED as well.
     """
     if not assignments:
         return set()
-    now = clock.now_ms()
-    returned = publisher.publish([dispatch_message(a, now) for a in assignments])
-    landed = [a.execution_id for a in assignments if a.execution_id not in returned]
-    record_queued(engine, landed, now)
+    returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
+    landed = {a.execution_id: a.worker_id for a in assignments if a.execution_id not in returned}
+    mark_queued(conn, landed, now_ms)
     return returned
 
 
 @retry_lock_conflicts
-def record_queued(engine: Engine, execution_ids: list[str], now_ms: int) -> None:
+def record_queued(engine: Engine, workers: Mapping[str, str], now_ms: int) -> None:
     """Mark executions QUEUED in their own transaction, retried after a lock conflict."""
     with engine.begin() as conn:
-        mark_queued(conn, execution_ids, now_ms)
+        mark_queued(conn, workers, now_ms)

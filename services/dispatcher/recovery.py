@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from sqlalchemy.engine import Engine
@@ -37,6 +37,7 @@ class Recovery:
         stores: tuple[redis.Redis, RedisKeys, ClusterClock],
         pending_after_ms: int,
         stale_ms: int,
+        timeout_grace_ms: int,
     ) -> None:
         self._engine = engine
         self._publisher = publisher
@@ -45,21 +46,22 @@ class Recovery:
         self._redis, self._keys, self._clock = stores
         self._pending_after_ms = pending_after_ms
         self._stale_ms = stale_ms
+        self._timeout_grace_ms = timeout_grace_ms
 
     def sweep(self) -> None:
         """Run every recovery step once."""
-        self.republish_pending()
         self.rescue_dead_workers()
+        self.time_out_overdue()
         self.republish_deliveries()
 
-    def republish_pending(self) -> None:
-        """Send again executions whose publish was never confirmed."""
-        cutoff = self._clock.now_ms() - self._pending_after_ms
+    def time_out_overdue(self) -> None:
+        """Record TIMED_OUT for runs past their job's timeout whose worker never reported."""
+        now = self._clock.now_ms()
         with self._engine.connect() as conn:
-            rows = executions.stale_pending(conn, cutoff, SWEEP_LIMIT)
+            rows = executions.overdue(conn, now, self._timeout_grace_ms, SWEEP_LIMIT)
         if rows:
-            log.warning("republishing %d executions never confirmed in a queue", len(rows))
-            self._reroute(rows)
+            log.warning("%d executions passed their timeout without a report", len(rows))
+            self._report(rows, "TIMED_OUT", "no result within the job's timeout")
 
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their queue."""
@@ -84,32 +86,33 @@ class Recovery:
             len(unstarted),
             extra={"worker_id": worker_id},
         )
-        self._report_lost(worker_id, started)
+        self._report(started, "LOST", f"worker {worker_id} died while running it")
         self._reroute(unstarted)
 
     def _started_by(self, execution_id: str) -> str | None:
         value = self._redis.get(self._keys.execution_started(execution_id))
         return value.decode() if isinstance(value, bytes) else value
 
-    def _report_lost(self, worker_id: str, rows: list[Any]) -> None:
+    def _report(self, rows: list[Any], status: Literal["LOST", "TIMED_OUT"], why: str) -> None:
+        """Publish results on the workers' behalf, through the normal results path."""
         if not rows:
             return
         now = self._clock.now_ms()
-        lost = [
+        results = [
             ExecutionResult(
                 execution_id=r.execution_id,
                 job_id=r.job_id,
-                worker_id=worker_id,
-                status="LOST",
-                message=f"worker {worker_id} died while running it",
+                worker_id=r.worker_id or "unknown",
+                status=status,
+                message=why,
                 started_at=now,
                 ended_at=now,
             )
             for r in rows
         ]
-        body = ResultBatch(worker_id=worker_id, results=lost).model_dump_json().encode()
+        body = ResultBatch(worker_id="dispatcher", results=results).model_dump_json().encode()
         self._publisher.publish(
-            [OutgoingMessage(RESULTS_EXCHANGE, RESULTS_QUEUE, body, lost[0].execution_id)]
+            [OutgoingMessage(RESULTS_EXCHANGE, RESULTS_QUEUE, body, results[0].execution_id)]
         )
 
     def _reroute(self, rows: list[Any]) -> None:
@@ -118,21 +121,10 @@ class Recovery:
         with self._engine.begin() as conn:
             for row in rows:
                 worker = self._chooser.choose(live, row.handler)
-                if worker is None:
-                    continue
-                executions.reassign(conn, row.execution_id, worker.worker_id)
-                moved.append(
-                    Assignment(
-                        row.execution_id,
-                        row.job_id,
-                        row.attempt,
-                        row.trigger_time,
-                        row.handler,
-                        row.params,
-                        worker.worker_id,
-                    )
-                )
-        publish_assignments(self._engine, self._publisher, self._clock, moved)
+                if worker is not None:
+                    executions.reassign(conn, row.execution_id, worker.worker_id)
+                    moved.append(Assignment.of(row, worker.worker_id))
+            publish_assignments(conn, self._publisher, moved, self._clock.now_ms())
 
     def republish_deliveries(self) -> None:
         """Hand the notifier again callbacks recorded but never confirmed in its queue."""

@@ -1,8 +1,9 @@
-"""Recording execution outcomes: execution row, job state, callback delivery, in one commit."""
+"""Recording execution outcomes: execution row, retry or job state, callback, in one commit."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,12 +11,12 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
-from common.cron import next_trigger_ms
 from common.db.deliveries import NewDelivery, insert_deliveries
-from common.db.executions import lock_unfinished, record_outcomes
-from common.db.jobs import finish_trigger, trigger_settings
+from common.db.executions import NewExecution, insert_executions, lock_unfinished, record_outcomes
+from common.db.jobs import end_trigger, trigger_settings
 from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
+from common.schedule import retry_delay_ms
 from common.states import JobStatus
 from services.dispatcher.callbacks import callback_payload, new_delivery
 
@@ -28,6 +29,15 @@ class _Finished:
     execution: Any
     job: Any
 
+    @property
+    def retry_due(self) -> bool:
+        """A failed attempt with retries left, of a job still alive."""
+        return (
+            self.result.status != "SUCCEEDED"
+            and int(self.execution.attempt) <= int(self.job.max_retries)
+            and self.job.status != JobStatus.CANCELLED
+        )
+
 
 @retry_lock_conflicts
 def record_results(
@@ -37,6 +47,8 @@ def record_results(
 
     A result seen twice (a redelivery, or a copy another dispatcher handles at the same
     time) finds its execution already final, or locked and then final, and is skipped.
+    A failed attempt with retries left becomes a new SCHEDULED attempt; otherwise the
+    trigger ends: the job moves on and its callback is recorded.
     """
     if not results:
         return []
@@ -44,17 +56,13 @@ def record_results(
         finished = _lock_and_match(conn, results)
         now = clock.now_ms()
         record_outcomes(conn, [_outcome(f) for f in finished])
-        for item in sorted(finished, key=lambda f: int(f.job.id)):
-            _advance_job(conn, item, now)
-        wanted = [d for d in (_delivery(f) for f in finished) if d is not None]
+        insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
+        ended = [f for f in finished if not f.retry_due]
+        for item in sorted(ended, key=lambda f: int(f.job.id)):
+            _end_trigger(conn, item, now)
+        wanted = [d for d in (_delivery(f) for f in ended) if d is not None]
         insert_deliveries(conn, wanted, now)
-    for item in finished:
-        log.info(
-            "execution %s on %s",
-            item.result.status.lower(),
-            item.result.worker_id,
-            extra={"job_id": item.result.job_id, "execution_id": item.result.execution_id},
-        )
+    _log(finished)
     return wanted
 
 
@@ -82,14 +90,29 @@ def _outcome(item: _Finished) -> dict[str, Any]:
     }
 
 
-def _advance_job(conn: Connection, item: _Finished, now: int) -> None:
-    if item.job.cron_expr:
-        after = max(int(item.execution.trigger_time), now)
-        upcoming = next_trigger_ms(item.job.cron_expr, after)
-        finish_trigger(conn, item.job.id, JobStatus.WAITING, upcoming, now)
+def _retry(item: _Finished, now: int) -> NewExecution:
+    attempt = int(item.execution.attempt)
+    delay = retry_delay_ms(
+        attempt, int(item.job.retry_backoff_seconds), int(item.job.retry_backoff_max_seconds)
+    )
+    return NewExecution(
+        str(uuid.uuid4()),
+        int(item.job.id),
+        attempt + 1,
+        int(item.execution.trigger_time),
+        now + delay,
+        manual=bool(item.execution.manual),
+    )
+
+
+def _end_trigger(conn: Connection, item: _Finished, now: int) -> None:
+    if item.execution.manual:
+        return
+    if item.job.cron_expr or item.job.fixed_rate_seconds:
+        end_trigger(conn, item.job.id, None, now)
         return
     final = JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
-    finish_trigger(conn, item.job.id, final, None, now)
+    end_trigger(conn, item.job.id, final, now)
 
 
 def _delivery(item: _Finished) -> NewDelivery | None:
@@ -99,3 +122,14 @@ def _delivery(item: _Finished) -> NewDelivery | None:
         item.result, int(item.execution.attempt), int(item.execution.trigger_time)
     )
     return new_delivery(item.result, item.job.app_id, str(item.job.callback_url), payload)
+
+
+def _log(finished: Sequence[_Finished]) -> None:
+    for item in finished:
+        log.info(
+            "execution %s on %s%s",
+            item.result.status.lower(),
+            item.result.worker_id,
+            "; retry scheduled" if item.retry_due else "",
+            extra={"job_id": item.result.job_id, "execution_id": item.result.execution_id},
+        )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT = 64 * 1024
 
-Outcome = Literal["SUCCEEDED", "FAILED"]
+Outcome = Literal["SUCCEEDED", "FAILED", "TIMED_OUT"]
 
 
 def _clip(text: str) -> str:
@@ -97,7 +98,9 @@ class ExecutionRunner:
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
         try:
-            value = fn(message.params, context)
+            value = call_with_timeout(fn, message.params, context, message.timeout_seconds)
+        except HandlerTimeoutError as e:
+            return "TIMED_OUT", str(e), None
         except Exception as e:
             return "FAILED", _clip(f"{type(e).__name__}: {e}"), None
         if value is None:
@@ -106,6 +109,44 @@ class ExecutionRunner:
             return "SUCCEEDED", None, _clip(json.dumps(value, default=str))
         except (TypeError, ValueError):
             return "SUCCEEDED", None, _clip(repr(value))
+
+
+class HandlerTimeoutError(Exception):
+    """A handler ran past its job's timeout."""
+
+
+def call_with_timeout(
+    fn: HandlerFn, params: dict[str, Any], context: HandlerContext, timeout: int | None
+) -> Any:
+    """Call the handler; with a timeout, stop waiting for it once the time is up.
+
+    Python cannot kill a thread: a handler past its timeout keeps running in a daemon
+    thread while the worker reports TIMED_OUT and frees its slot, so handlers should
+    check their own deadline (``ctx.trigger_time``) for long work.
+    """
+    if timeout is None:
+        return fn(params, context)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(params, context)
+        except BaseException as e:
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name=f"handler-{context.execution_id}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        log.warning(
+            "handler passed its %d s timeout; no longer waiting for it",
+            timeout,
+            extra={"job_id": context.job_id, "execution_id": context.execution_id},
+        )
+        raise HandlerTimeoutError(f"timed out after {timeout} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def result_messages(

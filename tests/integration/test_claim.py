@@ -1,40 +1,69 @@
-"""Claiming due jobs by version compare-and-set on real MySQL."""
+"""Claiming due triggers by version compare-and-set on real MySQL."""
 
 from __future__ import annotations
 
 import threading
 
+import redis
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.db.jobs import NewJob, claim_jobs, find_due_jobs, get_job, insert_job, next_due_time
+from common.clock import ClusterClock
+from common.db.jobs import (
+    ClaimUpdate,
+    JobPolicies,
+    NewJob,
+    claim_jobs,
+    find_due_jobs,
+    get_job,
+    insert_job,
+)
+from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
+from services.dispatcher.claimer import TriggerClaimer
 from tests.integration.helpers import make_app
 
+RUN = ClaimUpdate(None, JobStatus.RUNNING)
 
-def add_job(engine: Engine, app_pk: int, trigger: int, handler: str = "demo.noop") -> int:
-    job = NewJob(app_pk, "j", handler, {}, None, trigger, None, None, None)
+
+def add_job(
+    engine: Engine,
+    trigger: int,
+    handler: str = "demo.noop",
+    cron: str | None = None,
+    policies: JobPolicies | None = None,
+) -> int:
+    job = NewJob(1, "j", handler, {}, cron, trigger, None, None, None, policies or JobPolicies())
     with engine.begin() as conn:
         return insert_job(conn, job, 0)
 
 
-def test_due_scan_returns_due_jobs_oldest_first_for_known_handlers(engine: Engine) -> None:
-    app = make_app(engine)
+def executions_of(engine: Engine, job_id: int) -> list[tuple[int, str, str | None]]:
     with engine.connect() as conn:
-        app_pk = int(conn.exec_driver_sql("SELECT id FROM apps").scalar_one())
-    later = add_job(engine, app_pk, 200)
-    earlier = add_job(engine, app_pk, 100)
-    add_job(engine, app_pk, 100, handler="other.handler")
-    add_job(engine, app_pk, 10_000)
+        rows = conn.execute(
+            sa.text(
+                "SELECT trigger_time, status, message FROM executions WHERE job_id = :j "
+                "ORDER BY trigger_time"
+            ),
+            {"j": job_id},
+        ).all()
+    return [(int(r[0]), str(r[1]), r[2]) for r in rows]
+
+
+def test_due_scan_returns_due_jobs_soonest_first_for_known_handlers(engine: Engine) -> None:
+    make_app(engine)
+    later = add_job(engine, 200)
+    earlier = add_job(engine, 100)
+    add_job(engine, 100, handler="other.handler")
+    add_job(engine, 10_000)
     with engine.connect() as conn:
         due = find_due_jobs(conn, 500, {"demo.noop"}, 10)
-        assert next_due_time(conn, {"demo.noop"}) == 100
     assert [j.id for j in due] == [earlier, later]
-    assert app.app_id
 
 
 def test_two_claimers_of_the_same_batch_split_it_without_overlap(engine: Engine) -> None:
     make_app(engine)
-    ids = [add_job(engine, 1, 100 + i) for i in range(200)]
+    ids = [add_job(engine, 100 + i) for i in range(200)]
     with engine.connect() as conn:
         due = find_due_jobs(conn, 1_000, {"demo.noop"}, 500)
     won: list[set[int]] = []
@@ -43,7 +72,7 @@ def test_two_claimers_of_the_same_batch_split_it_without_overlap(engine: Engine)
     def claim() -> None:
         with engine.begin() as conn:
             barrier.wait()
-            won.append(claim_jobs(conn, due, {j.id: "w1" for j in due}, 1_000))
+            won.append(claim_jobs(conn, due, {j.id: RUN for j in due}, 1_000))
 
     threads = [threading.Thread(target=claim) for _ in range(2)]
     for thread in threads:
@@ -56,15 +85,102 @@ def test_two_claimers_of_the_same_batch_split_it_without_overlap(engine: Engine)
 
 def test_a_stale_version_claims_nothing(engine: Engine) -> None:
     make_app(engine)
-    job_id = add_job(engine, 1, 100)
+    job_id = add_job(engine, 100)
     with engine.connect() as conn:
         stale = find_due_jobs(conn, 1_000, {"demo.noop"}, 10)
     with engine.begin() as conn:
-        assert claim_jobs(conn, stale, {job_id: "w1"}, 1_000) == {job_id}
+        assert claim_jobs(conn, stale, {job_id: RUN}, 1_000) == {job_id}
     with engine.begin() as conn:
-        assert claim_jobs(conn, stale, {job_id: "w1"}, 1_000) == set()
+        assert claim_jobs(conn, stale, {job_id: RUN}, 1_000) == set()
         row = get_job(conn, 1, job_id)
     assert row is not None
     assert row.status == JobStatus.RUNNING
     assert row.version == 1
-    assert row.owner_worker == "w1"
+
+
+def claimer(engine: Engine, client: redis.Redis, window_ms: int = 1_000) -> TriggerClaimer:
+    return TriggerClaimer(engine, ClusterClock(client), 500, window_ms)
+
+
+def test_claiming_a_cron_trigger_schedules_it_and_moves_the_job_on(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    start = (now // 2000 + 1) * 2000
+    job_id = add_job(engine, start, cron="*/2 * * * * *")
+    claimer(engine, redis_client, window_ms=2_500).claim({"demo.noop"})
+    with engine.connect() as conn:
+        job = get_job(conn, 1, job_id)
+    assert job is not None
+    assert job.status == JobStatus.WAITING
+    assert job.next_trigger_time == start + 2000
+    assert executions_of(engine, job_id) == [(start, "SCHEDULED", None)]
+
+
+def test_queue_overlap_holds_the_job_until_the_run_ends(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    policies = JobPolicies(overlap_policy=OverlapPolicy.QUEUE)
+    job_id = add_job(engine, now - 10, cron="* * * * * *", policies=policies)
+    claimer(engine, redis_client).claim({"demo.noop"})
+    claimer(engine, redis_client).claim({"demo.noop"})
+    with engine.connect() as conn:
+        job = get_job(conn, 1, job_id)
+    assert job is not None
+    assert job.status == JobStatus.RUNNING
+    assert len(executions_of(engine, job_id)) == 1
+
+
+def test_misfire_skip_records_a_skipped_trigger_and_jumps_ahead(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    policies = JobPolicies(misfire_policy=MisfirePolicy.SKIP, misfire_threshold_seconds=5)
+    missed = (now // 60_000 - 10) * 60_000
+    job_id = add_job(engine, missed, cron="* * * * *", policies=policies)
+    claimer(engine, redis_client).claim({"demo.noop"})
+    [(trigger, status, message)] = executions_of(engine, job_id)
+    assert (trigger, status) == (missed, "SKIPPED")
+    assert message is not None and "misfire policy SKIP" in message
+    with engine.connect() as conn:
+        job = get_job(conn, 1, job_id)
+    assert job is not None
+    assert job.next_trigger_time > now
+
+
+def test_misfire_fire_all_runs_each_missed_trigger_in_the_window(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    policies = JobPolicies(
+        misfire_policy=MisfirePolicy.FIRE_ALL,
+        misfire_threshold_seconds=5,
+        overlap_policy=OverlapPolicy.ALLOW,
+    )
+    first = (now // 60_000 - 3) * 60_000
+    job_id = add_job(engine, first, cron="* * * * *", policies=policies)
+    for _ in range(5):
+        claimer(engine, redis_client, window_ms=0).claim({"demo.noop"})
+    runs = executions_of(engine, job_id)
+    assert [t for t, _, _ in runs] == [first, first + 60_000, first + 120_000, first + 180_000]
+    assert {s for _, s, _ in runs} == {"SCHEDULED"}
+
+
+def test_one_shot_misfire_skip_fails_the_job_without_running_it(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    policies = JobPolicies(misfire_policy=MisfirePolicy.SKIP, misfire_threshold_seconds=1)
+    job_id = add_job(engine, now - 60_000, policies=policies)
+    claimer(engine, redis_client).claim({"demo.noop"})
+    with engine.connect() as conn:
+        job = get_job(conn, 1, job_id)
+    assert job is not None
+    assert job.status == JobStatus.FAILED
+    assert executions_of(engine, job_id)[0][1] == "SKIPPED"

@@ -28,7 +28,7 @@ def pending_batch(engine: Engine, round_: int) -> list[str]:
     with engine.begin() as conn:
         job_id = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
         insert_executions(
-            conn, [NewExecution(e, job_id, i + 1, 0, "w1") for i, e in enumerate(ids)], 0
+            conn, [NewExecution(e, job_id, i + 1, 0, 0) for i, e in enumerate(ids)], 0
         )
     return ids
 
@@ -57,7 +57,7 @@ def test_concurrent_mark_queued_and_record_results_both_complete(
         def queue_them(ids: list[str] = ids, barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             try:
-                record_queued(engine, ids, 5)
+                record_queued(engine, dict.fromkeys(ids, "w1"), 5)
             except BaseException as e:
                 errors.append(e)
 
@@ -82,7 +82,7 @@ def test_mark_queued_stamps_only_pending_executions(
     make_app(engine)
     ids = pending_batch(engine, 0)
     record_results(engine, ClusterClock(redis_client), [finished(ids[0])])
-    record_queued(engine, ids[:2], 77)
+    record_queued(engine, dict.fromkeys(ids[:2], "w1"), 77)
     with engine.connect() as conn:
         rows: dict[str, str] = dict(
             conn.exec_driver_sql(

@@ -1,4 +1,4 @@
-"""Recording results on real MySQL: exactly once, job state, callback deliveries."""
+"""Recording results on real MySQL: exactly once, retries, job state, callbacks."""
 
 from __future__ import annotations
 
@@ -8,28 +8,38 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
-from common.db.jobs import NewJob, claim_jobs, find_due_jobs, get_job, insert_job
+from common.db.jobs import JobPolicies, NewJob, claim_jobs, find_due_jobs, get_job, insert_job
 from common.messages import ExecutionResult
+from common.schedule import plan_trigger
+from services.dispatcher.claimer import claim_update
 from services.dispatcher.results import record_results
 from tests.integration.helpers import make_app
 
 
-def running_job(engine: Engine, cron: str | None = None, callback: str | None = None) -> str:
-    """A claimed job with one PENDING execution; returns the execution id."""
+def running_job(
+    engine: Engine,
+    cron: str | None = None,
+    callback: str | None = None,
+    policies: JobPolicies | None = None,
+) -> str:
+    """A claimed job with one SCHEDULED execution; returns the execution id."""
     make_app(engine)
-    job = NewJob(1, "j", "demo.noop", {}, cron, 1_000, callback, None, None)
+    job = NewJob(
+        1, "j", "demo.noop", {}, cron, 1_000, callback, None, None, policies or JobPolicies()
+    )
     with engine.begin() as conn:
         job_id = insert_job(conn, job, 0)
         due = find_due_jobs(conn, 2_000, {"demo.noop"}, 10)
-        claim_jobs(conn, due, {job_id: "w1"}, 2_000)
-        insert_executions(conn, [NewExecution("e-1", job_id, 1, 1_000, "w1")], 2_000)
+        plan = plan_trigger(due[0].policy, 1_000, 1_500)
+        claim_jobs(conn, due, {job_id: claim_update(plan)}, 1_500)
+        insert_executions(conn, [NewExecution("e-1", job_id, 1, 1_000, 1_500)], 1_500)
     return "e-1"
 
 
-def result(status: str = "SUCCEEDED") -> ExecutionResult:
+def result(status: str = "SUCCEEDED", execution_id: str = "e-1") -> ExecutionResult:
     return ExecutionResult.model_validate(
         {
-            "execution_id": "e-1",
+            "execution_id": execution_id,
             "job_id": 1,
             "worker_id": "w1",
             "status": status,
@@ -38,6 +48,12 @@ def result(status: str = "SUCCEEDED") -> ExecutionResult:
             "ended_at": 2_200,
         }
     )
+
+
+def executions(engine: Engine) -> list[tuple[int, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT attempt, status FROM executions ORDER BY attempt"))
+        return [(int(r[0]), str(r[1])) for r in rows]
 
 
 def test_one_shot_job_ends_with_its_execution(engine: Engine, redis_client: redis.Redis) -> None:
@@ -59,13 +75,42 @@ def test_a_result_seen_twice_is_recorded_once(engine: Engine, redis_client: redi
     assert len(first) == 1
     assert second == []
     with engine.connect() as conn:
-        status = conn.execute(sa.text("SELECT status FROM executions")).scalar_one()
         deliveries = conn.execute(sa.text("SELECT COUNT(*) FROM callback_deliveries")).scalar()
-    assert status == "SUCCEEDED"
+    assert executions(engine) == [(1, "SUCCEEDED")]
     assert deliveries == 1
 
 
-def test_cron_job_goes_back_to_waiting_with_its_next_trigger(
+def test_failed_attempt_with_retries_left_schedules_a_new_attempt(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    running_job(
+        engine,
+        callback="http://127.0.0.1:9/hook",
+        policies=JobPolicies(max_retries=1, retry_backoff_seconds=2),
+    )
+    clock = ClusterClock(redis_client)
+    created = record_results(engine, clock, [result("FAILED")])
+    assert created == [], "no callback until the trigger ends"
+    assert executions(engine) == [(1, "FAILED"), (2, "SCHEDULED")]
+    with engine.connect() as conn:
+        job = get_job(conn, 1, 1)
+        retry = conn.execute(
+            sa.text("SELECT execution_id, scheduled_at FROM executions WHERE attempt = 2")
+        ).one()
+    assert job is not None
+    assert job.status == "RUNNING"
+    assert retry.execution_id != "e-1"
+    assert clock.now_ms() + 1_000 - 50 <= retry.scheduled_at <= clock.now_ms() + 2_000
+    ended = record_results(engine, clock, [result("TIMED_OUT", retry.execution_id)])
+    assert len(ended) == 1
+    assert executions(engine) == [(1, "FAILED"), (2, "TIMED_OUT")]
+    with engine.connect() as conn:
+        job = get_job(conn, 1, 1)
+    assert job is not None
+    assert job.status == "FAILED"
+
+
+def test_cron_job_keeps_its_next_trigger_and_is_released(
     engine: Engine, redis_client: redis.Redis
 ) -> None:
     running_job(engine, cron="*/2 * * * * *")
@@ -75,8 +120,7 @@ def test_cron_job_goes_back_to_waiting_with_its_next_trigger(
         job = get_job(conn, 1, 1)
     assert job is not None
     assert job.status == "WAITING"
-    assert job.next_trigger_time > clock.now_ms() - 10
-    assert job.next_trigger_time % 2_000 == 0
+    assert job.next_trigger_time == 2_000
 
 
 def test_callback_payload_is_recorded_with_the_result(

@@ -10,6 +10,7 @@ import pytest
 
 from common.db.jobs import NewJob
 from common.errors import UnknownHandlerError, ValidationFailedError
+from common.schedule import Schedule
 from services.api.schemas import JobCreate
 from services.api.validation import (
     build_job,
@@ -154,37 +155,43 @@ def test_other_callback_urls_are_rejected(url: str) -> None:
     ],
 )
 def test_trigger_at_accepts_iso_8601_and_epoch_ms(trigger_at: str | int, expected: int) -> None:
-    assert first_trigger(_body(triggerAt=trigger_at), None, NOW_MS) == expected
+    assert first_trigger(_body(triggerAt=trigger_at), Schedule(), NOW_MS) == expected
 
 
 @pytest.mark.parametrize("trigger_at", ["", "next tuesday", "2026-02-30T00:00:00Z", "12.5"])
 def test_unreadable_trigger_at_is_rejected(trigger_at: str) -> None:
     with pytest.raises(ValidationFailedError) as caught:
-        first_trigger(_body(triggerAt=trigger_at), None, NOW_MS)
+        first_trigger(_body(triggerAt=trigger_at), Schedule(), NOW_MS)
     assert caught.value.field == "triggerAt"
     assert isinstance(caught.value.__cause__, ValueError)
 
 
 def test_one_shot_without_trigger_at_fires_now() -> None:
-    assert first_trigger(_body(), None, NOW_MS) == NOW_MS
+    assert first_trigger(_body(), Schedule(), NOW_MS) == NOW_MS
 
 
 def test_cron_without_trigger_at_first_fires_at_the_next_cron_time() -> None:
-    assert first_trigger(_body(cronExpr="30 * * * *"), "30 * * * *", NOW_MS) == NOW_MS + 1_800_000
+    assert (
+        first_trigger(_body(cronExpr="30 * * * *"), Schedule("30 * * * *"), NOW_MS)
+        == NOW_MS + 1_800_000
+    )
 
 
 def test_cron_first_fire_is_strictly_after_now() -> None:
-    assert first_trigger(_body(cronExpr="0 * * * *"), "0 * * * *", NOW_MS) == NOW_MS + 3_600_000
+    assert (
+        first_trigger(_body(cronExpr="0 * * * *"), Schedule("0 * * * *"), NOW_MS)
+        == NOW_MS + 3_600_000
+    )
 
 
 def test_six_field_cron_first_fires_two_seconds_later() -> None:
     cron = "*/2 * * * * *"
-    assert first_trigger(_body(cronExpr=cron), cron, NOW_MS) == NOW_MS + 2000
+    assert first_trigger(_body(cronExpr=cron), Schedule(cron), NOW_MS) == NOW_MS + 2000
 
 
 def test_trigger_at_wins_over_the_cron_time() -> None:
     body = _body(cronExpr="0 * * * *", triggerAt=NOW_MS + 10)
-    assert first_trigger(body, "0 * * * *", NOW_MS) == NOW_MS + 10
+    assert first_trigger(body, Schedule("0 * * * *"), NOW_MS) == NOW_MS + 10
 
 
 def test_build_job_uses_trigger_at() -> None:

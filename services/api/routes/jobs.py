@@ -51,14 +51,20 @@ def create_job(
     response_model=JobView,
     responses={**_ERRORS, 404: {"model": Problem, "description": "No such job"}},
 )
-def get_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
-    """The job, its status, next trigger time and last execution."""
+def get_job(
+    job_id: int,
+    state: StateDep,
+    caller: CallerDep,
+    preview: Annotated[int, Query(ge=0, le=100, description="list N next trigger times")] = 0,
+) -> JobView:
+    """The job, its status, next trigger time(s), policies and last execution."""
     with state.engine.connect() as conn:
         row = jobs.get_job(conn, caller.id, job_id)
         if row is None:
             raise JobNotFoundError(job_id)
         last = executions.list_for_job(conn, job_id, 1)
-    return job_view(row, last[0] if last else None)
+        running = bool(executions.jobs_with_runs(conn, [job_id]))
+    return job_view(row, last[0] if last else None, running, preview)
 
 
 @router.get(

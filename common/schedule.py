@@ -1,0 +1,146 @@
+"""Scheduling policy as pure logic: when a job fires next, what a due trigger becomes
+(run, skipped), and how long a failed attempt waits before its retry.
+
+The dispatcher applies ``plan_trigger`` when it claims a due trigger; the results
+consumer applies ``retry_delay_ms`` when an attempt fails.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import StrEnum
+
+from common.cron import next_trigger_ms
+
+
+class MisfirePolicy(StrEnum):
+    """What to do with a trigger found more than the misfire threshold late."""
+
+    FIRE_ONCE = "FIRE_ONCE"
+    SKIP = "SKIP"
+    FIRE_ALL = "FIRE_ALL"
+
+
+class OverlapPolicy(StrEnum):
+    """What to do when a recurring job's trigger comes while its last run still goes."""
+
+    ALLOW = "ALLOW"
+    FORBID = "FORBID"
+    QUEUE = "QUEUE"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a job repeats: a cron expression in a time zone, a fixed rate, or not at all."""
+
+    cron_expr: str | None = None
+    timezone: str = "UTC"
+    fixed_rate_seconds: int | None = None
+
+    @property
+    def recurring(self) -> bool:
+        """True for cron and fixed-rate jobs."""
+        return self.cron_expr is not None or self.fixed_rate_seconds is not None
+
+    def first_after(self, base_ms: int, after_ms: int) -> int | None:
+        """The first trigger strictly after ``after_ms``, for a series through ``base_ms``."""
+        if self.cron_expr is not None:
+            return next_trigger_ms(self.cron_expr, after_ms, self.timezone)
+        if self.fixed_rate_seconds is not None:
+            rate = self.fixed_rate_seconds * 1000
+            steps = max(0, (after_ms - base_ms) // rate) + 1
+            return base_ms + steps * rate
+        return None
+
+    def preview(self, from_ms: int, count: int) -> list[int]:
+        """The next ``count`` trigger times from ``from_ms`` (itself included if it is one)."""
+        if not self.recurring:
+            return [from_ms]
+        times = [from_ms]
+        while len(times) < count:
+            upcoming = self.first_after(from_ms, times[-1])
+            assert upcoming is not None
+            times.append(upcoming)
+        return times
+
+
+@dataclass(frozen=True)
+class TriggerPolicy:
+    """A job's policies, as the claim needs them."""
+
+    schedule: Schedule
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    misfire_threshold_ms: int = 60_000
+    catch_up_window_ms: int = 3_600_000
+    overlap: OverlapPolicy = OverlapPolicy.FORBID
+
+
+@dataclass(frozen=True)
+class TriggerPlan:
+    """What a claimed trigger becomes.
+
+    ``run``: create an execution (fired at ``fire_at``); otherwise a SKIPPED row with
+    ``reason``. ``next_trigger`` is the job's next trigger time (None: no more).
+    ``hold``: the job stays unclaimable (RUNNING) until this run ends.
+    """
+
+    run: bool
+    fire_at: int
+    next_trigger: int | None
+    hold: bool
+    reason: str | None = None
+
+
+def plan_trigger(policy: TriggerPolicy, trigger_ms: int, now_ms: int) -> TriggerPlan:
+    """Apply the misfire policy to the trigger due at ``trigger_ms``.
+
+    Overlap is decided when the execution fires (``overlap_skip_reason``), since a
+    trigger may be claimed a little ahead of its time.
+    """
+    fire_at = max(trigger_ms, now_ms)
+    late_ms = now_ms - trigger_ms
+    misfired = late_ms > policy.misfire_threshold_ms
+    schedule = policy.schedule
+    hold = policy.overlap is OverlapPolicy.QUEUE
+    if not schedule.recurring:
+        if misfired and policy.misfire is MisfirePolicy.SKIP:
+            return TriggerPlan(False, fire_at, None, False, _late(late_ms, "SKIP"))
+        return TriggerPlan(True, fire_at, None, True)
+    if not misfired:
+        return TriggerPlan(True, fire_at, schedule.first_after(trigger_ms, trigger_ms), hold)
+    after_now = schedule.first_after(trigger_ms, now_ms)
+    if policy.misfire is MisfirePolicy.SKIP:
+        return TriggerPlan(False, now_ms, after_now, False, _late(late_ms, "SKIP"))
+    if policy.misfire is MisfirePolicy.FIRE_ONCE:
+        return TriggerPlan(True, now_ms, after_now, hold)
+    window_start = now_ms - policy.catch_up_window_ms
+    if trigger_ms < window_start:
+        resume = schedule.first_after(trigger_ms, window_start - 1)
+        reason = _late(late_ms, "FIRE_ALL") + "; older than the catch-up window"
+        return TriggerPlan(False, now_ms, resume, False, reason)
+    return TriggerPlan(True, now_ms, schedule.first_after(trigger_ms, trigger_ms), hold)
+
+
+def overlap_skip_reason(overlap: OverlapPolicy, others_running: bool) -> str | None:
+    """Why a scheduled run must be skipped at fire time, if it must."""
+    if others_running and overlap is OverlapPolicy.FORBID:
+        return "skipped: the previous run is still going (overlap policy FORBID)"
+    return None
+
+
+def _late(late_ms: int, policy: str) -> str:
+    return f"skipped: missed by {late_ms / 1000:.1f} s (misfire policy {policy})"
+
+
+def retry_delay_ms(
+    attempt: int, base_seconds: int, cap_seconds: int, rng: random.Random | None = None
+) -> int:
+    """Wait before retrying after failed ``attempt`` (1-based): exponential, capped, jittered.
+
+    The delay is drawn between half and all of ``min(cap, base * 2**(attempt-1))``, so
+    retries of many jobs that failed together spread out instead of stampeding.
+    """
+    ceiling = min(cap_seconds, base_seconds * 2 ** max(0, attempt - 1)) * 1000
+    draw = (rng or random).random()
+    return int(ceiling / 2 + draw * ceiling / 2)

@@ -1,0 +1,116 @@
+"""Firing SCHEDULED executions at their time: hold them in a heap, send each when due.
+
+Executions are loaded a short window ahead, so a trigger leaves for its worker within
+milliseconds of its time instead of waiting for the next scan. The database stays the
+truth: a fired execution is marked QUEUED in the same transaction that locked it, and
+anything not fired (this dispatcher died, no worker was live) is still SCHEDULED and is
+loaded again by the next pass of whichever dispatcher leads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection, Engine
+
+from common.broker import BatchPublisher
+from common.clock import ClusterClock
+from common.db import executions
+from common.db.retry import retry_lock_conflicts
+from common.loadbalance import WorkerChooser
+from common.schedule import OverlapPolicy, overlap_skip_reason
+from services.dispatcher.directory import WorkerDirectory
+from services.dispatcher.publishing import Assignment, publish_assignments
+
+log = logging.getLogger(__name__)
+
+
+class Firer:
+    """Holds the executions due soon and fires them at their ``scheduled_at``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        publisher: BatchPublisher,
+        directory: WorkerDirectory,
+        chooser: WorkerChooser,
+        clock: ClusterClock,
+        window_ms: int,
+        batch_size: int,
+    ) -> None:
+        self._engine = engine
+        self._publisher = publisher
+        self._directory = directory
+        self._chooser = chooser
+        self._clock = clock
+        self._window_ms = window_ms
+        self._batch_size = batch_size
+        self._heap: list[tuple[int, str]] = []
+        self._held: dict[str, Any] = {}
+
+    def load(self) -> int:
+        """Read SCHEDULED executions due within the window; returns how many were new."""
+        until = self._clock.now_ms() + self._window_ms
+        with self._engine.connect() as conn:
+            rows = executions.scheduled_until(conn, until, self._batch_size)
+        new = [r for r in rows if r.execution_id not in self._held]
+        for row in new:
+            self._held[row.execution_id] = row
+            heapq.heappush(self._heap, (int(row.scheduled_at), row.execution_id))
+        return len(new)
+
+    def next_due(self) -> int | None:
+        """When the earliest held execution is due."""
+        return self._heap[0][0] if self._heap else None
+
+    def fire_due(self) -> int:
+        """Send every held execution whose time has come; returns how many were sent."""
+        now = self._clock.now_ms()
+        due: list[Any] = []
+        while self._heap and self._heap[0][0] <= now and len(due) < self._batch_size:
+            _, execution_id = heapq.heappop(self._heap)
+            row = self._held.pop(execution_id, None)
+            if row is not None:
+                due.append(row)
+        return self._fire(due) if due else 0
+
+    @retry_lock_conflicts
+    def _fire(self, due: Sequence[Any]) -> int:
+        now = self._clock.now_ms()
+        with self._engine.begin() as conn:
+            still = executions.lock_still_scheduled(conn, [r.execution_id for r in due])
+            rows = [r for r in due if r.execution_id in still]
+            skips = self._overlap_skips(conn, rows)
+            executions.mark_skipped(conn, skips, now)
+            assignments = self._assign([r for r in rows if r.execution_id not in skips])
+            returned = publish_assignments(conn, self._publisher, assignments, now)
+        for execution_id in skips:
+            log.info(skips[execution_id], extra={"execution_id": execution_id})
+        return len(assignments) - len(returned)
+
+    @staticmethod
+    def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[str, str]:
+        candidates = [
+            r
+            for r in rows
+            if r.overlap_policy == OverlapPolicy.FORBID and r.attempt == 1 and not r.manual
+        ]
+        busy = executions.jobs_with_runs(conn, [r.job_id for r in candidates])
+        skips: dict[str, str] = {}
+        for row in candidates:
+            reason = overlap_skip_reason(OverlapPolicy.FORBID, row.job_id in busy)
+            if reason is not None:
+                skips[row.execution_id] = reason
+        return skips
+
+    def _assign(self, rows: Sequence[Any]) -> list[Assignment]:
+        live = self._directory.live()
+        assignments = []
+        for row in rows:
+            worker = self._chooser.choose(live, row.handler)
+            if worker is not None:
+                assignments.append(Assignment.of(row, worker.worker_id))
+        return assignments
