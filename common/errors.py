@@ -6,6 +6,8 @@ Subclasses carry the data an operator or an API client needs; driver errors are 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class KairosError(Exception):
     """Root of every error Kairos raises on purpose."""
@@ -51,6 +53,20 @@ class JobNotFoundError(KairosError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id} does not exist")
         self.job_id = job_id
+
+
+class InvalidTransitionError(KairosError):
+    """A job control action that the job's current status does not allow; nothing changed."""
+
+    def __init__(self, job_id: int, status: str, action: str, allowed: Sequence[str]) -> None:
+        words = [str(s) for s in allowed]
+        listed = " or ".join(filter(None, [", ".join(words[:-1]), words[-1]]))
+        done = "cancelled" if action == "cancel" else action.removesuffix("e") + "ed"
+        super().__init__(f"job {job_id} is {status}; only a {listed} job can be {done}")
+        self.job_id = job_id
+        self.status = status
+        self.action = action
+        self.allowed = tuple(words)
 
 
 class AuthenticationError(KairosError):

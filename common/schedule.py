@@ -129,6 +129,23 @@ def overlap_skip_reason(overlap: OverlapPolicy, others_running: bool) -> str | N
     return None
 
 
+def late_fire_skip_reason(
+    policy: MisfirePolicy, threshold_ms: int, late_ms: int, later_trigger_overdue: bool
+) -> str | None:
+    """Why a claimed trigger fired late (its dispatcher died first) must not run now.
+
+    SKIP skips it. FIRE_ONCE skips it when the job's next trigger is overdue as well,
+    since that one runs once for all the missed ones; FIRE_ALL runs it.
+    """
+    if late_ms <= threshold_ms:
+        return None
+    if policy is MisfirePolicy.SKIP:
+        return _late(late_ms, "SKIP")
+    if policy is MisfirePolicy.FIRE_ONCE and later_trigger_overdue:
+        return _late(late_ms, "FIRE_ONCE") + "; the latest missed trigger runs instead"
+    return None
+
+
 def _late(late_ms: int, policy: str) -> str:
     return f"skipped: missed by {late_ms / 1000:.1f} s (misfire policy {policy})"
 

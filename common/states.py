@@ -34,9 +34,6 @@ class ExecutionStatus(StrEnum):
     CANCELLED = "CANCELLED"
 
 
-UNFINISHED_EXECUTION_STATUSES = frozenset({ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED})
-
-
 class WorkerState(StrEnum):
     """What a worker says of itself in its heartbeat."""
 

@@ -90,6 +90,10 @@ def _with_job(*where: Any) -> sa.Select[Any]:
             jobs.c.params,
             jobs.c.timeout_seconds,
             jobs.c.overlap_policy,
+            jobs.c.misfire_policy,
+            jobs.c.misfire_threshold_seconds,
+            jobs.c.next_trigger_time,
+            jobs.c.status.label("job_status"),
         )
         .join(jobs, jobs.c.id == executions.c.job_id)
         .where(*where)
@@ -108,16 +112,6 @@ def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[AnyRow]
             .limit(limit)
         ).all()
     )
-
-
-def next_scheduled_time(conn: Connection) -> int | None:
-    """When the earliest SCHEDULED execution is due."""
-    value = conn.execute(
-        sa.select(sa.func.min(executions.c.scheduled_at)).where(
-            executions.c.status == ExecutionStatus.SCHEDULED
-        )
-    ).scalar()
-    return int(value) if value is not None else None
 
 
 def lock_still_scheduled(conn: Connection, execution_ids: Iterable[str]) -> set[str]:
@@ -205,15 +199,20 @@ def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
     )
 
 
-def mark_skipped(conn: Connection, reasons: Mapping[str, str], now_ms: int) -> None:
-    """End SCHEDULED executions as SKIPPED, each with its reason."""
+def mark_skipped(
+    conn: Connection,
+    reasons: Mapping[str, str],
+    now_ms: int,
+    status: ExecutionStatus = ExecutionStatus.SKIPPED,
+) -> None:
+    """End SCHEDULED executions without running them (SKIPPED or CANCELLED), with reasons."""
     keys = primary_keys(conn, reasons)
     if keys:
         conn.execute(
             executions.update()
             .where(executions.c.id.in_(keys))
             .values(
-                status=ExecutionStatus.SKIPPED,
+                status=status,
                 message=sa.case(dict(reasons), value=executions.c.execution_id),
                 ended_at=now_ms,
             )
@@ -282,32 +281,6 @@ def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> Non
         ),
         [{f"b_{k}": v for k, v in o.items()} for o in sorted(outcomes, key=lambda o: o["id"])],
     )
-
-
-def cancel_scheduled(conn: Connection, job_id: int, now_ms: int) -> int:
-    """Mark a job's SCHEDULED executions CANCELLED; returns how many."""
-    keys = list(
-        conn.execute(
-            sa.select(executions.c.id)
-            .where(
-                executions.c.job_id == job_id,
-                executions.c.status == ExecutionStatus.SCHEDULED,
-            )
-            .order_by(executions.c.id)
-            .with_for_update()
-        ).scalars()
-    )
-    if keys:
-        conn.execute(
-            executions.update()
-            .where(executions.c.id.in_(keys))
-            .values(
-                status=ExecutionStatus.CANCELLED,
-                message="cancelled before it was sent to a worker",
-                ended_at=now_ms,
-            )
-        )
-    return len(keys)
 
 
 def list_for_job(conn: Connection, job_id: int, limit: int) -> list[AnyRow]:

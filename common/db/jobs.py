@@ -168,19 +168,6 @@ def find_due_jobs(
     ]
 
 
-def next_due_time(conn: Connection, handlers: Iterable[str]) -> int | None:
-    """The earliest trigger time among WAITING jobs that some live worker can run."""
-    names = list(handlers)
-    if not names:
-        return None
-    value = conn.execute(
-        sa.select(sa.func.min(jobs.c.next_trigger_time)).where(
-            jobs.c.status == JobStatus.WAITING, jobs.c.handler.in_(names)
-        )
-    ).scalar()
-    return int(value) if value is not None else None
-
-
 @dataclass(frozen=True)
 class ClaimUpdate:
     """What claiming one trigger does to its job."""

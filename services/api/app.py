@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import redis
 from fastapi import FastAPI
 
@@ -10,12 +13,34 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.keys import RedisKeys
 from services.api.problems import install_problem_handlers
-from services.api.routes import health, jobs
+from services.api.routes import control, health, jobs
 from services.api.state import ApiState
 
 
+def _build_state(settings: ApiSettings) -> ApiState:
+    client = redis.Redis.from_url(settings.redis_url)
+    return ApiState(
+        settings=settings,
+        engine=make_engine(settings, pool_size=20),
+        redis=client,
+        clock=ClusterClock(client),
+        keys=RedisKeys(settings.namespace),
+    )
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    state: ApiState = app.state.kairos
+    state.engine.dispose()
+    state.redis.close()
+
+
 def create_app(settings: ApiSettings) -> FastAPI:
-    """Build the API with its own engine, Redis client and cluster clock."""
+    """Build the API with its own engine, Redis client and cluster clock.
+
+    They are built here (not at import) and closed when the app shuts down.
+    """
     app = FastAPI(
         title="Kairos OpenAPI",
         version="1",
@@ -23,16 +48,11 @@ def create_app(settings: ApiSettings) -> FastAPI:
             "Submit one-shot and cron jobs; read their status and executions. "
             "Every /openapi call needs `Authorization: Bearer <apiKey>`."
         ),
+        lifespan=_lifespan,
     )
-    client = redis.Redis.from_url(settings.redis_url)
-    app.state.kairos = ApiState(
-        settings=settings,
-        engine=make_engine(settings, pool_size=20),
-        redis=client,
-        clock=ClusterClock(client),
-        keys=RedisKeys(settings.namespace),
-    )
+    app.state.kairos = _build_state(settings)
     install_problem_handlers(app)
     app.include_router(jobs.router)
+    app.include_router(control.router)
     app.include_router(health.router)
     return app

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from common.errors import (
     AuthenticationError,
     IdempotencyConflictError,
+    InvalidTransitionError,
     JobNotFoundError,
     KairosError,
     StoreUnavailableError,
@@ -23,6 +24,7 @@ PROBLEM_JSON = "application/problem+json"
 _STATUS: list[tuple[type[KairosError], int, str]] = [
     (AuthenticationError, 401, "Unauthorized"),
     (JobNotFoundError, 404, "Job not found"),
+    (InvalidTransitionError, 409, "Invalid transition"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
     (UnknownHandlerError, 422, "Unknown handler"),
     (ValidationFailedError, 422, "Invalid job"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from common.schedule import MisfirePolicy, OverlapPolicy
 
@@ -79,6 +79,8 @@ class ExecutionView(BaseModel):
     triggerTime: str | None
     workerId: str | None
     status: str
+    scheduledAt: str | None = None
+    dispatchedAt: str | None = None
     startedAt: str | None
     endedAt: str | None
     message: str | None
@@ -136,3 +138,73 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[dict[str, Any]] | None = None
+
+
+_NOT_NULL = (
+    "jobName",
+    "params",
+    "timezone",
+    "misfirePolicy",
+    "misfireThresholdSeconds",
+    "catchUpWindowSeconds",
+    "overlapPolicy",
+    "maxRetries",
+    "retryBackoffSeconds",
+    "retryBackoffMaxSeconds",
+)
+
+
+class JobPatch(BaseModel):
+    """Fields of a job to change, with the limits of ``JobCreate``.
+
+    A field left out keeps its stored value; null clears cronExpr, fixedRateSeconds,
+    timeoutSeconds or callbackUrl and is refused for the other fields.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"cronExpr": "30 2 * * *", "maxRetries": 3}]},
+    )
+
+    jobName: str | None = Field(default=None, min_length=1, max_length=200)
+    params: dict[str, Any] | None = None
+    cronExpr: str | None = Field(
+        default=None,
+        max_length=200,
+        description="a new schedule for a cron job (a one-shot job cannot become recurring)",
+    )
+    timezone: str | None = Field(default=None, max_length=64)
+    fixedRateSeconds: int | None = Field(default=None, ge=1, le=366 * 86_400)
+    misfirePolicy: MisfirePolicy | None = None
+    misfireThresholdSeconds: int | None = Field(default=None, ge=0, le=86_400 * 31)
+    catchUpWindowSeconds: int | None = Field(default=None, ge=0, le=86_400 * 31)
+    overlapPolicy: OverlapPolicy | None = None
+    maxRetries: int | None = Field(default=None, ge=0, le=100)
+    retryBackoffSeconds: int | None = Field(default=None, ge=0, le=86_400)
+    retryBackoffMaxSeconds: int | None = Field(default=None, ge=0, le=7 * 86_400)
+    timeoutSeconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    callbackUrl: str | None = Field(default=None, max_length=2048)
+
+    @field_validator(*_NOT_NULL)
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("may not be null; leave the field out to keep its value")
+        return value
+
+
+class JobList(BaseModel):
+    """One page of an app's jobs, newest first."""
+
+    jobs: list[JobView]
+    nextCursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class TriggerAccepted(BaseModel):
+    """The answer to a manual trigger: the execution that will run."""
+
+    jobId: int
+    executionId: str
+    status: str

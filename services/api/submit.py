@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import redis
 from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
@@ -15,6 +14,7 @@ from common.states import JobStatus
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.validation import build_job
+from services.api.wake import wake_dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def submit_job(state: ApiState, app: App, body: JobCreate) -> Submitted:
             raise
         return earlier
     log.info("job created", extra={"job_id": job_id})
-    _wake_dispatcher(state, job, now)
+    wake_dispatcher(state, job.next_trigger_time, now)
     return Submitted(job_id, JobStatus.WAITING, created=True)
 
 
@@ -71,17 +71,3 @@ def _earlier(state: ApiState, app: App, job: NewJob) -> Submitted | None:
     if row.request_hash != job.request_hash:
         raise IdempotencyConflictError(job.client_request_id, row.id)
     return Submitted(row.id, row.status, created=False)
-
-
-def _wake_dispatcher(state: ApiState, job: NewJob, now: int) -> None:
-    """Wake the dispatcher when the job is due before its longest sleep ends."""
-    if job.next_trigger_time > now + 1_000:
-        return
-    try:
-        pipe = state.redis.pipeline(transaction=False)
-        pipe.lpush(state.keys.wake, 1)
-        pipe.ltrim(state.keys.wake, 0, 0)
-        pipe.execute()
-    except redis.RedisError as e:
-        # Only latency suffers: the dispatcher polls at least once a second.
-        log.warning("could not wake the dispatcher: %s", e)

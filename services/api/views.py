@@ -28,6 +28,8 @@ def execution_view(row: Any) -> ExecutionView:
         triggerTime=iso_ms(row.trigger_time),
         workerId=row.worker_id,
         status=row.status,
+        scheduledAt=iso_ms(row.scheduled_at),
+        dispatchedAt=iso_ms(row.dispatched_at),
         startedAt=iso_ms(row.started_at),
         endedAt=iso_ms(row.ended_at),
         message=row.message,

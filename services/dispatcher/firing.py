@@ -21,7 +21,13 @@ from common.clock import ClusterClock
 from common.db import executions
 from common.db.retry import retry_lock_conflicts
 from common.loadbalance import WorkerChooser
-from common.schedule import OverlapPolicy, overlap_skip_reason
+from common.schedule import (
+    MisfirePolicy,
+    OverlapPolicy,
+    late_fire_skip_reason,
+    overlap_skip_reason,
+)
+from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.publishing import Assignment, publish_assignments
 
@@ -52,10 +58,14 @@ class Firer:
         self._held: dict[str, Any] = {}
 
     def load(self) -> int:
-        """Read SCHEDULED executions due within the window; returns how many were new."""
+        """Read SCHEDULED executions due within the window; returns how many were new.
+
+        Rows already held are read again (they are still SCHEDULED until fired), so the
+        read is capped at twice a batch beyond what is held.
+        """
         until = self._clock.now_ms() + self._window_ms
         with self._engine.connect() as conn:
-            rows = executions.scheduled_until(conn, until, self._batch_size)
+            rows = executions.scheduled_until(conn, until, len(self._held) + self._batch_size)
         new = [r for r in rows if r.execution_id not in self._held]
         for row in new:
             self._held[row.execution_id] = row
@@ -83,13 +93,47 @@ class Firer:
         with self._engine.begin() as conn:
             still = executions.lock_still_scheduled(conn, [r.execution_id for r in due])
             rows = [r for r in due if r.execution_id in still]
-            skips = self._overlap_skips(conn, rows)
+            gone = {
+                r.execution_id: "cancelled: the job was cancelled before this run was sent"
+                for r in rows
+                if r.job_status == JobStatus.CANCELLED
+            }
+            executions.mark_skipped(conn, gone, now, ExecutionStatus.CANCELLED)
+            rows = [r for r in rows if r.execution_id not in gone]
+            skips = self._late_skips(rows, now) | self._overlap_skips(conn, rows)
             executions.mark_skipped(conn, skips, now)
             assignments = self._assign([r for r in rows if r.execution_id not in skips])
             returned = publish_assignments(conn, self._publisher, assignments, now)
         for execution_id in skips:
             log.info(skips[execution_id], extra={"execution_id": execution_id})
         return len(assignments) - len(returned)
+
+    @staticmethod
+    def _late_skips(rows: Sequence[Any], now: int) -> dict[str, str]:
+        """Misfire policy for claimed triggers fired late (their dispatcher died first)."""
+        latest: dict[int, int] = {}
+        for row in rows:
+            if row.attempt == 1 and not row.manual:
+                latest[row.job_id] = max(latest.get(row.job_id, 0), int(row.trigger_time))
+        skips: dict[str, str] = {}
+        for row in rows:
+            if row.attempt != 1 or row.manual:
+                continue
+            threshold = int(row.misfire_threshold_seconds) * 1000
+            later_overdue = latest[row.job_id] > int(row.trigger_time) or (
+                row.job_status == JobStatus.WAITING
+                and row.next_trigger_time is not None
+                and now - int(row.next_trigger_time) > threshold
+            )
+            reason = late_fire_skip_reason(
+                MisfirePolicy(row.misfire_policy),
+                threshold,
+                now - int(row.trigger_time),
+                later_overdue,
+            )
+            if reason is not None:
+                skips[row.execution_id] = reason
+        return skips
 
     @staticmethod
     def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[str, str]:

@@ -124,18 +124,20 @@ class Dispatcher:
                 leading.recovery.sweep()
                 next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
             if time.monotonic() >= next_scan:
-                self._scan(leading)
-                next_scan = time.monotonic() + self.settings.scan_interval_ms / 1000
+                backlog = self._scan(leading)
+                next_scan = time.monotonic() + (
+                    0 if backlog else self.settings.scan_interval_ms / 1000
+                )
             leading.firer.fire_due()
             leading.connection.process_data_events(0)
             if self.wake.wait(self._sleep_seconds(leading, next_scan)):
                 next_scan = 0.0
 
-    def _scan(self, leading: _Leading) -> None:
+    def _scan(self, leading: _Leading) -> bool:
+        """Claim due triggers and load due executions; True when more are waiting."""
         handlers = leading.directory.handlers()
-        while leading.claimer.claim(handlers) >= self.settings.batch_size:
-            pass
-        leading.firer.load()
+        claimed_full = leading.claimer.claim(handlers) >= self.settings.batch_size
+        return leading.firer.load() >= self.settings.batch_size or claimed_full
 
     def _sleep_seconds(self, leading: _Leading, next_scan: float) -> float:
         until_scan = next_scan - time.monotonic()

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.config import ApiSettings, StoreSettings
+from common.db.apps import AppCredentials
+from tests.integration.helpers import make_app, register_worker
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -10,3 +18,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def app_credentials(engine: Engine) -> AppCredentials:
+    """An app, and a worker row registering the demo handlers."""
+    register_worker(engine)
+    return make_app(engine)
+
+
+@pytest.fixture
+def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
+    """The API on the test's namespace, calling as ``app_credentials``' app."""
+    from services.api.app import create_app
+
+    settings = ApiSettings(namespace=namespace.namespace)
+    with TestClient(create_app(settings)) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {app_credentials.api_key}"
+        yield test_client

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,26 +10,9 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials
+from common.config import StoreSettings
 from common.keys import RedisKeys
-from tests.integration.helpers import make_app, register_worker
-
-
-@pytest.fixture
-def app_credentials(engine: Engine) -> AppCredentials:
-    register_worker(engine)
-    return make_app(engine)
-
-
-@pytest.fixture
-def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
-    from services.api.app import create_app
-
-    settings = ApiSettings(namespace=namespace.namespace)
-    with TestClient(create_app(settings)) as test_client:
-        test_client.headers["Authorization"] = f"Bearer {app_credentials.api_key}"
-        yield test_client
+from tests.integration.helpers import make_app
 
 
 def job_count(engine: Engine) -> int:

@@ -1,0 +1,260 @@
+"""Job control in the database: pause, resume, cancel, soft delete, edit, trigger, list.
+
+Every state change is a compare-and-set: one UPDATE names the job, its app, the statuses
+the change is allowed from and ``deleted_at IS NULL``, and bumps ``version`` (so that a
+dispatcher holding an older read of the job loses its claim). No row changed means the
+job is gone or in another status; the caller re-reads to tell which.
+
+Lock order, shared with the dispatcher: executions are locked only by primary key,
+ascending (see ``common.db.executions``), and before the job row when a transaction
+needs both, as the results consumer does. A transaction that locks the job row first
+(resume, trigger, edit) locks no existing execution after it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from common.db.executions import UNFINISHED, NewExecution, insert_executions
+from common.db.rows import AnyRow
+from common.db.schema import executions, jobs
+from common.states import ExecutionStatus, JobStatus
+
+ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
+"""The statuses a job can still fire from (by schedule or by a held run)."""
+
+SAME_MS_TRIES = 10
+_DUPLICATE_KEY = 1062
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What a job list is narrowed to; None means any."""
+
+    status: JobStatus | None = None
+    handler: str | None = None
+    name_prefix: str | None = None
+
+
+def _alive(app_pk: int, job_id: int) -> sa.ColumnElement[bool]:
+    return sa.and_(jobs.c.id == job_id, jobs.c.app_id == app_pk, jobs.c.deleted_at.is_(None))
+
+
+def job_status(conn: Connection, app_pk: int, job_id: int) -> JobStatus | None:
+    """The stored status of one job of one app, read without locking; None when gone."""
+    value = conn.execute(sa.select(jobs.c.status).where(_alive(app_pk, job_id))).scalar()
+    return JobStatus(value) if value is not None else None
+
+
+def lock_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
+    """Lock one job row of one app (deleted jobs are gone) and return it."""
+    return conn.execute(sa.select(jobs).where(_alive(app_pk, job_id)).with_for_update()).first()
+
+
+def set_status(
+    conn: Connection,
+    app_pk: int,
+    job_id: int,
+    allowed: Collection[JobStatus],
+    target: JobStatus,
+    now_ms: int,
+    **values: Any,
+) -> bool:
+    """Move the job to ``target`` if its status is one of ``allowed``; True if it moved.
+
+    ``values`` are further columns to set in the same UPDATE (``deleted_at``).
+    """
+    return update_job(conn, app_pk, job_id, allowed, {"status": target, **values}, now_ms)
+
+
+def update_job(
+    conn: Connection,
+    app_pk: int,
+    job_id: int,
+    allowed: Collection[JobStatus],
+    values: Mapping[str, Any],
+    now_ms: int,
+) -> bool:
+    """Set ``values`` on the job if its status is one of ``allowed``; True if it changed."""
+    result = conn.execute(
+        jobs.update()
+        .where(_alive(app_pk, job_id), jobs.c.status.in_([str(s) for s in allowed]))
+        .values(**values, version=jobs.c.version + 1, updated_at=now_ms)
+    )
+    return result.rowcount == 1
+
+
+def has_own_run(conn: Connection, job_id: int) -> bool:
+    """True when a scheduled (not manual) trigger of the job has not ended yet.
+
+    Only such a run holds a job RUNNING: the results consumer releases the job when it
+    ends, and never for a manual run. Read without locking.
+    """
+    found = conn.execute(
+        sa.select(executions.c.id)
+        .where(
+            executions.c.job_id == job_id,
+            executions.c.status.in_([str(s) for s in UNFINISHED]),
+            executions.c.manual.is_(sa.false()),
+        )
+        .limit(1)
+    ).first()
+    return found is not None
+
+
+def _scheduled_keys(conn: Connection, job_id: int) -> list[int]:
+    """Primary keys of the job's SCHEDULED executions, read without locking."""
+    return sorted(
+        conn.execute(
+            sa.select(executions.c.id).where(
+                executions.c.job_id == job_id,
+                executions.c.status == ExecutionStatus.SCHEDULED,
+            )
+        ).scalars()
+    )
+
+
+def _lock_still_scheduled(conn: Connection, keys: Sequence[int]) -> list[int]:
+    """Lock these executions by primary key, ascending; return those still SCHEDULED."""
+    if not keys:
+        return []
+    rows = conn.execute(
+        sa.select(executions.c.id, executions.c.status)
+        .where(executions.c.id.in_(sorted(keys)))
+        .order_by(executions.c.id)
+        .with_for_update()
+    ).all()
+    return [int(r.id) for r in rows if r.status == ExecutionStatus.SCHEDULED]
+
+
+def _cancel_executions(conn: Connection, keys: Sequence[int], now_ms: int) -> None:
+    if keys:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(sorted(keys)))
+            .values(
+                status=ExecutionStatus.CANCELLED,
+                message="cancelled before it was sent to a worker",
+                ended_at=now_ms,
+            )
+        )
+
+
+def cancel_job(
+    conn: Connection,
+    app_pk: int,
+    job_id: int,
+    allowed: Collection[JobStatus],
+    now_ms: int,
+    delete: bool = False,
+) -> int | None:
+    """Cancel (or soft delete) the job and its SCHEDULED executions in one transaction.
+
+    Returns how many executions were cancelled, or None when the job was not in an
+    ``allowed`` status (nothing changed). QUEUED executions go on; their results are
+    still recorded and leave the job CANCELLED. The job's SCHEDULED executions are
+    locked before its row, in the results consumer's order; any created between that
+    read and the job UPDATE (a claim that committed meanwhile) is found by a second
+    read, after which the job row lock keeps new ones out.
+    """
+    locked = _lock_still_scheduled(conn, _scheduled_keys(conn, job_id))
+    values = {"deleted_at": now_ms} if delete else {}
+    if not set_status(conn, app_pk, job_id, allowed, JobStatus.CANCELLED, now_ms, **values):
+        return None
+    seen = set(locked)
+    late = [k for k in _scheduled_keys(conn, job_id) if k not in seen]
+    cancelled = locked + _lock_still_scheduled(conn, late)
+    _cancel_executions(conn, cancelled, now_ms)
+    return len(cancelled)
+
+
+def insert_manual_execution(conn: Connection, job_id: int, now_ms: int) -> NewExecution:
+    """Insert a SCHEDULED manual execution of the job, due now, and return it.
+
+    Its trigger time is now, or the first free millisecond after it when another
+    execution of the job already holds that trigger time (the unique key is job,
+    trigger time, attempt). Each try runs in a savepoint, so a collision leaves the
+    transaction usable.
+    """
+    collision: IntegrityError | None = None
+    for offset in range(SAME_MS_TRIES):
+        execution = NewExecution(str(uuid.uuid4()), job_id, 1, now_ms + offset, now_ms, manual=True)
+        try:
+            with conn.begin_nested():
+                insert_executions(conn, [execution], now_ms)
+        except IntegrityError as e:
+            if not _is_duplicate_key(e):
+                raise
+            collision = e
+            continue
+        return execution
+    assert collision is not None
+    raise collision
+
+
+def _is_duplicate_key(error: IntegrityError) -> bool:
+    args: tuple[object, ...] = getattr(error.orig, "args", ())
+    return len(args) > 0 and args[0] == _DUPLICATE_KEY
+
+
+def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int) -> sa.Select[Any]:
+    """The query behind ``list_jobs``: newest first through ix_jobs_app_id_id."""
+    query = (
+        sa.select(jobs)
+        .with_hint(jobs, "FORCE INDEX (ix_jobs_app_id_id)", "mysql")
+        .where(jobs.c.app_id == app_pk, jobs.c.deleted_at.is_(None))
+        .order_by(jobs.c.id.desc())
+        .limit(limit)
+    )
+    if before_id is not None:
+        query = query.where(jobs.c.id < before_id)
+    if where.status is not None:
+        query = query.where(jobs.c.status == where.status)
+    if where.handler is not None:
+        query = query.where(jobs.c.handler == where.handler)
+    if where.name_prefix:
+        query = query.where(jobs.c.job_name.startswith(where.name_prefix, autoescape=True))
+    return query
+
+
+def list_jobs(
+    conn: Connection, app_pk: int, where: JobFilter, before_id: int | None, limit: int
+) -> list[AnyRow]:
+    """Up to ``limit`` of the app's live jobs with an id below ``before_id``, newest first.
+
+    ``status`` matches the stored status; ``name_prefix`` is a LIKE prefix with % and _
+    taken literally (case follows the column's collation, insensitive by default).
+    """
+    return list(conn.execute(list_query(app_pk, where, before_id, limit)).all())
+
+
+def last_executions(conn: Connection, job_ids: Sequence[int]) -> dict[int, AnyRow]:
+    """The newest execution of each job (as ``list_for_job`` orders them), in one query.
+
+    Each job's newest row is found by a correlated LIMIT 1 over the unique key
+    (job_id, trigger_time, attempt), so the cost does not grow with a job's history.
+    """
+    if not job_ids:
+        return {}
+    newer = executions.alias("newer")
+    newest = (
+        sa.select(newer.c.id)
+        .where(newer.c.job_id == jobs.c.id)
+        .order_by(newer.c.trigger_time.desc(), newer.c.attempt.desc())
+        .limit(1)
+        .correlate(jobs)
+        .scalar_subquery()
+    )
+    rows = conn.execute(
+        sa.select(executions)
+        .select_from(jobs.join(executions, executions.c.id == newest))
+        .where(jobs.c.id.in_(sorted(set(job_ids))))
+    ).all()
+    return {int(r.job_id): r for r in rows}

@@ -1,0 +1,346 @@
+"""Job control: what each action may do from each status, and its transaction.
+
+- pause: WAITING or RUNNING -> PAUSED; PAUSED again is a no-op (200).
+- resume: PAUSED -> WAITING (or RUNNING while a run holds the job); WAITING or
+  RUNNING is a no-op.
+- cancel: WAITING, RUNNING or PAUSED -> CANCELLED with its SCHEDULED executions;
+  CANCELLED again is a no-op.
+- trigger: a manual execution for a job in any status but CANCELLED.
+- update: a WAITING, RUNNING or PAUSED job's definition.
+- delete: any job (soft delete, as cancel does); a deleted job is gone (404).
+
+Anything else is refused with 409 (``InvalidTransitionError``) and changes nothing.
+
+Every transaction function may run again after a lock conflict (``retry_lock_conflicts``);
+each starts from a fresh read, so a repeat is safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Set
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from sqlalchemy.engine import Connection, Engine
+
+from common.db import control as db
+from common.db import executions
+from common.db.apps import App
+from common.db.executions import NewExecution
+from common.db.jobs import get_job
+from common.db.retry import retry_lock_conflicts
+from common.db.rows import AnyRow
+from common.errors import InvalidTransitionError, JobNotFoundError, ValidationFailedError
+from common.schedule import OverlapPolicy, Schedule
+from common.states import JobStatus
+from services.api.schemas import JobCreate, JobList, JobPatch, JobView
+from services.api.state import ApiState
+from services.api.validation import build_job
+from services.api.views import job_view
+from services.api.wake import wake_dispatcher
+
+log = logging.getLogger(__name__)
+
+_FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which statuses an action changes (``allowed``) and which already satisfy it."""
+
+    action: str
+    allowed: tuple[JobStatus, ...]
+    settled: tuple[JobStatus, ...] = ()
+
+
+PAUSE = Rule("pause", (JobStatus.WAITING, JobStatus.RUNNING), (JobStatus.PAUSED,))
+RESUME = Rule("resume", (JobStatus.PAUSED,), (JobStatus.WAITING, JobStatus.RUNNING))
+CANCEL = Rule("cancel", db.ACTIVE, (JobStatus.CANCELLED,))
+TRIGGER = Rule("trigger", tuple(s for s in JobStatus if s is not JobStatus.CANCELLED))
+UPDATE = Rule("update", db.ACTIVE)
+DELETE = Rule("delete", tuple(JobStatus))
+
+
+def applies(rule: Rule, job_id: int, status: str | None) -> bool:
+    """True when ``rule`` changes a job in ``status``; False when it is already done.
+
+    Raises ``JobNotFoundError`` for a job that is gone (None) and
+    ``InvalidTransitionError`` for a status the action is refused from.
+    """
+    if status is None:
+        raise JobNotFoundError(job_id)
+    if status in rule.allowed:
+        return True
+    if status in rule.settled:
+        return False
+    raise InvalidTransitionError(job_id, status, rule.action, rule.allowed)
+
+
+def _status(row: AnyRow | None) -> str | None:
+    return str(row.status) if row is not None else None
+
+
+def _held_again(conn: Connection, row: AnyRow) -> bool:
+    """Whether a resumed job goes back to RUNNING: a one-shot job, or a recurring one
+    under overlap policy QUEUE, whose own (not manual) run has not ended; the results
+    consumer releases it when that run ends."""
+    recurring = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds).recurring
+    holds = not recurring or row.overlap_policy == OverlapPolicy.QUEUE
+    return holds and db.has_own_run(conn, int(row.id))
+
+
+# Pause and resume lock the job row first and then read executions without locking, so
+# a run that ends meanwhile waits for this commit before it releases the job.
+
+
+@retry_lock_conflicts
+def _pause(engine: Engine, app_pk: int, job_id: int, now: int) -> bool:
+    with engine.begin() as conn:
+        if not applies(PAUSE, job_id, _status(db.lock_job(conn, app_pk, job_id))):
+            return False
+        if db.set_status(conn, app_pk, job_id, PAUSE.allowed, JobStatus.PAUSED, now):
+            return True
+        applies(PAUSE, job_id, db.job_status(conn, app_pk, job_id))
+        return False
+
+
+def pause_job(state: ApiState, app: App, job_id: int) -> None:
+    """WAITING or RUNNING -> PAUSED: the due scan stops taking it; runs going continue."""
+    if _pause(state.engine, app.id, job_id, state.clock.now_ms()):
+        log.info("job paused", extra={"job_id": job_id})
+
+
+@retry_lock_conflicts
+def _resume(engine: Engine, app_pk: int, job_id: int, now: int) -> AnyRow | None:
+    with engine.begin() as conn:
+        row = db.lock_job(conn, app_pk, job_id)
+        if not applies(RESUME, job_id, _status(row)):
+            return None
+        assert row is not None
+        target = JobStatus.RUNNING if _held_again(conn, row) else JobStatus.WAITING
+        if db.set_status(conn, app_pk, job_id, RESUME.allowed, target, now):
+            return row
+        applies(RESUME, job_id, db.job_status(conn, app_pk, job_id))
+        return None
+
+
+def resume_job(state: ApiState, app: App, job_id: int) -> None:
+    """PAUSED -> WAITING, next trigger time kept (a past one meets the misfire policy).
+
+    A job whose own run is still going goes back to RUNNING when that run holds it (a
+    one-shot job, or overlap policy QUEUE); it is released when the run ends.
+    """
+    now = state.clock.now_ms()
+    row = _resume(state.engine, app.id, job_id, now)
+    if row is not None:
+        log.info("job resumed", extra={"job_id": job_id})
+        if row.next_trigger_time is not None:
+            wake_dispatcher(state, int(row.next_trigger_time), now)
+
+
+@retry_lock_conflicts
+def _cancel(engine: Engine, app_pk: int, job_id: int, now: int, rule: Rule) -> int | None:
+    # Checked first without locks, so a refused or repeated cancel takes none.
+    with engine.begin() as conn:
+        if not applies(rule, job_id, db.job_status(conn, app_pk, job_id)):
+            return None
+        cancelled = db.cancel_job(conn, app_pk, job_id, rule.allowed, now, delete=rule is DELETE)
+        if cancelled is None:
+            # No status ever leads back out of a final one, so this re-read is final too.
+            applies(rule, job_id, db.job_status(conn, app_pk, job_id))
+        return cancelled
+
+
+def cancel_job(state: ApiState, app: App, job_id: int) -> None:
+    """WAITING, RUNNING or PAUSED -> CANCELLED, with its SCHEDULED executions.
+
+    Runs already sent to a worker go on; their results are recorded and the job stays
+    CANCELLED.
+    """
+    cancelled = _cancel(state.engine, app.id, job_id, state.clock.now_ms(), CANCEL)
+    if cancelled is not None:
+        log.info("job cancelled (%d scheduled executions)", cancelled, extra={"job_id": job_id})
+
+
+def delete_job(state: ApiState, app: App, job_id: int) -> None:
+    """Soft delete: CANCELLED as by ``cancel_job``, and gone from every read after."""
+    cancelled = _cancel(state.engine, app.id, job_id, state.clock.now_ms(), DELETE)
+    log.info("job deleted (%d scheduled executions)", cancelled or 0, extra={"job_id": job_id})
+
+
+@retry_lock_conflicts
+def _trigger(engine: Engine, app_pk: int, job_id: int, now: int) -> tuple[AnyRow, NewExecution]:
+    # The job row lock orders this with cancel: no SCHEDULED execution of a CANCELLED job.
+    with engine.begin() as conn:
+        row = db.lock_job(conn, app_pk, job_id)
+        applies(TRIGGER, job_id, _status(row))
+        assert row is not None
+        return row, db.insert_manual_execution(conn, job_id, now)
+
+
+def trigger_job(state: ApiState, app: App, job_id: int) -> NewExecution:
+    """Run the job now, besides its schedule: a SCHEDULED manual execution the
+    dispatcher fires at once. A manual run never moves the job's own status."""
+    now = state.clock.now_ms()
+    _, execution = _trigger(state.engine, app.id, job_id, now)
+    log.info(
+        "job triggered by hand",
+        extra={"job_id": job_id, "execution_id": execution.execution_id},
+    )
+    wake_dispatcher(state, execution.scheduled_at, now)
+    return execution
+
+
+def _stored_request(row: AnyRow) -> dict[str, Any]:
+    """A job row as the create request that would store it."""
+    return {
+        "jobName": row.job_name,
+        "jobHandler": row.handler,
+        "params": json.loads(row.params),
+        "cronExpr": row.cron_expr,
+        "callbackUrl": row.callback_url,
+        "timezone": row.timezone,
+        "fixedRateSeconds": row.fixed_rate_seconds,
+        "misfirePolicy": row.misfire_policy,
+        "misfireThresholdSeconds": row.misfire_threshold_seconds,
+        "catchUpWindowSeconds": row.catch_up_window_seconds,
+        "overlapPolicy": row.overlap_policy,
+        "maxRetries": row.max_retries,
+        "retryBackoffSeconds": row.retry_backoff_seconds,
+        "retryBackoffMaxSeconds": row.retry_backoff_max_seconds,
+        "timeoutSeconds": row.timeout_seconds,
+    }
+
+
+def merged_request(row: AnyRow, changes: dict[str, Any]) -> JobCreate:
+    """The stored job with ``changes`` applied, as a create request to validate."""
+    try:
+        return JobCreate.model_validate({**_stored_request(row), **changes})
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ValidationFailedError(field, first["msg"]) from e
+
+
+def check_schedule_kind(row: AnyRow, changes: dict[str, Any], merged: JobCreate) -> None:
+    """A one-shot job stays one-shot and a recurring job stays recurring."""
+    if row.cron_expr is None and row.fixed_rate_seconds is None:
+        for field in ("cronExpr", "fixedRateSeconds"):
+            if changes.get(field) is not None:
+                raise ValidationFailedError(
+                    field, "a one-shot job cannot be given a schedule; submit a new job with it"
+                )
+    elif merged.cronExpr is None and merged.fixedRateSeconds is None:
+        field = "cronExpr" if row.cron_expr is not None else "fixedRateSeconds"
+        raise ValidationFailedError(
+            field,
+            "a recurring job cannot become one-shot; give cronExpr or fixedRateSeconds, "
+            "or cancel it and submit a one-shot job",
+        )
+
+
+def patched_columns(
+    row: AnyRow, patch: JobPatch, handlers: Set[str], max_params_bytes: int, now: int
+) -> dict[str, Any]:
+    """The job columns a patch changes, validated as ``build_job`` validates a create.
+
+    The handler cannot be patched, so the stored one counts as known even while no
+    worker registers it. A changed schedule of a recurring job fires next at its first
+    time after now.
+    """
+    changes = patch.model_dump(exclude_unset=True)
+    merged = merged_request(row, changes)
+    check_schedule_kind(row, changes, merged)
+    job = build_job(merged, int(row.app_id), handlers | {row.handler}, max_params_bytes, now)
+    columns: dict[str, Any] = {
+        "job_name": job.job_name,
+        "params": json.dumps(job.params, separators=(",", ":")),
+        "cron_expr": job.cron_expr,
+        "callback_url": job.callback_url,
+        **job.policies.columns(),
+    }
+    schedule = Schedule(job.cron_expr, job.policies.timezone, job.policies.fixed_rate_seconds)
+    if schedule.recurring and schedule != Schedule(
+        row.cron_expr, row.timezone, row.fixed_rate_seconds
+    ):
+        columns["next_trigger_time"] = schedule.first_after(now, now)
+    return {name: value for name, value in columns.items() if getattr(row, name) != value}
+
+
+@retry_lock_conflicts
+def _update(
+    state: ApiState, app: App, job_id: int, patch: JobPatch, now: int
+) -> tuple[AnyRow, dict[str, Any]]:
+    handlers, max_bytes = state.known_handlers(), state.settings.max_params_bytes
+    # An invalid patch raises inside the transaction: it rolls back, nothing is written.
+    with state.engine.begin() as conn:
+        row = db.lock_job(conn, app.id, job_id)
+        applies(UPDATE, job_id, _status(row))
+        assert row is not None
+        columns = patched_columns(row, patch, handlers, max_bytes, now)
+        if columns and not db.update_job(conn, app.id, job_id, UPDATE.allowed, columns, now):
+            applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
+        return row, columns
+
+
+def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:
+    """Change a live job's definition; a patch that changes nothing writes nothing."""
+    now = state.clock.now_ms()
+    _, columns = _update(state, app, job_id, patch, now)
+    if columns:
+        log.info("job updated: %s", ", ".join(sorted(columns)), extra={"job_id": job_id})
+    if columns.get("next_trigger_time") is not None:
+        wake_dispatcher(state, int(columns["next_trigger_time"]), now)
+
+
+def read_job_view(state: ApiState, app: App, job_id: int) -> JobView:
+    """The job as GET /openapi/jobs/{jobId} shows it."""
+    with state.engine.connect() as conn:
+        row = get_job(conn, app.id, job_id)
+        if row is None:
+            raise JobNotFoundError(job_id)
+        last = executions.list_for_job(conn, job_id, 1)
+        running = bool(executions.jobs_with_runs(conn, [job_id]))
+    return job_view(row, last[0] if last else None, running)
+
+
+def encode_cursor(job_id: int) -> str:
+    """The opaque cursor after ``job_id``: its id in URL-safe base64."""
+    return base64.urlsafe_b64encode(str(job_id).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """The job id a cursor from ``encode_cursor`` holds; 422 for anything else."""
+    try:
+        text = base64.b64decode(cursor + "=" * (-len(cursor) % 4), b"-_", validate=True)
+        value = int(text.decode("ascii")) if text.isdigit() else 0
+    except (binascii.Error, ValueError):
+        value = 0
+    if not 0 < value < 2**63 or encode_cursor(value) != cursor:
+        raise ValidationFailedError("cursor", "not a cursor this API returned; start without it")
+    return value
+
+
+def list_jobs(
+    state: ApiState, app: App, where: db.JobFilter, limit: int, cursor: str | None
+) -> JobList:
+    """One page of the app's live jobs, newest first, with the cursor of the next page.
+
+    Three reads: the page (one row more than ``limit`` tells whether another page
+    follows), the newest execution of each job, and which jobs have a run going.
+    """
+    before = decode_cursor(cursor) if cursor is not None else None
+    with state.engine.connect() as conn:
+        rows = db.list_jobs(conn, app.id, where, before, limit + 1)
+        page = rows[:limit]
+        ids = [int(r.id) for r in page]
+        last = db.last_executions(conn, ids)
+        running = executions.jobs_with_runs(conn, ids)
+    views = [job_view(r, last.get(int(r.id)), int(r.id) in running) for r in page]
+    more = len(rows) > limit
+    return JobList(jobs=views, nextCursor=encode_cursor(ids[-1]) if more else None)

@@ -1,0 +1,88 @@
+"""Firing SCHEDULED executions on real MySQL and RabbitMQ."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingConnection
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, connect
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.db.executions import NewExecution, insert_executions
+from common.db.jobs import NewJob, insert_job
+from common.loadbalance import WorkerChooser
+from common.topology import declare_core, declare_worker_queue
+from services.dispatcher.directory import WorkerDirectory
+from services.dispatcher.firing import Firer
+from tests.integration.helpers import make_app, register_worker
+
+
+@pytest.fixture
+def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
+    opened = connect(namespace, "test")
+    yield opened
+    opened.close()
+
+
+def firer(engine: Engine, client: redis.Redis, connection: BlockingConnection) -> Firer:
+    clock = ClusterClock(client)
+    register_worker(engine, "w1", now_ms=clock.now_ms())
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "w1")
+    channel.basic_consume("kairos.worker.w1", lambda *args: None)  # w1 looks alive
+    directory = WorkerDirectory(engine, connection, clock, 60_000)
+    return Firer(
+        engine, BatchPublisher(connection.channel()), directory, WorkerChooser(), clock, 1_000, 500
+    )
+
+
+def scheduled(engine: Engine, job_id: int, execution_id: str, at: int, attempt: int = 1) -> None:
+    with engine.begin() as conn:
+        insert_executions(conn, [NewExecution(execution_id, job_id, attempt, at, at)], at)
+
+
+def statuses(engine: Engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT execution_id, status FROM executions")).all()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def new_job(engine: Engine) -> int:
+    with engine.begin() as conn:
+        return insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
+
+
+def test_due_execution_is_published_and_queued(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    scheduled(engine, new_job(engine), "e-now", now - 5)
+    scheduled(engine, new_job(engine), "e-later", now + 60_000)
+    assert fire.load() == 1
+    assert fire.fire_due() == 1
+    assert statuses(engine) == {"e-now": "QUEUED", "e-later": "SCHEDULED"}
+
+
+def test_retry_of_a_cancelled_job_is_cancelled_not_sent(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    job_id = new_job(engine)
+    scheduled(engine, job_id, "e-retry", now - 5, attempt=2)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE jobs SET status = 'CANCELLED' WHERE id = :j"), {"j": job_id})
+    fire.load()
+    assert fire.fire_due() == 0
+    assert statuses(engine) == {"e-retry": "CANCELLED"}
+    frame = connection.channel().queue_declare("kairos.worker.w1", passive=True)
+    assert frame.method.message_count == 0
