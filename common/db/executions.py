@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.engine import Connection
 
 from common.db.rows import AnyRow
@@ -263,23 +264,27 @@ def lock_unfinished(conn: Connection, execution_ids: Sequence[str]) -> list[AnyR
     return [r for r in rows if r.status in UNFINISHED]
 
 
-def record_outcomes(conn: Connection, outcomes: Sequence[dict[str, Any]]) -> None:
-    """Write final states; each dict holds id (the primary key), status, worker_id,
-    message, result, started_at and ended_at."""
+def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> None:
+    """Write final states in one multi-row statement.
+
+    Each mapping holds the row's identity (id, execution_id, job_id, attempt,
+    trigger_time), already locked by ``lock_unfinished``, and the outcome (status,
+    worker_id, message, result, started_at, ended_at). The rows exist, so the
+    INSERT ... ON DUPLICATE KEY UPDATE only ever updates; it does in one round trip
+    what one UPDATE per row would do in hundreds.
+    """
     if not outcomes:
         return
+    rows = [{**o, "created_at": 0} for o in sorted(outcomes, key=lambda o: int(o["id"]))]
+    statement = mysql_insert(executions)
     conn.execute(
-        executions.update()
-        .where(executions.c.id == sa.bindparam("b_id"))
-        .values(
-            status=sa.bindparam("b_status"),
-            worker_id=sa.bindparam("b_worker_id"),
-            message=sa.bindparam("b_message"),
-            result=sa.bindparam("b_result"),
-            started_at=sa.bindparam("b_started_at"),
-            ended_at=sa.bindparam("b_ended_at"),
+        statement.on_duplicate_key_update(
+            {
+                name: statement.inserted[name]
+                for name in ("status", "worker_id", "message", "result", "started_at", "ended_at")
+            }
         ),
-        [{f"b_{k}": v for k, v in o.items()} for o in sorted(outcomes, key=lambda o: o["id"])],
+        rows,
     )
 
 

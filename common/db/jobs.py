@@ -97,29 +97,85 @@ class DueJob:
     policy: TriggerPolicy
 
 
+def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dict[str, Any]:
+    """The column values of a new WAITING job."""
+    return {
+        "app_id": job.app_pk,
+        "job_name": job.job_name,
+        "handler": job.handler,
+        "params": json.dumps(job.params, separators=(",", ":")),
+        "cron_expr": job.cron_expr,
+        "next_trigger_time": job.next_trigger_time,
+        "status": JobStatus.WAITING,
+        "version": 0,
+        "callback_url": job.callback_url,
+        "client_request_id": job.client_request_id,
+        "request_hash": job.request_hash,
+        "claim_token": claim_token,
+        "created_at": now_ms,
+        "updated_at": now_ms,
+        **job.policies.columns(),
+    }
+
+
 def insert_job(conn: Connection, job: NewJob, now_ms: int) -> int:
     """Insert a WAITING job and return its id."""
-    result = conn.execute(
-        jobs.insert().values(
-            app_id=job.app_pk,
-            job_name=job.job_name,
-            handler=job.handler,
-            params=json.dumps(job.params, separators=(",", ":")),
-            cron_expr=job.cron_expr,
-            next_trigger_time=job.next_trigger_time,
-            status=JobStatus.WAITING,
-            version=0,
-            callback_url=job.callback_url,
-            client_request_id=job.client_request_id,
-            request_hash=job.request_hash,
-            created_at=now_ms,
-            updated_at=now_ms,
-            **job.policies.columns(),
-        )
-    )
+    result = conn.execute(jobs.insert().values(**_job_values(job, now_ms)))
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+def insert_jobs(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> list[int]:
+    """Insert WAITING jobs with ONE multi-row INSERT; return their ids in the order given.
+
+    How the ids are known: the statement's LAST_INSERT_ID() is the id of its first row.
+    With ``innodb_autoinc_lock_mode`` 0 or 1 (1 is the MariaDB default, and what
+    docker-compose's mariadb:10.11 runs) InnoDB reserves the ids of a "simple insert"
+    (row count known up front, as here) in one go under its AUTO-INC lock, so the rows
+    get ``first, first + step, ...`` with ``step = @@auto_increment_increment``:
+    documented, and computed without another query. With mode 2 (interleaved, the
+    MySQL 8 default) concurrent inserts may interleave, so the ids are not guaranteed
+    consecutive: then every row carries a random per-batch marker in ``claim_token``
+    (which only a claim sets, always to a fresh token), the ids are read back with
+    ``id >= first AND claim_token = marker ORDER BY id`` (a short primary-key range:
+    ids of one statement increase in row order), and the marker is cleared in the
+    same transaction, so no other connection ever sees it. Both settings are read on
+    this connection, so the choice follows the server actually used.
+    """
+    if not new_jobs:
+        return []
+    step = _consecutive_id_step(conn)
+    marker = None if step is not None else secrets.token_hex(16)
+    rows = [_job_values(job, now_ms, marker) for job in new_jobs]
+    first = conn.execute(jobs.insert().values(rows)).lastrowid
+    if step is not None:
+        return [first + index * step for index in range(len(rows))]
+    assert marker is not None
+    return _ids_by_marker(conn, first, marker, len(rows))
+
+
+def _consecutive_id_step(conn: Connection) -> int | None:
+    """The id step of a multi-row INSERT when its ids are consecutive, else None."""
+    lock_mode, increment = conn.execute(
+        sa.text("SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment")
+    ).one()
+    return int(increment) if int(lock_mode) in (0, 1) else None
+
+
+def _ids_by_marker(conn: Connection, first: int, marker: str, expected: int) -> list[int]:
+    """The ids of the rows this transaction inserted with ``marker``; the marker is cleared."""
+    ids = list(
+        conn.execute(
+            sa.select(jobs.c.id)
+            .where(jobs.c.id >= first, jobs.c.claim_token == marker)
+            .order_by(jobs.c.id)
+        ).scalars()
+    )
+    if len(ids) != expected:
+        raise RuntimeError(f"inserted {expected} jobs but found {len(ids)} with their marker")
+    conn.execute(jobs.update().where(jobs.c.id.in_(ids)).values(claim_token=None))
+    return [int(i) for i in ids]
 
 
 def find_by_client_request(conn: Connection, app_pk: int, client_request_id: str) -> AnyRow | None:
@@ -129,6 +185,21 @@ def find_by_client_request(conn: Connection, app_pk: int, client_request_id: str
             jobs.c.app_id == app_pk, jobs.c.client_request_id == client_request_id
         )
     ).first()
+
+
+def find_by_client_requests(
+    conn: Connection, app_pk: int, client_request_ids: Iterable[str]
+) -> dict[str, AnyRow]:
+    """The jobs an app created earlier with any of these clientRequestIds, by that id."""
+    wanted = sorted(set(client_request_ids))
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        sa.select(jobs.c.id, jobs.c.status, jobs.c.request_hash, jobs.c.client_request_id).where(
+            jobs.c.app_id == app_pk, jobs.c.client_request_id.in_(wanted)
+        )
+    ).all()
+    return {str(r.client_request_id): r for r in rows}
 
 
 def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
@@ -230,13 +301,18 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyR
     return {int(r.id): r for r in rows}
 
 
-def end_trigger(conn: Connection, job_id: int, final: JobStatus | None, now_ms: int) -> None:
-    """A trigger of this job ended: release a held job.
+def end_triggers(
+    conn: Connection, job_ids: Iterable[int], final: JobStatus | None, now_ms: int
+) -> None:
+    """Triggers of these jobs ended: release held jobs, in one statement.
 
-    A one-shot job (``final`` given) takes its end state unless it was cancelled; a
-    recurring job held by the QUEUE overlap policy goes back to WAITING. A job paused or
+    One-shot jobs (``final`` given) take that end state unless they were cancelled;
+    recurring jobs held by the QUEUE overlap policy go back to WAITING. A job paused or
     cancelled meanwhile keeps that state.
     """
+    ids = sorted(set(job_ids))
+    if not ids:
+        return
     if final is not None:
         ends = jobs.c.status.in_([JobStatus.RUNNING, JobStatus.PAUSED])
         new_status = sa.case((ends, final.value), else_=jobs.c.status)
@@ -245,6 +321,6 @@ def end_trigger(conn: Connection, job_id: int, final: JobStatus | None, now_ms: 
         new_status = sa.case((held, JobStatus.WAITING.value), else_=jobs.c.status)
     conn.execute(
         jobs.update()
-        .where(jobs.c.id == job_id)
+        .where(jobs.c.id.in_(ids))
         .values(status=new_status, version=jobs.c.version + 1, updated_at=now_ms)
     )

@@ -13,9 +13,10 @@ from sqlalchemy.engine import Connection, Engine
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.executions import NewExecution, insert_executions, lock_unfinished, record_outcomes
-from common.db.jobs import end_trigger, trigger_settings
+from common.db.jobs import end_triggers, trigger_settings
 from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
+from common.metrics import observe_finished
 from common.schedule import retry_delay_ms
 from common.states import JobStatus
 from services.dispatcher.callbacks import callback_payload, new_delivery
@@ -58,11 +59,11 @@ def record_results(
         record_outcomes(conn, [_outcome(f) for f in finished])
         insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
         ended = [f for f in finished if not f.retry_due]
-        for item in sorted(ended, key=lambda f: int(f.job.id)):
-            _end_trigger(conn, item, now)
+        _end_triggers(conn, ended, now)
         wanted = [d for d in (_delivery(f) for f in ended) if d is not None]
         insert_deliveries(conn, wanted, now)
     _log(finished)
+    observe_finished([f.result.status for f in finished])
     return wanted
 
 
@@ -79,8 +80,13 @@ def _lock_and_match(conn: Connection, results: Sequence[ExecutionResult]) -> lis
 
 def _outcome(item: _Finished) -> dict[str, Any]:
     result = item.result
+    row = item.execution
     return {
-        "id": int(item.execution.id),
+        "id": int(row.id),
+        "execution_id": row.execution_id,
+        "job_id": int(row.job_id),
+        "attempt": int(row.attempt),
+        "trigger_time": int(row.trigger_time),
         "status": result.status,
         "worker_id": result.worker_id,
         "message": result.message,
@@ -105,14 +111,21 @@ def _retry(item: _Finished, now: int) -> NewExecution:
     )
 
 
-def _end_trigger(conn: Connection, item: _Finished, now: int) -> None:
-    if item.execution.manual:
-        return
-    if item.job.cron_expr or item.job.fixed_rate_seconds:
-        end_trigger(conn, item.job.id, None, now)
-        return
-    final = JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
-    end_trigger(conn, item.job.id, final, now)
+def _end_triggers(conn: Connection, ended: Sequence[_Finished], now: int) -> None:
+    """Move the jobs of ended triggers on, one statement per kind of end."""
+    groups: dict[JobStatus | None, list[int]] = {}
+    for item in ended:
+        if item.execution.manual:
+            continue
+        if item.job.cron_expr or item.job.fixed_rate_seconds:
+            final = None
+        elif item.result.status == "SUCCEEDED":
+            final = JobStatus.SUCCEEDED
+        else:
+            final = JobStatus.FAILED
+        groups.setdefault(final, []).append(int(item.job.id))
+    for final, job_ids in groups.items():
+        end_triggers(conn, job_ids, final, now)
 
 
 def _delivery(item: _Finished) -> NewDelivery | None:
@@ -126,7 +139,10 @@ def _delivery(item: _Finished) -> NewDelivery | None:
 
 def _log(finished: Sequence[_Finished]) -> None:
     for item in finished:
-        log.info(
+        # Success is the common case: at thousands a second it is DEBUG; the rest INFO.
+        level = logging.DEBUG if item.result.status == "SUCCEEDED" else logging.INFO
+        log.log(
+            level,
             "execution %s on %s%s",
             item.result.status.lower(),
             item.result.worker_id,

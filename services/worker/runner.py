@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult, ResultBatch
+from common.metrics import observe_run, observe_start
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.worker.registry import HandlerContext, HandlerFn
 
@@ -55,8 +57,17 @@ class ExecutionRunner:
         if not self._redis.set(key, self._worker_id, nx=True, ex=self._ttl):
             return self._already_started(message, key, extra)
         started = self._clock.now_ms()
+        observe_start(message.trigger_time, started, message.attempt)
+        began = time.perf_counter()
         status, text, result = self._call(message)
-        log.info("execution %s", status.lower(), extra=extra)
+        observe_run(message.handler, status, time.perf_counter() - began)
+        # Success is the common case: at thousands a second it is DEBUG; the rest INFO.
+        log.log(
+            logging.DEBUG if status == "SUCCEEDED" else logging.INFO,
+            "execution %s",
+            status.lower(),
+            extra=extra,
+        )
         return ExecutionResult(
             execution_id=message.execution_id,
             job_id=message.job_id,
