@@ -10,6 +10,7 @@ written the persistent ones to disk). Unroutable mandatory messages come back as
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from pika.exceptions import AMQPError
 
 from common.config import StoreSettings
 from common.errors import PublishFailedError, StoreUnavailableError
+from common.metrics import PUBLISH_FAILURES, observe_publish
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class BatchPublisher:
         is known to have landed and the caller keeps it for another try.
         """
         self._returned.clear()
+        began = time.perf_counter()
         try:
             for message in messages:
                 self._channel.basic_publish(
@@ -90,8 +93,10 @@ class BatchPublisher:
             self._channel.tx_commit()
             self._channel.connection.process_data_events(0)
         except AMQPError as e:
+            PUBLISH_FAILURES.inc()
             raise PublishFailedError(f"publishing {len(messages)} messages failed: {e!r}") from e
         returned = set(self._returned)
+        observe_publish([m.exchange for m in messages], len(returned), time.perf_counter() - began)
         if returned:
             log.warning("broker returned %d unroutable messages", len(returned))
         return returned

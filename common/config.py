@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
+METRICS_PORT_HELP = "serve Prometheus metrics on this port at /metrics; unset: no metrics server"
+
 
 class StoreSettings(BaseSettings):
     """Where MySQL, Redis and RabbitMQ live, and which namespace to use in each."""
@@ -81,6 +83,8 @@ class DispatcherSettings(StoreSettings):
         "records TIMED_OUT for a run its worker never reported",
     )
     results_prefetch: int = 500
+    metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
+    metrics_host: str = "127.0.0.1"
 
 
 class WorkerSettings(StoreSettings):
@@ -92,6 +96,8 @@ class WorkerSettings(StoreSettings):
     heartbeat_seconds: float = 5.0
     ack_deadline_seconds: float = 20 * 60.0
     idempotency_ttl_seconds: int = 7 * 24 * 3600
+    metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
+    metrics_host: str = "127.0.0.1"
 
 
 class NotifierSettings(StoreSettings):
@@ -100,6 +106,8 @@ class NotifierSettings(StoreSettings):
     concurrency: int = 16
     request_timeout_seconds: float = 10.0
     retry_tiers_seconds: str = "5,30,300"
+    metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
+    metrics_host: str = "127.0.0.1"
 
     def retry_tiers(self) -> list[int]:
         """The retry delays, in seconds, in the order a failing callback walks them."""

@@ -64,7 +64,9 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
     from common.config import DispatcherSettings
     from services.dispatcher.main import run_dispatcher
 
-    run_dispatcher(DispatcherSettings(**_overrides(args, ["dispatcher_id", "strategy"])))
+    run_dispatcher(
+        DispatcherSettings(**_overrides(args, ["dispatcher_id", "strategy", "metrics_port"]))
+    )
     return 0
 
 
@@ -73,7 +75,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from common.config import WorkerSettings
     from services.worker.main import run_worker
 
-    run_worker(WorkerSettings(**_overrides(args, ["worker_id", "capacity", "handlers"])))
+    run_worker(
+        WorkerSettings(**_overrides(args, ["worker_id", "capacity", "handlers", "metrics_port"]))
+    )
     return 0
 
 
@@ -82,7 +86,7 @@ def cmd_notifier(args: argparse.Namespace) -> int:
     from common.config import NotifierSettings
     from services.notifier.main import run_notifier
 
-    run_notifier(NotifierSettings(**_overrides(args, ["concurrency"])))
+    run_notifier(NotifierSettings(**_overrides(args, ["concurrency", "metrics_port"])))
     return 0
 
 
@@ -112,6 +116,15 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_metrics_port(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="env KAIROS_METRICS_PORT: serve Prometheus /metrics on this port "
+        "(default none: no metrics server); env KAIROS_METRICS_HOST (default 127.0.0.1)",
+    )
+
+
 def _add_service_parsers(sub: Any) -> None:
     api = sub.add_parser("api", help="serve the OpenAPI (Swagger UI at /docs)")
     api.add_argument("--host", help="env KAIROS_HOST (default 127.0.0.1)")
@@ -124,6 +137,7 @@ def _add_service_parsers(sub: Any) -> None:
         choices=["equal_cost", "round_robin", "random"],
         help="env KAIROS_STRATEGY (default equal_cost)",
     )
+    _add_metrics_port(dispatcher)
     dispatcher.set_defaults(func=cmd_dispatcher)
     worker = sub.add_parser("worker", help="run handlers for dispatched executions")
     worker.add_argument("--id", dest="worker_id", help="env KAIROS_WORKER_ID (unique)")
@@ -131,9 +145,11 @@ def _add_service_parsers(sub: Any) -> None:
     worker.add_argument(
         "--handlers", help="env KAIROS_HANDLERS: modules to import, comma-separated"
     )
+    _add_metrics_port(worker)
     worker.set_defaults(func=cmd_worker)
     notifier = sub.add_parser("notifier", help="deliver signed callbacks")
     notifier.add_argument("--concurrency", type=int, help="env KAIROS_CONCURRENCY (default 16)")
+    _add_metrics_port(notifier)
     notifier.set_defaults(func=cmd_notifier)
 
 

@@ -19,6 +19,9 @@ from common.config import StoreSettings
 from common.namespace import create_app_credentials, prepare_namespace
 
 STOP_GRACE_SECONDS = 40.0
+DISPATCHER_METRICS_PORT = 9101
+FIRST_WORKER_METRICS_PORT = 9111
+NOTIFIER_METRICS_PORT = 9121
 
 
 @dataclass
@@ -28,17 +31,50 @@ class Child:
     name: str
     argv: list[str]
     process: subprocess.Popen[bytes] | None = None
+    metrics_port: int | None = None
 
 
 def _children(port: int, workers: int) -> list[Child]:
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
     stack = [Child("api", [*kairos, "api", "--port", str(port)])]
-    stack.append(Child("dispatcher", [*kairos, "dispatcher"]))
+    stack.append(
+        _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT)
+    )
     for n in range(1, workers + 1):
-        stack.append(Child(f"worker-{n}", [*kairos, "worker", "--id", f"{host}-w{n}"]))
-    stack.append(Child("notifier", [*kairos, "notifier"]))
+        worker = Child(f"worker-{n}", [*kairos, "worker", "--id", f"{host}-w{n}"])
+        # Worker ports stop short of the notifier's: workers past the tenth serve none.
+        metrics_port = FIRST_WORKER_METRICS_PORT + n - 1
+        fits = metrics_port < NOTIFIER_METRICS_PORT
+        stack.append(_with_metrics(worker, metrics_port) if fits else worker)
+    stack.append(_with_metrics(Child("notifier", [*kairos, "notifier"]), NOTIFIER_METRICS_PORT))
     return stack
+
+
+def _with_metrics(child: Child, port: int) -> Child:
+    """Give the child a metrics port, unless it is taken (another stack, another program)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            print(f"kairos up: port {port} is in use; {child.name} serves no metrics")
+            return child
+    child.argv += ["--metrics-port", str(port)]
+    child.metrics_port = port
+    return child
+
+
+def _child_env() -> dict[str, str]:
+    """The environment, less a metrics port that every child would try to bind."""
+    return {k: v for k, v in os.environ.items() if k != "KAIROS_METRICS_PORT"}
+
+
+def _print_metrics(base: str, children: list[Child]) -> None:
+    print(f"metrics:        {base}/metrics (api)")
+    for child in children:
+        if child.metrics_port is not None:
+            print(f"                http://127.0.0.1:{child.metrics_port}/metrics ({child.name})")
 
 
 def _wait_healthy(base: str, deadline_seconds: float) -> bool:
@@ -103,7 +139,7 @@ def run_stack(port: int, workers: int, demo: bool) -> int:
     signal.signal(signal.SIGINT, handle)
     children = _children(port, workers)
     for child in children:
-        child.process = subprocess.Popen(child.argv, env=os.environ.copy())
+        child.process = subprocess.Popen(child.argv, env=_child_env())
     base = f"http://127.0.0.1:{port}"
     try:
         if not _wait_healthy(base, 30):
@@ -112,6 +148,7 @@ def run_stack(port: int, workers: int, demo: bool) -> int:
         print(f"Kairos is up (namespace {settings.namespace})")
         print(f"swagger ui:     {base}/docs")
         print("rabbitmq ui:    http://127.0.0.1:15672 (guest/guest), vhost " + settings.namespace)
+        _print_metrics(base, children)
         if demo:
             _submit_demo(settings, base)
         print("press Ctrl-C to stop", flush=True)

@@ -13,7 +13,7 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.keys import RedisKeys
 from services.api.problems import install_problem_handlers
-from services.api.routes import control, health, jobs
+from services.api.routes import control, health, jobs, metrics
 from services.api.state import ApiState
 
 
@@ -55,4 +55,5 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(control.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     return app

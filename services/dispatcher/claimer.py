@@ -12,6 +12,7 @@ from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.retry import retry_lock_conflicts
+from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
 
@@ -66,6 +67,7 @@ class TriggerClaimer:
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
             insert_executions(conn, created, now)
         skipped = [e for e in created if e.status is ExecutionStatus.SKIPPED]
+        observe_claim(len(created), len(skipped))
         for execution in skipped:
             log.info(
                 execution.message or "trigger skipped",

@@ -14,6 +14,7 @@ from common.clock import ClusterClock
 from common.db.executions import inflight_by_worker
 from common.db.workers import fresh_workers
 from common.loadbalance import WorkerLoad
+from common.metrics import set_queue_depth, set_worker_loads
 from common.topology import worker_queue
 
 log = logging.getLogger(__name__)
@@ -60,14 +61,16 @@ class WorkerDirectory:
             frame = self._channel.queue_declare(worker_queue(worker_id), passive=True)
         except ChannelClosedByBroker:
             self._channel = self._connection.channel()
+            set_queue_depth(worker_id, None)
             return 0
+        set_queue_depth(worker_id, int(frame.method.message_count))
         return int(frame.method.consumer_count)
 
     def _load(self) -> list[WorkerLoad]:
         with self._engine.connect() as conn:
             rows = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
             inflight = inflight_by_worker(conn)
-        return [
+        loads = [
             WorkerLoad(
                 worker_id=row.worker_id,
                 active=row.active + inflight.get(row.worker_id, 0),
@@ -78,3 +81,5 @@ class WorkerDirectory:
             for row in rows
             if self.consumer_count(row.worker_id) > 0
         ]
+        set_worker_loads(loads)
+        return loads

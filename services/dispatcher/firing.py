@@ -21,6 +21,7 @@ from common.clock import ClusterClock
 from common.db import executions
 from common.db.retry import retry_lock_conflicts
 from common.loadbalance import WorkerChooser
+from common.metrics import TRIGGERS_SKIPPED, observe_dispatched
 from common.schedule import (
     MisfirePolicy,
     OverlapPolicy,
@@ -104,6 +105,8 @@ class Firer:
             executions.mark_skipped(conn, skips, now)
             assignments = self._assign([r for r in rows if r.execution_id not in skips])
             returned = publish_assignments(conn, self._publisher, assignments, now)
+        observe_dispatched(assignments, returned, now)
+        TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
         for execution_id in skips:
             log.info(skips[execution_id], extra={"execution_id": execution_id})
         return len(assignments) - len(returned)

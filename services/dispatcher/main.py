@@ -23,6 +23,7 @@ from common.keys import RedisKeys
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.logs import setup_logging
+from common.metrics import clear_worker_gauges, start_metrics_server
 from common.topology import declare_core
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.directory import WorkerDirectory
@@ -90,6 +91,7 @@ class Dispatcher:
         try:
             self._loop(self._build(connection))
         finally:
+            clear_worker_gauges()
             if connection.is_open:
                 connection.close()
 
@@ -150,6 +152,8 @@ class Dispatcher:
 def run_dispatcher(settings: DispatcherSettings) -> None:
     """Run a dispatcher until SIGTERM or SIGINT."""
     setup_logging("dispatcher", settings.log_level, settings.log_json)
+    if settings.metrics_port is not None:
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
     dispatcher = Dispatcher(settings)
 
     def handle(signum: int, _frame: FrameType | None) -> None:

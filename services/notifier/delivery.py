@@ -16,6 +16,7 @@ from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.apps import signing_secret
 from common.messages import CallbackMessage
+from common.metrics import CALLBACK_ATTEMPTS
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
 from services.notifier.signing import webhook_headers
@@ -64,6 +65,7 @@ class CallbackDeliverer:
             deliveries.record_attempt(
                 conn, message.delivery_id, status, code, error, self._clock.now_ms()
             )
+        CALLBACK_ATTEMPTS.labels(outcome=status.lower()).inc()
         log.info(
             "callback attempt %d: %s",
             message.attempt,

@@ -15,6 +15,7 @@ from common.clock import ClusterClock
 from common.config import NotifierSettings
 from common.db.engine import make_engine, require_schema
 from common.logs import setup_logging
+from common.metrics import start_metrics_server
 from common.pooled_consumer import PooledConsumer
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 def run_notifier(settings: NotifierSettings) -> None:
     """Deliver callbacks until SIGTERM or SIGINT."""
     setup_logging("notifier", settings.log_level, settings.log_json)
+    if settings.metrics_port is not None:
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
     stop = threading.Event()
 
     def handle(signum: int, _frame: FrameType | None) -> None:

@@ -20,6 +20,7 @@ from common.db.engine import make_engine, require_schema
 from common.keys import RedisKeys
 from common.logs import setup_logging
 from common.messages import ExecutionResult
+from common.metrics import start_metrics_server
 from common.pooled_consumer import PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
@@ -48,6 +49,8 @@ def _stop_on_signals() -> threading.Event:
 def run_worker(settings: WorkerSettings) -> None:
     """Run a worker until SIGTERM or SIGINT, then drain and stop."""
     setup_logging("worker", settings.log_level, settings.log_json)
+    if settings.metrics_port is not None:
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{int(time.time())}"
     modules = [BUILTIN_HANDLERS, *[m.strip() for m in settings.handlers.split(",") if m.strip()]]
     handlers = collect_handlers(modules)

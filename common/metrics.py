@@ -1,0 +1,279 @@
+"""Every Prometheus metric Kairos exports, in one place, and the helpers that feed them.
+
+prometheus_client keeps its metrics in one registry per process (``REGISTRY``), and the
+metrics below are registered there when this module is imported. That is the library's
+design, and it fits here: a process is one service, so one registry per process is
+what Prometheus scrapes. Nothing here reads settings or the environment at import; the
+port a service serves its metrics on comes from its settings, in its ``main``.
+
+Where each service exposes them:
+
+- ``kairos api``: ``GET /metrics`` on the API port.
+- ``kairos dispatcher``, ``kairos worker``, ``kairos notifier``: an HTTP server on
+  ``KAIROS_METRICS_PORT`` (``--metrics-port``), started by ``start_metrics_server``.
+
+Every metric is defined in every process; each process feeds only its own, so a
+dispatcher's page shows worker metrics with no samples. Names carry their unit
+(``_seconds``, ``_messages``, ``_triggers``) and counters end in ``_total``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as Tally
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol
+
+import prometheus_client
+from prometheus_client import Counter, Gauge, Histogram
+
+from common.errors import ConfigurationError
+from common.loadbalance import WorkerLoad, load_score
+
+log = logging.getLogger(__name__)
+
+EXPOSITION_CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""Seconds, for latencies that are a few ms when all is well and seconds when not."""
+
+RUN_BUCKETS = (*LATENCY_BUCKETS, 30.0, 60.0, 300.0, 1800.0)
+"""Seconds, for handler runs: most take ms, some take minutes."""
+
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+"""Items per batch; the dispatcher's batch size is 500 by default."""
+
+# --- dispatcher: claiming and firing -------------------------------------------------
+
+CLAIM_BATCH = Histogram(
+    "kairos_claim_batch_triggers",
+    "Triggers claimed by one claim pass, counting only passes that claimed any.",
+    buckets=BATCH_BUCKETS,
+)
+TRIGGERS_CLAIMED = Counter(
+    "kairos_triggers_claimed_total",
+    "Triggers claimed: each became an execution, SCHEDULED or SKIPPED.",
+)
+TRIGGERS_SKIPPED = Counter(
+    "kairos_triggers_skipped_total",
+    "Triggers not run because of their misfire or overlap policy; stage=claim when "
+    "skipped as they were claimed, stage=fire when skipped as they were about to be sent.",
+    ["stage"],
+)
+EXECUTIONS_DISPATCHED = Counter(
+    "kairos_executions_dispatched_total",
+    "Executions the broker took for a worker's queue at their time, by worker.",
+    ["worker_id"],
+)
+TRIGGER_LAG = Histogram(
+    "kairos_trigger_lag_seconds",
+    "Cluster time of dispatch minus the trigger time, for first attempts.",
+    buckets=LATENCY_BUCKETS,
+)
+
+# --- dispatcher: results and the worker directory ------------------------------------
+
+EXECUTIONS_FINISHED = Counter(
+    "kairos_executions_finished_total",
+    "Execution outcomes recorded by a dispatcher, by status (SUCCEEDED, FAILED, "
+    "TIMED_OUT, LOST); a failed attempt with retries left counts here too.",
+    ["status"],
+)
+WORKER_LOAD_SCORE = Gauge(
+    "kairos_worker_load_score",
+    "Equal-cost load score of each live worker as the leading dispatcher sees it "
+    "(lower is less loaded).",
+    ["worker_id"],
+)
+WORKER_ACTIVE = Gauge(
+    "kairos_worker_active_runs",
+    "Runs on each live worker: its last heartbeat's count plus executions queued to it "
+    "since, as the leading dispatcher sees it.",
+    ["worker_id"],
+)
+WORKER_QUEUE_DEPTH = Gauge(
+    "kairos_worker_queue_depth_messages",
+    "Messages ready (not yet delivered) in each worker's queue, from the leading "
+    "dispatcher's last look at it.",
+    ["worker_id"],
+)
+
+# --- every service that publishes ----------------------------------------------------
+
+PUBLISH_CONFIRM = Histogram(
+    "kairos_publish_confirm_seconds",
+    "From the first basic.publish of a batch to the broker's tx.commit-ok.",
+    buckets=LATENCY_BUCKETS,
+)
+MESSAGES_PUBLISHED = Counter(
+    "kairos_messages_published_total",
+    "Messages in committed publish batches, by exchange (amq.default for direct-to-queue).",
+    ["exchange"],
+)
+MESSAGES_RETURNED = Counter(
+    "kairos_messages_returned_total",
+    "Messages the broker returned as unroutable (for dispatch: the worker's queue is gone).",
+)
+PUBLISH_FAILURES = Counter(
+    "kairos_publish_failures_total",
+    "Publish batches whose commit failed; none of their messages is known to have landed.",
+)
+
+# --- worker --------------------------------------------------------------------------
+
+WORKER_RUNS = Counter(
+    "kairos_worker_runs_total",
+    "Handler runs on this worker, by handler and outcome (SUCCEEDED, FAILED, TIMED_OUT).",
+    ["handler", "outcome"],
+)
+HANDLER_DURATION = Histogram(
+    "kairos_handler_duration_seconds",
+    "How long a handler ran on this worker, by handler (up to its timeout).",
+    ["handler"],
+    buckets=RUN_BUCKETS,
+)
+EXECUTION_START_LAG = Histogram(
+    "kairos_execution_start_lag_seconds",
+    "Cluster time a worker started a first attempt minus its trigger time: for a job "
+    "submitted to run now, the latency from creation to start.",
+    buckets=LATENCY_BUCKETS,
+)
+
+# --- notifier ------------------------------------------------------------------------
+
+CALLBACK_ATTEMPTS = Counter(
+    "kairos_callback_attempts_total",
+    "Callback POSTs, by what followed: delivered, queued (a retry tier is next) or dead "
+    "(parked in the dead-letter queue).",
+    ["outcome"],
+)
+
+
+class Dispatched(Protocol):
+    """What ``observe_dispatched`` reads of an execution sent to a worker."""
+
+    @property
+    def execution_id(self) -> str: ...
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def trigger_time(self) -> int: ...
+
+
+def start_metrics_server(port: int, host: str = "127.0.0.1") -> None:
+    """Serve this process's metrics at ``http://host:port/metrics`` from a daemon thread."""
+    try:
+        prometheus_client.start_http_server(port, addr=host)
+    except OSError as e:
+        raise ConfigurationError(
+            f"cannot serve metrics on {host}:{port} ({e.strerror or e}); "
+            "pick another KAIROS_METRICS_PORT (--metrics-port)"
+        ) from e
+    log.info("metrics at http://%s:%d/metrics", host, port)
+
+
+def exposition() -> bytes:
+    """This process's metrics in the Prometheus text format (``EXPOSITION_CONTENT_TYPE``)."""
+    return prometheus_client.generate_latest()
+
+
+def observe_claim(claimed: int, skipped: int) -> None:
+    """Count one committed claim pass."""
+    if claimed:
+        CLAIM_BATCH.observe(claimed)
+        TRIGGERS_CLAIMED.inc(claimed)
+    if skipped:
+        TRIGGERS_SKIPPED.labels(stage="claim").inc(skipped)
+
+
+def observe_dispatched(sent: Iterable[Dispatched], returned: Collection[str], now_ms: int) -> None:
+    """Count executions committed to worker queues and the trigger lag of first attempts.
+
+    A retry's trigger time is its first attempt's, so its lag would be its backoff.
+    """
+    per_worker: Tally[str] = Tally()
+    for item in sent:
+        if item.execution_id in returned:
+            continue
+        per_worker[item.worker_id] += 1
+        if item.attempt == 1:
+            TRIGGER_LAG.observe((now_ms - item.trigger_time) / 1000)
+    for worker_id, count in per_worker.items():
+        EXECUTIONS_DISPATCHED.labels(worker_id=worker_id).inc(count)
+
+
+def observe_publish(exchanges: Sequence[str], returned: int, seconds: float) -> None:
+    """Count one committed publish batch; an empty one (a bare commit) is not counted."""
+    if not exchanges:
+        return
+    PUBLISH_CONFIRM.observe(seconds)
+    for exchange, count in Tally(exchanges).items():
+        MESSAGES_PUBLISHED.labels(exchange=exchange or "amq.default").inc(count)
+    if returned:
+        MESSAGES_RETURNED.inc(returned)
+
+
+def observe_finished(statuses: Iterable[str]) -> None:
+    """Count recorded execution outcomes by status."""
+    for status, count in Tally(statuses).items():
+        EXECUTIONS_FINISHED.labels(status=status).inc(count)
+
+
+def set_worker_loads(loads: Sequence[WorkerLoad]) -> None:
+    """Show the live workers' load and drop the series of workers no longer live."""
+    live = {w.worker_id for w in loads}
+    for worker in loads:
+        WORKER_LOAD_SCORE.labels(worker_id=worker.worker_id).set(load_score(worker))
+        WORKER_ACTIVE.labels(worker_id=worker.worker_id).set(worker.active)
+    for gauge in (WORKER_LOAD_SCORE, WORKER_ACTIVE):
+        for worker_id in _label_values(gauge, "worker_id") - live:
+            gauge.remove(worker_id)
+
+
+def set_queue_depth(worker_id: str, messages: int | None) -> None:
+    """Show a worker queue's depth; None when the queue does not exist (any more)."""
+    if messages is not None:
+        WORKER_QUEUE_DEPTH.labels(worker_id=worker_id).set(messages)
+    elif worker_id in _label_values(WORKER_QUEUE_DEPTH, "worker_id"):
+        WORKER_QUEUE_DEPTH.remove(worker_id)
+
+
+def clear_worker_gauges() -> None:
+    """Drop every per-worker gauge: a dispatcher that stops leading no longer sees workers."""
+    for gauge in (WORKER_LOAD_SCORE, WORKER_ACTIVE, WORKER_QUEUE_DEPTH):
+        gauge.clear()
+
+
+def observe_start(trigger_time: int, started_ms: int, attempt: int) -> None:
+    """Record how late a first attempt started after its trigger time."""
+    if attempt == 1:
+        EXECUTION_START_LAG.observe((started_ms - trigger_time) / 1000)
+
+
+def observe_run(handler: str, outcome: str, seconds: float) -> None:
+    """Count one handler run and its duration."""
+    WORKER_RUNS.labels(handler=handler, outcome=outcome).inc()
+    HANDLER_DURATION.labels(handler=handler).observe(seconds)
+
+
+def _label_values(metric: Gauge, label: str) -> set[str]:
+    return {sample.labels[label] for family in metric.collect() for sample in family.samples}
