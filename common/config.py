@@ -77,6 +77,11 @@ class DispatcherSettings(StoreSettings):
     )
     heartbeat_stale_ms: int = 15_000
     pending_republish_ms: int = 5_000
+    retention_days: float = Field(
+        default=30.0,
+        description="delete finished executions and settled callbacks older than this; "
+        "0 keeps them forever",
+    )
     timeout_grace_ms: int = Field(
         default=30_000,
         description="extra wait past a job's timeout before the dispatcher "

@@ -115,6 +115,7 @@ class Dispatcher:
             s.pending_republish_ms,
             s.heartbeat_stale_ms,
             s.timeout_grace_ms,
+            int(s.retention_days * 86_400_000),
         )
         return _Leading(connection, directory, claimer, firer, recovery)
 

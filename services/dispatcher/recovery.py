@@ -12,6 +12,7 @@ from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries, executions, workers
 from common.db.deliveries import NewDelivery
+from common.db.retention import prune_deliveries, prune_executions
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
@@ -23,6 +24,7 @@ from services.dispatcher.publishing import Assignment, publish_assignments
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
+PRUNE_BATCH = 1_000
 
 
 class Recovery:
@@ -38,6 +40,7 @@ class Recovery:
         pending_after_ms: int,
         stale_ms: int,
         timeout_grace_ms: int,
+        retention_ms: int = 0,
     ) -> None:
         self._engine = engine
         self._publisher = publisher
@@ -47,12 +50,25 @@ class Recovery:
         self._pending_after_ms = pending_after_ms
         self._stale_ms = stale_ms
         self._timeout_grace_ms = timeout_grace_ms
+        self._retention_ms = retention_ms
 
     def sweep(self) -> None:
         """Run every recovery step once."""
         self.rescue_dead_workers()
         self.time_out_overdue()
         self.republish_deliveries()
+        self.prune()
+
+    def prune(self) -> None:
+        """Delete one batch of history past the retention period, if one is set."""
+        if self._retention_ms <= 0:
+            return
+        cutoff = self._clock.now_ms() - self._retention_ms
+        with self._engine.begin() as conn:
+            gone = prune_executions(conn, cutoff, PRUNE_BATCH)
+            gone += prune_deliveries(conn, cutoff, PRUNE_BATCH)
+        if gone:
+            log.info("retention: deleted %d finished rows", gone)
 
     def time_out_overdue(self) -> None:
         """Record TIMED_OUT for runs past their job's timeout whose worker never reported."""
