@@ -1,0 +1,258 @@
+"""One timed Kairos round for ``bench/vs_peers.py``: a fresh stack, N no-op jobs.
+
+The stack is a fresh namespace with ``kairos api``, one ``kairos dispatcher`` and two
+``kairos worker --capacity 16``, started as ``bench/harness.py`` does (no notifier: no
+job has a callback). After one job has run through, jobs go in through
+``POST /openapi/jobs/batch`` (1,000 per request from 4 threads) when ``/openapi.json``
+lists that route and a one-job batch of it is accepted, else as single
+``POST /openapi/jobs`` from 16 threads. The clock runs from the first POST to the latest
+``ended_at`` of the measured SUCCEEDED executions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from harness import (
+    REQUEST_TIMEOUT_SECONDS,
+    STARTUP_SECONDS,
+    BenchError,
+    Service,
+    Submission,
+    api_healthy,
+    build_services,
+    check_alive,
+    drop_namespace,
+    free_port,
+    log,
+    noop_body,
+    poll_until,
+    print_log_tails,
+    scan_logs,
+    start_services,
+    stop_services,
+    submit_all,
+    warm_up,
+    workers_registered,
+)
+from sqlalchemy.engine import Engine
+
+from common.config import StoreSettings
+from common.db.engine import make_engine
+from common.db.schema import executions, jobs
+from common.namespace import create_app_credentials, prepare_namespace
+from common.states import ExecutionStatus
+
+from .rounds import RoundFigure
+
+KAIROS_SERVICES = ("api", "dispatcher", "bench-w1", "bench-w2")
+BATCH_PATH = "/openapi/jobs/batch"
+BATCH_SIZE = 1000
+BATCH_CLIENTS = 4
+SINGLE_CLIENTS = 16
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class BatchRoute:
+    """How the batch route takes its jobs: a bare list, or a list under ``key``."""
+
+    key: str | None
+    size: int
+
+    def payload(self, bodies: Sequence[dict[str, Any]]) -> Any:
+        """The request body for ``bodies``."""
+        return list(bodies) if self.key is None else {self.key: list(bodies)}
+
+
+def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not isinstance(ref, str):
+        return schema
+    found: dict[str, Any] = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return found
+
+
+def batch_route(spec: dict[str, Any]) -> BatchRoute | None:
+    """The batch route as ``/openapi.json`` describes it, None when it has none."""
+    post = spec.get("paths", {}).get(BATCH_PATH, {}).get("post")
+    if post is None:
+        return None
+    content = post.get("requestBody", {}).get("content", {})
+    schema = _resolve(spec, content.get("application/json", {}).get("schema", {}))
+    if schema.get("type") == "array":
+        return BatchRoute(None, min(BATCH_SIZE, int(schema.get("maxItems", BATCH_SIZE))))
+    for name, prop in schema.get("properties", {}).items():
+        items = _resolve(spec, prop)
+        if items.get("type") == "array":
+            return BatchRoute(name, min(BATCH_SIZE, int(items.get("maxItems", BATCH_SIZE))))
+    return BatchRoute("jobs", BATCH_SIZE)
+
+
+def usable_batch_route(client: httpx.Client) -> BatchRoute | None:
+    """The batch route if the API lists it and a one-job batch of it is accepted."""
+    spec = client.get("/openapi.json")
+    spec.raise_for_status()
+    route = batch_route(spec.json())
+    if route is None:
+        log(f"{BATCH_PATH} is not in /openapi.json; single POSTs from {SINGLE_CLIENTS} threads")
+        return None
+    probe = client.post(BATCH_PATH, json=route.payload([noop_body("bench batch probe")]))
+    if not probe.is_success:
+        log(f"{BATCH_PATH} probe answered {probe.status_code}: {probe.text[:300]}; single POSTs")
+        return None
+    log(f"{BATCH_PATH} takes {route.size} jobs per request (list under {route.key!r})")
+    return route
+
+
+def post_batches(
+    base: str, headers: dict[str, str], route: BatchRoute, chunks: Sequence[Any], seen: Submission
+) -> None:
+    """One client thread: POST its share of the batches over its own connection."""
+    with httpx.Client(base_url=base, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        for chunk in chunks:
+            started = time.time()
+            outcome = None
+            try:
+                response = client.post(BATCH_PATH, json=route.payload(chunk))
+                if not response.is_success:
+                    outcome = f"HTTP {response.status_code}"
+                    log(f"batch answered {response.status_code}: {response.text[:300]}")
+            except httpx.HTTPError as e:
+                outcome = type(e).__name__
+            seen.record(started, time.time(), outcome)
+
+
+def submit_batches(
+    base: str, api_key: str, bodies: Sequence[dict[str, Any]], route: BatchRoute
+) -> Submission:
+    """POST ``bodies`` in batches of ``route.size`` from ``BATCH_CLIENTS`` threads."""
+    chunks = [bodies[i : i + route.size] for i in range(0, len(bodies), route.size)]
+    seen = Submission()
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with ThreadPoolExecutor(max_workers=BATCH_CLIENTS, thread_name_prefix="batch") as pool:
+        futures = [
+            pool.submit(post_batches, base, headers, route, chunks[i::BATCH_CLIENTS], seen)
+            for i in range(BATCH_CLIENTS)
+        ]
+        for future in futures:
+            future.result()
+    return seen
+
+
+@contextmanager
+def kairos_stack(settings: StoreSettings, log_dir: Path) -> Iterator[tuple[str, list[Service]]]:
+    """A fresh namespace with api, dispatcher and two workers; all of it gone on exit."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    services = [s for s in build_services(port, log_dir) if s.name in KAIROS_SERVICES]
+    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    try:
+        prepare_namespace(settings)
+        start_services(services, env)
+        yield f"http://127.0.0.1:{port}", services
+    except BenchError:
+        print_log_tails(services)
+        raise
+    finally:
+        stop_services(services)
+        drop_namespace(settings)
+        scan_logs(services)
+
+
+def _scalar(engine: Engine, query: sa.Select[Any]) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(query).scalar_one() or 0)
+
+
+def succeeded_query(after_id: int) -> sa.Select[Any]:
+    """SUCCEEDED executions of the jobs after ``after_id``."""
+    return sa.select(sa.func.count()).where(
+        executions.c.job_id > after_id, executions.c.status == ExecutionStatus.SUCCEEDED
+    )
+
+
+def wait_succeeded(
+    engine: Engine, after_id: int, expected: int, services: list[Service], seconds: float
+) -> None:
+    """Poll MySQL until ``expected`` executions of the jobs after ``after_id`` SUCCEEDED."""
+    deadline = time.monotonic() + seconds
+    next_report = time.monotonic() + 5.0
+    while (done := _scalar(engine, succeeded_query(after_id))) < expected:
+        check_alive(services)
+        now = time.monotonic()
+        if now > deadline:
+            raise BenchError(f"only {done}/{expected} Kairos jobs SUCCEEDED after {seconds:.0f} s")
+        if now >= next_report:
+            log(f"kairos: {done}/{expected} SUCCEEDED")
+            next_report = now + 5.0
+        time.sleep(POLL_SECONDS)
+
+
+def kairos_outcome(engine: Engine, after_id: int) -> tuple[int, int, int]:
+    """Of the jobs after ``after_id``: jobs with a SUCCEEDED run, such runs, last ended_at."""
+    measured = (executions.c.job_id > after_id) & (executions.c.status == ExecutionStatus.SUCCEEDED)
+    query = sa.select(
+        sa.func.count(sa.distinct(executions.c.job_id)),
+        sa.func.count(),
+        sa.func.max(executions.c.ended_at),
+    ).where(measured)
+    with engine.connect() as conn:
+        row = conn.execute(query).one()
+    return int(row[0]), int(row[1]), int(row[2] or 0)
+
+
+def warm_kairos(
+    base: str, api_key: str, engine: Engine, services: list[Service]
+) -> tuple[BatchRoute | None, int]:
+    """Run a job through, probe the batch route; the route and the last job id so far."""
+    poll_until("GET /healthz 200", lambda: api_healthy(base), services, STARTUP_SECONDS)
+    poll_until("workers registered", lambda: workers_registered(engine), services, 60)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        warm_up(client, engine, services)
+        route = usable_batch_route(client)
+    after_id = _scalar(engine, sa.select(sa.func.max(jobs.c.id)))
+    everything = _scalar(engine, sa.select(sa.func.count()).select_from(jobs))
+    wait_succeeded(engine, 0, everything, services, 60)
+    return route, after_id
+
+
+def run_kairos_round(
+    jobs_count: int, deadline: float, run_id: str, index: int, log_dir: Path
+) -> RoundFigure:
+    """Start a fresh Kairos stack, warm it up, time ``jobs_count`` jobs through it."""
+    settings = StoreSettings(namespace=f"peers_{run_id}_kairos_{index}")
+    with kairos_stack(settings, log_dir / f"kairos-{index}") as (base, services):
+        api_key = create_app_credentials(settings, "bench").api_key
+        engine = make_engine(settings, pool_size=2)
+        try:
+            route, after_id = warm_kairos(base, api_key, engine, services)
+            bodies = [noop_body(f"peers {i}") for i in range(jobs_count)]
+            log(f"kairos round {index} warm; submitting {jobs_count} jobs")
+            if route is not None:
+                seen = submit_batches(base, api_key, bodies, route)
+                how = f"batches of {route.size} from {BATCH_CLIENTS} threads"
+            else:
+                seen = submit_all(base, api_key, bodies, SINGLE_CLIENTS)
+                how = f"single POSTs from {SINGLE_CLIENTS} threads"
+            accepted = _scalar(engine, sa.select(sa.func.count()).where(jobs.c.id > after_id))
+            if seen.failures:
+                log(f"kairos submit failures: {seen.failures}; {accepted} jobs stored")
+            wait_succeeded(engine, after_id, accepted, services, deadline)
+            done_jobs, runs, last_ms = kairos_outcome(engine, after_id)
+        finally:
+            engine.dispose()
+    seconds = last_ms / 1000 - seen.first_post
+    note = f"{how}; {runs - done_jobs} extra runs; failed requests {seen.failures or 'none'}"
+    submit_seconds = seen.last_answer - seen.first_post
+    return RoundFigure("kairos", index, done_jobs, seconds, submit_seconds, note)
