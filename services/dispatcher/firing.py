@@ -120,19 +120,17 @@ class Firer:
                 latest[row.job_id] = max(latest.get(row.job_id, 0), int(row.trigger_time))
         skips: dict[str, str] = {}
         for row in rows:
-            if row.attempt != 1 or row.manual:
-                continue
             threshold = int(row.misfire_threshold_seconds) * 1000
+            late_ms = now - int(row.trigger_time)
+            if late_ms <= threshold or row.attempt != 1 or row.manual:
+                continue
             later_overdue = latest[row.job_id] > int(row.trigger_time) or (
                 row.job_status == JobStatus.WAITING
                 and row.next_trigger_time is not None
                 and now - int(row.next_trigger_time) > threshold
             )
             reason = late_fire_skip_reason(
-                MisfirePolicy(row.misfire_policy),
-                threshold,
-                now - int(row.trigger_time),
-                later_overdue,
+                MisfirePolicy(row.misfire_policy), threshold, late_ms, later_overdue
             )
             if reason is not None:
                 skips[row.execution_id] = reason

@@ -46,7 +46,8 @@ class Assignment:
 
 def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
     """The persistent message that carries an execution to its worker's queue."""
-    message = DispatchMessage(
+    # The fields come from our own database rows: skip validation on the hot path.
+    message = DispatchMessage.model_construct(
         execution_id=assignment.execution_id,
         job_id=assignment.job_id,
         attempt=assignment.attempt,

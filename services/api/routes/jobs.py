@@ -8,8 +8,17 @@ from fastapi import APIRouter, Header, Query, Response, status
 
 from common.db import executions, jobs
 from common.errors import JobNotFoundError
+from services.api.batch import submit_batch
 from services.api.deps import CallerDep, StateDep
-from services.api.schemas import ExecutionList, JobAccepted, JobCreate, JobView, Problem
+from services.api.schemas import (
+    ExecutionList,
+    JobAccepted,
+    JobBatchAccepted,
+    JobBatchCreate,
+    JobCreate,
+    JobView,
+    Problem,
+)
 from services.api.submit import merge_idempotency_key, submit_job
 from services.api.views import execution_view, job_view
 
@@ -43,6 +52,40 @@ def create_job(
     if not submitted.created:
         response.status_code = status.HTTP_200_OK
     return JobAccepted(jobId=submitted.job_id, status=submitted.status)
+
+
+@router.post(
+    "/batch",
+    operation_id="createJobsBatch",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobBatchAccepted,
+    responses={
+        **_ERRORS,
+        200: {
+            "model": JobBatchAccepted,
+            "description": "Every item's clientRequestId was used before: the earlier jobs",
+        },
+        422: {
+            "model": Problem,
+            "description": "Some item is invalid (`errors` name each by index, as "
+            "`jobs[3].cronExpr`) or the batch is too large; nothing was written",
+        },
+    },
+)
+def create_jobs_batch(
+    body: JobBatchCreate, state: StateDep, caller: CallerDep, response: Response
+) -> JobBatchAccepted:
+    """Store 1 to 1,000 jobs all or nothing; answer their ids in request order.
+
+    Each item is checked as a single create checks it, and may carry its own
+    ``clientRequestId``: an item sent before with the same body maps to the earlier job.
+    """
+    submitted = submit_batch(state, caller, body.jobs)
+    if not any(item.created for item in submitted):
+        response.status_code = status.HTTP_200_OK
+    return JobBatchAccepted(
+        jobs=[JobAccepted(jobId=item.job_id, status=item.status) for item in submitted]
+    )
 
 
 @router.get(

@@ -1,0 +1,191 @@
+"""Submitting a batch of jobs all or nothing: validate every item, honour each item's
+clientRequestId, insert the new jobs with one statement, wake the dispatcher once."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from common.db.apps import App
+from common.db.jobs import (
+    NewJob,
+    find_by_client_request,
+    find_by_client_requests,
+    insert_jobs,
+)
+from common.db.rows import AnyRow
+from common.errors import (
+    BatchRejectedError,
+    IdempotencyConflictError,
+    KairosError,
+    ValidationFailedError,
+)
+from common.states import JobStatus
+from services.api.schemas import JobCreate
+from services.api.state import ApiState
+from services.api.submit import Submitted
+from services.api.validation import build_job
+from services.api.wake import wake_dispatcher
+
+log = logging.getLogger(__name__)
+
+# One INSERT carries the whole batch, so it must stay well inside max_allowed_packet
+# (16 MiB on MariaDB 10.11, 4 MiB on old MySQL): escaping can double the params' JSON.
+MAX_BATCH_PARAMS_BYTES = 4 * 1024 * 1024
+
+UNIQUE_REQUEST_KEY = "uq_jobs_app_client_request"
+
+ItemErrors = list[tuple[int, KairosError]]
+
+
+def submit_batch(state: ApiState, app: App, bodies: Sequence[JobCreate]) -> list[Submitted]:
+    """Store every job of the batch, or none; one answer per item, in request order.
+
+    An item whose clientRequestId the app used before with the same body maps to that
+    job. Bad items are reported together in a ``BatchRejectedError`` and nothing is
+    written: every invalid item or clientRequestId repeated in the batch; or, once all
+    items are valid, every clientRequestId the app used before with another body.
+    """
+    now = state.clock.now_ms()
+    new_jobs = build_batch(state, app, bodies, now)
+    try:
+        answers = _store(state, app, new_jobs, now)
+    except IntegrityError:
+        # A concurrent request took one of the clientRequestIds: it is found this time.
+        answers = _store_again(state, app, new_jobs, now)
+    _announce(state, new_jobs, answers, now)
+    return answers
+
+
+def _announce(
+    state: ApiState, new_jobs: Sequence[NewJob], answers: Sequence[Submitted], now_ms: int
+) -> None:
+    """Log the jobs this batch created and wake the dispatcher once for the soonest."""
+    pairs = zip(new_jobs, answers, strict=True)
+    created = [(job, answer.job_id) for job, answer in pairs if answer.created]
+    if not created:
+        return
+    ids = [job_id for _, job_id in created]
+    log.info(
+        "batch of %d items created %d jobs, ids %d..%d", len(answers), len(ids), ids[0], ids[-1]
+    )
+    wake_dispatcher(state, min(job.next_trigger_time for job, _ in created), now_ms)
+
+
+def _store_again(
+    state: ApiState, app: App, new_jobs: Sequence[NewJob], now_ms: int
+) -> list[Submitted]:
+    """The one retry after a duplicate clientRequestId; a second duplicate is the batch's."""
+    try:
+        return _store(state, app, new_jobs, now_ms)
+    except IntegrityError as e:
+        if UNIQUE_REQUEST_KEY not in str(e.orig):
+            raise
+        raise ValidationFailedError(
+            "jobs",
+            "two items' clientRequestIds are equal as the database compares them (it "
+            "ignores case, accents and trailing spaces); give each item its own",
+        ) from e
+
+
+def build_batch(
+    state: ApiState, app: App, bodies: Sequence[JobCreate], now_ms: int
+) -> list[NewJob]:
+    """Validate every item as a single create does; raise with all bad items, by index."""
+    handlers = state.known_handlers()
+    max_params = state.settings.max_params_bytes
+    built: list[NewJob] = []
+    errors: ItemErrors = []
+    for index, body in enumerate(bodies):
+        try:
+            built.append(build_job(body, app.id, handlers, max_params, now_ms))
+        except ValidationFailedError as e:
+            errors.append((index, e))
+    errors += repeated_request_ids(bodies)
+    if errors:
+        raise BatchRejectedError(sorted(errors, key=lambda item: item[0]))
+    check_total_params(built)
+    return built
+
+
+def repeated_request_ids(bodies: Sequence[JobCreate]) -> ItemErrors:
+    """Items whose clientRequestId an earlier item of the same batch already carries."""
+    first_seen: dict[str, int] = {}
+    errors: ItemErrors = []
+    for index, body in enumerate(bodies):
+        key = body.clientRequestId
+        if key is None:
+            continue
+        if key in first_seen:
+            message = f"{key!r} repeats jobs[{first_seen[key]}]; give each item its own"
+            errors.append((index, ValidationFailedError("clientRequestId", message)))
+        else:
+            first_seen[key] = index
+    return errors
+
+
+def check_total_params(new_jobs: Sequence[NewJob]) -> None:
+    """Refuse a batch whose params together are too large for one INSERT."""
+    total = sum(len(json.dumps(job.params, separators=(",", ":"))) for job in new_jobs)
+    if total > MAX_BATCH_PARAMS_BYTES:
+        raise ValidationFailedError(
+            "jobs",
+            f"the items' params take {total} bytes as JSON together; a batch may carry "
+            f"{MAX_BATCH_PARAMS_BYTES} bytes: split it into smaller batches",
+        )
+
+
+def _store(state: ApiState, app: App, new_jobs: Sequence[NewJob], now_ms: int) -> list[Submitted]:
+    """In one transaction: find the items created before, insert the others."""
+    with state.engine.begin() as conn:
+        answers = earlier_jobs(conn, app, new_jobs)
+        fresh = [index for index, answer in enumerate(answers) if answer is None]
+        ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
+    for index, job_id in zip(fresh, ids, strict=True):
+        answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
+    return [answer for answer in answers if answer is not None]
+
+
+def earlier_jobs(conn: Connection, app: App, new_jobs: Sequence[NewJob]) -> list[Submitted | None]:
+    """Per item, the job its clientRequestId already names, else None.
+
+    Raise, naming every such item, when a clientRequestId was used with another body or
+    names the same job as an earlier item.
+    """
+    rows = earlier_rows(conn, app.id, [job.client_request_id for job in new_jobs])
+    answers: list[Submitted | None] = []
+    conflicts: ItemErrors = []
+    first_item: dict[int, int] = {}
+    for index, (job, row) in enumerate(zip(new_jobs, rows, strict=True)):
+        answers.append(None if row is None else Submitted(row.id, row.status, created=False))
+        if row is None:
+            continue
+        if row.request_hash != job.request_hash:
+            conflicts.append((index, IdempotencyConflictError(str(job.client_request_id), row.id)))
+        elif first_item.setdefault(row.id, index) != index:
+            message = f"names the same job as jobs[{first_item[row.id]}]; give each item its own"
+            conflicts.append((index, ValidationFailedError("clientRequestId", message)))
+    if conflicts:
+        raise BatchRejectedError(conflicts)
+    return answers
+
+
+def earlier_rows(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[AnyRow | None]:
+    """Per clientRequestId (None: none given), the app's job stored under it, else None.
+
+    One query finds them all. MySQL compares the ids under the column's collation, which
+    ignores case and accents, so a stored id that no key matches exactly is matched key
+    by key, as a single create would (rare: a client changing the case of its ids).
+    """
+    found = find_by_client_requests(conn, app_pk, [key for key in keys if key is not None])
+    rows = [None if key is None else found.get(key) for key in keys]
+    if len(found) == len({row.id for row in rows if row is not None}):
+        return rows
+    return [
+        row if row is not None or key is None else find_by_client_request(conn, app_pk, key)
+        for key, row in zip(keys, rows, strict=True)
+    ]
