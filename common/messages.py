@@ -19,6 +19,9 @@ class DispatchMessage(BaseModel):
     params: dict[str, Any]
     dispatched_at: int
     timeout_seconds: int | None = None
+    ref: int | None = Field(
+        default=None, description="the execution's primary key, echoed back in the result"
+    )
 
 
 class ExecutionResult(BaseModel):
@@ -33,6 +36,9 @@ class ExecutionResult(BaseModel):
     result: str | None = None
     started_at: int
     ended_at: int
+    ref: int | None = Field(
+        default=None, description="the execution's primary key, as the dispatch message gave it"
+    )
 
 
 class ResultBatch(BaseModel):

@@ -115,30 +115,30 @@ def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[AnyRow]
     )
 
 
-def lock_still_scheduled(conn: Connection, execution_ids: Iterable[str]) -> set[str]:
-    """Lock these executions and return those still SCHEDULED (not cancelled meanwhile)."""
-    keys = primary_keys(conn, execution_ids)
-    if not keys:
+def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
+    """Lock these executions (by primary key) and return those still SCHEDULED."""
+    ordered = sorted(keys)
+    if not ordered:
         return set()
     rows = conn.execute(
-        sa.select(executions.c.execution_id, executions.c.status)
-        .where(executions.c.id.in_(keys))
+        sa.select(executions.c.id, executions.c.status)
+        .where(executions.c.id.in_(ordered))
         .order_by(executions.c.id)
         .with_for_update()
     ).all()
-    return {r.execution_id for r in rows if r.status == ExecutionStatus.SCHEDULED}
+    return {int(r.id) for r in rows if r.status == ExecutionStatus.SCHEDULED}
 
 
-def mark_queued(conn: Connection, workers: Mapping[str, str], now_ms: int) -> None:
-    """Record that these executions (id -> worker id) are committed to worker queues.
+def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> None:
+    """Record that these executions (primary key -> worker id) are in worker queues.
 
     Only SCHEDULED rows change: a result may have been recorded already.
     """
-    keys = primary_keys(conn, workers)
+    keys = sorted(workers)
     if not keys:
         return
     scheduled = executions.c.status == ExecutionStatus.SCHEDULED
-    worker = sa.case(dict(workers), value=executions.c.execution_id, else_=executions.c.worker_id)
+    worker = sa.case(dict(workers), value=executions.c.id, else_=executions.c.worker_id)
     conn.execute(
         executions.update()
         .where(executions.c.id.in_(keys))
@@ -202,19 +202,19 @@ def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
 
 def mark_skipped(
     conn: Connection,
-    reasons: Mapping[str, str],
+    reasons: Mapping[int, str],
     now_ms: int,
     status: ExecutionStatus = ExecutionStatus.SKIPPED,
 ) -> None:
     """End SCHEDULED executions without running them (SKIPPED or CANCELLED), with reasons."""
-    keys = primary_keys(conn, reasons)
+    keys = sorted(reasons)
     if keys:
         conn.execute(
             executions.update()
             .where(executions.c.id.in_(keys))
             .values(
                 status=status,
-                message=sa.case(dict(reasons), value=executions.c.execution_id),
+                message=sa.case(dict(reasons), value=executions.c.id),
                 ended_at=now_ms,
             )
         )
@@ -239,12 +239,16 @@ def inflight_by_worker(conn: Connection) -> dict[str, int]:
     return {str(worker): int(count) for worker, count in rows}
 
 
-def lock_unfinished(conn: Connection, execution_ids: Sequence[str]) -> list[AnyRow]:
-    """Lock ``execution_ids`` by primary key, ascending, and return the unfinished ones.
+def lock_unfinished(
+    conn: Connection, execution_ids: Sequence[str], known_keys: Iterable[int] = ()
+) -> list[AnyRow]:
+    """Lock executions by primary key, ascending, and return the unfinished ones.
 
-    Two result consumers that see the same result agree on which of them records it.
+    ``known_keys`` are primary keys the caller already has (results carry them); the
+    other ``execution_ids`` are looked up first. Two result consumers that see the same
+    result agree on which of them records it.
     """
-    keys = primary_keys(conn, execution_ids)
+    keys = sorted({*known_keys, *primary_keys(conn, execution_ids)})
     if not keys:
         return []
     rows = conn.execute(

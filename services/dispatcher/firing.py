@@ -92,33 +92,34 @@ class Firer:
     def _fire(self, due: Sequence[Any]) -> int:
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
-            still = executions.lock_still_scheduled(conn, [r.execution_id for r in due])
-            rows = [r for r in due if r.execution_id in still]
+            still = executions.lock_still_scheduled(conn, [int(r.id) for r in due])
+            rows = [r for r in due if int(r.id) in still]
             gone = {
-                r.execution_id: "cancelled: the job was cancelled before this run was sent"
+                int(r.id): "cancelled: the job was cancelled before this run was sent"
                 for r in rows
                 if r.job_status == JobStatus.CANCELLED
             }
             executions.mark_skipped(conn, gone, now, ExecutionStatus.CANCELLED)
-            rows = [r for r in rows if r.execution_id not in gone]
+            rows = [r for r in rows if int(r.id) not in gone]
             skips = self._late_skips(rows, now) | self._overlap_skips(conn, rows)
             executions.mark_skipped(conn, skips, now)
-            assignments = self._assign([r for r in rows if r.execution_id not in skips])
+            assignments = self._assign([r for r in rows if int(r.id) not in skips])
             returned = publish_assignments(conn, self._publisher, assignments, now)
         observe_dispatched(assignments, returned, now)
         TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
-        for execution_id in skips:
-            log.info(skips[execution_id], extra={"execution_id": execution_id})
+        for row in rows:
+            if int(row.id) in skips:
+                log.info(skips[int(row.id)], extra={"execution_id": row.execution_id})
         return len(assignments) - len(returned)
 
     @staticmethod
-    def _late_skips(rows: Sequence[Any], now: int) -> dict[str, str]:
+    def _late_skips(rows: Sequence[Any], now: int) -> dict[int, str]:
         """Misfire policy for claimed triggers fired late (their dispatcher died first)."""
         latest: dict[int, int] = {}
         for row in rows:
             if row.attempt == 1 and not row.manual:
                 latest[row.job_id] = max(latest.get(row.job_id, 0), int(row.trigger_time))
-        skips: dict[str, str] = {}
+        skips: dict[int, str] = {}
         for row in rows:
             threshold = int(row.misfire_threshold_seconds) * 1000
             late_ms = now - int(row.trigger_time)
@@ -133,22 +134,22 @@ class Firer:
                 MisfirePolicy(row.misfire_policy), threshold, late_ms, later_overdue
             )
             if reason is not None:
-                skips[row.execution_id] = reason
+                skips[int(row.id)] = reason
         return skips
 
     @staticmethod
-    def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[str, str]:
+    def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[int, str]:
         candidates = [
             r
             for r in rows
             if r.overlap_policy == OverlapPolicy.FORBID and r.attempt == 1 and not r.manual
         ]
         busy = executions.jobs_with_runs(conn, [r.job_id for r in candidates])
-        skips: dict[str, str] = {}
+        skips: dict[int, str] = {}
         for row in candidates:
             reason = overlap_skip_reason(OverlapPolicy.FORBID, row.job_id in busy)
             if reason is not None:
-                skips[row.execution_id] = reason
+                skips[int(row.id)] = reason
         return skips
 
     def _assign(self, rows: Sequence[Any]) -> list[Assignment]:

@@ -20,6 +20,7 @@ from common.topology import DISPATCH_EXCHANGE
 class Assignment:
     """One execution bound for one worker."""
 
+    row_id: int
     execution_id: str
     job_id: int
     attempt: int
@@ -33,6 +34,7 @@ class Assignment:
     def of(cls, row: Any, worker_id: str) -> Assignment:
         """The assignment of an execution row (read with its job's data) to a worker."""
         return cls(
+            row_id=int(row.id),
             execution_id=row.execution_id,
             job_id=row.job_id,
             attempt=row.attempt,
@@ -56,6 +58,7 @@ def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
         params=json.loads(assignment.params_json),
         dispatched_at=now_ms,
         timeout_seconds=assignment.timeout_seconds,
+        ref=assignment.row_id,
     )
     return OutgoingMessage(
         exchange=DISPATCH_EXCHANGE,
@@ -77,13 +80,13 @@ def publish_assignments(
     if not assignments:
         return set()
     returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
-    landed = {a.execution_id: a.worker_id for a in assignments if a.execution_id not in returned}
+    landed = {a.row_id: a.worker_id for a in assignments if a.execution_id not in returned}
     mark_queued(conn, landed, now_ms)
     return returned
 
 
 @retry_lock_conflicts
-def record_queued(engine: Engine, workers: Mapping[str, str], now_ms: int) -> None:
+def record_queued(engine: Engine, workers: Mapping[int, str], now_ms: int) -> None:
     """Mark executions QUEUED in their own transaction, retried after a lock conflict."""
     with engine.begin() as conn:
         mark_queued(conn, workers, now_ms)

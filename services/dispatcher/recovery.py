@@ -123,6 +123,7 @@ class Recovery:
                 message=why,
                 started_at=now,
                 ended_at=now,
+                ref=int(r.id),
             )
             for r in rows
         ]

@@ -77,6 +77,7 @@ class ExecutionRunner:
             result=result,
             started_at=started,
             ended_at=self._clock.now_ms(),
+            ref=message.ref,
         )
 
     def _already_started(
@@ -99,6 +100,7 @@ class ExecutionRunner:
             message="interrupted: the worker stopped while running it",
             started_at=now,
             ended_at=now,
+            ref=message.ref,
         )
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:

@@ -12,7 +12,7 @@ import redis
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db.executions import NewExecution, insert_executions
+from common.db.executions import NewExecution, insert_executions, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.messages import ExecutionResult
 from services.dispatcher.publishing import record_queued
@@ -31,6 +31,11 @@ def pending_batch(engine: Engine, round_: int) -> list[str]:
             conn, [NewExecution(e, job_id, i + 1, 0, 0) for i, e in enumerate(ids)], 0
         )
     return ids
+
+
+def keys_of(engine: Engine, execution_ids: list[str]) -> list[int]:
+    with engine.connect() as conn:
+        return primary_keys(conn, execution_ids)
 
 
 def finished(execution_id: str) -> ExecutionResult:
@@ -57,7 +62,7 @@ def test_concurrent_mark_queued_and_record_results_both_complete(
         def queue_them(ids: list[str] = ids, barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             try:
-                record_queued(engine, dict.fromkeys(ids, "w1"), 5)
+                record_queued(engine, dict.fromkeys(keys_of(engine, ids), "w1"), 5)
             except BaseException as e:
                 errors.append(e)
 
@@ -82,7 +87,7 @@ def test_mark_queued_stamps_only_pending_executions(
     make_app(engine)
     ids = pending_batch(engine, 0)
     record_results(engine, ClusterClock(redis_client), [finished(ids[0])])
-    record_queued(engine, dict.fromkeys(ids[:2], "w1"), 77)
+    record_queued(engine, dict.fromkeys(keys_of(engine, ids[:2]), "w1"), 77)
     with engine.connect() as conn:
         rows: dict[str, str] = dict(
             conn.exec_driver_sql(
