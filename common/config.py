@@ -88,6 +88,9 @@ class DispatcherSettings(StoreSettings):
         "records TIMED_OUT for a run its worker never reported",
     )
     results_prefetch: int = 500
+    results_batch_wait_ms: int = Field(
+        default=10, description="wait this long for more results before writing a batch"
+    )
     metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
     metrics_host: str = "127.0.0.1"
 

@@ -132,29 +132,34 @@ def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
 def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> None:
     """Record that these executions (primary key -> worker id) are in worker queues.
 
-    Only SCHEDULED rows change: a result may have been recorded already.
+    Only SCHEDULED rows change: a result may have been recorded already. One UPDATE per
+    worker keeps every SET a constant: a CASE over hundreds of ids costs the database a
+    comparison per id per row (measured 40-110 ms for 500 rows, against a few ms).
     """
-    keys = sorted(workers)
-    if not keys:
-        return
+    by_worker: dict[str, list[int]] = {}
+    for key, worker_id in workers.items():
+        by_worker.setdefault(worker_id, []).append(key)
     scheduled = executions.c.status == ExecutionStatus.SCHEDULED
-    worker = sa.case(dict(workers), value=executions.c.id, else_=executions.c.worker_id)
-    conn.execute(
-        executions.update()
-        .where(executions.c.id.in_(keys))
-        # MySQL applies SET left to right: every column must read status before it changes.
-        .ordered_values(
-            (
-                executions.c.dispatched_at,
-                sa.case((scheduled, now_ms), else_=executions.c.dispatched_at),
-            ),
-            (executions.c.worker_id, sa.case((scheduled, worker), else_=executions.c.worker_id)),
-            (
-                executions.c.status,
-                sa.case((scheduled, ExecutionStatus.QUEUED.value), else_=executions.c.status),
-            ),
+    for worker_id in sorted(by_worker):
+        conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(sorted(by_worker[worker_id])))
+            # MySQL applies SET left to right: each column must read status before it changes.
+            .ordered_values(
+                (
+                    executions.c.dispatched_at,
+                    sa.case((scheduled, now_ms), else_=executions.c.dispatched_at),
+                ),
+                (
+                    executions.c.worker_id,
+                    sa.case((scheduled, worker_id), else_=executions.c.worker_id),
+                ),
+                (
+                    executions.c.status,
+                    sa.case((scheduled, ExecutionStatus.QUEUED.value), else_=executions.c.status),
+                ),
+            )
         )
-    )
 
 
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[AnyRow]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
+from pika.adapters.blocking_connection import BlockingConnection
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
@@ -18,6 +20,8 @@ from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.results import record_results
 
 log = logging.getLogger(__name__)
+
+GATHER_MESSAGES = 50
 
 
 def parse_results(bodies: list[bytes]) -> list[ExecutionResult]:
@@ -64,12 +68,20 @@ class ResultsConsumer:
             while not stop.is_set():
                 connection.process_data_events(time_limit=0 if self._pending else 0.1)
                 if self._pending:
+                    self._gather(connection)
                     self._handle(publisher)
                     channel.basic_ack(self._pending[-1][0], multiple=True)
                     self._pending = []
         finally:
             if connection.is_open:
                 connection.close()
+
+    def _gather(self, connection: BlockingConnection) -> None:
+        """Let a few more results arrive before writing: one transaction for 20 result
+        messages costs about what one costs for 4 (measured with bench/pipeline.py)."""
+        deadline = time.monotonic() + self._settings.results_batch_wait_ms / 1000
+        while len(self._pending) < GATHER_MESSAGES and time.monotonic() < deadline:
+            connection.process_data_events(time_limit=0.002)
 
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         self._pending.append((int(method.delivery_tag), body))
