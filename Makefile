@@ -45,7 +45,14 @@ format: install
 	$(BIN)/ruff check --fix .
 
 bench: install services
-	$(BIN)/python bench/e2e.py
+	$(BIN)/pip install --quiet -r bench/requirements-peers.txt
+	$(BIN)/python bench/pipeline.py --jobs 20000
+	$(BIN)/python bench/e2e.py --jobs 2000
+	$(BIN)/python bench/api.py
+	$(BIN)/python bench/trigger_lag.py --jobs 100
+	$(BIN)/python bench/trigger_lag.py --jobs 1000
+	$(BIN)/python bench/vs_peers.py --jobs 10000 --rounds 3
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
