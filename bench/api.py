@@ -28,10 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +46,7 @@ from harness import (
     BenchError,
     Service,
     api_healthy,
+    bench_namespace,
     drop_namespace,
     free_port,
     git_commit_dirty,
@@ -57,7 +56,6 @@ from harness import (
     poll_until,
     scan_logs,
     start_services,
-    stop_on_sigterm,
     stop_services,
 )
 
@@ -292,10 +290,7 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once; 0 when every request was accepted, 1 otherwise."""
     args = parse_args(argv)
-    stop_on_sigterm()
-    settings = StoreSettings(namespace=f"bench_{secrets.token_hex(6)}")
-    log_dir = Path(tempfile.mkdtemp(prefix=f"kairos-{settings.namespace}-"))
-    log(f"namespace {settings.namespace}, service logs in {log_dir}")
+    settings, log_dir = bench_namespace()
     try:
         with api_stack(settings, log_dir, args.api_command) as (base, services):
             measure(args, settings, base, services)

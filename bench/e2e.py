@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +35,7 @@ from harness import (
     Service,
     Submission,
     api_healthy,
+    bench_namespace,
     check_alive,
     git_commit,
     log,
@@ -45,7 +43,6 @@ from harness import (
     noop_body,
     percentile,
     poll_until,
-    stop_on_sigterm,
     submit_all,
     warm_up,
     workers_registered,
@@ -200,10 +197,7 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once; 0 when every job succeeded, 1 otherwise."""
     args = parse_args(argv)
-    stop_on_sigterm()
-    settings = StoreSettings(namespace=f"bench_{secrets.token_hex(6)}")
-    log_dir = Path(tempfile.mkdtemp(prefix=f"kairos-{settings.namespace}-"))
-    log(f"namespace {settings.namespace}, service logs in {log_dir}")
+    settings, log_dir = bench_namespace()
     try:
         with namespace_stack(settings, log_dir) as (base, services):
             measure(args, settings, base, services)

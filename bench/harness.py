@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -356,3 +358,12 @@ def stop_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handle)
+
+
+def bench_namespace() -> tuple[StoreSettings, Path]:
+    """A fresh namespace and log folder for one benchmark run; SIGTERM still cleans up."""
+    stop_on_sigterm()
+    settings = StoreSettings(namespace=f"bench_{secrets.token_hex(6)}")
+    log_dir = Path(tempfile.mkdtemp(prefix=f"kairos-{settings.namespace}-"))
+    log(f"namespace {settings.namespace}, service logs in {log_dir}")
+    return settings, log_dir

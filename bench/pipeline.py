@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from harness import (
     WORKER_IDS,
     BenchError,
     Service,
+    bench_namespace,
     drop_namespace,
     git_commit_dirty,
     log,
@@ -37,7 +36,6 @@ from harness import (
     print_log_tails,
     scan_logs,
     start_services,
-    stop_on_sigterm,
     stop_services,
     workers_registered,
 )
@@ -158,10 +156,7 @@ def run(settings: StoreSettings, count: int, log_dir: Path, deadline: float) -> 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once and print its figures."""
     args = parse_args(argv)
-    stop_on_sigterm()
-    settings = StoreSettings(namespace=f"bench_{secrets.token_hex(6)}")
-    log_dir = Path(tempfile.mkdtemp(prefix=f"kairos-{settings.namespace}-"))
-    log(f"namespace {settings.namespace}, service logs in {log_dir}")
+    settings, log_dir = bench_namespace()
     try:
         figures = run(settings, args.jobs, log_dir, args.deadline)
     except BenchError as e:

@@ -45,9 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import secrets
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -64,6 +62,7 @@ from harness import (
     Service,
     Submission,
     api_healthy,
+    bench_namespace,
     check_alive,
     git_commit_dirty,
     log,
@@ -71,7 +70,6 @@ from harness import (
     percentile,
     poll_until,
     print_log_tails,
-    stop_on_sigterm,
     submit_all,
     warm_up,
     workers_registered,
@@ -491,10 +489,7 @@ def run(args: argparse.Namespace, settings: StoreSettings, log_dir: Path) -> boo
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once; 0 when every trigger ran exactly once, 1 otherwise."""
     args = parse_args(argv)
-    stop_on_sigterm()
-    settings = StoreSettings(namespace=f"bench_{secrets.token_hex(6)}")
-    log_dir = Path(tempfile.mkdtemp(prefix=f"kairos-{settings.namespace}-"))
-    log(f"namespace {settings.namespace}, service logs in {log_dir}")
+    settings, log_dir = bench_namespace()
     try:
         return 0 if run(args, settings, log_dir) else 1
     except BenchError as e:
