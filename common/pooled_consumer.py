@@ -9,11 +9,13 @@ one ack per delivery. A delivery is acked only after its output is committed.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -22,7 +24,13 @@ from common.broker import BatchPublisher, OutgoingMessage
 
 log = logging.getLogger(__name__)
 
+P = TypeVar("P")
 T = TypeVar("T")
+
+
+def unchanged(bodies: Sequence[bytes]) -> Sequence[bytes]:
+    """The ``prepare`` step of a consumer whose ``run`` takes the raw bodies."""
+    return bodies
 
 
 @dataclass
@@ -43,8 +51,12 @@ class ConsumerStats:
     durations: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=10_000))
 
 
-class PooledConsumer(Generic[T]):
-    """Runs ``run(body)`` per message in a pool and ``flush(outcomes)`` to publish results.
+class PooledConsumer(Generic[P, T]):
+    """Runs ``run(item)`` per message in a pool and ``flush(outcomes)`` to publish results.
+
+    ``prepare(bodies)`` runs first in the connection thread, once for all the messages
+    that arrived together, and turns each body into the item its run gets: work that
+    batches well (one Redis pipeline instead of a round trip per message) goes there.
 
     ``ack_deadline`` (seconds), when set, acks a delivery whose run is still going after
     that long: RabbitMQ closes a channel that keeps a delivery unacked past its
@@ -56,12 +68,14 @@ class PooledConsumer(Generic[T]):
         connection: BlockingConnection,
         queue: str,
         pool_size: int,
-        run: Callable[[bytes], T],
+        prepare: Callable[[Sequence[bytes]], Sequence[P]],
+        run: Callable[[P], T],
         flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]],
         ack_deadline: float | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
+        self._prepare = prepare
         self._run = run
         self._flush_fn = flush
         self._ack_deadline = ack_deadline
@@ -72,6 +86,11 @@ class PooledConsumer(Generic[T]):
         self._in_flight: dict[int, _InFlight] = {}
         self._done: list[tuple[int, T]] = []
         self._flush_scheduled = False
+        self._arrived: list[tuple[int, bytes]] = []
+        self._admit_scheduled = False
+        self._finished: list[tuple[int, Future[T]]] = []
+        self._finished_lock = threading.Lock()
+        self._drain_scheduled = False
         self._consumer_tag: str | None = None
         self.stats = ConsumerStats()
 
@@ -99,11 +118,42 @@ class PooledConsumer(Generic[T]):
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         tag = int(method.delivery_tag)
         self._in_flight[tag] = _InFlight(started=time.monotonic())
-        future = self._pool.submit(self._run, body)
-        future.add_done_callback(lambda f: self._hand_back(tag, f))
+        self._arrived.append((tag, body))
+        if not self._admit_scheduled:
+            self._admit_scheduled = True
+            self._connection.add_callback_threadsafe(self._admit)
+
+    def _admit(self) -> None:
+        self._admit_scheduled = False
+        batch, self._arrived = self._arrived, []
+        try:
+            items = self._prepare([body for _, body in batch])
+        except Exception:
+            log.exception("preparing %d messages failed; requeueing them", len(batch))
+            for tag, _ in batch:
+                self._in_flight.pop(tag, None)
+                self._channel.basic_nack(tag, requeue=True)
+            return
+        for (tag, _), item in zip(batch, items, strict=True):
+            future = self._pool.submit(self._run, item)
+            future.add_done_callback(partial(self._hand_back, tag))
 
     def _hand_back(self, tag: int, future: Future[T]) -> None:
-        self._connection.add_callback_threadsafe(lambda: self._collect(tag, future))
+        # Pool threads queue their outcome and wake the connection thread once, not once
+        # per outcome: each wake-up is a write to pika's wake-up socket.
+        with self._finished_lock:
+            self._finished.append((tag, future))
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        self._connection.add_callback_threadsafe(self._drain_finished)
+
+    def _drain_finished(self) -> None:
+        with self._finished_lock:
+            finished, self._finished = self._finished, []
+            self._drain_scheduled = False
+        for tag, future in finished:
+            self._collect(tag, future)
 
     def _collect(self, tag: int, future: Future[T]) -> None:
         try:

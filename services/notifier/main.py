@@ -16,7 +16,7 @@ from common.config import NotifierSettings
 from common.db.engine import make_engine, require_schema
 from common.logs import setup_logging
 from common.metrics import start_metrics_server
-from common.pooled_consumer import PooledConsumer
+from common.pooled_consumer import PooledConsumer, unchanged
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 
@@ -47,7 +47,7 @@ def run_notifier(settings: NotifierSettings) -> None:
     declare_retry_tiers(setup, settings.retry_tiers())
     setup.close()
     consumer = PooledConsumer(
-        connection, CALLBACKS_QUEUE, settings.concurrency, deliverer.deliver, follow_ups
+        connection, CALLBACKS_QUEUE, settings.concurrency, unchanged, deliverer.deliver, follow_ups
     )
     consumer.start()
     log.info("notifier consuming %s", CALLBACKS_QUEUE)

@@ -26,7 +26,7 @@ from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
 from services.worker.heartbeat import Heartbeater
 from services.worker.registry import collect_handlers
-from services.worker.runner import ExecutionRunner, result_messages
+from services.worker.runner import Admitted, ExecutionRunner, result_messages
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,8 @@ def run_worker(settings: WorkerSettings) -> None:
         connection,
         queue,
         settings.capacity,
-        runner.run,
+        runner.admit,
+        runner.execute,
         partial(result_messages, worker_id),
         ack_deadline=settings.ack_deadline_seconds,
     )
@@ -106,7 +107,7 @@ def run_worker(settings: WorkerSettings) -> None:
 
 def _drain(
     connection: BlockingConnection,
-    consumer: PooledConsumer[ExecutionResult | None],
+    consumer: PooledConsumer[Admitted, ExecutionResult | None],
     heartbeat: Heartbeater,
 ) -> None:
     consumer.stop_consuming()

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis
@@ -30,6 +31,18 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A parsed dispatch message; ``owner`` is set when another run already took it."""
+
+    message: DispatchMessage
+    owner: str | None
+
+
 class ExecutionRunner:
     """Runs executions on one worker; safe to call from many pool threads at once."""
 
@@ -49,13 +62,35 @@ class ExecutionRunner:
         self._clock = clock
         self._ttl = idempotency_ttl_seconds
 
+    def admit(self, bodies: Sequence[bytes]) -> list[Admitted]:
+        """Parse messages and mark their executions started, in one Redis pipeline.
+
+        An execution whose key was already set is admitted with the key's owner, so the
+        run reports it instead of running it again.
+        """
+        messages = [DispatchMessage.model_validate_json(body) for body in bodies]
+        keys = [self._keys.execution_started(m.execution_id) for m in messages]
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.set(key, self._worker_id, nx=True, ex=self._ttl)
+        taken = pipe.execute()
+        owners: dict[str, str] = {}
+        refused = [k for k, ok in zip(keys, taken, strict=True) if not ok]
+        if refused:
+            values = self._redis.mget(refused)
+            owners = {k: _text(v) for k, v in zip(refused, values, strict=True)}
+        return [Admitted(m, owners.get(k)) for m, k in zip(messages, keys, strict=True)]
+
     def run(self, body: bytes) -> ExecutionResult | None:
-        """Run the execution in ``body``; None when another worker already took it."""
-        message = DispatchMessage.model_validate_json(body)
+        """Admit and run one message (``admit`` then ``execute``)."""
+        return self.execute(self.admit([body])[0])
+
+    def execute(self, admitted: Admitted) -> ExecutionResult | None:
+        """Run an admitted execution; None when another worker already took it."""
+        message = admitted.message
         extra = {"job_id": message.job_id, "execution_id": message.execution_id}
-        key = self._keys.execution_started(message.execution_id)
-        if not self._redis.set(key, self._worker_id, nx=True, ex=self._ttl):
-            return self._already_started(message, key, extra)
+        if admitted.owner is not None:
+            return self._already_started(message, admitted.owner, extra)
         started = self._clock.now_ms()
         observe_start(message.trigger_time, started, message.attempt)
         began = time.perf_counter()
@@ -81,10 +116,8 @@ class ExecutionRunner:
         )
 
     def _already_started(
-        self, message: DispatchMessage, key: str, extra: dict[str, object]
+        self, message: DispatchMessage, owner_id: str, extra: dict[str, object]
     ) -> ExecutionResult | None:
-        owner = self._redis.get(key)
-        owner_id = owner.decode() if isinstance(owner, bytes) else str(owner)
         if owner_id != self._worker_id:
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
