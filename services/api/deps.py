@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from common.db.apps import App
@@ -14,8 +15,8 @@ from services.api.state import ApiState
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <apiKey>")
 
 
-def get_state(request: Request) -> ApiState:
-    """The ``ApiState`` built at start-up."""
+async def get_state(request: Request) -> ApiState:
+    """The ``ApiState`` built at start-up (async: a sync dependency costs a thread hop)."""
     state: ApiState = request.app.state.kairos
     return state
 
@@ -23,14 +24,19 @@ def get_state(request: Request) -> ApiState:
 StateDep = Annotated[ApiState, Depends(get_state)]
 
 
-def get_caller(
+async def get_caller(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> App:
-    """The app whose API key the request carries; 401 otherwise."""
+    """The app whose API key the request carries; 401 otherwise.
+
+    A cached key is answered on the event loop; only a lookup in MySQL goes to a thread.
+    """
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise AuthenticationError("send the app's API key as 'Authorization: Bearer <apiKey>'")
-    app = state.app_for_key(credentials.credentials)
+    app = state.cached_app(credentials.credentials)
+    if app is None:
+        app = await run_in_threadpool(state.app_for_key, credentials.credentials)
     if app is None:
         raise AuthenticationError("the API key is not known; create one with `kairos app create`")
     return app

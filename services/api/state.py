@@ -41,12 +41,19 @@ class ApiState:
                 self._handlers_at = time.monotonic()
             return self._handlers
 
+    def cached_app(self, api_key: str) -> App | None:
+        """The app owning ``api_key`` if a recent lookup found it; never touches MySQL."""
+        cached = self._apps.get(api_key)
+        if cached and time.monotonic() - cached[0] < AUTH_CACHE_SECONDS:
+            return cached[1]
+        return None
+
     def app_for_key(self, api_key: str) -> App | None:
         """The app owning ``api_key``; hits are cached briefly, misses are not."""
         now = time.monotonic()
-        cached = self._apps.get(api_key)
-        if cached and now - cached[0] < AUTH_CACHE_SECONDS:
-            return cached[1]
+        cached = self.cached_app(api_key)
+        if cached is not None:
+            return cached
         with self.engine.connect() as conn:
             app = find_app_by_key(conn, api_key)
         if app is not None:
