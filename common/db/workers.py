@@ -55,11 +55,6 @@ def upsert_heartbeat(conn: Connection, heartbeat: Heartbeat) -> None:
     conn.execute(statement.on_duplicate_key_update(**updates))
 
 
-def set_state(conn: Connection, worker_id: str, state: WorkerState) -> None:
-    """Change the state a worker row shows (draining, stopped)."""
-    conn.execute(workers.update().where(workers.c.worker_id == worker_id).values(state=state))
-
-
 def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
     """ACTIVE workers whose last heartbeat is no older than the cut-off."""
     return list(
