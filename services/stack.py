@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 import httpx
@@ -19,6 +19,8 @@ from common.config import StoreSettings
 from common.namespace import create_app_credentials, prepare_namespace
 
 STOP_GRACE_SECONDS = 40.0
+MAX_RESTARTS = 5
+RESTART_WINDOW_SECONDS = 60.0
 DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
@@ -31,6 +33,16 @@ class Child:
     name: str
     argv: list[str]
     process: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
+
+    def may_restart(self, now: float) -> bool:
+        """True while this child has restarted fewer than 5 times in the last minute."""
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW_SECONDS]
+        if len(self.restarts) >= MAX_RESTARTS:
+            return False
+        self.restarts.append(now)
+        return True
+
     metrics_port: int | None = None
 
 
@@ -126,7 +138,7 @@ def _stop_all(children: list[Child]) -> None:
 
 
 def run_stack(port: int, workers: int, demo: bool) -> int:
-    """Run the stack until Ctrl-C or SIGTERM, or until a child exits on its own."""
+    """Run the stack until Ctrl-C or SIGTERM; a child that exits is restarted."""
     settings = StoreSettings()
     prepare_namespace(settings)
     stopping = False
@@ -158,12 +170,18 @@ def run_stack(port: int, workers: int, demo: bool) -> int:
 
 
 def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
+    """Restart a child that exits on its own (a store restart can end a service); give up
+    on one that keeps failing, so a broken set-up is not restarted forever."""
     while not stopping():
         for child in children:
             assert child.process is not None
             code = child.process.poll()
-            if code is not None:
-                print(f"kairos up: {child.name} exited with {code}; stopping", file=sys.stderr)
+            if code is None:
+                continue
+            if not child.may_restart(time.monotonic()):
+                print(f"kairos up: {child.name} keeps exiting ({code}); stopping", file=sys.stderr)
                 return 1
+            print(f"kairos up: {child.name} exited with {code}; restarting it", file=sys.stderr)
+            child.process = subprocess.Popen(child.argv, env=_child_env())
         time.sleep(0.2)
     return 0

@@ -6,6 +6,7 @@ import json
 import signal
 from typing import Any
 
+import psutil
 import pytest
 
 from services.notifier.signing import verify
@@ -117,3 +118,26 @@ def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
     log = processes.log("up")
     for line in ("dispatcher", "notifier stopped", "worker"):
         assert line in log
+
+
+def test_up_restarts_a_child_that_dies(processes: Processes) -> None:
+    port = free_port()
+    up = processes.start("up", "up", "--port", str(port), "--workers", "1")
+    api = connect_api(processes, port)
+
+    def workers() -> list[psutil.Process]:
+        found = []
+        for child in psutil.Process(up.pid).children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and "worker" in child.cmdline():
+                    found.append(child)
+            except psutil.Error:
+                continue  # it ended while we looked
+        return found
+
+    [first] = workers()
+    first.send_signal(signal.SIGKILL)  # a child this test's `kairos up` started
+    wait_until(lambda: [w for w in workers() if w.pid != first.pid], 20, what="a new worker")
+    assert "worker-1 exited with -9; restarting it" in processes.log("up")
+    job_id = api.post_job({"jobName": "after", "jobHandler": "demo.noop"}).json()["jobId"]
+    assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)["status"] == "SUCCEEDED"
