@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, OutgoingMessage
 
@@ -72,6 +73,7 @@ class PooledConsumer(Generic[P, T]):
         run: Callable[[P], T],
         flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]],
         ack_deadline: float | None = None,
+        stats: ConsumerStats | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -92,7 +94,7 @@ class PooledConsumer(Generic[P, T]):
         self._finished_lock = threading.Lock()
         self._drain_scheduled = False
         self._consumer_tag: str | None = None
-        self.stats = ConsumerStats()
+        self.stats = stats if stats is not None else ConsumerStats()
 
     @property
     def active(self) -> int:
@@ -146,7 +148,12 @@ class PooledConsumer(Generic[P, T]):
             if self._drain_scheduled:
                 return
             self._drain_scheduled = True
-        self._connection.add_callback_threadsafe(self._drain_finished)
+        try:
+            self._connection.add_callback_threadsafe(self._drain_finished)
+        except AMQPError:
+            # The connection is gone: its deliveries return to the queue and are handled
+            # again (a run that had started is then reported LOST).
+            log.warning("connection closed; dropping the outcome of delivery %d", tag)
 
     def _drain_finished(self) -> None:
         with self._finished_lock:

@@ -9,11 +9,13 @@ from types import FrameType
 
 import httpx
 import redis
+from pika.exceptions import AMQPError
 
 from common.broker import connect
 from common.clock import ClusterClock
 from common.config import NotifierSettings
 from common.db.engine import make_engine, require_schema
+from common.errors import PublishFailedError, StoreUnavailableError
 from common.logs import setup_logging
 from common.metrics import start_metrics_server
 from common.pooled_consumer import PooledConsumer, unchanged
@@ -21,6 +23,37 @@ from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 
 log = logging.getLogger(__name__)
+
+
+def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threading.Event) -> None:
+    """Consume callbacks on one connection until ``stop``, then let running posts end."""
+    connection = connect(settings, "kairos notifier")
+    consumer = None
+    try:
+        setup = connection.channel()
+        declare_core(setup)
+        declare_retry_tiers(setup, settings.retry_tiers())
+        setup.close()
+        consumer = PooledConsumer(
+            connection,
+            CALLBACKS_QUEUE,
+            settings.concurrency,
+            unchanged,
+            deliverer.deliver,
+            follow_ups,
+        )
+        consumer.start()
+        log.info("notifier consuming %s", CALLBACKS_QUEUE)
+        while not stop.is_set():
+            connection.process_data_events(time_limit=0.2)
+        consumer.stop_consuming()
+        while consumer.active:
+            connection.process_data_events(time_limit=0.2)
+    finally:
+        if consumer is not None:
+            consumer.close()
+        if connection.is_open:
+            connection.close()
 
 
 def run_notifier(settings: NotifierSettings) -> None:
@@ -41,23 +74,14 @@ def run_notifier(settings: NotifierSettings) -> None:
     client = redis.Redis.from_url(settings.redis_url)
     http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
     deliverer = CallbackDeliverer(engine, http, ClusterClock(client), settings.retry_tiers())
-    connection = connect(settings, "kairos notifier")
-    setup = connection.channel()
-    declare_core(setup)
-    declare_retry_tiers(setup, settings.retry_tiers())
-    setup.close()
-    consumer = PooledConsumer(
-        connection, CALLBACKS_QUEUE, settings.concurrency, unchanged, deliverer.deliver, follow_ups
-    )
-    consumer.start()
-    log.info("notifier consuming %s", CALLBACKS_QUEUE)
     while not stop.is_set():
-        connection.process_data_events(time_limit=0.2)
-    consumer.stop_consuming()
-    while consumer.active:
-        connection.process_data_events(time_limit=0.2)
-    connection.close()
-    consumer.close()
+        try:
+            _serve(settings, deliverer, stop)
+        except (AMQPError, PublishFailedError, StoreUnavailableError) as e:
+            # Deliveries held on the lost connection return to the queue; a callback that
+            # was being posted may be posted again, with the same webhook-id.
+            log.warning("lost the broker connection (%r); reconnecting in 2 s", e)
+            stop.wait(2.0)
     http.close()
     engine.dispose()
     log.info("notifier stopped")

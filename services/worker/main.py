@@ -12,16 +12,18 @@ from types import FrameType
 
 import redis
 from pika.adapters.blocking_connection import BlockingConnection
+from pika.exceptions import AMQPError
 
 from common.broker import connect
 from common.clock import ClusterClock
 from common.config import WorkerSettings
 from common.db.engine import make_engine, require_schema
+from common.errors import PublishFailedError, StoreUnavailableError
 from common.keys import RedisKeys
 from common.logs import setup_logging
 from common.messages import ExecutionResult
 from common.metrics import start_metrics_server
-from common.pooled_consumer import PooledConsumer
+from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
 from services.worker.heartbeat import Heartbeater
@@ -47,7 +49,12 @@ def _stop_on_signals() -> threading.Event:
 
 
 def run_worker(settings: WorkerSettings) -> None:
-    """Run a worker until SIGTERM or SIGINT, then drain and stop."""
+    """Run a worker until SIGTERM or SIGINT, then drain and stop.
+
+    A lost broker connection is opened again (every 2 s) instead of ending the process;
+    deliveries it held go back to the queue, and a run that was going when it dropped is
+    reported LOST when its message comes back (its handler may have had effects).
+    """
     setup_logging("worker", settings.log_level, settings.log_json)
     if settings.metrics_port is not None:
         start_metrics_server(settings.metrics_port, settings.metrics_host)
@@ -59,50 +66,88 @@ def run_worker(settings: WorkerSettings) -> None:
     keys = RedisKeys(settings.namespace)
     engine = make_engine(settings, pool_size=2)
     require_schema(engine, settings.namespace)
-    connection = connect(settings, f"kairos worker {worker_id}")
-    setup = connection.channel()
-    declare_core(setup)
-    queue = declare_worker_queue(setup, worker_id)
-    setup.close()
     runner = ExecutionRunner(
         worker_id, handlers, client, keys, clock, settings.idempotency_ttl_seconds
     )
-    consumer = PooledConsumer(
-        connection,
-        queue,
-        settings.capacity,
-        runner.admit,
-        runner.execute,
-        partial(result_messages, worker_id),
-        ack_deadline=settings.ack_deadline_seconds,
-    )
+    serving = _Serving(settings, worker_id, runner, ConsumerStats())
     heartbeat = Heartbeater(
         worker_id,
         settings.capacity,
         tuple(sorted(handlers)),
-        lambda: consumer.active,
-        consumer.stats,
+        serving.active,
+        serving.stats,
         (client, engine, keys, clock),
         settings.heartbeat_seconds,
     )
     stop = _stop_on_signals()
     heartbeat.start()
-    consumer.start()
-    log.info(
-        "worker %s consuming %s, capacity %d, handlers %s",
-        worker_id,
-        queue,
-        settings.capacity,
-        ", ".join(sorted(handlers)),
-        extra={"worker_id": worker_id},
-    )
+    log.info("worker %s runs handlers %s", worker_id, ", ".join(sorted(handlers)))
     while not stop.is_set():
-        connection.process_data_events(time_limit=0.2)
-    _drain(connection, consumer, heartbeat)
-    connection.close()
-    consumer.close()
+        try:
+            serving.serve(stop, heartbeat)
+        except (AMQPError, PublishFailedError, StoreUnavailableError) as e:
+            log.warning("lost the broker connection (%r); reconnecting in 2 s", e)
+            stop.wait(2.0)
+    heartbeat.stop(WorkerState.STOPPED)
     engine.dispose()
     log.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
+
+
+class _Serving:
+    """One broker connection's worth of consuming; ``serve`` runs again after a loss."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        worker_id: str,
+        runner: ExecutionRunner,
+        stats: ConsumerStats,
+    ) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.runner = runner
+        self.stats = stats
+        self.consumer: PooledConsumer[Admitted, ExecutionResult | None] | None = None
+
+    def active(self) -> int:
+        """Runs going now on the current connection."""
+        return self.consumer.active if self.consumer is not None else 0
+
+    def serve(self, stop: threading.Event, heartbeat: Heartbeater) -> None:
+        """Consume until ``stop``, then drain; raises ``AMQPError`` if the broker goes."""
+        connection = connect(self.settings, f"kairos worker {self.worker_id}")
+        try:
+            setup = connection.channel()
+            declare_core(setup)
+            queue = declare_worker_queue(setup, self.worker_id)
+            setup.close()
+            self.consumer = PooledConsumer(
+                connection,
+                queue,
+                self.settings.capacity,
+                self.runner.admit,
+                self.runner.execute,
+                partial(result_messages, self.worker_id),
+                ack_deadline=self.settings.ack_deadline_seconds,
+                stats=self.stats,
+            )
+            self.consumer.start()
+            log.info(
+                "worker %s consuming %s, capacity %d",
+                self.worker_id,
+                queue,
+                self.settings.capacity,
+                extra={"worker_id": self.worker_id},
+            )
+            while not stop.is_set():
+                connection.process_data_events(time_limit=0.2)
+            _drain(connection, self.consumer, heartbeat)
+        finally:
+            if self.consumer is not None:
+                self.consumer.close()
+                self.consumer = None
+            if connection.is_open:
+                connection.close()
 
 
 def _drain(
@@ -115,4 +160,3 @@ def _drain(
     deadline = time.monotonic() + DRAIN_GRACE_SECONDS
     while consumer.active and time.monotonic() < deadline:
         connection.process_data_events(time_limit=0.2)
-    heartbeat.stop(WorkerState.STOPPED)

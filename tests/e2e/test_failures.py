@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import signal
+from urllib.parse import quote
 
+import httpx
+
+from common.config import StoreSettings
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
 
 
@@ -100,3 +104,39 @@ def test_long_run_is_acked_early_and_still_reports(processes: Processes) -> None
     assert api.job(job_id)["status"] == "RUNNING"
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
     assert len(api.executions(job_id)) == 1
+
+
+def test_worker_reconnects_when_the_broker_drops_its_connection(
+    processes: Processes, namespace: StoreSettings
+) -> None:
+    processes.start("d", "dispatcher")
+    processes.start("w1", "worker", "--id", "w1")
+    api = start_api(processes)
+    first = noop_jobs(api, 1)
+    wait_until(lambda: all_succeeded(api, first), 20, what="a job before the drop")
+    closed = close_connections(namespace, "kairos worker w1")
+    assert closed >= 1
+    wait_until(lambda: "reconnecting" in processes.log("w1"), 15, what="the worker to notice")
+    later = noop_jobs(api, 3)
+    wait_until(lambda: all_succeeded(api, later), 30, what="jobs after the reconnect")
+    assert processes.running["w1"].poll() is None, "the worker process must survive"
+
+
+def close_connections(settings: StoreSettings, name: str) -> int:
+    """Close, through the management API, every connection the broker knows by ``name``."""
+    base, auth = "http://127.0.0.1:15672", ("guest", "guest")
+    listed = wait_until(
+        lambda: [
+            c
+            for c in httpx.get(f"{base}/api/connections", auth=auth, timeout=10).json()
+            if c.get("vhost") == settings.namespace
+            and (c.get("client_properties") or {}).get("connection_name") == name
+        ],
+        15,
+        what=f"connection {name!r} in the management API",
+    )
+    for connection in listed:
+        httpx.delete(
+            f"{base}/api/connections/{quote(connection['name'], safe='')}", auth=auth, timeout=10
+        )
+    return len(listed)
