@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.engine import Connection
 
+from common.db import driver
 from common.db.rows import AnyRow
-from common.db.schema import executions, jobs
+from common.db.schema import executions
 from common.states import ExecutionStatus
 
 UNFINISHED = [ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED]
@@ -37,6 +37,12 @@ class NewExecution:
     manual: bool = False
 
 
+_EXECUTION_COLUMNS = (
+    "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
+    "created_at, ended_at"
+)
+
+
 def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> None:
     """Insert executions in one multi-row statement.
 
@@ -45,23 +51,15 @@ def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: in
     """
     if not rows:
         return
-    conn.execute(
-        executions.insert(),
-        [
-            {
-                "execution_id": r.execution_id,
-                "job_id": r.job_id,
-                "attempt": r.attempt,
-                "trigger_time": r.trigger_time,
-                "scheduled_at": r.scheduled_at,
-                "status": r.status,
-                "message": r.message,
-                "manual": r.manual,
-                "created_at": now_ms,
-                "ended_at": None if r.status is ExecutionStatus.SCHEDULED else now_ms,
-            }
-            for r in rows
-        ],
+    params: list[Any] = []
+    for r in rows:
+        ended = None if r.status is ExecutionStatus.SCHEDULED else now_ms
+        params += (r.execution_id, r.job_id, r.attempt, r.trigger_time, r.scheduled_at)
+        params += (r.status.value, r.message, r.manual, now_ms, ended)
+    driver.execute(
+        conn,
+        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {driver.row_marks(len(rows), 10)}",
+        params,
     )
 
 
@@ -75,43 +73,21 @@ def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
     )
 
 
-def _with_job(*where: Any) -> sa.Select[Any]:
-    return (
-        sa.select(
-            executions.c.id,
-            executions.c.execution_id,
-            executions.c.job_id,
-            executions.c.attempt,
-            executions.c.trigger_time,
-            executions.c.scheduled_at,
-            executions.c.worker_id,
-            executions.c.status,
-            executions.c.manual,
-            jobs.c.handler,
-            jobs.c.params,
-            jobs.c.timeout_seconds,
-            jobs.c.overlap_policy,
-            jobs.c.misfire_policy,
-            jobs.c.misfire_threshold_seconds,
-            jobs.c.next_trigger_time,
-            jobs.c.status.label("job_status"),
-        )
-        .join(jobs, jobs.c.id == executions.c.job_id)
-        .where(*where)
-    )
+_WITH_JOB = (
+    "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
+    "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
+    "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
+    "j.next_trigger_time, j.status AS job_status "
+    "FROM executions e JOIN jobs j ON j.id = e.job_id "
+)
 
 
 def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[AnyRow]:
     """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
-    return list(
-        conn.execute(
-            _with_job(
-                executions.c.status == ExecutionStatus.SCHEDULED,
-                executions.c.scheduled_at <= until_ms,
-            )
-            .order_by(executions.c.scheduled_at)
-            .limit(limit)
-        ).all()
+    return driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.status = %s AND e.scheduled_at <= %s ORDER BY e.scheduled_at LIMIT %s",
+        (ExecutionStatus.SCHEDULED.value, until_ms, limit),
     )
 
 
@@ -120,12 +96,12 @@ def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
     ordered = sorted(keys)
     if not ordered:
         return set()
-    rows = conn.execute(
-        sa.select(executions.c.id, executions.c.status)
-        .where(executions.c.id.in_(ordered))
-        .order_by(executions.c.id)
-        .with_for_update()
-    ).all()
+    rows = driver.fetch(
+        conn,
+        f"SELECT id, status FROM executions WHERE id IN ({driver.marks(len(ordered))}) "
+        "ORDER BY id FOR UPDATE",
+        ordered,
+    )
     return {int(r.id) for r in rows if r.status == ExecutionStatus.SCHEDULED}
 
 
@@ -135,56 +111,50 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
     Only SCHEDULED rows change: a result may have been recorded already. One UPDATE per
     worker keeps every SET a constant: a CASE over hundreds of ids costs the database a
     comparison per id per row (measured 40-110 ms for 500 rows, against a few ms).
+    MySQL applies SET left to right: each column reads status before status changes.
     """
     by_worker: dict[str, list[int]] = {}
     for key, worker_id in workers.items():
         by_worker.setdefault(worker_id, []).append(key)
-    scheduled = executions.c.status == ExecutionStatus.SCHEDULED
+    scheduled = ExecutionStatus.SCHEDULED.value
     for worker_id in sorted(by_worker):
-        conn.execute(
-            executions.update()
-            .where(executions.c.id.in_(sorted(by_worker[worker_id])))
-            # MySQL applies SET left to right: each column must read status before it changes.
-            .ordered_values(
-                (
-                    executions.c.dispatched_at,
-                    sa.case((scheduled, now_ms), else_=executions.c.dispatched_at),
-                ),
-                (
-                    executions.c.worker_id,
-                    sa.case((scheduled, worker_id), else_=executions.c.worker_id),
-                ),
-                (
-                    executions.c.status,
-                    sa.case((scheduled, ExecutionStatus.QUEUED.value), else_=executions.c.status),
-                ),
-            )
+        keys = sorted(by_worker[worker_id])
+        driver.execute(
+            conn,
+            "UPDATE executions SET "
+            "dispatched_at = IF(status = %s, %s, dispatched_at), "
+            "worker_id = IF(status = %s, %s, worker_id), "
+            "status = IF(status = %s, %s, status) "
+            f"WHERE id IN ({driver.marks(len(keys))})",
+            (
+                scheduled,
+                now_ms,
+                scheduled,
+                worker_id,
+                scheduled,
+                ExecutionStatus.QUEUED.value,
+                *keys,
+            ),
         )
 
 
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[AnyRow]:
     """Executions committed to one worker's queue that have not ended."""
-    return list(
-        conn.execute(
-            _with_job(
-                executions.c.worker_id == worker_id,
-                executions.c.status == ExecutionStatus.QUEUED,
-            ).limit(limit)
-        ).all()
+    return driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.worker_id = %s AND e.status = %s LIMIT %s",
+        (worker_id, ExecutionStatus.QUEUED.value, limit),
     )
 
 
 def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[AnyRow]:
     """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace."""
-    return list(
-        conn.execute(
-            _with_job(
-                executions.c.status == ExecutionStatus.QUEUED,
-                executions.c.dispatched_at < now_ms - grace_ms,
-                jobs.c.timeout_seconds.is_not(None),
-                executions.c.dispatched_at + jobs.c.timeout_seconds * 1000 < now_ms - grace_ms,
-            ).limit(limit)
-        ).all()
+    return driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.status = %s AND e.dispatched_at < %s "
+        "AND j.timeout_seconds IS NOT NULL "
+        "AND e.dispatched_at + j.timeout_seconds * 1000 < %s LIMIT %s",
+        (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, limit),
     )
 
 
@@ -193,16 +163,13 @@ def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
     ids = sorted(set(job_ids))
     if not ids:
         return set()
-    return set(
-        conn.execute(
-            sa.select(executions.c.job_id)
-            .where(
-                executions.c.job_id.in_(ids),
-                executions.c.status == ExecutionStatus.QUEUED,
-            )
-            .distinct()
-        ).scalars()
+    rows = driver.fetch(
+        conn,
+        f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.marks(len(ids))}) "
+        "AND status = %s",
+        (*ids, ExecutionStatus.QUEUED.value),
     )
+    return {int(r.job_id) for r in rows}
 
 
 def mark_skipped(
@@ -256,21 +223,19 @@ def lock_unfinished(
     keys = sorted({*known_keys, *primary_keys(conn, execution_ids)})
     if not keys:
         return []
-    rows = conn.execute(
-        sa.select(
-            executions.c.id,
-            executions.c.execution_id,
-            executions.c.job_id,
-            executions.c.attempt,
-            executions.c.trigger_time,
-            executions.c.status,
-            executions.c.manual,
-        )
-        .where(executions.c.id.in_(keys))
-        .order_by(executions.c.id)
-        .with_for_update()
-    ).all()
+    rows = driver.fetch(
+        conn,
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
+        f"FROM executions WHERE id IN ({driver.marks(len(keys))}) ORDER BY id FOR UPDATE",
+        keys,
+    )
     return [r for r in rows if r.status in UNFINISHED]
+
+
+_OUTCOME_COLUMNS = (
+    "id, execution_id, job_id, attempt, trigger_time, status, worker_id, message, result, "
+    "started_at, ended_at, created_at"
+)
 
 
 def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> None:
@@ -284,16 +249,18 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> 
     """
     if not outcomes:
         return
-    rows = [{**o, "created_at": 0} for o in sorted(outcomes, key=lambda o: int(o["id"]))]
-    statement = mysql_insert(executions)
-    conn.execute(
-        statement.on_duplicate_key_update(
-            {
-                name: statement.inserted[name]
-                for name in ("status", "worker_id", "message", "result", "started_at", "ended_at")
-            }
-        ),
-        rows,
+    params: list[Any] = []
+    for o in sorted(outcomes, key=lambda o: int(o["id"])):
+        params += (o["id"], o["execution_id"], o["job_id"], o["attempt"], o["trigger_time"])
+        params += (o["status"], o["worker_id"], o["message"], o["result"])
+        params += (o["started_at"], o["ended_at"], 0)
+    updated = ("status", "worker_id", "message", "result", "started_at", "ended_at")
+    driver.execute(
+        conn,
+        f"INSERT INTO executions ({_OUTCOME_COLUMNS}) "
+        f"VALUES {driver.row_marks(len(outcomes), 12)} ON DUPLICATE KEY UPDATE "
+        + ", ".join(f"{c} = VALUES({c})" for c in updated),
+        params,
     )
 
 

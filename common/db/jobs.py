@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db import driver
 from common.db.rows import AnyRow
 from common.db.schema import jobs
 from common.schedule import MisfirePolicy, OverlapPolicy, Schedule, TriggerPolicy
@@ -65,19 +66,14 @@ class NewJob:
     policies: JobPolicies = field(default_factory=JobPolicies)
 
 
-_POLICY_COLUMNS = [
-    jobs.c.cron_expr,
-    jobs.c.timezone,
-    jobs.c.fixed_rate_seconds,
-    jobs.c.misfire_policy,
-    jobs.c.misfire_threshold_seconds,
-    jobs.c.catch_up_window_seconds,
-    jobs.c.overlap_policy,
-]
+_POLICY_SQL = (
+    "cron_expr, timezone, fixed_rate_seconds, misfire_policy, misfire_threshold_seconds, "
+    "catch_up_window_seconds, overlap_policy"
+)
 
 
 def trigger_policy(row: Any) -> TriggerPolicy:
-    """The policies of a job row (one read with ``_POLICY_COLUMNS``)."""
+    """The policies of a job row (one read with ``_POLICY_SQL``)."""
     return _policy(
         row.cron_expr,
         row.timezone,
@@ -266,22 +262,13 @@ def find_due_jobs(
     names = list(handlers)
     if not names:
         return []
-    rows = conn.execute(
-        sa.select(
-            jobs.c.id,
-            jobs.c.version,
-            jobs.c.handler,
-            jobs.c.next_trigger_time,
-            *_POLICY_COLUMNS,
-        )
-        .where(
-            jobs.c.status == JobStatus.WAITING,
-            jobs.c.next_trigger_time <= until_ms,
-            jobs.c.handler.in_(names),
-        )
-        .order_by(jobs.c.next_trigger_time)
-        .limit(limit)
-    ).all()
+    rows = driver.fetch(
+        conn,
+        f"SELECT id, version, handler, next_trigger_time, {_POLICY_SQL} FROM jobs "
+        "WHERE status = %s AND next_trigger_time <= %s "
+        f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time LIMIT %s",
+        (JobStatus.WAITING.value, until_ms, *names, limit),
+    )
     return [
         DueJob(r.id, r.version, r.handler, r.next_trigger_time, trigger_policy(r)) for r in rows
     ]
@@ -312,53 +299,58 @@ def claim_jobs(
     groups: dict[JobStatus, list[DueJob]] = {}
     for job in chosen:
         groups.setdefault(updates[job.id].status, []).append(job)
+    matched = 0
     for status, group in groups.items():
-        conn.execute(
-            jobs.update()
-            .where(sa.tuple_(jobs.c.id, jobs.c.version).in_([(j.id, j.version) for j in group]))
-            .values(
-                status=status.value,
-                next_trigger_time=_next_triggers(group, updates),
-                version=jobs.c.version + 1,
-                claim_token=token,
-                updated_at=now_ms,
-            )
+        next_sql, next_params = _next_triggers(group, updates)
+        pairs: list[int] = [value for j in group for value in (j.id, j.version)]
+        matched += driver.execute(
+            conn,
+            f"UPDATE jobs SET status = %s, next_trigger_time = {next_sql}, "
+            "version = version + 1, claim_token = %s, updated_at = %s "
+            f"WHERE (id, version) IN ({driver.row_marks(len(group), 2)})",
+            (status.value, *next_params, token, now_ms, *pairs),
         )
-    won = conn.execute(
-        sa.select(jobs.c.id).where(
-            jobs.c.id.in_([j.id for j in chosen]), jobs.c.claim_token == token
-        )
-    ).scalars()
-    return set(won)
+    if matched == len(chosen):
+        # Rows matched, not rows changed (the engine's connections count found rows):
+        # every job still had the version read, so every one is ours.
+        return {j.id for j in chosen}
+    ids = [j.id for j in chosen]
+    won = driver.fetch(
+        conn,
+        f"SELECT id FROM jobs WHERE id IN ({driver.marks(len(ids))}) AND claim_token = %s",
+        (*ids, token),
+    )
+    return {int(r.id) for r in won}
 
 
-def _next_triggers(group: Sequence[DueJob], updates: Mapping[int, ClaimUpdate]) -> Any:
-    """One value when the whole group moves to the same next trigger, else a CASE.
+def _next_triggers(
+    group: Sequence[DueJob], updates: Mapping[int, ClaimUpdate]
+) -> tuple[str, list[int | None]]:
+    """SQL and parameters for the jobs' next triggers: one value, or a CASE by id.
 
-    A batch of one-shot jobs all move to None; only recurring jobs need the CASE, whose
-    size SQLAlchemy must compile anew each time.
+    A batch of one-shot jobs all move to None; only recurring jobs need the CASE.
     """
     values = {updates[j.id].next_trigger_time for j in group}
     if len(values) == 1:
-        return values.pop()
-    return sa.case({j.id: updates[j.id].next_trigger_time for j in group}, value=jobs.c.id)
+        return "%s", [values.pop()]
+    params: list[int | None] = []
+    for job in group:
+        params += (job.id, updates[job.id].next_trigger_time)
+    return "CASE id " + " ".join(["WHEN %s THEN %s"] * len(group)) + " END", params
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyRow]:
     """What the results consumer needs of each job: app, schedule, retries, callback URL."""
-    rows = conn.execute(
-        sa.select(
-            jobs.c.id,
-            jobs.c.app_id,
-            jobs.c.status,
-            jobs.c.cron_expr,
-            jobs.c.fixed_rate_seconds,
-            jobs.c.callback_url,
-            jobs.c.max_retries,
-            jobs.c.retry_backoff_seconds,
-            jobs.c.retry_backoff_max_seconds,
-        ).where(jobs.c.id.in_(sorted(set(job_ids))))
-    ).all()
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    rows = driver.fetch(
+        conn,
+        "SELECT id, app_id, status, cron_expr, fixed_rate_seconds, callback_url, max_retries, "
+        "retry_backoff_seconds, retry_backoff_max_seconds "
+        f"FROM jobs WHERE id IN ({driver.marks(len(ids))})",
+        ids,
+    )
     return {int(r.id): r for r in rows}
 
 
@@ -375,13 +367,15 @@ def end_triggers(
     if not ids:
         return
     if final is not None:
-        ends = jobs.c.status.in_([JobStatus.RUNNING, JobStatus.PAUSED])
-        new_status = sa.case((ends, final.value), else_=jobs.c.status)
+        running, paused = JobStatus.RUNNING.value, JobStatus.PAUSED.value
+        status_sql = "IF(status IN (%s, %s), %s, status)"
+        status_params: tuple[str, ...] = (running, paused, final.value)
     else:
-        held = jobs.c.status == JobStatus.RUNNING
-        new_status = sa.case((held, JobStatus.WAITING.value), else_=jobs.c.status)
-    conn.execute(
-        jobs.update()
-        .where(jobs.c.id.in_(ids))
-        .values(status=new_status, version=jobs.c.version + 1, updated_at=now_ms)
+        status_sql = "IF(status = %s, %s, status)"
+        status_params = (JobStatus.RUNNING.value, JobStatus.WAITING.value)
+    driver.execute(
+        conn,
+        f"UPDATE jobs SET status = {status_sql}, version = version + 1, updated_at = %s "
+        f"WHERE id IN ({driver.marks(len(ids))})",
+        (*status_params, now_ms, *ids),
     )

@@ -98,6 +98,37 @@ def test_a_stale_version_claims_nothing(engine: Engine) -> None:
     assert row.version == 1
 
 
+def test_a_partly_stale_batch_claims_only_the_jobs_still_at_their_version(
+    engine: Engine,
+) -> None:
+    make_app(engine)
+    taken, free = add_job(engine, 100), add_job(engine, 101)
+    with engine.connect() as conn:
+        stale = find_due_jobs(conn, 1_000, {"demo.noop"}, 10)
+    with engine.begin() as conn:
+        assert claim_jobs(conn, [j for j in stale if j.id == taken], {taken: RUN}, 1_000) == {taken}
+    with engine.begin() as conn:
+        assert claim_jobs(conn, stale, {j.id: RUN for j in stale}, 1_000) == {free}
+
+
+def test_jobs_moving_to_different_next_triggers_each_get_their_own(engine: Engine) -> None:
+    make_app(engine)
+    first, second = add_job(engine, 100), add_job(engine, 200)
+    with engine.connect() as conn:
+        due = find_due_jobs(conn, 1_000, {"demo.noop"}, 10)
+    updates = {
+        first: ClaimUpdate(5_000, JobStatus.WAITING),
+        second: ClaimUpdate(7_000, JobStatus.WAITING),
+    }
+    with engine.begin() as conn:
+        assert claim_jobs(conn, due, updates, 1_000) == {first, second}
+        jobs = {j: get_job(conn, 1, j) for j in (first, second)}
+    assert {j: row.next_trigger_time for j, row in jobs.items() if row} == {
+        first: 5_000,
+        second: 7_000,
+    }
+
+
 def claimer(engine: Engine, client: redis.Redis, window_ms: int = 1_000) -> TriggerClaimer:
     return TriggerClaimer(engine, ClusterClock(client), 500, window_ms)
 
