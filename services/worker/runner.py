@@ -35,6 +35,22 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# Sets each key to this worker unless it is set; returns "" for a key taken now, else
+# the owner already there. One script call instead of a command per message: redis-py
+# packs and parses every pipelined command in Python (14% of a worker's CPU).
+_TAKE_SCRIPT = """
+local owners = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'EX', ARGV[2]) then
+    owners[i] = ''
+  else
+    owners[i] = redis.call('GET', key) or ''
+  end
+end
+return owners
+"""
+
+
 @dataclass(frozen=True)
 class Admitted:
     """A parsed dispatch message; ``owner`` is set when another run already took it."""
@@ -61,25 +77,21 @@ class ExecutionRunner:
         self._keys = keys
         self._clock = clock
         self._ttl = idempotency_ttl_seconds
+        self._take = client.register_script(_TAKE_SCRIPT)
 
     def admit(self, bodies: Sequence[bytes]) -> list[Admitted]:
-        """Parse messages and mark their executions started, in one Redis pipeline.
+        """Parse messages and mark their executions started, in one Redis call.
 
         An execution whose key was already set is admitted with the key's owner, so the
         run reports it instead of running it again.
         """
         messages = [DispatchMessage.model_validate_json(body) for body in bodies]
         keys = [self._keys.execution_started(m.execution_id) for m in messages]
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.set(key, self._worker_id, nx=True, ex=self._ttl)
-        taken = pipe.execute()
-        owners: dict[str, str] = {}
-        refused = [k for k, ok in zip(keys, taken, strict=True) if not ok]
-        if refused:
-            values = self._redis.mget(refused)
-            owners = {k: _text(v) for k, v in zip(refused, values, strict=True)}
-        return [Admitted(m, owners.get(k)) for m, k in zip(messages, keys, strict=True)]
+        owners = self._take(keys=keys, args=[self._worker_id, self._ttl]) if keys else []
+        return [
+            Admitted(m, _text(owner) if owner else None)
+            for m, owner in zip(messages, owners, strict=True)
+        ]
 
     def run(self, body: bytes) -> ExecutionResult | None:
         """Admit and run one message (``admit`` then ``execute``)."""

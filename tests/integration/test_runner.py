@@ -28,10 +28,12 @@ def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> Exe
     )
 
 
-def message(handler: str = "test.count", params: dict[str, Any] | None = None) -> bytes:
+def message(
+    handler: str = "test.count", params: dict[str, Any] | None = None, execution_id: str = "e-1"
+) -> bytes:
     return (
         DispatchMessage(
-            execution_id="e-1",
+            execution_id=execution_id,
             job_id=1,
             attempt=1,
             trigger_time=0,
@@ -54,6 +56,19 @@ def test_a_redelivered_execution_runs_once(
     assert first.status == "SUCCEEDED"
     assert copy_elsewhere is None
     assert CALLS == ["e-1"]
+
+
+def test_one_admit_call_takes_the_new_executions_and_names_the_owner_of_the_rest(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    runner(redis_client, namespace, "w1").admit([message(execution_id="e-2")])
+    bodies = [message(execution_id=e) for e in ("e-1", "e-2", "e-3")]
+    admitted = runner(redis_client, namespace, "w2").admit(bodies)
+    assert [(a.message.execution_id, a.owner) for a in admitted] == [
+        ("e-1", None),
+        ("e-2", "w1"),
+        ("e-3", None),
+    ]
 
 
 def test_a_restarted_worker_reports_its_interrupted_run_as_lost(
