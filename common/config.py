@@ -100,6 +100,10 @@ class WorkerSettings(StoreSettings):
 
     worker_id: str = ""
     capacity: int = 8
+    prefetch: int | None = Field(
+        default=None,
+        description="deliveries held at once, runs start only in free slots; default 4 x capacity",
+    )
     handlers: str = ""
     heartbeat_seconds: float = 5.0
     ack_deadline_seconds: float = 20 * 60.0

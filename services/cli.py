@@ -76,7 +76,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from services.worker.main import run_worker
 
     run_worker(
-        WorkerSettings(**_overrides(args, ["worker_id", "capacity", "handlers", "metrics_port"]))
+        WorkerSettings(
+            **_overrides(args, ["worker_id", "capacity", "prefetch", "handlers", "metrics_port"])
+        )
     )
     return 0
 
@@ -142,6 +144,7 @@ def _add_service_parsers(sub: Any) -> None:
     worker = sub.add_parser("worker", help="run handlers for dispatched executions")
     worker.add_argument("--id", dest="worker_id", help="env KAIROS_WORKER_ID (unique)")
     worker.add_argument("--capacity", type=int, help="env KAIROS_CAPACITY (default 8)")
+    worker.add_argument("--prefetch", type=int, help="env KAIROS_PREFETCH (default 4 x capacity)")
     worker.add_argument(
         "--handlers", help="env KAIROS_HANDLERS: modules to import, comma-separated"
     )

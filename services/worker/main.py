@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 BUILTIN_HANDLERS = "services.worker.demo"
 DRAIN_GRACE_SECONDS = 30.0
+# Deliveries held per run slot by default: the next run starts as soon as one ends
+# instead of a broker round trip later (the figure Celery uses as its default too).
+PREFETCH_PER_SLOT = 4
 
 
 def _stop_on_signals() -> threading.Event:
@@ -130,6 +133,7 @@ class _Serving:
                 partial(result_messages, self.worker_id),
                 ack_deadline=self.settings.ack_deadline_seconds,
                 stats=self.stats,
+                prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
             )
             self.consumer.start()
             log.info(
