@@ -76,9 +76,14 @@ class BatchPublisher:
         """
         self._returned.clear()
         began = time.perf_counter()
+        # BlockingChannel.basic_publish runs the I/O loop after every message (a poll
+        # and a send each: 500 took 40-75 ms here); the underlying channel only frames
+        # the message into the connection's output buffer (7 ms for 500), and the
+        # commit below sends the lot and waits for the broker as before.
+        frame_only = self._channel._impl
         try:
             for message in messages:
-                self._channel.basic_publish(
+                frame_only.basic_publish(
                     message.exchange,
                     message.routing_key,
                     message.body,
