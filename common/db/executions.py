@@ -138,6 +138,18 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
         )
 
 
+def unmark_queued(conn: Connection, keys: Iterable[int]) -> None:
+    """Put executions this transaction marked QUEUED back to SCHEDULED (not sent after all)."""
+    ordered = sorted(keys)
+    if ordered:
+        driver.execute(
+            conn,
+            "UPDATE executions SET status = %s, worker_id = NULL, dispatched_at = NULL "
+            f"WHERE id IN ({driver.marks(len(ordered))})",
+            (ExecutionStatus.SCHEDULED.value, *ordered),
+        )
+
+
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[AnyRow]:
     """Executions committed to one worker's queue that have not ended."""
     return driver.fetch(

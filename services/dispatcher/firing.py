@@ -30,7 +30,7 @@ from common.schedule import (
 )
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, publish_assignments
+from services.dispatcher.publishing import Assignment, send_scheduled
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class Firer:
             skips = self._late_skips(rows, now) | self._overlap_skips(conn, rows)
             executions.mark_skipped(conn, skips, now)
             assignments = self._assign([r for r in rows if int(r.id) not in skips])
-            returned = publish_assignments(conn, self._publisher, assignments, now)
+            returned = send_scheduled(conn, self._publisher, assignments, now)
         observe_dispatched(assignments, returned, now)
         TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
         for row in rows:

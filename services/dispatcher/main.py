@@ -131,7 +131,10 @@ class Dispatcher:
                 next_scan = time.monotonic() + (
                     0 if backlog else self.settings.scan_interval_ms / 1000
                 )
-            leading.firer.fire_due()
+            # Due executions go before anything else: a second batch due at the same
+            # instant must not wait behind a scan.
+            while leading.firer.fire_due():
+                pass
             leading.connection.process_data_events(0)
             if self.wake.wait(self._sleep_seconds(leading, next_scan)):
                 next_scan = 0.0

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.db.executions import mark_queued
+from common.db.executions import mark_queued, unmark_queued
 from common.db.retry import retry_lock_conflicts
 from common.messages import DispatchMessage
 from common.topology import DISPATCH_EXCHANGE
@@ -82,6 +82,26 @@ def publish_assignments(
     returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
     landed = {a.row_id: a.worker_id for a in assignments if a.execution_id not in returned}
     mark_queued(conn, landed, now_ms)
+    return returned
+
+
+def send_scheduled(
+    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
+) -> set[str]:
+    """Mark locked SCHEDULED executions QUEUED, publish them, and undo what did not land.
+
+    The caller's transaction holds the rows. The marks are written before the publish,
+    while the workers are still idle: written after it, they competed for the CPU and
+    the row locks with the workers and result recording the publish had just set off
+    (1,000 jobs due at one instant: 120-136 ms per 250-row UPDATE, against ~5 ms).
+    Returns the ids the broker could not route: SCHEDULED again, sent on a later pass.
+    If the publish fails the caller's transaction rolls back, the marks with it.
+    """
+    if not assignments:
+        return set()
+    mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now_ms)
+    returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
+    unmark_queued(conn, [a.row_id for a in assignments if a.execution_id in returned])
     return returned
 
 

@@ -13,12 +13,14 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db import executions
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.loadbalance import WorkerChooser
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.firing import Firer
+from services.dispatcher.publishing import Assignment, send_scheduled
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -86,3 +88,30 @@ def test_retry_of_a_cancelled_job_is_cancelled_not_sent(
     assert statuses(engine) == {"e-retry": "CANCELLED"}
     frame = connection.channel().queue_declare("kairos.worker.w1", passive=True)
     assert frame.method.message_count == 0
+
+
+def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
+    engine: Engine, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "w1")
+    for name in ("e-routed", "e-lost"):
+        scheduled(engine, new_job(engine), name, 1_000)
+    with engine.connect() as conn:
+        rows = executions.scheduled_until(conn, 2_000, 10)
+    targets = {"e-routed": "w1", "e-lost": "nobody"}
+    assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
+    with engine.begin() as conn:
+        executions.lock_still_scheduled(conn, [int(r.id) for r in rows])
+        returned = send_scheduled(conn, BatchPublisher(connection.channel()), assignments, 1_500)
+    assert returned == {"e-lost"}
+    with engine.connect() as conn:
+        found = conn.execute(
+            sa.text("SELECT execution_id, status, worker_id, dispatched_at FROM executions")
+        ).all()
+    assert {tuple(r) for r in found} == {
+        ("e-routed", "QUEUED", "w1", 1_500),
+        ("e-lost", "SCHEDULED", None, None),
+    }
