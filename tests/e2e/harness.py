@@ -131,8 +131,8 @@ class Api:
         return found
 
 
-def connect_api(processes: Processes, port: int) -> Api:
-    """Wait for /healthz and for a worker's handlers, then create an app via the CLI."""
+def wait_healthy(port: int) -> str:
+    """Wait until the API on ``port`` answers /healthz; returns its base URL."""
     base = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -142,6 +142,12 @@ def connect_api(processes: Processes, port: int) -> Api:
             return False
 
     wait_until(healthy, 60, what="the API to answer /healthz")
+    return base
+
+
+def connect_api(processes: Processes, port: int) -> Api:
+    """Wait for /healthz and for a worker's handlers, then create an app via the CLI."""
+    base = wait_healthy(port)
     created = json.loads(processes.run("app", "create", "e2e"))
     api = Api(base, created["apiKey"], created["signingSecret"])
     probe = {"jobName": "probe", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import httpx
 
 from common.config import StoreSettings
-from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
+from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_healthy, wait_until
 
 
 def start_api(processes: Processes) -> Api:
@@ -142,3 +142,12 @@ def close_connections(settings: StoreSettings, name: str) -> int:
             f"{base}/api/connections/{quote(connection['name'], safe='')}", auth=auth, timeout=10
         )
     return len(listed)
+
+
+def test_api_exits_cleanly_on_sigterm(processes: Processes) -> None:
+    port = free_port()
+    processes.start("api", "api", "--port", str(port))
+    wait_healthy(port)
+    processes.signal("api", signal.SIGTERM)
+    assert processes.running["api"].wait(timeout=20) == 0
+    assert "api stopped on signal 15" in processes.log("api")
