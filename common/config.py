@@ -102,6 +102,7 @@ class WorkerSettings(StoreSettings):
     capacity: int = 8
     prefetch: int | None = Field(
         default=None,
+        ge=1,
         description="deliveries held at once, runs start only in free slots; default 4 x capacity",
     )
     handlers: str = ""

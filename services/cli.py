@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from common.errors import KairosError
 
 Command = Callable[[argparse.Namespace], int]
@@ -205,6 +207,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KairosError as e:
         print(f"kairos: {e}", file=sys.stderr)
         return 2
+    except ValidationError as e:
+        if not e.title.endswith("Settings"):
+            raise
+        _print_setting_errors(e)
+        return 2
+
+
+def _print_setting_errors(error: ValidationError) -> None:
+    """Settings come from flags and KAIROS_* variables: name both, not a traceback."""
+    for item in error.errors():
+        name = ".".join(str(part) for part in item["loc"])
+        print(
+            f"kairos: invalid setting {name} (--{name.replace('_', '-')} or "
+            f"KAIROS_{name.upper()}): {item['msg']}",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

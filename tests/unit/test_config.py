@@ -1,11 +1,11 @@
-"""Settings: the namespace rule and the notifier's retry tiers."""
+"""Settings: the namespace rule, the notifier's retry tiers, the worker's prefetch."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from common.config import NotifierSettings, StoreSettings
+from common.config import NotifierSettings, StoreSettings, WorkerSettings
 
 
 @pytest.mark.parametrize("namespace", ["kairos", "a", "t_0123abcd", "ns_2", "a" * 48])
@@ -67,3 +67,8 @@ def test_retry_tiers_parse_comma_separated_seconds(text: str, tiers: list[int]) 
 def test_retry_tiers_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAIROS_RETRY_TIERS_SECONDS", "1,2,3")
     assert NotifierSettings().retry_tiers() == [1, 2, 3]
+
+
+def test_a_worker_prefetch_below_one_is_refused() -> None:
+    with pytest.raises(ValidationError, match="prefetch"):
+        WorkerSettings(prefetch=0)
