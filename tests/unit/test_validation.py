@@ -57,6 +57,10 @@ def test_build_job_fills_every_field_of_a_one_shot_job() -> None:
     )
 
 
+def test_a_job_without_client_request_id_stores_no_request_hash() -> None:
+    assert _build(_body()).request_hash is None
+
+
 def test_build_job_stores_the_cron_normalised() -> None:
     job = _build(_body(cronExpr="  0  2 * * * "))
     assert job.cron_expr == "0 2 * * *"
