@@ -68,23 +68,6 @@ def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
     )
 
 
-def publish_assignments(
-    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
-) -> set[str]:
-    """Publish inside the caller's transaction and mark QUEUED what the broker took.
-
-    Returns the ids the broker could not route; they stay SCHEDULED and are sent again
-    on a later pass. If the publish fails the caller's transaction rolls back, so the
-    executions stay SCHEDULED as well.
-    """
-    if not assignments:
-        return set()
-    returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
-    landed = {a.row_id: a.worker_id for a in assignments if a.execution_id not in returned}
-    mark_queued(conn, landed, now_ms)
-    return returned
-
-
 def send_scheduled(
     conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
 ) -> set[str]:

@@ -19,7 +19,7 @@ from common.messages import ExecutionResult, ResultBatch
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, publish_assignments
+from services.dispatcher.publishing import Assignment, dispatch_message
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,11 @@ class Recovery:
                 if worker is not None:
                     executions.reassign(conn, row.execution_id, worker.worker_id)
                     moved.append(Assignment.of(row, worker.worker_id))
-            publish_assignments(conn, self._publisher, moved, self._clock.now_ms())
+            # The rows stay QUEUED, now pointing at their new worker; publishing inside
+            # the transaction means a failed publish leaves them on the dead one.
+            if moved:
+                now = self._clock.now_ms()
+                self._publisher.publish([dispatch_message(a, now) for a in moved])
 
     def republish_deliveries(self) -> None:
         """Hand the notifier again callbacks recorded but never confirmed in its queue."""
