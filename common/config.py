@@ -69,6 +69,12 @@ class DispatcherSettings(StoreSettings):
     strategy: str = Field(default="equal_cost", description="equal_cost, round_robin or random")
     lease_ttl_ms: int = 10_000
     batch_size: int = 500
+    fire_batch_size: int = Field(
+        default=2_000,
+        ge=1,
+        description="most executions sent in one transaction and one publish; triggers "
+        "due at one instant up to this many leave together",
+    )
     claim_window_ms: int = Field(
         default=1_000, description="claim triggers this far ahead; each fires at its time"
     )

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.engine import make_engine
+from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.problems import install_problem_handlers
 from services.api.routes import control, health, jobs, metrics
@@ -30,6 +31,8 @@ def _build_state(settings: ApiSettings) -> ApiState:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Routes, schemas and clients exist by now and live as long as the process.
+    freeze_startup_heap()
     yield
     state: ApiState = app.state.kairos
     state.engine.dispose()

@@ -44,9 +44,13 @@ class WorkerDirectory:
         self._cached: list[WorkerLoad] = []
         self._loaded_at = -1e18
 
-    def live(self) -> list[WorkerLoad]:
-        """Live workers with their load, refreshed at most every ``ttl`` seconds."""
-        if time.monotonic() - self._loaded_at > self._ttl:
+    def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
+        """Live workers with their load, refreshed at most every ``ttl`` seconds.
+
+        ``fresh_for`` refreshes a view that would go stale within that many seconds, so
+        a caller can pay for the refresh before a moment that must not wait for it.
+        """
+        if time.monotonic() - self._loaded_at + fresh_for > self._ttl:
             self._cached = self._load()
             self._loaded_at = time.monotonic()
         return self._cached

@@ -19,6 +19,7 @@ from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
 from common.db.engine import make_engine, require_schema
+from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
@@ -104,7 +105,14 @@ class Dispatcher:
         chooser = WorkerChooser(Strategy(s.strategy))
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms)
         firer = Firer(
-            self.engine, publisher, directory, chooser, self.clock, s.claim_window_ms, s.batch_size
+            self.engine,
+            publisher,
+            directory,
+            chooser,
+            self.clock,
+            s.claim_window_ms,
+            s.batch_size,
+            s.fire_batch_size,
         )
         recovery = Recovery(
             self.engine,
@@ -135,6 +143,7 @@ class Dispatcher:
             # instant must not wait behind a scan.
             while leading.firer.fire_due():
                 pass
+            leading.firer.warm_up()
             leading.connection.process_data_events(0)
             if self.wake.wait(self._sleep_seconds(leading, next_scan)):
                 next_scan = 0.0
@@ -147,7 +156,7 @@ class Dispatcher:
 
     def _sleep_seconds(self, leading: _Leading, next_scan: float) -> float:
         until_scan = next_scan - time.monotonic()
-        due = leading.firer.next_due()
+        due = leading.firer.next_wake()
         if due is None:
             return until_scan
         return min(until_scan, (due - self.clock.now_ms()) / 1000)
@@ -168,5 +177,6 @@ def run_dispatcher(settings: DispatcherSettings) -> None:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     log.info("dispatcher %s started", dispatcher.name)
+    freeze_startup_heap()
     dispatcher.run()
     log.info("dispatcher %s stopped", dispatcher.name)

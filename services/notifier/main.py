@@ -16,6 +16,7 @@ from common.clock import ClusterClock
 from common.config import NotifierSettings
 from common.db.engine import make_engine, require_schema
 from common.errors import PublishFailedError, StoreUnavailableError
+from common.heap import freeze_startup_heap
 from common.logs import setup_logging
 from common.metrics import start_metrics_server
 from common.pooled_consumer import PooledConsumer, unchanged
@@ -74,6 +75,7 @@ def run_notifier(settings: NotifierSettings) -> None:
     client = redis.Redis.from_url(settings.redis_url)
     http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
     deliverer = CallbackDeliverer(engine, http, ClusterClock(client), settings.retry_tiers())
+    freeze_startup_heap()
     while not stop.is_set():
         try:
             _serve(settings, deliverer, stop)

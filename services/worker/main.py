@@ -19,6 +19,7 @@ from common.clock import ClusterClock
 from common.config import WorkerSettings
 from common.db.engine import make_engine, require_schema
 from common.errors import PublishFailedError, StoreUnavailableError
+from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.logs import setup_logging
 from common.messages import ExecutionResult
@@ -83,6 +84,7 @@ def run_worker(settings: WorkerSettings) -> None:
         settings.heartbeat_seconds,
     )
     stop = _stop_on_signals()
+    freeze_startup_heap()
     heartbeat.start()
     log.info("worker %s runs handlers %s", worker_id, ", ".join(sorted(handlers)))
     while not stop.is_set():

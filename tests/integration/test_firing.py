@@ -19,7 +19,7 @@ from common.db.jobs import NewJob, insert_job
 from common.loadbalance import WorkerChooser
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.firing import Firer
+from services.dispatcher.firing import WARM_UP_MS, Firer
 from services.dispatcher.publishing import Assignment, send_scheduled
 from tests.integration.helpers import make_app, register_worker
 
@@ -31,7 +31,9 @@ def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
     opened.close()
 
 
-def firer(engine: Engine, client: redis.Redis, connection: BlockingConnection) -> Firer:
+def firer(
+    engine: Engine, client: redis.Redis, connection: BlockingConnection, fire_batch_size: int = 500
+) -> Firer:
     clock = ClusterClock(client)
     register_worker(engine, "w1", now_ms=clock.now_ms())
     channel = connection.channel()
@@ -39,9 +41,8 @@ def firer(engine: Engine, client: redis.Redis, connection: BlockingConnection) -
     declare_worker_queue(channel, "w1")
     channel.basic_consume("kairos.worker.w1", lambda *args: None)  # w1 looks alive
     directory = WorkerDirectory(engine, connection, clock, 60_000)
-    return Firer(
-        engine, BatchPublisher(connection.channel()), directory, WorkerChooser(), clock, 1_000, 500
-    )
+    publisher = BatchPublisher(connection.channel())
+    return Firer(engine, publisher, directory, WorkerChooser(), clock, 1_000, 500, fire_batch_size)
 
 
 def scheduled(engine: Engine, job_id: int, execution_id: str, at: int, attempt: int = 1) -> None:
@@ -71,6 +72,33 @@ def test_due_execution_is_published_and_queued(
     assert fire.load() == 1
     assert fire.fire_due() == 1
     assert statuses(engine) == {"e-now": "QUEUED", "e-later": "SCHEDULED"}
+
+
+def test_everything_due_leaves_in_one_fire_up_to_the_fire_batch_size(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection, fire_batch_size=3)
+    now = ClusterClock(redis_client).now_ms()
+    for n in range(4):
+        scheduled(engine, new_job(engine), f"e{n}", now - 5)
+    assert fire.load() == 4
+    assert fire.fire_due() == 3
+    assert fire.fire_due() == 1
+    assert set(statuses(engine).values()) == {"QUEUED"}
+
+
+def test_the_loop_wakes_early_to_refresh_the_worker_view_before_a_due_time(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    scheduled(engine, new_job(engine), "e-soon", now + 900)
+    fire.load()
+    due = fire.next_due()
+    assert due is not None
+    assert fire.next_wake() == due - WARM_UP_MS
 
 
 def test_retry_of_a_cancelled_job_is_cancelled_not_sent(
@@ -115,3 +143,20 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
         ("e-routed", "QUEUED", "w1", 1_500),
         ("e-lost", "SCHEDULED", None, None),
     }
+
+
+def test_worker_view_is_refreshed_when_it_would_go_stale_within_fresh_for(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    clock = ClusterClock(redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    directory = WorkerDirectory(engine, connection, clock, 60_000, ttl=30.0)
+    for worker_id in ("w1", "w2"):
+        declare_worker_queue(channel, worker_id)
+        channel.basic_consume(f"kairos.worker.{worker_id}", lambda *args: None)
+    register_worker(engine, "w1", now_ms=clock.now_ms())
+    assert [w.worker_id for w in directory.live()] == ["w1"]
+    register_worker(engine, "w2", now_ms=clock.now_ms())
+    assert [w.worker_id for w in directory.live()] == ["w1"]
+    assert sorted(w.worker_id for w in directory.live(fresh_for=31.0)) == ["w1", "w2"]
