@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import redis
 from fastapi import FastAPI
@@ -13,20 +14,24 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
+from services.api.group_insert import GroupInserter
 from services.api.problems import install_problem_handlers
 from services.api.routes import control, health, jobs, metrics
 from services.api.state import ApiState
+from services.api.wake import announce_created
 
 
 def _build_state(settings: ApiSettings) -> ApiState:
     client = redis.Redis.from_url(settings.redis_url)
-    return ApiState(
+    state = ApiState(
         settings=settings,
         engine=make_engine(settings, pool_size=20),
         redis=client,
         clock=ClusterClock(client),
         keys=RedisKeys(settings.namespace),
     )
+    state.inserter = GroupInserter(state.engine, partial(announce_created, state))
+    return state
 
 
 @asynccontextmanager
@@ -35,6 +40,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     freeze_startup_heap()
     yield
     state: ApiState = app.state.kairos
+    state.inserter.stop()
     state.engine.dispose()
     state.redis.close()
 

@@ -29,7 +29,7 @@ from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.submit import Submitted
 from services.api.validation import build_job
-from services.api.wake import wake_dispatcher
+from services.api.wake import announce_created
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,7 @@ def _announce(
     """Log the jobs this batch created and wake the dispatcher once for the soonest."""
     pairs = zip(new_jobs, answers, strict=True)
     created = [(job, answer.job_id) for job, answer in pairs if answer.created]
-    if not created:
-        return
-    ids = [job_id for _, job_id in created]
-    log.info(
-        "batch of %d items created %d jobs, ids %d..%d", len(answers), len(ids), ids[0], ids[-1]
-    )
-    wake_dispatcher(state, min(job.next_trigger_time for job, _ in created), now_ms)
+    announce_created(state, [job for job, _ in created], [i for _, i in created], now_ms)
 
 
 def _store_again(

@@ -14,6 +14,7 @@ from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
 from common.db.workers import registered_handlers
 from common.keys import RedisKeys
+from services.api.group_insert import GroupInserter
 
 AUTH_CACHE_SECONDS = 30.0
 
@@ -27,6 +28,8 @@ class ApiState:
     redis: redis.Redis
     clock: ClusterClock
     keys: RedisKeys
+    # Set by create_app: it announces stored jobs through this state.
+    inserter: GroupInserter = field(init=False)
     _handlers: frozenset[str] = frozenset()
     _handlers_at: float = -1e18
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)

