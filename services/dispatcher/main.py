@@ -26,6 +26,7 @@ from common.loadbalance import Strategy, WorkerChooser
 from common.logs import setup_logging
 from common.metrics import clear_worker_gauges, start_metrics_server
 from common.topology import declare_core
+from services.dispatcher.claim_loop import ClaimLoop
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.firing import Firer
@@ -45,7 +46,7 @@ class _Leading:
 
     connection: BlockingConnection
     directory: WorkerDirectory
-    claimer: TriggerClaimer
+    claims: ClaimLoop
     firer: Firer
     recovery: Recovery
 
@@ -65,6 +66,7 @@ class Dispatcher:
         self.leadership = Leadership(lease)
         self.stop = threading.Event()
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
+        self.lead_ended = threading.Event()
 
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
@@ -89,9 +91,17 @@ class Dispatcher:
 
     def _lead(self) -> None:
         connection = connect(self.settings, f"kairos dispatcher {self.name}")
+        leading = None
         try:
-            self._loop(self._build(connection))
+            leading = self._build(connection)
+            leading.claims.handlers = frozenset(leading.directory.handlers())
+            leading.claims.start(self._leading)
+            self._loop(leading)
         finally:
+            if leading is not None:
+                self.lead_ended.set()
+                leading.claims.join()
+                self.lead_ended.clear()
             clear_worker_gauges()
             if connection.is_open:
                 connection.close()
@@ -125,41 +135,41 @@ class Dispatcher:
             s.timeout_grace_ms,
             int(s.retention_days * 86_400_000),
         )
-        return _Leading(connection, directory, claimer, firer, recovery)
+        claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
+        return _Leading(connection, directory, claims, firer, recovery)
+
+    def _leading(self) -> bool:
+        return (
+            not self.stop.is_set()
+            and self.leadership.is_leader.is_set()
+            and not self.lead_ended.is_set()
+        )
 
     def _loop(self, leading: _Leading) -> None:
         next_sweep = 0.0
-        next_scan = 0.0
-        while not self.stop.is_set() and self.leadership.is_leader.is_set():
+        next_load = 0.0
+        while self._leading():
             if time.monotonic() >= next_sweep:
                 leading.recovery.sweep()
                 next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
-            if time.monotonic() >= next_scan:
-                backlog = self._scan(leading)
-                next_scan = time.monotonic() + (
+            leading.claims.handlers = frozenset(leading.directory.handlers())
+            if leading.claims.claimed.is_set() or time.monotonic() >= next_load:
+                leading.claims.claimed.clear()
+                backlog = leading.firer.load() >= self.settings.batch_size
+                next_load = time.monotonic() + (
                     0 if backlog else self.settings.scan_interval_ms / 1000
                 )
             # Due executions go before anything else: a second batch due at the same
-            # instant must not wait behind a scan.
+            # instant must not wait behind a load.
             while leading.firer.fire_due():
                 pass
             leading.firer.warm_up()
             leading.connection.process_data_events(0)
-            if self.wake.wait(self._sleep_seconds(leading, next_scan)):
-                next_scan = 0.0
-
-    def _scan(self, leading: _Leading) -> bool:
-        """Claim due triggers and load due executions; True when more are waiting."""
-        handlers = leading.directory.handlers()
-        claimed_full = leading.claimer.claim(handlers) >= self.settings.batch_size
-        return leading.firer.load() >= self.settings.batch_size or claimed_full
-
-    def _sleep_seconds(self, leading: _Leading, next_scan: float) -> float:
-        until_scan = next_scan - time.monotonic()
-        due = leading.firer.next_wake()
-        if due is None:
-            return until_scan
-        return min(until_scan, (due - self.clock.now_ms()) / 1000)
+            wait = min(next_load, next_sweep) - time.monotonic()
+            due = leading.firer.next_wake()
+            if due is not None:
+                wait = min(wait, (due - self.clock.now_ms()) / 1000)
+            leading.claims.claimed.wait(max(0.0, wait))
 
 
 def run_dispatcher(settings: DispatcherSettings) -> None:

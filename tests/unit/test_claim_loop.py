@@ -1,0 +1,87 @@
+"""The claim thread's pacing: back to back while batches come full, else on a wake-up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, cast
+
+from services.dispatcher.claim_loop import ClaimLoop
+from services.dispatcher.claimer import TriggerClaimer
+from services.dispatcher.wake import WakeListener
+
+
+class StubClaimer:
+    """Finds the given numbers of due jobs in turn, then none."""
+
+    def __init__(self, found: list[int]) -> None:
+        self.found = found
+        self.calls: list[frozenset[str]] = []
+
+    def claim(self, handlers: Iterable[str]) -> int:
+        self.calls.append(frozenset(handlers))
+        return self.found.pop(0) if self.found else 0
+
+
+def loop_with(
+    found: list[int], scan_s: float = 60.0
+) -> tuple[ClaimLoop, StubClaimer, WakeListener]:
+    claimer = StubClaimer(found)
+    wake = WakeListener(cast(Any, None), "unused", threading.Event())
+    loop = ClaimLoop(cast(TriggerClaimer, claimer), wake, batch_size=10, scan_interval_s=scan_s)
+    loop.handlers = frozenset({"demo.noop"})
+    return loop, claimer, wake
+
+
+def wait_until(condition: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert condition()
+
+
+def test_full_batches_are_claimed_back_to_back_then_it_waits() -> None:
+    loop, claimer, _ = loop_with([10, 10, 3])
+    running = threading.Event()
+    running.set()
+    loop.start(running.is_set)
+    wait_until(lambda: len(claimer.calls) == 3)
+    time.sleep(0.1)
+    assert len(claimer.calls) == 3  # a short batch: it waits for a wake-up or the timer
+    assert loop.claimed.is_set()
+    assert claimer.calls[0] == frozenset({"demo.noop"})
+    running.clear()
+    loop.join()
+
+
+def test_a_wake_up_claims_again_at_once() -> None:
+    loop, claimer, wake = loop_with([0, 4])
+    running = threading.Event()
+    running.set()
+    loop.start(running.is_set)
+    wait_until(lambda: len(claimer.calls) == 1)
+    assert not loop.claimed.is_set()
+    wake.event.set()
+    wait_until(lambda: len(claimer.calls) == 2)
+    wait_until(loop.claimed.is_set)
+    running.clear()
+    loop.join()
+
+
+def test_a_failed_claim_is_tried_again() -> None:
+    loop, claimer, _ = loop_with([])
+    failures = [RuntimeError("MySQL went away")]
+
+    def flaky(handlers: Iterable[str]) -> int:
+        if failures:
+            raise failures.pop()
+        return StubClaimer.claim(claimer, handlers)
+
+    claimer.claim = flaky  # type: ignore[method-assign]
+    running = threading.Event()
+    running.set()
+    loop.start(running.is_set)
+    wait_until(lambda: len(claimer.calls) == 1, seconds=5.0)
+    running.clear()
+    loop.join()
