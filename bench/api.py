@@ -6,7 +6,8 @@ dispatcher, so the submitted jobs (``demo.noop``, due in one hour) only accumula
 It measures
 
 - single creates: ``--requests`` POST /openapi/jobs from ``--clients`` threads, each
-  with its own ``httpx.Client``: requests/s and p50/p99 latency;
+  with its own ``httpx.Client``: requests/s and p50/p99 latency (each with its own
+  clientRequestId under ``--client-request-ids``);
 - batch creates: ``--batches`` POST /openapi/jobs/batch of ``--batch-size`` jobs from
   ``--batch-clients`` threads: jobs/s and p50/p99 latency per batch;
 
@@ -101,6 +102,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=1000, help="jobs per batch")
     parser.add_argument("--batch-clients", type=int, default=4, help="threads for batches")
     parser.add_argument("--warm-up", type=int, default=200, help="single creates not measured")
+    parser.add_argument(
+        "--client-request-ids",
+        action="store_true",
+        help="give every single create a clientRequestId of its own",
+    )
     parser.add_argument(
         "--api-command",
         default=None,
@@ -221,6 +227,8 @@ def measure_single(args: argparse.Namespace, base: str, api_key: str) -> Timings
     warm = [later_body(f"warm-up {i}") for i in range(args.warm_up)]
     post_all(base, api_key, "/openapi/jobs", warm, args.clients)
     bodies = [later_body(f"single {i}") for i in range(args.requests)]
+    if args.client_request_ids:
+        bodies = [{**body, "clientRequestId": f"single-{i}"} for i, body in enumerate(bodies)]
     log(f"single creates: {args.requests} from {args.clients} clients")
     return post_all(base, api_key, "/openapi/jobs", bodies, args.clients)
 
@@ -242,6 +250,7 @@ def build_figures(args: argparse.Namespace, single: Timings, batch: Timings) -> 
         "single": {
             "clients": args.clients,
             "requests": args.requests,
+            "client_request_ids": args.client_request_ids,
             "req_per_s": round(args.requests / single.seconds(), 1),
             "p50_ms": single.ms(0.50),
             "p99_ms": single.ms(0.99),

@@ -259,6 +259,23 @@ def find_by_client_requests(
     return {str(r.client_request_id): r for r in rows}
 
 
+def earlier_rows(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[AnyRow | None]:
+    """Per clientRequestId (None: none given), the app's job stored under it, else None.
+
+    One query finds them all. MySQL compares the ids under the column's collation, which
+    ignores case and accents, so a stored id that no key matches exactly is matched key
+    by key, as a single create would (rare: a client changing the case of its ids).
+    """
+    found = find_by_client_requests(conn, app_pk, [key for key in keys if key is not None])
+    rows = [None if key is None else found.get(key) for key in keys]
+    if len(found) == len({row.id for row in rows if row is not None}):
+        return rows
+    return [
+        row if row is not None or key is None else find_by_client_request(conn, app_pk, key)
+        for key, row in zip(keys, rows, strict=True)
+    ]
+
+
 def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
     """One job of one app (deleted jobs are gone)."""
     return conn.execute(

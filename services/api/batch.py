@@ -11,13 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
-from common.db.jobs import (
-    NewJob,
-    find_by_client_request,
-    find_by_client_requests,
-    insert_jobs,
-)
-from common.db.rows import AnyRow
+from common.db.jobs import NewJob, earlier_rows, insert_jobs
 from common.errors import (
     BatchRejectedError,
     IdempotencyConflictError,
@@ -25,9 +19,9 @@ from common.errors import (
     ValidationFailedError,
 )
 from common.states import JobStatus
+from services.api.group_insert import Submitted
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
-from services.api.submit import Submitted
 from services.api.validation import build_job
 from services.api.wake import announce_created
 
@@ -166,20 +160,3 @@ def earlier_jobs(conn: Connection, app: App, new_jobs: Sequence[NewJob]) -> list
     if conflicts:
         raise BatchRejectedError(conflicts)
     return answers
-
-
-def earlier_rows(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[AnyRow | None]:
-    """Per clientRequestId (None: none given), the app's job stored under it, else None.
-
-    One query finds them all. MySQL compares the ids under the column's collation, which
-    ignores case and accents, so a stored id that no key matches exactly is matched key
-    by key, as a single create would (rare: a client changing the case of its ids).
-    """
-    found = find_by_client_requests(conn, app_pk, [key for key in keys if key is not None])
-    rows = [None if key is None else found.get(key) for key in keys]
-    if len(found) == len({row.id for row in rows if row is not None}):
-        return rows
-    return [
-        row if row is not None or key is None else find_by_client_request(conn, app_pk, key)
-        for key, row in zip(keys, rows, strict=True)
-    ]

@@ -8,10 +8,14 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
-from common.db.jobs import NewJob, insert_jobs
+from common.db.jobs import NewJob, earlier_rows, find_by_client_request, insert_job, insert_jobs
+from common.errors import IdempotencyConflictError
+from common.states import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +25,35 @@ Announce = Callable[[Sequence[NewJob], Sequence[int], int], None]
 
 
 @dataclass(frozen=True)
+class Submitted:
+    """The job a request maps to, and whether this request created it."""
+
+    job_id: int
+    status: str
+    created: bool
+
+
+Answer = Submitted | Exception
+
+
+@dataclass(frozen=True)
 class _Pending:
     job: NewJob
     now_ms: int
-    stored: Future[int] = field(default_factory=Future)
+    stored: Future[Submitted] = field(default_factory=Future)
 
 
 class GroupInserter:
-    """Inserts the jobs of concurrent single creates in shared transactions.
+    """Stores the jobs of concurrent single creates in shared transactions.
 
-    A caller blocks until the transaction holding its job has committed, so an answer
-    still means "stored". While one group commits the next one gathers, so under load
-    the statement, the commit and their round trips are paid once per group instead of
-    once per request; a request that finds no other waits for nothing extra. Jobs with
-    a clientRequestId do not come here: their unique key could fail a whole group.
+    A caller's future resolves once the transaction holding its job has committed, so
+    an answer still means "stored". While one group commits the next one gathers, so
+    under load the statements, the commit and their round trips are paid once per
+    group instead of once per request; a request that finds no other waits for nothing
+    extra. A clientRequestId used before maps to its earlier job (or conflicts) as it
+    would alone; if the group's INSERT still hits the unique key (a concurrent request
+    elsewhere, or two ids MySQL's collation takes as equal), each job of the group is
+    stored on its own instead.
     """
 
     def __init__(self, engine: Engine, announce: Announce, max_group: int = MAX_GROUP) -> None:
@@ -45,19 +64,19 @@ class GroupInserter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def submit(self, job: NewJob, now_ms: int) -> Future[int]:
-        """Queue ``job``; the future gets its id once its transaction committed.
+    def submit(self, job: NewJob, now_ms: int) -> Future[Submitted]:
+        """Queue ``job``; the future gets its answer once the answer is committed.
 
-        Or the error storing its group raised (the database is down, say): then
-        nothing of the group was written.
+        Or the error the job met: ``IdempotencyConflictError``, or what storing it
+        raised (the database is down, say), in which case nothing of it was written.
         """
         self._ensure_started()
         pending = _Pending(job, now_ms)
         self._queue.put(pending)
         return pending.stored
 
-    def insert(self, job: NewJob, now_ms: int) -> int:
-        """Store ``job`` as WAITING and return its id, blocking until committed."""
+    def insert(self, job: NewJob, now_ms: int) -> Submitted:
+        """Store ``job`` (or find its earlier twin), blocking until committed."""
         return self.submit(job, now_ms).result()
 
     def stop(self) -> None:
@@ -94,17 +113,104 @@ class GroupInserter:
 
     def _store(self, group: Sequence[_Pending]) -> None:
         now_ms = max(p.now_ms for p in group)
-        new_jobs = [p.job for p in group]
         try:
             with self._engine.begin() as conn:
-                ids = insert_jobs(conn, new_jobs, now_ms)
+                answers = store_group(conn, [p.job for p in group], now_ms)
+        except IntegrityError:
+            answers = [self._store_alone(p.job, now_ms) for p in group]
         except Exception as e:
-            for pending in group:
-                pending.stored.set_exception(e)
+            answers = [e] * len(group)
+        for pending, answer in zip(group, answers, strict=True):
+            if isinstance(answer, Exception):
+                pending.stored.set_exception(answer)
+            else:
+                pending.stored.set_result(answer)
+        created = [
+            (p.job, a.job_id)
+            for p, a in zip(group, answers, strict=True)
+            if isinstance(a, Submitted) and a.created
+        ]
+        if not created:
             return
-        for pending, job_id in zip(group, ids, strict=True):
-            pending.stored.set_result(job_id)
         try:
-            self._announce(new_jobs, ids, now_ms)
+            self._announce([job for job, _ in created], [i for _, i in created], now_ms)
         except Exception:
-            log.exception("could not announce %d stored jobs", len(ids))
+            log.exception("could not announce %d stored jobs", len(created))
+
+    def _store_alone(self, job: NewJob, now_ms: int) -> Answer:
+        """One job in its own transaction, as a single create without company would be."""
+        try:
+            try:
+                with self._engine.begin() as conn:
+                    return _earlier_or_insert(conn, job, now_ms)
+            except IntegrityError:
+                # A concurrent request with the same clientRequestId won the unique key.
+                with self._engine.connect() as conn:
+                    earlier = _earlier(conn, job)
+                if earlier is None:
+                    raise
+                return earlier
+        except Exception as e:
+            return e
+
+
+def _match(job: NewJob, row: Any) -> Answer:
+    """The answer for ``job`` whose clientRequestId names the stored ``row``."""
+    if row.request_hash != job.request_hash:
+        return IdempotencyConflictError(str(job.client_request_id), int(row.id))
+    return Submitted(int(row.id), str(row.status), created=False)
+
+
+def _earlier(conn: Connection, job: NewJob) -> Answer | None:
+    if job.client_request_id is None:
+        return None
+    row = find_by_client_request(conn, job.app_pk, job.client_request_id)
+    return None if row is None else _match(job, row)
+
+
+def _earlier_or_insert(conn: Connection, job: NewJob, now_ms: int) -> Answer:
+    earlier = _earlier(conn, job)
+    if earlier is not None:
+        return earlier
+    return Submitted(insert_job(conn, job, now_ms), JobStatus.WAITING, created=True)
+
+
+def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> list[Answer]:
+    """Per job, in order: its earlier twin, a conflict, or the job inserted now.
+
+    Jobs whose clientRequestId was used before are answered from the stored job; the
+    rest go in one INSERT (which raises IntegrityError if a key was taken meanwhile).
+
+    A clientRequestId repeated inside the group is stored once: the later requests get
+    the first one's job, or a conflict when their bodies differ.
+    """
+    first: dict[tuple[int, str], int] = {}
+    repeats: dict[int, int] = {}
+    keyed: dict[int, list[int]] = {}
+    for index, job in enumerate(new_jobs):
+        if job.client_request_id is None:
+            continue
+        seen = first.setdefault((job.app_pk, job.client_request_id), index)
+        if seen != index:
+            repeats[index] = seen
+        else:
+            keyed.setdefault(job.app_pk, []).append(index)
+    stored: dict[int, Any] = {}
+    for app_pk, indexes in keyed.items():
+        rows = earlier_rows(conn, app_pk, [new_jobs[i].client_request_id for i in indexes])
+        stored.update((i, row) for i, row in zip(indexes, rows, strict=True) if row is not None)
+    answers: dict[int, Answer] = {i: _match(new_jobs[i], row) for i, row in stored.items()}
+    fresh = [i for i in range(len(new_jobs)) if i not in stored and i not in repeats]
+    ids = insert_jobs(conn, [new_jobs[i] for i in fresh], now_ms)
+    for index, job_id in zip(fresh, ids, strict=True):
+        answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
+    for index, original in repeats.items():
+        job = new_jobs[index]
+        if original in stored:
+            answers[index] = _match(job, stored[original])
+        elif job.request_hash != new_jobs[original].request_hash:
+            job_id = ids[fresh.index(original)]
+            answers[index] = IdempotencyConflictError(str(job.client_request_id), job_id)
+        else:
+            answers[index] = Submitted(ids[fresh.index(original)], JobStatus.WAITING, False)
+    return [answers[i] for i in range(len(new_jobs))]

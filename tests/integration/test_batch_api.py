@@ -215,7 +215,7 @@ def test_a_concurrent_duplicate_is_found_on_the_second_look(
     client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     earlier = client.post("/openapi/jobs", json=item(0, clientRequestId="r-0")).json()["jobId"]
-    real_lookup = batch.earlier_rows
+    real_lookup = job_rows.earlier_rows
     calls: list[int] = []
 
     def miss_once(*args: Any) -> Any:

@@ -12,7 +12,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from common.db.jobs import NewJob
-from services.api.group_insert import Announce, GroupInserter
+from common.errors import IdempotencyConflictError
+from services.api.group_insert import Announce, GroupInserter, Submitted, _Pending, store_group
 from tests.integration.helpers import make_app
 
 Announced = list[tuple[list[str], list[int]]]
@@ -42,7 +43,7 @@ def test_concurrent_inserts_each_get_their_own_stored_job(engine: Engine) -> Non
     inserter = GroupInserter(engine, recorder(calls))
     names = [f"job-{n}" for n in range(200)]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        ids = list(pool.map(lambda name: inserter.insert(job(app_pk, name), 1_000), names))
+        ids = list(pool.map(lambda name: inserter.insert(job(app_pk, name), 1_000).job_id, names))
     inserter.stop()
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT id, job_name FROM jobs")).all()
@@ -85,3 +86,78 @@ def test_api_single_creates_from_many_clients_are_all_stored(client: TestClient)
     assert len(set(ids)) == 60
     for n, job_id in enumerate(ids):
         assert client.get(f"/openapi/jobs/{job_id}").json()["params"] == {"n": n}
+
+
+def keyed(app_pk: int, key: str, body: str) -> NewJob:
+    return NewJob(app_pk, "k", "demo.noop", {"b": body}, None, 1_000, None, key, f"hash-{body}")
+
+
+def stored_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one())
+
+
+def test_a_client_request_id_repeated_in_one_group_is_stored_once(engine: Engine) -> None:
+    app_pk = new_app(engine)
+    with engine.begin() as conn:
+        answers = store_group(
+            conn,
+            [keyed(app_pk, "r-1", "a"), job(app_pk, "plain"), keyed(app_pk, "r-1", "a")],
+            1_000,
+        )
+    first, plain, again = answers
+    assert isinstance(first, Submitted) and first.created
+    assert isinstance(plain, Submitted) and plain.created
+    assert again == Submitted(first.job_id, "WAITING", created=False)
+    assert stored_count(engine) == 2
+
+
+def test_a_repeat_with_another_body_in_one_group_conflicts(engine: Engine) -> None:
+    app_pk = new_app(engine)
+    with engine.begin() as conn:
+        first, other = store_group(
+            conn, [keyed(app_pk, "r-1", "a"), keyed(app_pk, "r-1", "b")], 1_000
+        )
+    assert isinstance(first, Submitted) and first.created
+    assert isinstance(other, IdempotencyConflictError) and other.job_id == first.job_id
+    assert stored_count(engine) == 1
+
+
+def test_ids_used_before_map_to_their_jobs_or_conflict(engine: Engine) -> None:
+    app_pk = new_app(engine)
+    with engine.begin() as conn:
+        (earlier,) = store_group(conn, [keyed(app_pk, "r-1", "a")], 1_000)
+    assert isinstance(earlier, Submitted)
+    with engine.begin() as conn:
+        answers = store_group(
+            conn,
+            [keyed(app_pk, "r-1", "b"), keyed(app_pk, "r-1", "a"), keyed(app_pk, "r-2", "a")],
+            1_000,
+        )
+    conflict, same, fresh = answers
+    assert isinstance(conflict, IdempotencyConflictError)
+    assert same == Submitted(earlier.job_id, "WAITING", created=False)
+    assert isinstance(fresh, Submitted) and fresh.created
+    assert stored_count(engine) == 2
+
+
+def test_the_same_id_in_two_apps_is_two_jobs(engine: Engine) -> None:
+    one, two = new_app(engine), new_app(engine)
+    with engine.begin() as conn:
+        a, b = store_group(conn, [keyed(one, "r-1", "a"), keyed(two, "r-1", "a")], 1_000)
+    assert isinstance(a, Submitted) and isinstance(b, Submitted)
+    assert a.created and b.created and a.job_id != b.job_id
+
+
+def test_ids_the_collation_equates_fall_back_to_one_transaction_each(engine: Engine) -> None:
+    app_pk = new_app(engine)
+    inserter = GroupInserter(engine, recorder([]))
+    pending = [
+        _Pending(keyed(app_pk, "Req-1", "a"), 1_000),
+        _Pending(keyed(app_pk, "req-1", "a"), 1_000),
+    ]
+    inserter._store(pending)
+    first, second = (p.stored.result(timeout=10) for p in pending)
+    assert first.created
+    assert second.job_id == first.job_id and not second.created
+    assert stored_count(engine) == 1
