@@ -7,6 +7,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from common.errors import (
     AuthenticationError,
@@ -34,10 +37,16 @@ _STATUS: list[tuple[type[KairosError], int, str]] = [
 ]
 
 
+# Seconds a client is told to wait before retrying while a store is away.
+RETRY_AFTER_SECONDS = 1
+
+
 def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
     """A problem+json response."""
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -94,7 +103,23 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
     return problem(422, "Invalid request", detail, errors=errors)
 
 
+async def _store_away(_request: Request, exc: Exception) -> JSONResponse:
+    store = "Redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "MySQL"
+    reason = getattr(exc, "orig", None) or exc
+    detail = (
+        f"{store} did not answer ({reason}); retry later (a create that carries a "
+        "clientRequestId is never stored twice)"
+    )
+    return problem(503, "A store is unavailable", detail)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
-    """Route Kairos errors and request validation errors to problem details."""
+    """Route Kairos errors, request validation errors and lost stores to problem details.
+
+    A store that does not answer is a 503 with Retry-After, not a bare 500: the request
+    is safe to retry (with its clientRequestId, a create is never stored twice).
+    """
     app.add_exception_handler(KairosError, _kairos_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
+    for lost in (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError):
+        app.add_exception_handler(lost, _store_away)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
+from common.config import ApiSettings, StoreSettings
 from common.keys import RedisKeys
 from tests.integration.helpers import make_app
 
@@ -148,3 +148,21 @@ def test_openapi_document_names_the_operations(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     operations = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
     assert {"createJob", "getJob", "listJobExecutions"} <= operations
+
+
+def test_mysql_not_answering_is_a_503_problem_with_retry_after(namespace: StoreSettings) -> None:
+    from services.api.app import create_app
+
+    settings = ApiSettings(
+        namespace=namespace.namespace, database_url="mysql+pymysql://root@127.0.0.1:1"
+    )
+    with TestClient(create_app(settings)) as client:
+        response = client.post(
+            "/openapi/jobs",
+            json={"jobName": "j", "jobHandler": "demo.noop"},
+            headers={"Authorization": "Bearer some-key"},
+        )
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["detail"].startswith("MySQL did not answer")
