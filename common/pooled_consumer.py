@@ -100,12 +100,15 @@ class PooledConsumer(Generic[P, T]):
         ack_deadline: float | None = None,
         stats: ConsumerStats | None = None,
         prefetch: int | None = None,
+        release: Callable[[Sequence[P]], object] | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
         self._prepare = prepare
         self._run = run
         self._flush_fn = flush
+        self._release = release
+        self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._ack_deadline = ack_deadline
         self._pool_size = pool_size
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="run")
@@ -146,8 +149,21 @@ class PooledConsumer(Generic[P, T]):
             self._channel.basic_nack(tag, requeue=True)
 
     def close(self) -> None:
-        """Release the pool; call after the connection stopped processing."""
+        """Release the pool; call after the connection stopped processing.
+
+        Runs admitted but not yet picked up by a pool thread are cancelled: their
+        deliveries go back to the queue with the connection, and ``release`` is given
+        their items, so whatever admitting them claimed (the worker's started key) does
+        not make the redelivered copy look like an interrupted run.
+        """
         self._pool.shutdown(wait=False, cancel_futures=True)
+        never_ran = [item for future, item in self._submitted.values() if future.cancelled()]
+        self._submitted.clear()
+        if never_ran and self._release is not None:
+            try:
+                self._release(never_ran)
+            except Exception:
+                log.exception("could not release %d runs that never started", len(never_ran))
 
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         tag = int(method.delivery_tag)
@@ -177,6 +193,7 @@ class PooledConsumer(Generic[P, T]):
         for (tag, _), item in zip(batch, items, strict=True):
             self._in_flight[tag].started = now
             future = self._pool.submit(self._run, item)
+            self._submitted[tag] = (future, item)
             future.add_done_callback(partial(self._hand_back, tag))
 
     def _hand_back(self, tag: int, future: Future[T]) -> None:
@@ -200,6 +217,7 @@ class PooledConsumer(Generic[P, T]):
             self._drain_scheduled = False
         self._running -= len(finished)
         for tag, future in finished:
+            self._submitted.pop(tag, None)
             self._collect(tag, future)
         self._admit()
 

@@ -16,6 +16,7 @@ from common.db.retention import prune_deliveries, prune_executions
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
+from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
@@ -93,21 +94,27 @@ class Recovery:
             rows = executions.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
         if not rows:
             return
-        started = [r for r in rows if self._started_by(r.execution_id) == worker_id]
+        marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}
+        started = [r for r in rows if marks[r.execution_id][0] == worker_id]
+        ended = [r for r in started if marks[r.execution_id][1] is not None]
+        lost = [r for r in started if r not in ended]
         unstarted = [r for r in rows if r not in started]
         log.warning(
-            "worker %s is dead: %d executions lost, %d moved",
+            "worker %s is dead: %d executions lost, %d ended unreported, %d moved",
             worker_id,
-            len(started),
+            len(lost),
+            len(ended),
             len(unstarted),
             extra={"worker_id": worker_id},
         )
-        self._report(started, "LOST", f"worker {worker_id} died while running it")
+        self._publish_results(
+            [ExecutionResult.model_validate_json(str(marks[r.execution_id][1])) for r in ended]
+        )
+        self._report(lost, "LOST", f"worker {worker_id} died while running it")
         self._reroute(unstarted)
 
-    def _started_by(self, execution_id: str) -> str | None:
-        value = self._redis.get(self._keys.execution_started(execution_id))
-        return value.decode() if isinstance(value, bytes) else value
+    def _started_mark(self, execution_id: str) -> tuple[str | None, str | None]:
+        return parse_started(self._redis.get(self._keys.execution_started(execution_id)))
 
     def _report(self, rows: list[Any], status: Literal["LOST", "TIMED_OUT"], why: str) -> None:
         """Publish results on the workers' behalf, through the normal results path."""
@@ -127,6 +134,12 @@ class Recovery:
             )
             for r in rows
         ]
+        self._publish_results(results)
+
+    def _publish_results(self, results: list[ExecutionResult]) -> None:
+        """Publish results on the workers' behalf, through the normal results path."""
+        if not results:
+            return
         body = ResultBatch(worker_id="dispatcher", results=results).model_dump_json().encode()
         self._publisher.publish(
             [OutgoingMessage(RESULTS_EXCHANGE, RESULTS_QUEUE, body, results[0].execution_id)]

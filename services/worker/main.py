@@ -7,7 +7,6 @@ import signal
 import socket
 import threading
 import time
-from functools import partial
 from types import FrameType
 
 import redis
@@ -29,7 +28,7 @@ from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
 from services.worker.heartbeat import Heartbeater
 from services.worker.registry import collect_handlers
-from services.worker.runner import Admitted, ExecutionRunner, result_messages
+from services.worker.runner import Admitted, ExecutionRunner
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +131,11 @@ class _Serving:
                 self.settings.capacity,
                 self.runner.admit,
                 self.runner.execute,
-                partial(result_messages, self.worker_id),
+                self.runner.report,
                 ack_deadline=self.settings.ack_deadline_seconds,
                 stats=self.stats,
                 prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
+                release=self.runner.release,
             )
             self.consumer.start()
             log.info(

@@ -17,6 +17,7 @@ from common.clock import ClusterClock
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult, ResultBatch
 from common.metrics import observe_run, observe_start
+from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.worker.registry import HandlerContext, HandlerFn
 
@@ -51,12 +52,38 @@ return owners
 """
 
 
+# Deletes each key still owned by this worker (ARGV[1]); returns how many it deleted.
+_RELEASE_SCRIPT = """
+local released = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    released = released + redis.call('DEL', key)
+  end
+end
+return released
+"""
+
+
+# Appends each run's result to its key (see common/started_mark.py), for keys this
+# worker (ARGV[1]) still holds without one; ARGV[i + 1] is the result of KEYS[i].
+_REMEMBER_SCRIPT = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('SET', key, ARGV[1] .. '\\n' .. ARGV[i + 1], 'KEEPTTL')
+  end
+end
+return 0
+"""
+
+
 @dataclass(frozen=True)
 class Admitted:
-    """A parsed dispatch message; ``owner`` is set when another run already took it."""
+    """A parsed dispatch message; ``owner`` is set when another run already took it,
+    ``outcome`` when that run ended and stored its result (JSON)."""
 
     message: DispatchMessage
     owner: str | None
+    outcome: str | None = None
 
 
 class ExecutionRunner:
@@ -78,6 +105,8 @@ class ExecutionRunner:
         self._clock = clock
         self._ttl = idempotency_ttl_seconds
         self._take = client.register_script(_TAKE_SCRIPT)
+        self._release = client.register_script(_RELEASE_SCRIPT)
+        self._remember = client.register_script(_REMEMBER_SCRIPT)
 
     def admit(self, bodies: Sequence[bytes]) -> list[Admitted]:
         """Parse messages and mark their executions started, in one Redis call.
@@ -89,9 +118,44 @@ class ExecutionRunner:
         keys = [self._keys.execution_started(m.execution_id) for m in messages]
         owners = self._take(keys=keys, args=[self._worker_id, self._ttl]) if keys else []
         return [
-            Admitted(m, _text(owner) if owner else None)
+            Admitted(m, *parse_started(_text(owner))) if owner else Admitted(m, None)
             for m, owner in zip(messages, owners, strict=True)
         ]
+
+    def release(self, admitted: Sequence[Admitted]) -> int:
+        """Give back the started keys of admitted runs that never started; how many.
+
+        Their deliveries return to the queue; without this, the copy that comes back
+        would find this worker's key and be reported LOST although it never ran.
+        """
+        keys = [
+            self._keys.execution_started(a.message.execution_id)
+            for a in admitted
+            if a.owner is None
+        ]
+        if not keys:
+            return 0
+        released = int(self._release(keys=keys, args=[self._worker_id]))
+        log.info("released %d admitted runs that never started", released)
+        return released
+
+    def report(self, outcomes: Sequence[ExecutionResult | None]) -> list[OutgoingMessage]:
+        """Store the outcomes with their started keys, then pack them to be published.
+
+        Stored first: if the publish or the ack is lost with the connection, the copy
+        of the delivery that comes back reports this outcome instead of LOST. Storing is
+        best effort; without it such a copy is reported LOST, as before.
+        """
+        results = [o for o in outcomes if o is not None]
+        if results:
+            keys = [self._keys.execution_started(r.execution_id) for r in results]
+            try:
+                self._remember(
+                    keys=keys, args=[self._worker_id, *(r.model_dump_json() for r in results)]
+                )
+            except redis.RedisError as e:
+                log.warning("could not store %d outcomes in Redis: %s", len(results), e)
+        return result_messages(self._worker_id, results)
 
     def run(self, body: bytes) -> ExecutionResult | None:
         """Admit and run one message (``admit`` then ``execute``)."""
@@ -102,7 +166,7 @@ class ExecutionRunner:
         message = admitted.message
         extra = {"job_id": message.job_id, "execution_id": message.execution_id}
         if admitted.owner is not None:
-            return self._already_started(message, admitted.owner, extra)
+            return self._already_started(admitted, extra)
         started = self._clock.now_ms()
         observe_start(message.trigger_time, started, message.attempt)
         began = time.perf_counter()
@@ -128,11 +192,16 @@ class ExecutionRunner:
         )
 
     def _already_started(
-        self, message: DispatchMessage, owner_id: str, extra: dict[str, object]
+        self, admitted: Admitted, extra: dict[str, object]
     ) -> ExecutionResult | None:
+        message, owner_id = admitted.message, admitted.owner
         if owner_id != self._worker_id:
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
+        if admitted.outcome is not None:
+            # It ran here and ended, but its result or ack was lost with the connection.
+            log.info("execution ended before a reconnect; reporting it again", extra=extra)
+            return ExecutionResult.model_validate_json(admitted.outcome)
         # This worker's previous process took it and died before reporting: the handler
         # may have had effects, so it must not run again under the same execution id.
         now = self._clock.now_ms()

@@ -145,12 +145,12 @@ def wait_healthy(port: int) -> str:
     return base
 
 
-def connect_api(processes: Processes, port: int) -> Api:
+def connect_api(processes: Processes, port: int, probe_handler: str = "demo.noop") -> Api:
     """Wait for /healthz and for a worker's handlers, then create an app via the CLI."""
     base = wait_healthy(port)
     created = json.loads(processes.run("app", "create", "e2e"))
     api = Api(base, created["apiKey"], created["signingSecret"])
-    probe = {"jobName": "probe", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    probe = {"jobName": "probe", "jobHandler": probe_handler, "triggerAt": "2100-01-01T00:00:00Z"}
     wait_until(
         lambda: api.post_job(probe).status_code == 202, 30, what="a worker to register handlers"
     )

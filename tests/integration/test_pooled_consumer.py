@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from pika.adapters.blocking_connection import BlockingConnection
@@ -102,3 +103,32 @@ def test_deliveries_still_waiting_go_back_to_the_queue_when_consuming_stops(
     consumer.close()
     assert flushed == started
     assert ready(connection, queue) == 2
+
+
+def test_closing_releases_admitted_runs_no_pool_thread_picked_up(
+    broker: tuple[BlockingConnection, str],
+) -> None:
+    connection, queue = broker
+    released: list[bytes] = []
+    consumer = PooledConsumer(
+        connection,
+        queue,
+        3,
+        unchanged,
+        lambda body: body,
+        Flushed().flush,
+        prefetch=3,
+        release=released.extend,
+    )
+    # Every pool thread busy elsewhere: what is admitted now waits in the pool's queue,
+    # as it does for a moment between admission and a thread taking it.
+    hold = threading.Event()
+    busy = ThreadPoolExecutor(max_workers=1)
+    busy.submit(hold.wait, 10)
+    consumer._pool.shutdown()
+    consumer._pool = busy
+    consumer.start()
+    pump(connection, lambda: consumer.active == 3)
+    consumer.close()
+    hold.set()
+    assert sorted(released) == [b"0", b"1", b"2"]

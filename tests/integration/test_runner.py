@@ -97,3 +97,30 @@ def test_return_value_is_kept_as_json(redis_client: redis.Redis, namespace: Stor
     outcome = runner(redis_client, namespace, "w1").run(message("demo.echo", {"x": [1, 2]}))
     assert outcome is not None
     assert outcome.result == '{"x": [1, 2]}'
+
+
+def test_released_runs_that_never_started_run_when_they_come_back(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CALLS.clear()
+    w1 = runner(redis_client, namespace, "w1")
+    runner(redis_client, namespace, "w2").admit([message(execution_id="e-2")])
+    admitted = w1.admit([message(execution_id=e) for e in ("e-1", "e-2")])
+    assert w1.release(admitted) == 1  # e-2 is w2's: left alone
+    again = w1.run(message(execution_id="e-1"))
+    assert again is not None and again.status == "SUCCEEDED"
+    assert CALLS == ["e-1"]
+    assert runner(redis_client, namespace, "w1").run(message(execution_id="e-2")) is None
+
+
+def test_a_copy_of_a_run_that_ended_reports_its_stored_outcome_not_lost(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CALLS.clear()
+    w1 = runner(redis_client, namespace, "w1")
+    first = w1.run(message(handler="demo.echo", params={"x": 1}))
+    assert first is not None
+    assert len(w1.report([first])) == 1  # stored, then the publish or its ack is lost
+    again = runner(redis_client, namespace, "w1").run(message(handler="demo.echo"))
+    assert again == first
+    assert runner(redis_client, namespace, "w2").run(message()) is None

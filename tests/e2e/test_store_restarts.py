@@ -1,0 +1,71 @@
+"""Stores restarting under a running stack: nothing is lost, nothing runs twice."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import redis
+
+from common.clock import wall_ms
+from common.config import StoreSettings
+from tests.e2e.counting import runs_key
+from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
+
+FINAL = {"SUCCEEDED", "FAILED"}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def restart_rabbitmq(down_seconds: float) -> None:
+    """Stop the broker application (queues and persistent messages stay) and start it."""
+    subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=60)
+    time.sleep(down_seconds)
+    subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
+    subprocess.run(["rabbitmqctl", "await_startup"], check=True, capture_output=True, timeout=120)
+
+
+def submit_spread(api: Api, count: int, over_ms: int) -> list[int]:
+    start = wall_ms() + 500
+    jobs = [
+        {"jobName": f"c{i}", "jobHandler": "test.count", "triggerAt": start + i * over_ms // count}
+        for i in range(count)
+    ]
+    response = httpx.post(
+        f"{api.base}/openapi/jobs/batch",
+        json={"jobs": jobs},
+        headers={"Authorization": f"Bearer {api.api_key}"},
+        timeout=30,
+    )
+    assert response.status_code == 202, response.text
+    return [int(item["jobId"]) for item in response.json()["jobs"]]
+
+
+def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+    processes.start("d", "dispatcher")
+    for worker in ("w1", "w2"):
+        # The handler module lives in the tests, not in the installed package.
+        processes.start(
+            worker,
+            "worker",
+            *("--id", worker, "--handlers", "tests.e2e.counting"),
+            PYTHONPATH=str(REPO),
+        )
+    port = free_port()
+    processes.start("api", "api", "--port", str(port))
+    api = connect_api(processes, port, probe_handler="test.count")
+    job_ids = submit_spread(api, 300, over_ms=8_000)
+    time.sleep(3)
+    restart_rabbitmq(down_seconds=3)
+    wait_until(
+        lambda: all(api.job(j)["status"] in FINAL for j in job_ids), 120, what="every job to end"
+    )
+    client = redis.Redis.from_url(namespace.redis_url)
+    runs = {j: int(client.get(runs_key(namespace.namespace, j)) or 0) for j in job_ids}
+    outcomes = {j: [e["status"] for e in api.executions(j)] for j in job_ids}
+    twice = [j for j, n in runs.items() if n > 1]
+    not_succeeded = {j: o for j, o in outcomes.items() if o != ["SUCCEEDED"]}
+    print(f"runs: {sorted(set(runs.values()))}; not succeeded: {not_succeeded}")
+    assert not twice, f"jobs that ran twice: {twice}"
+    assert not not_succeeded
