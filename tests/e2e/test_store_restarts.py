@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 import redis
+import sqlalchemy as sa
 
 from common.clock import wall_ms
 from common.config import StoreSettings
@@ -42,7 +45,35 @@ def submit_spread(api: Api, count: int, over_ms: int) -> list[int]:
     return [int(item["jobId"]) for item in response.json()["jobs"]]
 
 
-def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+def kill_mysql_connections(namespace: StoreSettings, rounds: int, every_s: float) -> int:
+    """Kill every MySQL connection on the namespace's database, ``rounds`` times.
+
+    The server stays up (it is shared), but each client sees what a restart shows it:
+    its connections dropped mid-statement or mid-transaction.
+    """
+    admin = sa.create_engine(namespace.database_url, poolclass=sa.pool.NullPool)
+    killed = 0
+    with admin.connect() as conn:
+        for _ in range(rounds):
+            ids = conn.execute(
+                sa.text(
+                    "SELECT id FROM information_schema.PROCESSLIST "
+                    "WHERE db = :db AND id <> CONNECTION_ID()"
+                ),
+                {"db": namespace.namespace},
+            ).scalars()
+            for connection_id in list(ids):
+                try:
+                    conn.execute(sa.text(f"KILL CONNECTION {int(connection_id)}"))
+                    killed += 1
+                except sa.exc.DBAPIError:
+                    pass  # it ended by itself meanwhile
+            time.sleep(every_s)
+    admin.dispose()
+    return killed
+
+
+def start_counting_stack(processes: Processes) -> Api:
     processes.start("d", "dispatcher")
     for worker in ("w1", "w2"):
         # The handler module lives in the tests, not in the installed package.
@@ -54,10 +85,10 @@ def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings
         )
     port = free_port()
     processes.start("api", "api", "--port", str(port))
-    api = connect_api(processes, port, probe_handler="test.count")
-    job_ids = submit_spread(api, 300, over_ms=8_000)
-    time.sleep(3)
-    restart_rabbitmq(down_seconds=3)
+    return connect_api(processes, port, probe_handler="test.count")
+
+
+def assert_each_ran_once(api: Api, namespace: StoreSettings, job_ids: list[int]) -> None:
     wait_until(
         lambda: all(api.job(j)["status"] in FINAL for j in job_ids), 120, what="every job to end"
     )
@@ -69,3 +100,20 @@ def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings
     print(f"runs: {sorted(set(runs.values()))}; not succeeded: {not_succeeded}")
     assert not twice, f"jobs that ran twice: {twice}"
     assert not not_succeeded
+
+
+@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl here")
+def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+    api = start_counting_stack(processes)
+    job_ids = submit_spread(api, 300, over_ms=8_000)
+    time.sleep(3)
+    restart_rabbitmq(down_seconds=3)
+    assert_each_ran_once(api, namespace, job_ids)
+
+
+def test_mysql_connections_dropped_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+    api = start_counting_stack(processes)
+    job_ids = submit_spread(api, 300, over_ms=8_000)
+    time.sleep(2)
+    assert kill_mysql_connections(namespace, rounds=6, every_s=0.5) > 0
+    assert_each_ran_once(api, namespace, job_ids)
