@@ -151,6 +151,17 @@ def test_workers_have_distinct_ids(services: dict[str, dict[str, Any]]) -> None:
     assert len(set(ids)) == len(ids), f"worker ids must differ, got {ids}"
 
 
+@pytest.mark.parametrize("name", ["dispatcher", "worker-1", "worker-2", "notifier"])
+def test_non_http_services_serve_metrics_on_the_network(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    args = build_parser().parse_args(_command(services[name])[1:])
+    assert args.metrics_port == 9100, f"{name} needs --metrics-port 9100"
+    environment = _mapping(services[name].get("environment"), f"{name}.environment")
+    assert environment.get("KAIROS_METRICS_HOST") == "0.0.0.0", "not 127.0.0.1 in a container"
+    assert "9100" in [str(port) for port in services[name].get("expose", [])]
+
+
 def test_dispatcher_runs_two_replicas(services: dict[str, dict[str, Any]]) -> None:
     deploy = _mapping(services["dispatcher"].get("deploy"), "dispatcher.deploy")
     assert deploy.get("replicas") == 2
