@@ -68,7 +68,7 @@ class DispatcherSettings(StoreSettings):
     dispatcher_id: str = ""
     strategy: str = Field(default="equal_cost", description="equal_cost, round_robin or random")
     lease_ttl_ms: int = 10_000
-    batch_size: int = 500
+    batch_size: int = 1_000
     fire_batch_size: int = Field(
         default=2_000,
         ge=1,
