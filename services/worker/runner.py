@@ -19,6 +19,7 @@ from common.messages import DispatchMessage, ExecutionResult, ResultBatch
 from common.metrics import observe_run, observe_start
 from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
+from services.worker.local_runs import LocalRuns
 from services.worker.registry import HandlerContext, HandlerFn
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class ExecutionRunner:
         self._take = client.register_script(_TAKE_SCRIPT)
         self._release = client.register_script(_RELEASE_SCRIPT)
         self._remember = client.register_script(_REMEMBER_SCRIPT)
+        self._local = LocalRuns()
 
     def admit(self, bodies: Sequence[bytes]) -> list[Admitted]:
         """Parse messages and mark their executions started, in one Redis call.
@@ -155,6 +157,8 @@ class ExecutionRunner:
                 )
             except redis.RedisError as e:
                 log.warning("could not store %d outcomes in Redis: %s", len(results), e)
+            else:
+                self._local.forget([r.execution_id for r in results])
         return result_messages(self._worker_id, results)
 
     def run(self, body: bytes) -> ExecutionResult | None:
@@ -167,6 +171,15 @@ class ExecutionRunner:
         extra = {"job_id": message.job_id, "execution_id": message.execution_id}
         if admitted.owner is not None:
             return self._already_started(admitted, extra)
+        self._local.begin(message.execution_id)
+        result = None
+        try:
+            result = self._run_admitted(message, extra)
+        finally:
+            self._local.end(message.execution_id, result)
+        return result
+
+    def _run_admitted(self, message: DispatchMessage, extra: dict[str, object]) -> ExecutionResult:
         started = self._clock.now_ms()
         observe_start(message.trigger_time, started, message.attempt)
         began = time.perf_counter()
@@ -198,9 +211,15 @@ class ExecutionRunner:
         if owner_id != self._worker_id:
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
+        local = self._local.outcome(message.execution_id)
+        if local is not None:
+            # This process ran it (or still was: then the copy waited for the end); its
+            # result or ack went with the broker connection.
+            log.info("execution came back after a reconnect; reporting its run", extra=extra)
+            return local
         if admitted.outcome is not None:
-            # It ran here and ended, but its result or ack was lost with the connection.
-            log.info("execution ended before a reconnect; reporting it again", extra=extra)
+            # An earlier process of this worker ran it and stored the result.
+            log.info("execution ended before a restart; reporting it again", extra=extra)
             return ExecutionResult.model_validate_json(admitted.outcome)
         # This worker's previous process took it and died before reporting: the handler
         # may have had effects, so it must not run again under the same execution id.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from functools import cache
 from typing import Any
 
@@ -23,5 +24,6 @@ def runs_key(namespace: str, job_id: int) -> str:
 
 @handler("test.count")
 def count(params: dict[str, Any], ctx: HandlerContext) -> None:
-    """Count this run of the job."""
+    """Count this run of the job, then sleep ``params["seconds"]`` (default 0)."""
     _client().incr(runs_key(os.environ["KAIROS_NAMESPACE"], ctx.job_id))
+    time.sleep(float(params.get("seconds", 0)))

@@ -29,10 +29,17 @@ def restart_rabbitmq(down_seconds: float) -> None:
     subprocess.run(["rabbitmqctl", "await_startup"], check=True, capture_output=True, timeout=120)
 
 
-def submit_spread(api: Api, count: int, over_ms: int) -> list[int]:
-    start = wall_ms() + 500
+def submit_spread(
+    api: Api, count: int, over_ms: int, params: dict[str, float] | None = None, after_ms: int = 500
+) -> list[int]:
+    start = wall_ms() + after_ms
     jobs = [
-        {"jobName": f"c{i}", "jobHandler": "test.count", "triggerAt": start + i * over_ms // count}
+        {
+            "jobName": f"c{i}",
+            "jobHandler": "test.count",
+            "triggerAt": start + i * over_ms // count,
+            "params": params or {},
+        }
         for i in range(count)
     ]
     response = httpx.post(
@@ -106,6 +113,8 @@ def assert_each_ran_once(api: Api, namespace: StoreSettings, job_ids: list[int])
 def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings) -> None:
     api = start_counting_stack(processes)
     job_ids = submit_spread(api, 300, over_ms=8_000)
+    # Running when the broker goes: their deliveries come back while they still run.
+    job_ids += submit_spread(api, 6, over_ms=200, params={"seconds": 4}, after_ms=1_500)
     time.sleep(3)
     restart_rabbitmq(down_seconds=3)
     assert_each_ran_once(api, namespace, job_ids)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import redis
@@ -9,7 +11,7 @@ import redis
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from common.messages import DispatchMessage
+from common.messages import DispatchMessage, ExecutionResult
 from services.worker.registry import HandlerContext, collect_handlers
 from services.worker.runner import ExecutionRunner
 
@@ -20,9 +22,18 @@ def counting(params: dict[str, Any], ctx: HandlerContext) -> None:
     CALLS.append(ctx.execution_id)
 
 
+GATE = threading.Event()
+
+
+def gated(params: dict[str, Any], ctx: HandlerContext) -> None:
+    CALLS.append(ctx.execution_id)
+    GATE.wait(10)
+
+
 def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
     handlers = dict(collect_handlers(["services.worker.demo"]))
     handlers["test.count"] = counting
+    handlers["test.gated"] = gated
     return ExecutionRunner(
         worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
     )
@@ -124,3 +135,27 @@ def test_a_copy_of_a_run_that_ended_reports_its_stored_outcome_not_lost(
     again = runner(redis_client, namespace, "w1").run(message(handler="demo.echo"))
     assert again == first
     assert runner(redis_client, namespace, "w2").run(message()) is None
+
+
+def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CALLS.clear()
+    GATE.clear()
+    w1 = runner(redis_client, namespace, "w1")
+    body = message(handler="test.gated")
+    first: list[ExecutionResult | None] = []
+    original = threading.Thread(target=lambda: first.append(w1.run(body)))
+    original.start()
+    while not CALLS:
+        time.sleep(0.01)
+    copy: list[ExecutionResult | None] = []
+    duplicate = threading.Thread(target=lambda: copy.append(w1.run(body)))
+    duplicate.start()
+    time.sleep(0.2)
+    assert not copy, "the copy must wait for the run, not report it LOST"
+    GATE.set()
+    original.join(10)
+    duplicate.join(10)
+    assert copy == first and first[0] is not None and first[0].status == "SUCCEEDED"
+    assert CALLS == ["e-1"]
