@@ -12,7 +12,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from common.config import StoreSettings
 from common.db.engine import drop_database
 from common.db.schema import executions, workers
 from common.namespace import prepare_namespace
+from common.ports import free_port as free_port
 from common.states import ExecutionStatus
 from common.vhost import drop_vhost
 
@@ -91,14 +91,6 @@ class Submission:
 def log(message: str) -> None:
     """A progress line on stderr."""
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def git_commit() -> str:
