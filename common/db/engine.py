@@ -27,13 +27,19 @@ def database_url(settings: StoreSettings) -> sa.URL:
     return server_url(settings).set(database=settings.namespace)
 
 
-def make_engine(settings: StoreSettings, pool_size: int = 5) -> Engine:
-    """An engine on the namespace's database; connections are checked before use."""
+def make_engine(settings: StoreSettings, pool_size: int = 5, pre_ping: bool = True) -> Engine:
+    """An engine on the namespace's database.
+
+    With ``pre_ping`` a pooled connection is pinged before each use (a round trip per
+    transaction), so a database restart costs no failed statement. Without it the first
+    statement on a dead connection fails, and the whole pool is dropped at once: for
+    code that retries anyway.
+    """
     return sa.create_engine(
         database_url(settings),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
     )

@@ -11,6 +11,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.wake import WakeListener
 
@@ -58,6 +60,11 @@ class ClaimLoop:
         while keep_going():
             try:
                 found = self._claimer.claim(self.handlers)
+            except (OperationalError, InterfaceError) as e:
+                # MySQL restarting or a connection dropped: expected now and then.
+                log.warning("claiming lost MySQL (%r); trying again in 1 s", e)
+                self._wake.wait(1.0)
+                continue
             except Exception:
                 log.exception("claiming failed; trying again in 1 s")
                 self._wake.wait(1.0)

@@ -63,7 +63,10 @@ class Dispatcher:
         self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         self.clock = ClusterClock(self.redis)
         self.keys = RedisKeys(settings.namespace)
-        self.engine: Engine = make_engine(settings)
+        # No ping before each transaction (~3% of pipeline throughput): every loop of the
+        # dispatcher starts again after a failed statement, and a disconnect drops the
+        # whole pool, so a database restart costs one failed attempt per loop.
+        self.engine: Engine = make_engine(settings, pre_ping=False)
         require_schema(self.engine, settings.namespace)
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
         self.leadership = Leadership(lease)
