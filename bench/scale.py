@@ -38,13 +38,12 @@ import argparse
 import json
 import math
 import os
-import random
 import secrets
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,7 @@ from harness import (
     stop_on_sigterm,
     stop_services,
 )
+from scale_fill import app_pk, fill, insert_jobs
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
@@ -74,7 +74,7 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.jobs import find_due_jobs
-from common.db.schema import apps, executions, jobs, workers
+from common.db.schema import executions, jobs, workers
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from common.states import ExecutionStatus
@@ -82,7 +82,6 @@ from services.worker.main import BUILTIN_HANDLERS
 from services.worker.registry import collect_handlers
 
 DUE_INDEX = "ix_jobs_status_next_trigger"
-SPREAD_MS = 30 * 86_400_000
 SCAN_LIMIT = 500
 SCAN_AHEAD_MS = 1000
 SCAN_RUNS = 50
@@ -92,9 +91,6 @@ STARTUP_SECONDS = 60.0
 FLAT_FRACTION = 0.05
 FLAT_MB = 4.0
 MB = 1024 * 1024
-INSERT_COLUMNS = (
-    "app_id, job_name, handler, params, next_trigger_time, status, version, created_at, updated_at"
-)
 
 
 @dataclass(frozen=True)
@@ -138,73 +134,6 @@ def nearest_rank(values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile of ``values``."""
     ordered = sorted(values)
     return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
-
-
-def app_pk(engine: Engine, app_id: str) -> int:
-    """The primary key of the app created for the benchmark."""
-    with engine.connect() as conn:
-        query = sa.select(apps.c.id).where(apps.c.app_id == app_id)
-        return int(conn.execute(query).scalar_one())
-
-
-def values_sql(app: int, names: range, triggers: Sequence[int], now_ms: int) -> str:
-    """The VALUES list of one multi-row INSERT; every value is an int or a fixed literal."""
-    return ",".join(
-        f"({app},'scale {i}','demo.noop','{{}}',{t},'WAITING',0,{now_ms},{now_ms})"
-        for i, t in zip(names, triggers, strict=True)
-    )
-
-
-class FillProgress:
-    """A progress line on stderr every 10% of the fill."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.started = time.monotonic()
-        self.next_report = 0
-
-    def __call__(self, done: int) -> None:
-        if done < self.next_report and done < self.total:
-            return
-        elapsed = time.monotonic() - self.started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        log(f"filled {done:,}/{self.total:,} rows in {elapsed:.1f} s ({rate:,.0f} rows/s)")
-        self.next_report = done + max(1, self.total // 10)
-
-
-def insert_jobs(
-    engine: Engine,
-    app: int,
-    triggers: Sequence[int],
-    rows: int,
-    progress: Callable[[int], None] | None = None,
-) -> None:
-    """INSERT WAITING jobs due at ``triggers``, ``rows`` per statement, one commit each."""
-    now_ms = int(time.time() * 1000)
-    first = secrets.randbelow(1 << 30)
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        for start in range(0, len(triggers), rows):
-            chunk = triggers[start : start + rows]
-            names = range(first + start, first + start + len(chunk))
-            values = values_sql(app, names, chunk, now_ms)
-            cursor.execute(f"INSERT INTO jobs ({INSERT_COLUMNS}) VALUES {values}")
-            raw.commit()
-            if progress is not None:
-                progress(start + len(chunk))
-        cursor.close()
-    finally:
-        raw.close()
-
-
-def fill(engine: Engine, app: int, count: int, rows: int, now_ms: int) -> float:
-    """Insert ``count`` jobs spread over the next 30 days; the seconds it took."""
-    rng = random.Random(20_261_130)
-    triggers = [now_ms + rng.randrange(SPREAD_MS) for _ in range(count)]
-    started = time.monotonic()
-    insert_jobs(engine, app, triggers, rows, FillProgress(count))
-    return time.monotonic() - started
 
 
 def capture_due_scan(engine: Engine, now_ms: int, handlers: list[str]) -> tuple[str, Any]:
