@@ -31,6 +31,10 @@ class ClusterClock:
         self._offset_ms = server_ms - (before + after) / 2 * 1000
         self._synced_at = after
 
+    def fresh(self) -> bool:
+        """Whether ``now_ms`` would answer without asking Redis."""
+        return time.monotonic() - self._synced_at <= self._refresh
+
     def now_ms(self) -> int:
         """The cluster time in epoch milliseconds."""
         with self._lock:

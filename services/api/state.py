@@ -44,6 +44,11 @@ class ApiState:
                 self._handlers_at = time.monotonic()
             return self._handlers
 
+    def caches_fresh(self) -> bool:
+        """Whether the handler list and the cluster clock answer without a store."""
+        handlers_age = time.monotonic() - self._handlers_at
+        return handlers_age <= self.settings.handler_cache_seconds and self.clock.fresh()
+
     def cached_app(self, api_key: str) -> App | None:
         """The app owning ``api_key`` if a recent lookup found it; never touches MySQL."""
         cached = self._apps.get(api_key)

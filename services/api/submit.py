@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from fastapi.concurrency import run_in_threadpool
+
 from common.db.apps import App
+from common.db.jobs import NewJob
 from common.errors import ValidationFailedError
 from services.api.group_insert import Submitted
 from services.api.schemas import JobCreate
@@ -25,13 +28,21 @@ def merge_idempotency_key(body: JobCreate, header_key: str | None) -> JobCreate:
 
 
 async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
-    """Store the job of a single create (or find its earlier twin), from the event loop.
+    """Store the job of a single create (or find its earlier twin).
 
-    The job is validated right here and stored with whatever other single creates wait
-    at the same moment (``GroupInserter``): no thread hop and no transaction of its
-    own per request. The handler list and the cluster clock are cached, so this blocks
-    the loop only for their refresh every few seconds.
+    The job is stored with whatever other single creates wait at the same moment
+    (``GroupInserter``): no transaction of its own per request. It is validated on the
+    event loop while the handler list and the cluster clock are cached; when one of them
+    needs MySQL or Redis, in a worker thread, so a store that hangs never blocks the loop.
     """
+    if state.caches_fresh():
+        now, job = _build(state, app, body)
+    else:
+        now, job = await run_in_threadpool(_build, state, app, body)
+    return await asyncio.wrap_future(state.inserter.submit(job, now))
+
+
+def _build(state: ApiState, app: App, body: JobCreate) -> tuple[int, NewJob]:
     now = state.clock.now_ms()
     job = build_job(body, app.id, state.known_handlers(), state.settings.max_params_bytes, now)
-    return await asyncio.wrap_future(state.inserter.submit(job, now))
+    return now, job
