@@ -75,10 +75,6 @@ class GroupInserter:
         self._queue.put(pending)
         return pending.stored
 
-    def insert(self, job: NewJob, now_ms: int) -> Submitted:
-        """Store ``job`` (or find its earlier twin), blocking until committed."""
-        return self.submit(job, now_ms).result()
-
     def stop(self) -> None:
         """Store what is queued, then end the thread."""
         with self._lock:

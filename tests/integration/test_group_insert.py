@@ -42,8 +42,12 @@ def test_concurrent_inserts_each_get_their_own_stored_job(engine: Engine) -> Non
     calls: Announced = []
     inserter = GroupInserter(engine, recorder(calls))
     names = [f"job-{n}" for n in range(200)]
+
+    def store(name: str) -> int:
+        return inserter.submit(job(app_pk, name), 1_000).result().job_id
+
     with ThreadPoolExecutor(max_workers=16) as pool:
-        ids = list(pool.map(lambda name: inserter.insert(job(app_pk, name), 1_000).job_id, names))
+        ids = list(pool.map(store, names))
     inserter.stop()
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT id, job_name FROM jobs")).all()
