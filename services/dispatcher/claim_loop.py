@@ -11,8 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from sqlalchemy.exc import InterfaceError, OperationalError
-
+from common.store_errors import STORE_LOST
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.wake import WakeListener
 
@@ -60,7 +59,7 @@ class ClaimLoop:
         while keep_going():
             try:
                 found = self._claimer.claim(self.handlers)
-            except (OperationalError, InterfaceError) as e:
+            except STORE_LOST as e:
                 # MySQL restarting or a connection dropped: expected now and then.
                 log.warning("claiming lost MySQL (%r); trying again in 1 s", e)
                 self._wake.wait(1.0)

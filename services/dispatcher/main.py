@@ -13,21 +13,19 @@ from types import FrameType
 
 import redis
 from pika.adapters.blocking_connection import BlockingConnection
-from pika.exceptions import AMQPError
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
 
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
 from common.db.engine import make_engine, require_schema
-from common.errors import PublishFailedError, StoreUnavailableError
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.logs import setup_logging
 from common.metrics import clear_worker_gauges, start_metrics_server
+from common.store_errors import STORE_LOST
 from common.topology import declare_core
 from services.dispatcher.claim_loop import ClaimLoop
 from services.dispatcher.claimer import TriggerClaimer
@@ -87,12 +85,7 @@ class Dispatcher:
                     continue
                 try:
                     self._lead()
-                except (
-                    AMQPError,
-                    PublishFailedError,
-                    StoreUnavailableError,
-                    OperationalError,
-                ) as e:
+                except STORE_LOST as e:
                     # A store restarting is expected now and then: one line, no traceback.
                     log.warning("dispatch loop lost a store (%r); starting again in 1 s", e)
                     self.stop.wait(1.0)

@@ -8,16 +8,14 @@ import time
 from typing import Any
 
 from pika.adapters.blocking_connection import BlockingConnection
-from pika.exceptions import AMQPError
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
 
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
-from common.errors import PublishFailedError, StoreUnavailableError
 from common.messages import ExecutionResult, ResultBatch
+from common.store_errors import STORE_LOST
 from common.topology import RESULTS_QUEUE, declare_core
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.results import record_results
@@ -55,7 +53,7 @@ class ResultsConsumer:
         while not stop.is_set():
             try:
                 self._consume(stop)
-            except (AMQPError, PublishFailedError, StoreUnavailableError, OperationalError) as e:
+            except STORE_LOST as e:
                 # A store restarting is expected now and then: one line, no traceback.
                 log.warning("results consumer lost a store (%r); reconnecting in 1 s", e)
                 stop.wait(1.0)
