@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db.rows import AnyRow
 from common.errors import ConfigurationError
 
 _DRIVER_PARAMSTYLES = ("format", "pyformat")
+_ID_STEP_KEY = "kairos_insert_id_step"
 
 
 def marks(count: int) -> str:
@@ -53,3 +55,33 @@ def execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> int:
     """Run an INSERT or UPDATE written with ``%s`` placeholders; returns the rows matched."""
     _check(conn)
     return int(conn.exec_driver_sql(sql, tuple(params)).rowcount)
+
+
+def insert(conn: Connection, sql: str, params: Sequence[Any] = ()) -> int:
+    """Run an INSERT written with ``%s`` placeholders; returns the id of its first row."""
+    _check(conn)
+    return int(conn.exec_driver_sql(sql, tuple(params)).lastrowid)
+
+
+def consecutive_id_step(conn: Connection) -> int | None:
+    """The id step of a multi-row INSERT when its ids are consecutive, else None.
+
+    With ``innodb_autoinc_lock_mode`` 0 or 1 (1 is the MariaDB default) InnoDB reserves
+    the ids of a "simple insert" (row count known up front) in one go under its AUTO-INC
+    lock, so the rows get ``first, first + step, ...`` where ``first`` is the
+    statement's LAST_INSERT_ID() and ``step`` is ``@@auto_increment_increment``. With
+    mode 2 (interleaved, the MySQL 8 default) they may not be consecutive: None.
+
+    Read once per database connection and kept with it: the lock mode changes only with
+    a server restart (which means new connections) and a session's increment is copied
+    from the global one when it connects. The query was ~9% of the API's CPU when
+    single creates were stored in small groups.
+    """
+    info = conn.connection.info
+    if _ID_STEP_KEY not in info:
+        lock_mode, increment = conn.execute(
+            sa.text("SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment")
+        ).one()
+        info[_ID_STEP_KEY] = int(increment) if int(lock_mode) in (0, 1) else None
+    step: int | None = info[_ID_STEP_KEY]
+    return step

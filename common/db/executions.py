@@ -25,7 +25,8 @@ UNFINISHED = [ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED]
 
 @dataclass(frozen=True)
 class NewExecution:
-    """An execution to create: SCHEDULED to fire at ``scheduled_at``, or already final."""
+    """An execution to create: SCHEDULED to fire at ``scheduled_at``, QUEUED on
+    ``worker_id`` (sent as it is created), or already final."""
 
     execution_id: str
     job_id: int
@@ -35,11 +36,12 @@ class NewExecution:
     status: ExecutionStatus = ExecutionStatus.SCHEDULED
     message: str | None = None
     manual: bool = False
+    worker_id: str | None = None
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "created_at, ended_at"
+    "worker_id, created_at, dispatched_at, ended_at"
 )
 
 
@@ -49,16 +51,47 @@ def insert_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: in
     The unique key (job_id, trigger_time, attempt) makes the database refuse a second
     execution of the same trigger, whatever a dispatcher believes.
     """
+    if rows:
+        _insert(conn, rows, now_ms)
+
+
+def insert_executions_with_ids(
+    conn: Connection, rows: Sequence[NewExecution], now_ms: int
+) -> list[int]:
+    """``insert_executions``, returning the rows' primary keys in the order given.
+
+    The keys follow from the statement's first id when the server hands out
+    consecutive ids (``driver.consecutive_id_step``); otherwise they are read back by
+    execution id in the same transaction.
+    """
     if not rows:
-        return
+        return []
+    first = _insert(conn, rows, now_ms)
+    step = driver.consecutive_id_step(conn)
+    if step is not None:
+        return [first + index * step for index in range(len(rows))]
+    wanted = [r.execution_id for r in rows]
+    found = driver.fetch(
+        conn,
+        f"SELECT id, execution_id FROM executions WHERE execution_id IN "
+        f"({driver.marks(len(wanted))})",
+        wanted,
+    )
+    keys = {str(r.execution_id): int(r.id) for r in found}
+    return [keys[execution_id] for execution_id in wanted]
+
+
+def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
+    """One multi-row INSERT; the id of its first row."""
     params: list[Any] = []
     for r in rows:
-        ended = None if r.status is ExecutionStatus.SCHEDULED else now_ms
+        ended = None if r.status in UNFINISHED else now_ms
+        dispatched = now_ms if r.status is ExecutionStatus.QUEUED else None
         params += (r.execution_id, r.job_id, r.attempt, r.trigger_time, r.scheduled_at)
-        params += (r.status.value, r.message, r.manual, now_ms, ended)
-    driver.execute(
+        params += (r.status.value, r.message, r.manual, r.worker_id, now_ms, dispatched, ended)
+    return driver.insert(
         conn,
-        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {driver.row_marks(len(rows), 10)}",
+        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {driver.row_marks(len(rows), 12)}",
         params,
     )
 
@@ -223,25 +256,35 @@ def inflight_by_worker(conn: Connection) -> dict[str, int]:
     return {str(worker): int(count) for worker, count in rows}
 
 
-def lock_unfinished(
-    conn: Connection, execution_ids: Sequence[str], known_keys: Iterable[int] = ()
-) -> list[AnyRow]:
+def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[AnyRow]:
     """Lock executions by primary key, ascending, and return the unfinished ones.
 
-    ``known_keys`` are primary keys the caller already has (results carry them); the
-    other ``execution_ids`` are looked up first. Two result consumers that see the same
+    ``refs`` maps each execution id to the primary key its result carries, or None; ids
+    without one are looked up first. A key can be stale: a claim that sent its
+    executions and then rolled back left messages whose keys no row has; the same
+    executions, claimed again under the same ids, have other keys. Those are looked up
+    by execution id and locked after the rest. Two result consumers that see the same
     result agree on which of them records it.
     """
-    keys = sorted({*known_keys, *primary_keys(conn, execution_ids)})
+    known = {key for key in refs.values() if key is not None}
+    keys = sorted(known | set(primary_keys(conn, [e for e, k in refs.items() if k is None])))
+    rows = _lock(conn, keys)
+    found = {str(r.execution_id) for r in rows}
+    stale = [e for e, key in refs.items() if key is not None and e not in found]
+    if stale:
+        rows += _lock(conn, sorted(set(primary_keys(conn, stale)) - set(keys)))
+    return [r for r in rows if r.status in UNFINISHED]
+
+
+def _lock(conn: Connection, keys: Sequence[int]) -> list[AnyRow]:
     if not keys:
         return []
-    rows = driver.fetch(
+    return driver.fetch(
         conn,
         "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
         f"FROM executions WHERE id IN ({driver.marks(len(keys))}) ORDER BY id FOR UPDATE",
         keys,
     )
-    return [r for r in rows if r.status in UNFINISHED]
 
 
 _OUTCOME_COLUMNS = (

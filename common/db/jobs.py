@@ -114,6 +114,9 @@ class DueJob:
     handler: str
     trigger_time: int
     policy: TriggerPolicy
+    created_at: int
+    params: str
+    timeout_seconds: int | None
 
 
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dict[str, Any]:
@@ -149,9 +152,6 @@ def insert_job(conn: Connection, job: NewJob, now_ms: int) -> int:
     return int(key[0])
 
 
-_ID_STEP_KEY = "kairos_insert_id_step"
-
-
 def insert_jobs(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> list[int]:
     """Insert WAITING jobs with ONE multi-row INSERT; return their ids in the order given.
 
@@ -171,7 +171,7 @@ def insert_jobs(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     """
     if not new_jobs:
         return []
-    step = _consecutive_id_step(conn)
+    step = driver.consecutive_id_step(conn)
     marker = None if step is not None else secrets.token_hex(16)
     rows = [_job_values(job, now_ms, marker) for job in new_jobs]
     first = _insert_rows(conn, rows)
@@ -200,24 +200,6 @@ def _insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> int:
     )
     params = tuple(row[column] for row in rows for column in columns)
     return int(conn.exec_driver_sql(sql, params).lastrowid)
-
-
-def _consecutive_id_step(conn: Connection) -> int | None:
-    """The id step of a multi-row INSERT when its ids are consecutive, else None.
-
-    Read once per database connection and kept with it: the lock mode changes only with
-    a server restart (which means new connections) and a session's increment is copied
-    from the global one when it connects. The query was ~9% of the API's CPU when
-    single creates were stored in small groups.
-    """
-    info = conn.connection.info
-    if _ID_STEP_KEY not in info:
-        lock_mode, increment = conn.execute(
-            sa.text("SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment")
-        ).one()
-        info[_ID_STEP_KEY] = int(increment) if int(lock_mode) in (0, 1) else None
-    step: int | None = info[_ID_STEP_KEY]
-    return step
 
 
 def _ids_by_marker(conn: Connection, first: int, marker: str, expected: int) -> list[int]:
@@ -286,21 +268,37 @@ def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
 
 
 def find_due_jobs(
-    conn: Connection, until_ms: int, handlers: Iterable[str], limit: int
+    conn: Connection, until_ms: int, handlers: Iterable[str], limit: int, skip_locked: bool = False
 ) -> list[DueJob]:
-    """WAITING jobs due by ``until_ms`` whose handler some live worker runs, soonest first."""
+    """WAITING jobs due by ``until_ms`` whose handler some live worker runs, soonest first.
+
+    With ``skip_locked`` the rows are locked as they are read and rows another
+    transaction holds are passed over: a claim still open leaves its jobs to itself.
+    """
     names = list(handlers)
     if not names:
         return []
     rows = driver.fetch(
         conn,
-        f"SELECT id, version, handler, next_trigger_time, {_POLICY_SQL} FROM jobs "
+        "SELECT id, version, handler, next_trigger_time, created_at, params, timeout_seconds, "
+        f"{_POLICY_SQL} FROM jobs "
         "WHERE status = %s AND next_trigger_time <= %s "
-        f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time LIMIT %s",
+        f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time LIMIT %s"
+        + (" FOR UPDATE SKIP LOCKED" if skip_locked else ""),
         (JobStatus.WAITING.value, until_ms, *names, limit),
     )
     return [
-        DueJob(r.id, r.version, r.handler, r.next_trigger_time, trigger_policy(r)) for r in rows
+        DueJob(
+            r.id,
+            r.version,
+            r.handler,
+            r.next_trigger_time,
+            trigger_policy(r),
+            r.created_at,
+            r.params,
+            r.timeout_seconds,
+        )
+        for r in rows
     ]
 
 

@@ -58,7 +58,7 @@ class ClaimLoop:
     def _run(self, keep_going: Callable[[], bool]) -> None:
         while keep_going():
             try:
-                found = self._claimer.claim(self.handlers)
+                found = self._claimer.claim(self.handlers, keep_going)
             except STORE_LOST as e:
                 # MySQL restarting or a connection dropped: expected now and then.
                 log.warning("claiming lost MySQL (%r); trying again in 1 s", e)

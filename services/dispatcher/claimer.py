@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from sqlalchemy.engine import Engine
 
+from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
@@ -15,6 +16,8 @@ from common.db.retry import retry_lock_conflicts
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
+from services.dispatcher.publishing import Assignment
+from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +30,28 @@ def claim_update(plan: TriggerPlan) -> ClaimUpdate:
     return ClaimUpdate(plan.next_trigger, status)
 
 
+# Execution ids of claimed triggers are names in this space (UUID version 5).
+_TRIGGER_IDS = uuid.UUID("6f1c5e8a-3d2b-4c7e-9a41-0b8f2d6e5c13")
+
+
+def trigger_execution_id(job: DueJob) -> str:
+    """The execution id of a job's first attempt at its current trigger.
+
+    The same trigger always gets the same id: a claim that sent its executions and then
+    rolled back (MySQL lost between the broker's commit and its own) is claimed again
+    under the same ids, so the workers see copies of one execution, which run once,
+    not a second execution. The job's creation time keeps ids apart across databases
+    that reuse job ids.
+    """
+    return str(uuid.uuid5(_TRIGGER_IDS, f"{job.id}/{job.created_at}/{job.trigger_time}/1"))
+
+
 def trigger_execution(job: DueJob, plan: TriggerPlan) -> NewExecution:
     """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason."""
     if plan.run:
-        return NewExecution(str(uuid.uuid4()), job.id, 1, job.trigger_time, plan.fire_at)
+        return NewExecution(trigger_execution_id(job), job.id, 1, job.trigger_time, plan.fire_at)
     return NewExecution(
-        str(uuid.uuid4()),
+        trigger_execution_id(job),
         job.id,
         1,
         job.trigger_time,
@@ -45,32 +64,76 @@ def trigger_execution(job: DueJob, plan: TriggerPlan) -> NewExecution:
 class TriggerClaimer:
     """Claims the triggers due within a window ahead, so each can fire at its own time.
 
-    A claimed trigger is a SCHEDULED execution row committed with the job's move to its
-    next trigger; whichever dispatcher leads later fires it, so it is never lost.
+    A claimed trigger is an execution row committed with the job's move to its next
+    trigger: SCHEDULED, which whichever dispatcher leads later fires, so it is never
+    lost; or, with a ``sender``, QUEUED and sent at once when it is already due.
     """
 
-    def __init__(self, engine: Engine, clock: ClusterClock, batch_size: int, window_ms: int):
+    def __init__(
+        self,
+        engine: Engine,
+        clock: ClusterClock,
+        batch_size: int,
+        window_ms: int,
+        sender: ClaimSender | None = None,
+    ):
         self._engine = engine
         self._clock = clock
         self._batch_size = batch_size
         self._window_ms = window_ms
+        self._sender = sender
 
     @retry_lock_conflicts
-    def claim(self, handlers: Iterable[str]) -> int:
-        """Claim one batch; returns how many due jobs the scan found."""
+    def claim(self, handlers: Iterable[str], keep_going: Callable[[], bool] = lambda: True) -> int:
+        """Claim one batch; returns how many due jobs the scan found.
+
+        With a sender, a batch with executions to send is handed over with its
+        transaction open (see ``send_at_claim``); ``keep_going`` says how long to wait
+        for the dispatch loop to take it.
+        """
         now = self._clock.now_ms()
-        with self._engine.begin() as conn:
-            due = find_due_jobs(conn, now + self._window_ms, handlers, self._batch_size)
+        conn = self._engine.connect()
+        transaction = conn.begin()
+        try:
+            due = find_due_jobs(
+                conn,
+                now + self._window_ms,
+                handlers,
+                self._batch_size,
+                skip_locked=self._sender is not None,
+            )
             plans = {job.id: plan_trigger(job.policy, job.trigger_time, now) for job in due}
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
             won = claim_jobs(conn, due, updates, now)
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
-            insert_executions(conn, created, now)
-        skipped = [e for e in created if e.status is ExecutionStatus.SKIPPED]
-        observe_claim(len(created), len(skipped))
-        for execution in skipped:
-            log.info(
-                execution.message or "trigger skipped",
-                extra={"job_id": execution.job_id, "execution_id": execution.execution_id},
-            )
+            if self._sender is None:
+                insert_executions(conn, created, now)
+                sent: list[Assignment] = []
+                messages: list[OutgoingMessage] = []
+            else:
+                sent, messages = self._sender.insert(conn, created, {j.id: j for j in due}, now)
+            if not sent:
+                transaction.commit()
+        except BaseException:
+            transaction.rollback()
+            conn.close()
+            raise
+        if sent:
+            assert self._sender is not None
+            claim = OpenClaim(conn, transaction, sent, messages, now)
+            if not self._sender.hand_over(claim, keep_going):
+                return 0
+        else:
+            conn.close()
+        _observe(created)
         return len(due)
+
+
+def _observe(created: Sequence[NewExecution]) -> None:
+    skipped = [e for e in created if e.status is ExecutionStatus.SKIPPED]
+    observe_claim(len(created), len(skipped))
+    for execution in skipped:
+        log.info(
+            execution.message or "trigger skipped",
+            extra={"job_id": execution.job_id, "execution_id": execution.execution_id},
+        )

@@ -34,6 +34,7 @@ from services.dispatcher.firing import Firer
 from services.dispatcher.leadership import Leadership
 from services.dispatcher.recovery import Recovery
 from services.dispatcher.results_consumer import ResultsConsumer
+from services.dispatcher.send_at_claim import ClaimSender
 from services.dispatcher.wake import WakeListener
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class _Leading:
     connection: BlockingConnection
     directory: WorkerDirectory
     claims: ClaimLoop
+    sender: ClaimSender
+    publisher: BatchPublisher
     firer: Firer
     recovery: Recovery
 
@@ -102,13 +105,14 @@ class Dispatcher:
         leading = None
         try:
             leading = self._build(connection)
-            leading.claims.handlers = frozenset(leading.directory.handlers())
+            self._share_workers(leading)
             leading.claims.start(self._leading)
             self._loop(leading)
         finally:
             if leading is not None:
                 self.lead_ended.set()
                 leading.claims.join()
+                leading.sender.abandon_ready()
                 self.lead_ended.clear()
             clear_worker_gauges()
             if connection.is_open:
@@ -121,7 +125,8 @@ class Dispatcher:
         publisher = BatchPublisher(channel)
         directory = WorkerDirectory(self.engine, connection, self.clock, s.heartbeat_stale_ms)
         chooser = WorkerChooser(Strategy(s.strategy))
-        claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms)
+        sender = ClaimSender(WorkerChooser(Strategy(s.strategy)))
+        claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
         firer = Firer(
             self.engine,
             publisher,
@@ -144,7 +149,7 @@ class Dispatcher:
             int(s.retention_days * 86_400_000),
         )
         claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
-        return _Leading(connection, directory, claims, firer, recovery)
+        return _Leading(connection, directory, claims, sender, publisher, firer, recovery)
 
     def _leading(self) -> bool:
         return (
@@ -160,7 +165,8 @@ class Dispatcher:
             if time.monotonic() >= next_sweep:
                 leading.recovery.sweep()
                 next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
-            leading.claims.handlers = frozenset(leading.directory.handlers())
+            self._share_workers(leading)
+            leading.sender.send_ready(leading.publisher)
             if leading.claims.claimed.is_set() or time.monotonic() >= next_load:
                 leading.claims.claimed.clear()
                 backlog = leading.firer.load() >= self.settings.batch_size
@@ -178,6 +184,13 @@ class Dispatcher:
             if due is not None:
                 wait = min(wait, (due - self.clock.now_ms()) / 1000)
             leading.claims.claimed.wait(max(0.0, wait))
+
+    @staticmethod
+    def _share_workers(leading: _Leading) -> None:
+        """Give the claim thread the current view of the live workers."""
+        live = leading.directory.live()
+        leading.sender.workers = tuple(live)
+        leading.claims.handlers = frozenset(name for w in live for name in w.handlers)
 
 
 def run_dispatcher(settings: DispatcherSettings) -> None:

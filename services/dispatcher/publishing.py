@@ -83,6 +83,22 @@ def send_scheduled(
     if not assignments:
         return set()
     mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now_ms)
+    return send_queued(conn, publisher, assignments, now_ms)
+
+
+def send_queued(
+    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
+) -> set[str]:
+    """Publish executions this transaction wrote QUEUED; put back what did not land.
+
+    Returns the ids the broker could not route (no queue for their worker): SCHEDULED
+    again, for the firer. The publish is committed to the broker before the caller's
+    transaction commits; if that commit then fails, the messages are out but the rows
+    are not: the same executions are sent again under the same ids, and the worker that
+    took the first copy owns them (see ``ExecutionRunner.admit``).
+    """
+    if not assignments:
+        return set()
     returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
     unmark_queued(conn, [a.row_id for a in assignments if a.execution_id in returned])
     return returned

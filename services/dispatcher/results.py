@@ -68,9 +68,8 @@ def record_results(
 
 
 def _lock_and_match(conn: Connection, results: Sequence[ExecutionResult]) -> list[_Finished]:
-    unknown = [x.execution_id for x in results if x.ref is None]
-    refs = [x.ref for x in results if x.ref is not None]
-    rows = {r.execution_id: r for r in lock_unfinished(conn, unknown, refs)}
+    refs = {x.execution_id: x.ref for x in results}
+    rows = {r.execution_id: r for r in lock_unfinished(conn, refs)}
     jobs = trigger_settings(conn, [int(r.job_id) for r in rows.values()])
     finished: list[_Finished] = []
     for result in results:

@@ -209,6 +209,12 @@ class ExecutionRunner:
     ) -> ExecutionResult | None:
         message, owner_id = admitted.message, admitted.owner
         if owner_id != self._worker_id:
+            if admitted.outcome is not None:
+                # Its run ended on the other worker, which may have reported it while
+                # the execution had no row yet (a claim that sent it rolled back): the
+                # copy's report lets the row, claimed again, end.
+                log.info("execution already ran on worker %s; reporting it", owner_id, extra=extra)
+                return ExecutionResult.model_validate_json(admitted.outcome)
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
         local = self._local.outcome(message.execution_id)

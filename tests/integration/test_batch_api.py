@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
+from common.db import driver
 from common.db import jobs as job_rows
 from common.keys import RedisKeys
 from services.api import batch
@@ -79,7 +80,7 @@ def test_a_full_batch_maps_every_id_to_its_item(client: TestClient, engine: Engi
 def test_ids_are_read_back_when_the_server_does_not_promise_consecutive_ones(
     client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(job_rows, "_consecutive_id_step", lambda _conn: None)
+    monkeypatch.setattr(driver, "consecutive_id_step", lambda _conn: None)
     client.post("/openapi/jobs", json=item(99))
     response = client.post(BATCH, json={"jobs": [item(i) for i in range(50)]})
     assert response.status_code == 202

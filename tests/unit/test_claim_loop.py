@@ -19,7 +19,7 @@ class StubClaimer:
         self.found = found
         self.calls: list[frozenset[str]] = []
 
-    def claim(self, handlers: Iterable[str]) -> int:
+    def claim(self, handlers: Iterable[str], keep_going: Any = None) -> int:
         self.calls.append(frozenset(handlers))
         return self.found.pop(0) if self.found else 0
 
@@ -73,7 +73,7 @@ def test_a_failed_claim_is_tried_again() -> None:
     loop, claimer, _ = loop_with([])
     failures = [RuntimeError("MySQL went away")]
 
-    def flaky(handlers: Iterable[str]) -> int:
+    def flaky(handlers: Iterable[str], keep_going: Any = None) -> int:
         if failures:
             raise failures.pop()
         return StubClaimer.claim(claimer, handlers)

@@ -1,0 +1,192 @@
+"""Sending the triggers a claim finds already due, in the claim's own transaction.
+
+A trigger claimed after its time (a backlog, a job created to run now) used to be
+written SCHEDULED, read back by the firer, locked, marked QUEUED and only then sent:
+two more statements per batch and one more rewrite of every status index per
+execution. Here the claim writes such executions QUEUED on their worker and leaves
+its transaction open; the dispatch loop, which owns the broker connection (pika is
+not thread-safe), publishes them and then commits. Meanwhile the claim thread claims
+the next batch on another connection: its due scan skips the rows the open claims
+hold (``FOR UPDATE SKIP LOCKED``). Triggers due later are written SCHEDULED and fired
+at their time, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection, RootTransaction
+
+from common.broker import BatchPublisher, OutgoingMessage
+from common.db.executions import (
+    NewExecution,
+    insert_executions,
+    insert_executions_with_ids,
+    unmark_queued,
+)
+from common.db.jobs import DueJob
+from common.loadbalance import WorkerChooser, WorkerLoad
+from common.metrics import TRIGGERS_SKIPPED, observe_dispatched
+from common.schedule import OverlapPolicy
+from common.states import ExecutionStatus
+from services.dispatcher.firing import overlap_skips
+from services.dispatcher.publishing import Assignment, dispatch_message
+
+log = logging.getLogger(__name__)
+
+# How long the claim thread waits for the dispatch loop to take an open claim before it
+# asks again whether it still leads.
+HAND_OVER_POLL_S = 0.2
+
+
+@dataclass
+class OpenClaim:
+    """A claim whose transaction is still open, holding executions written QUEUED."""
+
+    connection: Connection
+    transaction: RootTransaction
+    sent: list[Assignment]
+    messages: list[OutgoingMessage]
+    now_ms: int
+
+    def send(self, publisher: BatchPublisher) -> int:
+        """Publish the executions, put back what the broker returned, commit; how many landed.
+
+        If the commit fails after the publish, the messages are out but the rows are
+        not: the jobs are claimed again under the same execution ids (see
+        ``trigger_execution_id``), so the copies are one execution, which runs once.
+        """
+        try:
+            returned = publisher.publish(self.messages)
+            keys = [a.row_id for a in self.sent if a.execution_id in returned]
+            unmark_queued(self.connection, keys)
+            self.transaction.commit()
+        except BaseException:
+            self.abandon()
+            raise
+        self.connection.close()
+        observe_dispatched(self.sent, returned, self.now_ms)
+        return len(self.sent) - len(returned)
+
+    def abandon(self) -> None:
+        """Roll the claim back: its jobs are due again for the next claim."""
+        try:
+            if self.transaction.is_active:
+                self.transaction.rollback()
+        finally:
+            self.connection.close()
+
+
+class ClaimSender:
+    """Writes a claim's due executions QUEUED and hands the open claim to the dispatch loop.
+
+    ``workers`` is the dispatch loop's latest view of the live workers; each claim picks
+    from a copy of it, so the two threads never share a chooser's counts.
+    """
+
+    def __init__(self, chooser: WorkerChooser) -> None:
+        self.workers: tuple[WorkerLoad, ...] = ()
+        self._chooser = chooser
+        self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
+
+    def insert(
+        self,
+        conn: Connection,
+        created: Sequence[NewExecution],
+        jobs: Mapping[int, DueJob],
+        now_ms: int,
+    ) -> tuple[list[Assignment], list[OutgoingMessage]]:
+        """Insert ``created`` in the caller's transaction; return what is to be sent.
+
+        Due executions go QUEUED to a live worker (or SKIPPED while their FORBID job
+        still runs); those with no live worker, and those due later, stay SCHEDULED
+        for the firer.
+        """
+        due = {
+            e.execution_id: e
+            for e in created
+            if e.status is ExecutionStatus.SCHEDULED and e.scheduled_at <= now_ms
+        }
+        if not due:
+            insert_executions(conn, created, now_ms)
+            return [], []
+        skips = overlap_skips(
+            conn,
+            {
+                e.execution_id: e.job_id
+                for e in due.values()
+                if jobs[e.job_id].policy.overlap is OverlapPolicy.FORBID
+            },
+        )
+        TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
+        live = [dataclasses.replace(w) for w in self.workers]
+        rows: list[NewExecution] = []
+        for execution in created:
+            if execution.execution_id in skips:
+                reason = skips[execution.execution_id]
+                log.info(reason, extra={"execution_id": execution.execution_id})
+                execution = dataclasses.replace(
+                    execution, status=ExecutionStatus.SKIPPED, message=reason
+                )
+            elif execution.execution_id in due:
+                worker = self._chooser.choose(live, jobs[execution.job_id].handler)
+                if worker is not None:
+                    execution = dataclasses.replace(
+                        execution, status=ExecutionStatus.QUEUED, worker_id=worker.worker_id
+                    )
+            rows.append(execution)
+        keys = insert_executions_with_ids(conn, rows, now_ms)
+        sent = [
+            _assignment(row, key, jobs[row.job_id])
+            for row, key in zip(rows, keys, strict=True)
+            if row.status is ExecutionStatus.QUEUED
+        ]
+        return sent, [dispatch_message(a, now_ms) for a in sent]
+
+    def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:
+        """Queue an open claim for the dispatch loop; False (rolled back) once it stops."""
+        while keep_going():
+            try:
+                self._ready.put(claim, timeout=HAND_OVER_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        claim.abandon()
+        return False
+
+    def send_ready(self, publisher: BatchPublisher) -> int:
+        """Send every claim handed over so far (dispatch loop); how many executions landed."""
+        landed = 0
+        while True:
+            try:
+                claim = self._ready.get_nowait()
+            except queue.Empty:
+                return landed
+            landed += claim.send(publisher)
+
+    def abandon_ready(self) -> None:
+        """Roll back the claims still waiting (the dispatch loop stops leading)."""
+        while True:
+            try:
+                self._ready.get_nowait().abandon()
+            except queue.Empty:
+                return
+
+
+def _assignment(row: NewExecution, key: int, job: DueJob) -> Assignment:
+    assert row.worker_id is not None
+    return Assignment(
+        row_id=key,
+        execution_id=row.execution_id,
+        job_id=row.job_id,
+        attempt=row.attempt,
+        trigger_time=row.trigger_time,
+        handler=job.handler,
+        params_json=job.params,
+        worker_id=row.worker_id,
+        timeout_seconds=job.timeout_seconds,
+    )

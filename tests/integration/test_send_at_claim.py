@@ -1,0 +1,176 @@
+"""Claims that send what is already due, on real MySQL and RabbitMQ."""
+
+from __future__ import annotations
+
+import json
+import queue
+from collections.abc import Iterator
+
+import pytest
+import redis
+import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, connect
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.db.executions import NewExecution, insert_executions
+from common.db.jobs import JobPolicies, NewJob, insert_job
+from common.loadbalance import WorkerChooser, WorkerLoad
+from common.messages import ExecutionResult
+from common.schedule import OverlapPolicy
+from common.states import ExecutionStatus
+from common.topology import declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.claimer import TriggerClaimer
+from services.dispatcher.results import record_results
+from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
+from tests.integration.helpers import make_app
+
+W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))
+
+
+@pytest.fixture
+def channel(namespace: StoreSettings) -> Iterator[BlockingChannel]:
+    connection: BlockingConnection = connect(namespace, "test")
+    opened = connection.channel()
+    declare_core(opened)
+    declare_worker_queue(opened, "w1")
+    yield opened
+    connection.close()
+
+
+class Claims:
+    """A claimer with a sender whose open claims the test takes instead of a dispatch loop."""
+
+    def __init__(self, engine: Engine, client: redis.Redis) -> None:
+        self.sender = ClaimSender(WorkerChooser())
+        self.sender.workers = (W1,)
+        self.claimer = TriggerClaimer(engine, ClusterClock(client), 500, 60_000, self.sender)
+
+    def claim(self) -> OpenClaim | None:
+        self.claimer.claim({"demo.noop"})
+        try:
+            return self.sender._ready.get_nowait()
+        except queue.Empty:
+            return None
+
+
+def add_job(
+    engine: Engine, trigger: int, cron: str | None = None, overlap: OverlapPolicy | None = None
+) -> int:
+    policies = JobPolicies(overlap_policy=overlap) if overlap else JobPolicies()
+    job = NewJob(1, "j", "demo.noop", {"n": 1}, cron, trigger, None, None, None, policies)
+    with engine.begin() as conn:
+        return insert_job(conn, job, 0)
+
+
+def rows(engine: Engine) -> dict[int, tuple[str, str, str | None, int | None]]:
+    """job id -> (execution id, status, worker, dispatched_at)."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            sa.text("SELECT job_id, execution_id, status, worker_id, dispatched_at FROM executions")
+        ).all()
+    return {int(r[0]): (str(r[1]), str(r[2]), r[3], r[4]) for r in found}
+
+
+def queued_messages(channel: BlockingChannel) -> list[dict[str, object]]:
+    bodies: list[dict[str, object]] = []
+    while True:
+        method, _props, body = channel.basic_get(worker_queue("w1"), auto_ack=True)
+        if method is None:
+            return bodies
+        bodies.append(json.loads(body))
+
+
+def test_a_due_trigger_goes_queued_in_its_claim_and_commits_after_the_publish(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    due, later = add_job(engine, now - 10), add_job(engine, now + 30_000)
+    claims = Claims(engine, redis_client)
+    open_claim = claims.claim()
+    assert open_claim is not None
+    assert rows(engine) == {}  # nothing committed before the publish
+    # A second claim meanwhile passes over the jobs the open claim holds.
+    assert Claims(engine, redis_client).claim() is None
+    assert open_claim.send(BatchPublisher(channel.connection.channel())) == 1
+    found = rows(engine)
+    assert found[due][1:3] == ("QUEUED", "w1") and found[due][3] is not None
+    assert found[later][1:3] == ("SCHEDULED", None)
+    [message] = queued_messages(channel)
+    assert message["execution_id"] == found[due][0]
+    assert message["params"] == {"n": 1}
+    with engine.connect() as conn:
+        key = conn.execute(
+            sa.text("SELECT id FROM executions WHERE job_id = :j"), {"j": due}
+        ).scalar()
+    assert message["ref"] == key
+
+
+def claimed_twice(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel, publish_first: bool
+) -> tuple[int, int]:
+    """A due job whose first claim rolled back and whose second was sent and committed;
+    returns the job id and the row key the first claim had given its execution."""
+    make_app(engine)
+    job_id = add_job(engine, ClusterClock(redis_client).now_ms() - 10)
+    claims = Claims(engine, redis_client)
+    first = claims.claim()
+    assert first is not None
+    if publish_first:
+        BatchPublisher(channel.connection.channel()).publish(first.messages)
+    first.abandon()  # as if MySQL went away between the broker's commit and its own
+    assert rows(engine) == {}
+    second = claims.claim()
+    assert second is not None
+    assert second.send(BatchPublisher(channel.connection.channel())) == 1
+    return job_id, first.sent[0].row_id
+
+
+def test_a_claim_rolled_back_after_its_publish_sends_the_same_execution_again(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    job_id, _stale_key = claimed_twice(engine, redis_client, channel, publish_first=True)
+    orphan, copy = queued_messages(channel)
+    assert orphan["execution_id"] == copy["execution_id"] == rows(engine)[job_id][0]
+    assert orphan["ref"] != copy["ref"]  # the first key was rolled back with its row
+
+
+def test_a_result_carrying_a_rolled_back_key_is_recorded_by_execution_id(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    job_id, stale_key = claimed_twice(engine, redis_client, channel, publish_first=False)
+    execution_id = rows(engine)[job_id][0]
+    result = ExecutionResult(
+        execution_id=execution_id,
+        job_id=job_id,
+        worker_id="w1",
+        status="SUCCEEDED",
+        started_at=1,
+        ended_at=2,
+        ref=stale_key,
+    )
+    record_results(engine, ClusterClock(redis_client), [result])
+    assert rows(engine)[job_id][1] == "SUCCEEDED"
+
+
+def test_a_forbid_trigger_due_while_its_last_run_goes_is_skipped_at_claim(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    job_id = add_job(engine, now - 10, cron="* * * * * *", overlap=OverlapPolicy.FORBID)
+    with engine.begin() as conn:
+        running = NewExecution("e-running", job_id, 1, now - 1_000, now - 1_000)
+        insert_executions(conn, [running], now)
+        conn.execute(sa.text("UPDATE executions SET status = 'QUEUED', worker_id = 'w1'"))
+    assert Claims(engine, redis_client).claim() is None  # nothing to send: committed
+    with engine.connect() as conn:
+        skipped = conn.execute(
+            sa.text("SELECT status, message FROM executions WHERE execution_id != 'e-running'")
+        ).one()
+    assert skipped[0] == ExecutionStatus.SKIPPED
+    assert "previous run is still going" in str(skipped[1])
+    assert queued_messages(channel) == []
