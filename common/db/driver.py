@@ -13,7 +13,7 @@ SQLAlchemy Core, where it is clearer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,9 +31,19 @@ def marks(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-def row_marks(rows: int, columns: int) -> str:
-    """``(%s, %s), (%s, %s), ...``: placeholders for a multi-row VALUES list."""
-    return ", ".join(["(" + marks(columns) + ")"] * rows)
+def ints(values: Iterable[int]) -> str:
+    """``1, 2, 3``: integers written into the SQL text, for IN lists of keys.
+
+    The driver escapes each parameter in Python (~1 µs each); an integer needs no
+    escaping, and ``int()`` refuses anything that is not one, so writing it as text is
+    as safe and takes a tenth of the time. The dispatcher's batches carry thousands.
+    """
+    return ", ".join([str(int(v)) for v in values])
+
+
+def int_or_null(value: int | None) -> str:
+    """An integer or NULL as SQL text (see ``ints``)."""
+    return "NULL" if value is None else str(int(value))
 
 
 def _check(conn: Connection) -> None:

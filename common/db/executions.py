@@ -83,15 +83,21 @@ def insert_executions_with_ids(
 
 def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
     """One multi-row INSERT; the id of its first row."""
+    # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
     params: list[Any] = []
+    values: list[str] = []
+    now = int(now_ms)
     for r in rows:
-        ended = None if r.status in UNFINISHED else now_ms
-        dispatched = now_ms if r.status is ExecutionStatus.QUEUED else None
-        params += (r.execution_id, r.job_id, r.attempt, r.trigger_time, r.scheduled_at)
-        params += (r.status.value, r.message, r.manual, r.worker_id, now_ms, dispatched, ended)
+        ended = "NULL" if r.status in UNFINISHED else now
+        dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
+        values.append(
+            f"(%s, {int(r.job_id)}, {int(r.attempt)}, {int(r.trigger_time)}, "
+            f"{int(r.scheduled_at)}, %s, %s, {int(r.manual)}, %s, {now}, {dispatched}, {ended})"
+        )
+        params += (r.execution_id, r.status.value, r.message, r.worker_id)
     return driver.insert(
         conn,
-        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {driver.row_marks(len(rows), 12)}",
+        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
         params,
     )
 
@@ -131,9 +137,8 @@ def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
         return set()
     rows = driver.fetch(
         conn,
-        f"SELECT id, status FROM executions WHERE id IN ({driver.marks(len(ordered))}) "
+        f"SELECT id, status FROM executions WHERE id IN ({driver.ints(ordered)}) "
         "ORDER BY id FOR UPDATE",
-        ordered,
     )
     return {int(r.id) for r in rows if r.status == ExecutionStatus.SCHEDULED}
 
@@ -158,7 +163,7 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
             "dispatched_at = IF(status = %s, %s, dispatched_at), "
             "worker_id = IF(status = %s, %s, worker_id), "
             "status = IF(status = %s, %s, status) "
-            f"WHERE id IN ({driver.marks(len(keys))})",
+            f"WHERE id IN ({driver.ints(keys)})",
             (
                 scheduled,
                 now_ms,
@@ -166,7 +171,6 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
                 worker_id,
                 scheduled,
                 ExecutionStatus.QUEUED.value,
-                *keys,
             ),
         )
 
@@ -178,8 +182,8 @@ def unmark_queued(conn: Connection, keys: Iterable[int]) -> None:
         driver.execute(
             conn,
             "UPDATE executions SET status = %s, worker_id = NULL, dispatched_at = NULL "
-            f"WHERE id IN ({driver.marks(len(ordered))})",
-            (ExecutionStatus.SCHEDULED.value, *ordered),
+            f"WHERE id IN ({driver.ints(ordered)})",
+            (ExecutionStatus.SCHEDULED.value,),
         )
 
 
@@ -210,9 +214,9 @@ def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
         return set()
     rows = driver.fetch(
         conn,
-        f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.marks(len(ids))}) "
+        f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.ints(ids)}) "
         "AND status = %s",
-        (*ids, ExecutionStatus.QUEUED.value),
+        (ExecutionStatus.QUEUED.value,),
     )
     return {int(r.job_id) for r in rows}
 
@@ -282,8 +286,7 @@ def _lock(conn: Connection, keys: Sequence[int]) -> list[AnyRow]:
     return driver.fetch(
         conn,
         "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
-        f"FROM executions WHERE id IN ({driver.marks(len(keys))}) ORDER BY id FOR UPDATE",
-        keys,
+        f"FROM executions WHERE id IN ({driver.ints(keys)}) ORDER BY id FOR UPDATE",
     )
 
 
@@ -304,17 +307,21 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> 
     """
     if not outcomes:
         return
+    # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
     params: list[Any] = []
+    values: list[str] = []
     for o in sorted(outcomes, key=lambda o: int(o["id"])):
-        params += (o["id"], o["execution_id"], o["job_id"], o["attempt"], o["trigger_time"])
-        params += (o["status"], o["worker_id"], o["message"], o["result"])
-        params += (o["started_at"], o["ended_at"], 0)
+        values.append(
+            f"({int(o['id'])}, %s, {int(o['job_id'])}, {int(o['attempt'])}, "
+            f"{int(o['trigger_time'])}, %s, %s, %s, %s, {driver.int_or_null(o['started_at'])}, "
+            f"{driver.int_or_null(o['ended_at'])}, 0)"
+        )
+        params += (o["execution_id"], o["status"], o["worker_id"], o["message"], o["result"])
     updated = ("status", "worker_id", "message", "result", "started_at", "ended_at")
     driver.execute(
         conn,
-        f"INSERT INTO executions ({_OUTCOME_COLUMNS}) "
-        f"VALUES {driver.row_marks(len(outcomes), 12)} ON DUPLICATE KEY UPDATE "
-        + ", ".join(f"{c} = VALUES({c})" for c in updated),
+        f"INSERT INTO executions ({_OUTCOME_COLUMNS}) VALUES {', '.join(values)} "
+        "ON DUPLICATE KEY UPDATE " + ", ".join(f"{c} = VALUES({c})" for c in updated),
         params,
     )
 

@@ -330,13 +330,13 @@ def claim_jobs(
     matched = 0
     for status, group in groups.items():
         next_sql, next_params = _next_triggers(group, updates)
-        pairs: list[int] = [value for j in group for value in (j.id, j.version)]
+        pairs = ", ".join(f"({int(j.id)}, {int(j.version)})" for j in group)
         matched += driver.execute(
             conn,
             f"UPDATE jobs SET status = %s, next_trigger_time = {next_sql}, "
             "version = version + 1, claim_token = %s, updated_at = %s "
-            f"WHERE (id, version) IN ({driver.row_marks(len(group), 2)})",
-            (status.value, *next_params, token, now_ms, *pairs),
+            f"WHERE (id, version) IN ({pairs})",
+            (status.value, *next_params, token, now_ms),
         )
     if matched == len(chosen):
         # Rows matched, not rows changed (the engine's connections count found rows):
@@ -345,8 +345,8 @@ def claim_jobs(
     ids = [j.id for j in chosen]
     won = driver.fetch(
         conn,
-        f"SELECT id FROM jobs WHERE id IN ({driver.marks(len(ids))}) AND claim_token = %s",
-        (*ids, token),
+        f"SELECT id FROM jobs WHERE id IN ({driver.ints(ids)}) AND claim_token = %s",
+        (token,),
     )
     return {int(r.id) for r in won}
 
@@ -361,10 +361,11 @@ def _next_triggers(
     values = {updates[j.id].next_trigger_time for j in group}
     if len(values) == 1:
         return "%s", [values.pop()]
-    params: list[int | None] = []
-    for job in group:
-        params += (job.id, updates[job.id].next_trigger_time)
-    return "CASE id " + " ".join(["WHEN %s THEN %s"] * len(group)) + " END", params
+    cases = " ".join(
+        f"WHEN {int(j.id)} THEN {driver.int_or_null(updates[j.id].next_trigger_time)}"
+        for j in group
+    )
+    return f"CASE id {cases} END", []
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyRow]:
@@ -376,8 +377,7 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyR
         conn,
         "SELECT id, app_id, status, cron_expr, fixed_rate_seconds, callback_url, max_retries, "
         "retry_backoff_seconds, retry_backoff_max_seconds "
-        f"FROM jobs WHERE id IN ({driver.marks(len(ids))})",
-        ids,
+        f"FROM jobs WHERE id IN ({driver.ints(ids)})",
     )
     return {int(r.id): r for r in rows}
 
@@ -404,6 +404,6 @@ def end_triggers(
     driver.execute(
         conn,
         f"UPDATE jobs SET status = {status_sql}, version = version + 1, updated_at = %s "
-        f"WHERE id IN ({driver.marks(len(ids))})",
-        (*status_params, now_ms, *ids),
+        f"WHERE id IN ({driver.ints(ids)})",
+        (*status_params, now_ms),
     )

