@@ -38,6 +38,20 @@ class NewExecution:
     manual: bool = False
     worker_id: str | None = None
 
+    def queued_on(self, worker_id: str) -> NewExecution:
+        """This execution written QUEUED on a worker (``dataclasses.replace`` costs 3x)."""
+        return NewExecution(
+            self.execution_id,
+            self.job_id,
+            self.attempt,
+            self.trigger_time,
+            self.scheduled_at,
+            ExecutionStatus.QUEUED,
+            self.message,
+            self.manual,
+            worker_id,
+        )
+
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "

@@ -72,19 +72,6 @@ _POLICY_SQL = (
 )
 
 
-def trigger_policy(row: Any) -> TriggerPolicy:
-    """The policies of a job row (one read with ``_POLICY_SQL``)."""
-    return _policy(
-        row.cron_expr,
-        row.timezone,
-        row.fixed_rate_seconds,
-        row.misfire_policy,
-        int(row.misfire_threshold_seconds),
-        int(row.catch_up_window_seconds),
-        row.overlap_policy,
-    )
-
-
 @lru_cache(maxsize=4096)
 def _policy(
     cron_expr: str | None,
@@ -287,18 +274,11 @@ def find_due_jobs(
         + (" FOR UPDATE SKIP LOCKED" if skip_locked else ""),
         (JobStatus.WAITING.value, until_ms, *names, limit),
     )
+    # Unpacked by position (the SELECT's order): by name, the attribute lookups and the
+    # policy's conversions took a tenth of the claim thread's CPU.
     return [
-        DueJob(
-            r.id,
-            r.version,
-            r.handler,
-            r.next_trigger_time,
-            trigger_policy(r),
-            r.created_at,
-            r.params,
-            r.timeout_seconds,
-        )
-        for r in rows
+        DueJob(key, version, handler, trigger, _policy(*policy), created, params, timeout)
+        for key, version, handler, trigger, created, params, timeout, *policy in rows
     ]
 
 

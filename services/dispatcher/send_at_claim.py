@@ -135,9 +135,7 @@ class ClaimSender:
             elif execution.execution_id in due:
                 worker = self._chooser.choose(live, jobs[execution.job_id].handler)
                 if worker is not None:
-                    execution = dataclasses.replace(
-                        execution, status=ExecutionStatus.QUEUED, worker_id=worker.worker_id
-                    )
+                    execution = execution.queued_on(worker.worker_id)
             rows.append(execution)
         keys = insert_executions_with_ids(conn, rows, now_ms)
         sent = [
