@@ -55,6 +55,14 @@ class _Leading:
     recovery: Recovery
 
 
+@dataclass
+class _Timers:
+    """When the dispatch loop next sweeps and next loads scheduled executions."""
+
+    next_sweep: float = 0.0
+    next_load: float = 0.0
+
+
 class Dispatcher:
     """One dispatcher process: dispatches while it leads, consumes results always."""
 
@@ -159,31 +167,39 @@ class Dispatcher:
         )
 
     def _loop(self, leading: _Leading) -> None:
-        next_sweep = 0.0
-        next_load = 0.0
+        timers = _Timers()
         while self._leading():
-            if time.monotonic() >= next_sweep:
-                leading.recovery.sweep()
-                next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
-            self._share_workers(leading)
-            leading.sender.send_ready(leading.publisher)
-            if leading.claims.claimed.is_set() or time.monotonic() >= next_load:
-                leading.claims.claimed.clear()
-                backlog = leading.firer.load() >= self.settings.batch_size
-                next_load = time.monotonic() + (
-                    0 if backlog else self.settings.scan_interval_ms / 1000
-                )
-            # Due executions go before anything else: a second batch due at the same
-            # instant must not wait behind a load.
-            while leading.firer.fire_due():
-                pass
-            leading.firer.warm_up()
-            leading.connection.process_data_events(0)
-            wait = min(next_load, next_sweep) - time.monotonic()
-            due = leading.firer.next_wake()
-            if due is not None:
-                wait = min(wait, (due - self.clock.now_ms()) / 1000)
+            wait = self._step(leading, timers)
             leading.claims.claimed.wait(max(0.0, wait))
+
+    def _step(self, leading: _Leading, timers: _Timers) -> float:
+        """One pass of the dispatch loop; returns how long it may sleep."""
+        if time.monotonic() >= timers.next_sweep:
+            leading.recovery.sweep()
+            timers.next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
+        self._share_workers(leading)
+        # Cleared before the open claims are taken: the claim thread queues a claim and
+        # then sets the event, so one queued after this clear sets it again and the
+        # sleep below ends at once (cleared after, it would wait up to a scan period).
+        claimed = leading.claims.claimed.is_set()
+        leading.claims.claimed.clear()
+        leading.sender.send_ready(leading.publisher)
+        if claimed or time.monotonic() >= timers.next_load:
+            backlog = leading.firer.load() >= self.settings.batch_size
+            timers.next_load = time.monotonic() + (
+                0 if backlog else self.settings.scan_interval_ms / 1000
+            )
+        # Due executions go before anything else: a second batch due at the same
+        # instant must not wait behind a load.
+        while leading.firer.fire_due():
+            pass
+        leading.firer.warm_up()
+        leading.connection.process_data_events(0)
+        wait = min(timers.next_load, timers.next_sweep) - time.monotonic()
+        due = leading.firer.next_wake()
+        if due is not None:
+            wait = min(wait, (due - self.clock.now_ms()) / 1000)
+        return wait
 
     @staticmethod
     def _share_workers(leading: _Leading) -> None:
