@@ -14,6 +14,7 @@ SQLAlchemy Core, where it is clearer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import index
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,15 +36,16 @@ def ints(values: Iterable[int]) -> str:
     """``1, 2, 3``: integers written into the SQL text, for IN lists of keys.
 
     The driver escapes each parameter in Python (~1 µs each); an integer needs no
-    escaping, and ``int()`` refuses anything that is not one, so writing it as text is
-    as safe and takes a tenth of the time. The dispatcher's batches carry thousands.
+    escaping, and ``operator.index`` refuses anything that is not one (a string, a
+    float), so writing it as text is as safe and takes a tenth of the time. The
+    dispatcher's batches carry thousands.
     """
-    return ", ".join([str(int(v)) for v in values])
+    return ", ".join([str(index(v)) for v in values])
 
 
 def int_or_null(value: int | None) -> str:
     """An integer or NULL as SQL text (see ``ints``)."""
-    return "NULL" if value is None else str(int(value))
+    return "NULL" if value is None else str(index(value))
 
 
 def _check(conn: Connection) -> None:

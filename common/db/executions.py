@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import index
 from typing import Any
 
 import sqlalchemy as sa
@@ -100,13 +101,13 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
     # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
     params: list[Any] = []
     values: list[str] = []
-    now = int(now_ms)
+    now = index(now_ms)
     for r in rows:
         ended = "NULL" if r.status in UNFINISHED else now
         dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
         values.append(
-            f"(%s, {int(r.job_id)}, {int(r.attempt)}, {int(r.trigger_time)}, "
-            f"{int(r.scheduled_at)}, %s, %s, {int(r.manual)}, %s, {now}, {dispatched}, {ended})"
+            f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
+            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, {ended})"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
     return driver.insert(
@@ -221,16 +222,21 @@ def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[An
     )
 
 
-def jobs_with_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
-    """Which of these jobs have an execution in a worker queue or running now."""
+def jobs_with_runs(
+    conn: Connection,
+    job_ids: Iterable[int],
+    statuses: Sequence[ExecutionStatus] = (ExecutionStatus.QUEUED,),
+) -> set[int]:
+    """Which of these jobs have an execution in a worker queue or running now (or, with
+    ``statuses``, in any of those states)."""
     ids = sorted(set(job_ids))
     if not ids:
         return set()
     rows = driver.fetch(
         conn,
         f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.ints(ids)}) "
-        "AND status = %s",
-        (ExecutionStatus.QUEUED.value,),
+        f"AND status IN ({driver.marks(len(statuses))})",
+        [s.value for s in statuses],
     )
     return {int(r.job_id) for r in rows}
 
@@ -280,27 +286,27 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[An
     ``refs`` maps each execution id to the primary key its result carries, or None; ids
     without one are looked up first. A key can be stale: a claim that sent its
     executions and then rolled back left messages whose keys no row has; the same
-    executions, claimed again under the same ids, have other keys. Those are looked up
-    by execution id and locked after the rest. Two result consumers that see the same
-    result agree on which of them records it.
+    executions, claimed again under the same ids, have other keys. Those are locked by
+    execution id after the rest, with a locking read, which waits for a claim still
+    open with them (a plain read would miss its rows and drop the result). Two result
+    consumers that see the same result agree on which of them records it.
     """
     known = {key for key in refs.values() if key is not None}
     keys = sorted(known | set(primary_keys(conn, [e for e, k in refs.items() if k is None])))
-    rows = _lock(conn, keys)
+    rows = _lock(conn, f"id IN ({driver.ints(keys)})", ()) if keys else []
     found = {str(r.execution_id) for r in rows}
     stale = [e for e, key in refs.items() if key is not None and e not in found]
     if stale:
-        rows += _lock(conn, sorted(set(primary_keys(conn, stale)) - set(keys)))
+        rows += _lock(conn, f"execution_id IN ({driver.marks(len(stale))})", stale)
     return [r for r in rows if r.status in UNFINISHED]
 
 
-def _lock(conn: Connection, keys: Sequence[int]) -> list[AnyRow]:
-    if not keys:
-        return []
+def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[AnyRow]:
     return driver.fetch(
         conn,
         "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
-        f"FROM executions WHERE id IN ({driver.ints(keys)}) ORDER BY id FOR UPDATE",
+        f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
+        params,
     )
 
 
@@ -326,8 +332,8 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> 
     values: list[str] = []
     for o in sorted(outcomes, key=lambda o: int(o["id"])):
         values.append(
-            f"({int(o['id'])}, %s, {int(o['job_id'])}, {int(o['attempt'])}, "
-            f"{int(o['trigger_time'])}, %s, %s, %s, %s, {driver.int_or_null(o['started_at'])}, "
+            f"({index(o['id'])}, %s, {index(o['job_id'])}, {index(o['attempt'])}, "
+            f"{index(o['trigger_time'])}, %s, %s, %s, %s, {driver.int_or_null(o['started_at'])}, "
             f"{driver.int_or_null(o['ended_at'])}, 0)"
         )
         params += (o["execution_id"], o["status"], o["worker_id"], o["message"], o["result"])

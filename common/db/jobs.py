@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import index
 from typing import Any
 
 import sqlalchemy as sa
@@ -310,7 +311,7 @@ def claim_jobs(
     matched = 0
     for status, group in groups.items():
         next_sql, next_params = _next_triggers(group, updates)
-        pairs = ", ".join(f"({int(j.id)}, {int(j.version)})" for j in group)
+        pairs = ", ".join(f"({index(j.id)}, {index(j.version)})" for j in group)
         matched += driver.execute(
             conn,
             f"UPDATE jobs SET status = %s, next_trigger_time = {next_sql}, "
@@ -342,7 +343,7 @@ def _next_triggers(
     if len(values) == 1:
         return "%s", [values.pop()]
     cases = " ".join(
-        f"WHEN {int(j.id)} THEN {driver.int_or_null(updates[j.id].next_trigger_time)}"
+        f"WHEN {index(j.id)} THEN {driver.int_or_null(updates[j.id].next_trigger_time)}"
         for j in group
     )
     return f"CASE id {cases} END", []

@@ -22,8 +22,8 @@ class ClaimLoop:
     """Claims batches back to back while they come full, else on a wake-up or a timer.
 
     ``handlers`` is set by the dispatch loop (the worker view is not shared across
-    threads); ``claimed`` is set after every claim that found due jobs, so the dispatch
-    loop loads the new executions at once.
+    threads). After every claim that found due jobs ``passes`` goes up and then
+    ``claimed`` is set, so the dispatch loop sends and loads the new executions at once.
     """
 
     def __init__(
@@ -35,6 +35,7 @@ class ClaimLoop:
     ) -> None:
         self.handlers: frozenset[str] = frozenset()
         self.claimed = threading.Event()
+        self.passes = 0
         self._claimer = claimer
         self._wake = wake
         self._batch_size = batch_size
@@ -69,6 +70,7 @@ class ClaimLoop:
                 self._wake.wait(1.0)
                 continue
             if found:
+                self.passes += 1  # only this thread writes it
                 self.claimed.set()
             if found < self._batch_size:
                 self._wake.wait(self._scan_interval_s)

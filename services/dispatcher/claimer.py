@@ -127,16 +127,17 @@ class TriggerClaimer:
             raise
         if sent:
             assert self._sender is not None
-            claim = OpenClaim(conn, transaction, sent, messages, now)
+            claim = OpenClaim(conn, transaction, sent, messages, now, lambda: _observe(created))
             if not self._sender.hand_over(claim, keep_going):
                 return 0
         else:
             conn.close()
-        _observe(created)
+            _observe(created)
         return len(due)
 
 
 def _observe(created: Sequence[NewExecution]) -> None:
+    """Count and log a claim's executions once it committed."""
     skipped = [e for e in created if e.status is ExecutionStatus.SKIPPED]
     observe_claim(len(created), len(skipped))
     for execution in skipped:

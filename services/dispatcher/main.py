@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -61,6 +62,7 @@ class _Timers:
 
     next_sweep: float = 0.0
     next_load: float = 0.0
+    claim_passes: int = 0
 
 
 class Dispatcher:
@@ -81,7 +83,6 @@ class Dispatcher:
         self.leadership = Leadership(lease)
         self.stop = threading.Event()
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
-        self.lead_ended = threading.Event()
 
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
@@ -111,17 +112,24 @@ class Dispatcher:
     def _lead(self) -> None:
         connection = connect(self.settings, f"kairos dispatcher {self.name}")
         leading = None
+        # This lead's own end, never cleared: a claim thread that outlives its join (a
+        # MySQL statement hanging) must not take the next lead's signal for its own.
+        ended = threading.Event()
+
+        def leading_still() -> bool:
+            return self._leading() and not ended.is_set()
+
         try:
             leading = self._build(connection)
             self._share_workers(leading)
-            leading.claims.start(self._leading)
-            self._loop(leading)
+            leading.claims.start(leading_still)
+            self._loop(leading, leading_still)
         finally:
+            ended.set()
             if leading is not None:
-                self.lead_ended.set()
                 leading.claims.join()
-                leading.sender.abandon_ready()
-                self.lead_ended.clear()
+                # Rolls back what is queued, and any claim handed over later.
+                leading.sender.close()
             clear_worker_gauges()
             if connection.is_open:
                 connection.close()
@@ -160,15 +168,11 @@ class Dispatcher:
         return _Leading(connection, directory, claims, sender, publisher, firer, recovery)
 
     def _leading(self) -> bool:
-        return (
-            not self.stop.is_set()
-            and self.leadership.is_leader.is_set()
-            and not self.lead_ended.is_set()
-        )
+        return not self.stop.is_set() and self.leadership.is_leader.is_set()
 
-    def _loop(self, leading: _Leading) -> None:
+    def _loop(self, leading: _Leading, leading_still: Callable[[], bool]) -> None:
         timers = _Timers()
-        while self._leading():
+        while leading_still():
             wait = self._step(leading, timers)
             leading.claims.claimed.wait(max(0.0, wait))
 
@@ -178,13 +182,14 @@ class Dispatcher:
             leading.recovery.sweep()
             timers.next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
         self._share_workers(leading)
-        # Cleared before the open claims are taken: the claim thread queues a claim and
-        # then sets the event, so one queued after this clear sets it again and the
-        # sleep below ends at once (cleared after, it would wait up to a scan period).
-        claimed = leading.claims.claimed.is_set()
+        # Cleared before the claim count is read and the open claims are taken: a claim
+        # thread counts a pass, queues what it sends, then sets the event, so a pass
+        # this step does not see sets the event again and the sleep below ends at once.
         leading.claims.claimed.clear()
+        passes = leading.claims.passes
         leading.sender.send_ready(leading.publisher)
-        if claimed or time.monotonic() >= timers.next_load:
+        if passes != timers.claim_passes or time.monotonic() >= timers.next_load:
+            timers.claim_passes = passes
             backlog = leading.firer.load() >= self.settings.batch_size
             timers.next_load = time.monotonic() + (
                 0 if backlog else self.settings.scan_interval_ms / 1000

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,24 +25,25 @@ from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.db.executions import (
+    UNFINISHED,
     NewExecution,
     insert_executions,
     insert_executions_with_ids,
+    jobs_with_runs,
     unmark_queued,
 )
 from common.db.jobs import DueJob
 from common.loadbalance import WorkerChooser, WorkerLoad
-from common.metrics import TRIGGERS_SKIPPED, observe_dispatched
+from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
-from services.dispatcher.firing import overlap_skips
 from services.dispatcher.publishing import Assignment, dispatch_message
 
 log = logging.getLogger(__name__)
 
-# How long the claim thread waits for the dispatch loop to take an open claim before it
-# asks again whether it still leads.
-HAND_OVER_POLL_S = 0.2
+# How often the claim thread looks again whether the dispatch loop took the open claim
+# before it (one is queued at most) and whether it still leads.
+HAND_OVER_POLL_S = 0.01
 
 
 @dataclass
@@ -52,6 +55,7 @@ class OpenClaim:
     sent: list[Assignment]
     messages: list[OutgoingMessage]
     now_ms: int
+    after_commit: Callable[[], None] = lambda: None
 
     def send(self, publisher: BatchPublisher) -> int:
         """Publish the executions, put back what the broker returned, commit; how many landed.
@@ -70,6 +74,7 @@ class OpenClaim:
             raise
         self.connection.close()
         observe_dispatched(self.sent, returned, self.now_ms)
+        self.after_commit()
         return len(self.sent) - len(returned)
 
     def abandon(self) -> None:
@@ -84,14 +89,19 @@ class OpenClaim:
 class ClaimSender:
     """Writes a claim's due executions QUEUED and hands the open claim to the dispatch loop.
 
-    ``workers`` is the dispatch loop's latest view of the live workers; each claim picks
-    from a copy of it, so the two threads never share a chooser's counts.
+    ``workers`` is the dispatch loop's latest view of the live workers. The claim thread
+    picks from its own copy of it, kept (with its picks counted) until a new view comes,
+    so the two threads never share a chooser's counts.
     """
 
     def __init__(self, chooser: WorkerChooser) -> None:
         self.workers: tuple[WorkerLoad, ...] = ()
         self._chooser = chooser
         self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._view: tuple[WorkerLoad, ...] = ()
+        self._copies: list[WorkerLoad] = []
 
     def insert(
         self,
@@ -102,9 +112,9 @@ class ClaimSender:
     ) -> tuple[list[Assignment], list[OutgoingMessage]]:
         """Insert ``created`` in the caller's transaction; return what is to be sent.
 
-        Due executions go QUEUED to a live worker (or SKIPPED while their FORBID job
-        still runs); those with no live worker, and those due later, stay SCHEDULED
-        for the firer.
+        Due executions go QUEUED to a live worker; those with no live worker, those of
+        FORBID jobs with another run scheduled or going, and those due later are
+        written SCHEDULED for the firer.
         """
         due = {
             e.execution_id: e
@@ -114,25 +124,22 @@ class ClaimSender:
         if not due:
             insert_executions(conn, created, now_ms)
             return [], []
-        skips = overlap_skips(
+        # A FORBID job with a run scheduled or going is left to the firer, which alone
+        # decides overlaps: two threads reading each other's uncommitted runs could
+        # both send.
+        busy = jobs_with_runs(
             conn,
-            {
-                e.execution_id: e.job_id
+            [
+                e.job_id
                 for e in due.values()
                 if jobs[e.job_id].policy.overlap is OverlapPolicy.FORBID
-            },
+            ],
+            UNFINISHED,
         )
-        TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
-        live = [dataclasses.replace(w) for w in self.workers]
+        live = self._live()
         rows: list[NewExecution] = []
         for execution in created:
-            if execution.execution_id in skips:
-                reason = skips[execution.execution_id]
-                log.info(reason, extra={"execution_id": execution.execution_id})
-                execution = dataclasses.replace(
-                    execution, status=ExecutionStatus.SKIPPED, message=reason
-                )
-            elif execution.execution_id in due:
+            if execution.execution_id in due and execution.job_id not in busy:
                 worker = self._chooser.choose(live, jobs[execution.job_id].handler)
                 if worker is not None:
                     execution = execution.queued_on(worker.worker_id)
@@ -145,14 +152,25 @@ class ClaimSender:
         ]
         return sent, [dispatch_message(a, now_ms) for a in sent]
 
+    def _live(self) -> list[WorkerLoad]:
+        view = self.workers
+        if view is not self._view:
+            self._view = view
+            self._copies = [dataclasses.replace(w) for w in view]
+        return self._copies
+
     def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:
         """Queue an open claim for the dispatch loop; False (rolled back) once it stops."""
         while keep_going():
-            try:
-                self._ready.put(claim, timeout=HAND_OVER_POLL_S)
-                return True
-            except queue.Full:
-                continue
+            with self._lock:
+                if self._closed:
+                    break
+                try:
+                    self._ready.put_nowait(claim)
+                    return True
+                except queue.Full:
+                    pass
+            time.sleep(HAND_OVER_POLL_S)
         claim.abandon()
         return False
 
@@ -166,13 +184,16 @@ class ClaimSender:
                 return landed
             landed += claim.send(publisher)
 
-    def abandon_ready(self) -> None:
-        """Roll back the claims still waiting (the dispatch loop stops leading)."""
-        while True:
-            try:
-                self._ready.get_nowait().abandon()
-            except queue.Empty:
-                return
+    def close(self) -> None:
+        """Roll back the claims still waiting, and any handed over from now on (the
+        dispatch loop stops leading)."""
+        with self._lock:
+            self._closed = True
+            while True:
+                try:
+                    self._ready.get_nowait().abandon()
+                except queue.Empty:
+                    return
 
 
 def _assignment(row: NewExecution, key: int, job: DueJob) -> Assignment:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -156,21 +158,68 @@ def test_a_result_carrying_a_rolled_back_key_is_recorded_by_execution_id(
     assert rows(engine)[job_id][1] == "SUCCEEDED"
 
 
-def test_a_forbid_trigger_due_while_its_last_run_goes_is_skipped_at_claim(
-    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+@pytest.mark.parametrize("other", ["QUEUED", "SCHEDULED"])
+def test_a_forbid_trigger_due_beside_another_run_is_left_to_the_firer(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel, other: str
 ) -> None:
     make_app(engine)
     now = ClusterClock(redis_client).now_ms()
     job_id = add_job(engine, now - 10, cron="* * * * * *", overlap=OverlapPolicy.FORBID)
     with engine.begin() as conn:
-        running = NewExecution("e-running", job_id, 1, now - 1_000, now - 1_000)
+        running = NewExecution("e-other", job_id, 1, now - 1_000, now - 1_000)
         insert_executions(conn, [running], now)
-        conn.execute(sa.text("UPDATE executions SET status = 'QUEUED', worker_id = 'w1'"))
+        conn.execute(sa.text("UPDATE executions SET status = :s"), {"s": other})
     assert Claims(engine, redis_client).claim() is None  # nothing to send: committed
     with engine.connect() as conn:
-        skipped = conn.execute(
-            sa.text("SELECT status, message FROM executions WHERE execution_id != 'e-running'")
-        ).one()
-    assert skipped[0] == ExecutionStatus.SKIPPED
-    assert "previous run is still going" in str(skipped[1])
+        claimed = conn.execute(
+            sa.text("SELECT status FROM executions WHERE execution_id != 'e-other'")
+        ).scalar()
+    # The firer, the one place that decides overlaps, skips or runs it at fire time.
+    assert claimed == ExecutionStatus.SCHEDULED
     assert queued_messages(channel) == []
+
+
+def test_a_result_with_a_rolled_back_key_waits_for_the_claim_still_open_with_it(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    make_app(engine)
+    job_id = add_job(engine, ClusterClock(redis_client).now_ms() - 10)
+    claims = Claims(engine, redis_client)
+    first = claims.claim()
+    assert first is not None
+    first.abandon()
+    second = claims.claim()  # open: its row is not committed yet
+    assert second is not None
+    result = ExecutionResult(
+        execution_id=second.sent[0].execution_id,
+        job_id=job_id,
+        worker_id="w1",
+        status="SUCCEEDED",
+        started_at=1,
+        ended_at=2,
+        ref=first.sent[0].row_id,
+    )
+    recording = threading.Thread(
+        target=record_results, args=(engine, ClusterClock(redis_client), [result])
+    )
+    recording.start()
+    time.sleep(0.3)
+    assert recording.is_alive()  # waiting on the open claim's row, not dropping the result
+    second.send(BatchPublisher(channel.connection.channel()))
+    recording.join(timeout=10)
+    assert rows(engine)[job_id][1] == "SUCCEEDED"
+
+
+def test_a_claim_handed_over_after_the_lead_ended_is_rolled_back(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    job_id = add_job(engine, ClusterClock(redis_client).now_ms() - 10)
+    claims = Claims(engine, redis_client)
+    claims.sender.close()
+    assert claims.claimer.claim({"demo.noop"}) == 0  # handed over to nobody: rolled back
+    assert rows(engine) == {}
+    fresh = Claims(engine, redis_client)
+    again = fresh.claim()  # the job was left claimable, not locked for good
+    assert again is not None and again.sent[0].job_id == job_id
+    again.abandon()

@@ -33,7 +33,13 @@ class Nothing:
 class Claims:
     def __init__(self) -> None:
         self.claimed = threading.Event()
+        self.passes = 0
         self.handlers: frozenset[str] = frozenset()
+
+    def one_pass(self) -> None:
+        """What the claim thread does after a claim that found due jobs."""
+        self.passes += 1
+        self.claimed.set()
 
 
 class LateSender:
@@ -51,30 +57,93 @@ class LateSender:
         self.queued = 0
         if self.sent == 0:
             self.queued = 1
-            self._claims.claimed.set()
+            self._claims.one_pass()
         return 0
 
 
-def test_a_claim_handed_over_during_a_pass_ends_the_next_sleep_at_once() -> None:
-    dispatcher = Dispatcher.__new__(Dispatcher)
-    dispatcher.settings = DispatcherSettings()
-    claims = Claims()
-    sender = LateSender(claims)
+class QuietSender:
+    workers: tuple[Any, ...] = ()
+
+    def send_ready(self, _publisher: Any) -> int:
+        return 0
+
+
+class Loads(Nothing):
+    def __init__(self) -> None:
+        self.loads = 0
+
+    def load(self) -> int:
+        self.loads += 1
+        return 0
+
+
+class ClaimedAsItIsRead(threading.Event):
+    """A claim pass lands just as the dispatch loop reads the event."""
+
+    def __init__(self, claims: Claims) -> None:
+        super().__init__()
+        self._claims = claims
+        self.armed = False
+
+    def is_set(self) -> bool:
+        was = super().is_set()
+        self._land()
+        return was
+
+    def clear(self) -> None:
+        self._land()
+        super().clear()
+
+    def _land(self) -> None:
+        if self.armed:
+            self.armed = False
+            self._claims.passes += 1
+            super().set()
+
+
+def leading_with(claims: Claims, sender: Any, firer: Any) -> _Leading:
     nothing = Nothing()
-    leading = _Leading(
+    return _Leading(
         connection=cast(Any, nothing),
         directory=cast(Any, nothing),
         claims=cast(Any, claims),
         sender=cast(Any, sender),
         publisher=cast(Any, None),
-        firer=cast(Any, nothing),
+        firer=cast(Any, firer),
         recovery=cast(Any, nothing),
     )
+
+
+def dispatcher() -> Dispatcher:
+    made = Dispatcher.__new__(Dispatcher)
+    made.settings = DispatcherSettings()
+    return made
+
+
+def test_a_claim_handed_over_during_a_pass_ends_the_next_sleep_at_once() -> None:
+    claims = Claims()
+    sender = LateSender(claims)
+    leading = leading_with(claims, sender, Nothing())
     timers = _Timers(next_sweep=time.monotonic() + 60)
     claims.claimed.set()  # the claim before
-    wait = dispatcher._step(leading, timers)
+    step = dispatcher()._step
+    wait = step(leading, timers)
     assert sender.queued == 1
     # The loop sleeps on ``claimed``: it must still be set, or the claim waits a scan.
     assert claims.claimed.wait(max(0.0, min(wait, 0.05)))
-    dispatcher._step(leading, timers)
+    step(leading, timers)
     assert sender.sent == 1
+
+
+def test_a_claim_pass_landing_as_the_loop_reads_the_wake_up_is_loaded() -> None:
+    claims = Claims()
+    event = ClaimedAsItIsRead(claims)
+    claims.claimed = event
+    firer = Loads()
+    leading = leading_with(claims, QuietSender(), firer)
+    timers = _Timers(next_sweep=time.monotonic() + 60, next_load=time.monotonic() + 60)
+    timers.claim_passes = claims.passes = 5
+    event.armed = True
+    wait = dispatcher()._step(leading, timers)
+    # Its SCHEDULED rows are loaded now, or the sleep ends at once to load them.
+    assert firer.loads == 1 or claims.claimed.wait(max(0.0, min(wait, 0.05)))
