@@ -210,7 +210,9 @@ class Dispatcher:
     def _share_workers(leading: _Leading) -> None:
         """Give the claim thread the current view of the live workers."""
         live = leading.directory.live()
-        leading.sender.workers = tuple(live)
+        # The directory's own list, new on each reload: the claim thread copies it when
+        # it changes and counts its picks on the copy until then.
+        leading.sender.workers = live
         leading.claims.handlers = frozenset(name for w in live for name in w.handlers)
 
 

@@ -95,12 +95,12 @@ class ClaimSender:
     """
 
     def __init__(self, chooser: WorkerChooser) -> None:
-        self.workers: tuple[WorkerLoad, ...] = ()
+        self.workers: Sequence[WorkerLoad] = ()
         self._chooser = chooser
         self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
         self._closed = False
         self._lock = threading.Lock()
-        self._view: tuple[WorkerLoad, ...] = ()
+        self._view: Sequence[WorkerLoad] = ()
         self._copies: list[WorkerLoad] = []
 
     def insert(
