@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from common.db.executions import UNFINISHED, NewExecution, insert_executions
+from common.db.retry import is_duplicate_key
 from common.db.rows import AnyRow
 from common.db.schema import executions, jobs
 from common.states import ExecutionStatus, JobStatus
@@ -31,7 +32,6 @@ ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
 """The statuses a job can still fire from (by schedule or by a held run)."""
 
 SAME_MS_TRIES = 10
-_DUPLICATE_KEY = 1062
 
 
 @dataclass(frozen=True)
@@ -190,18 +190,13 @@ def insert_manual_execution(conn: Connection, job_id: int, now_ms: int) -> NewEx
             with conn.begin_nested():
                 insert_executions(conn, [execution], now_ms)
         except IntegrityError as e:
-            if not _is_duplicate_key(e):
+            if not is_duplicate_key(e):
                 raise
             collision = e
             continue
         return execution
     assert collision is not None
     raise collision
-
-
-def _is_duplicate_key(error: IntegrityError) -> bool:
-    args: tuple[object, ...] = getattr(error.orig, "args", ())
-    return len(args) > 0 and args[0] == _DUPLICATE_KEY
 
 
 def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int) -> sa.Select[Any]:

@@ -241,6 +241,21 @@ def jobs_with_runs(
     return {int(r.job_id) for r in rows}
 
 
+def triggers_with_executions(
+    conn: Connection, triggers: Sequence[tuple[int, int, int]]
+) -> set[tuple[int, int, int]]:
+    """Which of these (job id, trigger time, attempt) already have an execution row."""
+    if not triggers:
+        return set()
+    keys = ", ".join(f"({index(j)}, {index(t)}, {index(a)})" for j, t, a in triggers)
+    rows = driver.fetch(
+        conn,
+        "SELECT job_id, trigger_time, attempt FROM executions "
+        f"WHERE (job_id, trigger_time, attempt) IN ({keys})",
+    )
+    return {(int(r.job_id), int(r.trigger_time), int(r.attempt)) for r in rows}
+
+
 def mark_skipped(
     conn: Connection,
     reasons: Mapping[int, str],

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from tenacity import (
     before_sleep_log,
     retry,
@@ -25,6 +25,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _RETRYABLE_CODES = frozenset({1213, 1205})  # deadlock, lock wait timeout
+_DUPLICATE_KEY = 1062
 
 
 def is_lock_conflict(error: BaseException) -> bool:
@@ -33,6 +34,12 @@ def is_lock_conflict(error: BaseException) -> bool:
         return False
     args: tuple[object, ...] = getattr(error.orig, "args", ())
     return len(args) > 0 and args[0] in _RETRYABLE_CODES
+
+
+def is_duplicate_key(error: IntegrityError) -> bool:
+    """True for MySQL's duplicate-entry error (a unique key refused the row)."""
+    args: tuple[object, ...] = getattr(error.orig, "args", ())
+    return len(args) > 0 and args[0] == _DUPLICATE_KEY
 
 
 def retry_lock_conflicts(fn: Callable[P, R]) -> Callable[P, R]:

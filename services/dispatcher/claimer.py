@@ -7,13 +7,14 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
-from common.db.executions import NewExecution, insert_executions
+from common.db.executions import NewExecution, insert_executions, triggers_with_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
@@ -90,14 +91,28 @@ class TriggerClaimer:
         self._window_ms = window_ms
         self._sender = sender
 
-    @retry_lock_conflicts
     def claim(self, handlers: Iterable[str], keep_going: Callable[[], bool] = lambda: True) -> int:
         """Claim one batch; returns how many due jobs the scan found.
 
         With a sender, a batch with executions to send is handed over with its
         transaction open (see ``send_at_claim``); ``keep_going`` says how long to wait
         for the dispatch loop to take it.
+
+        A trigger that already has its execution (a job whose schedule was changed back
+        onto a trigger claimed before) made the whole batch fail on the unique key, again
+        at every pass; then the batch is claimed again without such triggers.
         """
+        try:
+            return self._claim(handlers, keep_going, skip_taken=False)
+        except IntegrityError as e:
+            if not is_duplicate_key(e):
+                raise
+            return self._claim(handlers, keep_going, skip_taken=True)
+
+    @retry_lock_conflicts
+    def _claim(
+        self, handlers: Iterable[str], keep_going: Callable[[], bool], skip_taken: bool
+    ) -> int:
         now = self._clock.now_ms()
         conn = self._engine.connect()
         transaction = conn.begin()
@@ -113,6 +128,8 @@ class TriggerClaimer:
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
             won = claim_jobs(conn, due, updates, now)
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
+            if skip_taken:
+                created = _without_taken(conn, created)
             if self._sender is None:
                 insert_executions(conn, created, now)
                 sent: list[Assignment] = []
@@ -134,6 +151,19 @@ class TriggerClaimer:
             conn.close()
             _observe(created)
         return len(due)
+
+
+def _without_taken(conn: Connection, created: Sequence[NewExecution]) -> list[NewExecution]:
+    """``created`` less the triggers that already have an execution (logged)."""
+    taken = triggers_with_executions(conn, [(e.job_id, e.trigger_time, e.attempt) for e in created])
+    for e in created:
+        if (e.job_id, e.trigger_time, e.attempt) in taken:
+            log.warning(
+                "trigger at %d already has its execution; not created again",
+                e.trigger_time,
+                extra={"job_id": e.job_id},
+            )
+    return [e for e in created if (e.job_id, e.trigger_time, e.attempt) not in taken]
 
 
 def _observe(created: Sequence[NewExecution]) -> None:

@@ -215,3 +215,29 @@ def test_one_shot_misfire_skip_fails_the_job_without_running_it(
     assert job is not None
     assert job.status == JobStatus.FAILED
     assert executions_of(engine, job_id)[0][1] == "SKIPPED"
+
+
+def test_a_trigger_that_already_has_its_execution_is_not_created_again(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    """A job whose schedule was changed back onto a trigger already claimed."""
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    start = (now // 2000 + 1) * 2000
+    job_id = add_job(engine, start, cron="*/2 * * * * *")
+    other = add_job(engine, start)
+    claimer(engine, redis_client, window_ms=2_500).claim({"demo.noop"})
+    with engine.begin() as conn:  # as an update recomputing the next trigger would
+        conn.execute(
+            sa.text("UPDATE jobs SET next_trigger_time = :t WHERE id = :j"),
+            {"t": start, "j": job_id},
+        )
+    late = add_job(engine, start)
+    claimer(engine, redis_client, window_ms=2_500).claim({"demo.noop"})
+    assert executions_of(engine, job_id) == [(start, "SCHEDULED", None)]
+    assert executions_of(engine, other) == [(start, "SCHEDULED", None)]
+    # The rest of the batch was claimed, and the job moved on past the trigger.
+    assert executions_of(engine, late) == [(start, "SCHEDULED", None)]
+    with engine.connect() as conn:
+        job = get_job(conn, 1, job_id)
+    assert job is not None and job.next_trigger_time == start + 2000

@@ -223,3 +223,18 @@ def test_a_claim_handed_over_after_the_lead_ended_is_rolled_back(
     again = fresh.claim()  # the job was left claimable, not locked for good
     assert again is not None and again.sent[0].job_id == job_id
     again.abandon()
+
+
+def test_a_due_trigger_that_already_has_its_execution_does_not_stop_the_batch(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    taken, free = add_job(engine, now - 10), add_job(engine, now - 10)
+    with engine.begin() as conn:  # claimed before, under another schedule
+        insert_executions(conn, [NewExecution("e-before", taken, 1, now - 10, now - 10)], now)
+    open_claim = Claims(engine, redis_client).claim()
+    assert open_claim is not None
+    assert [a.job_id for a in open_claim.sent] == [free]
+    assert open_claim.send(BatchPublisher(channel.connection.channel())) == 1
+    assert rows(engine)[taken][0] == "e-before"
