@@ -32,9 +32,20 @@ def check_callback_url(url: str) -> str:
     return url
 
 
-def check_params_size(body: JobCreate, max_bytes: int) -> None:
-    """Refuse params whose JSON is larger than ``max_bytes``."""
-    size = len(json.dumps(body.params, separators=(",", ":")).encode())
+def check_params(body: JobCreate, max_bytes: int) -> None:
+    """Refuse params that are not standard JSON or whose JSON is larger than ``max_bytes``.
+
+    Python's JSON reader takes NaN and Infinity, which JSON (RFC 8259) does not have: such
+    params were stored as written and came back as null.
+    """
+    try:
+        text = json.dumps(body.params, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise ValidationFailedError(
+            "params",
+            "params hold NaN or Infinity, which JSON does not allow: send null or a string",
+        ) from None
+    size = len(text.encode())
     if size > max_bytes:
         raise ValidationFailedError(
             "params", f"params take {size} bytes as JSON; the limit is {max_bytes} bytes"
@@ -97,7 +108,7 @@ def build_job(
     """Validate every field and return the job to insert."""
     if body.jobHandler not in known_handlers:
         raise UnknownHandlerError(body.jobHandler, sorted(known_handlers))
-    check_params_size(body, max_params_bytes)
+    check_params(body, max_params_bytes)
     schedule = build_schedule(body)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
     return NewJob(

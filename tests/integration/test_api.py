@@ -166,3 +166,16 @@ def test_mysql_not_answering_is_a_503_problem_with_retry_after(namespace: StoreS
     assert response.headers["content-type"] == "application/problem+json"
     assert response.headers["retry-after"] == "1"
     assert response.json()["detail"].startswith("MySQL did not answer")
+
+
+def test_params_with_nan_or_infinity_are_a_422_and_write_nothing(
+    client: TestClient, engine: Engine
+) -> None:
+    for number in ("NaN", "Infinity", "-Infinity"):
+        raw = '{"jobName":"r","jobHandler":"demo.echo","params":{"x":' + number + "}}"
+        response = client.post(
+            "/openapi/jobs", content=raw, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, response.text
+        assert "NaN or Infinity" in response.text
+    assert job_count(engine) == 0

@@ -15,7 +15,7 @@ from services.api.schemas import JobCreate
 from services.api.validation import (
     build_job,
     check_callback_url,
-    check_params_size,
+    check_params,
     first_trigger,
     request_hash,
 )
@@ -99,19 +99,19 @@ def test_build_job_rejects_params_over_the_limit() -> None:
 def test_params_at_the_limit_are_accepted() -> None:
     params = _params_of_size(LIMIT)
     assert len(json.dumps(params, separators=(",", ":"))) == LIMIT
-    check_params_size(_body(params=params), LIMIT)
+    check_params(_body(params=params), LIMIT)
 
 
 def test_params_one_byte_over_the_limit_are_rejected_with_sizes() -> None:
     with pytest.raises(ValidationFailedError) as caught:
-        check_params_size(_body(params=_params_of_size(LIMIT + 1)), LIMIT)
+        check_params(_body(params=_params_of_size(LIMIT + 1)), LIMIT)
     assert caught.value.field == "params"
     assert f"{LIMIT + 1} bytes" in caught.value.message
     assert f"limit is {LIMIT} bytes" in caught.value.message
 
 
 def test_empty_params_fit_any_reasonable_limit() -> None:
-    check_params_size(_body(), 2)
+    check_params(_body(), 2)
 
 
 @pytest.mark.parametrize(
