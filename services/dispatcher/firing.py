@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -38,20 +38,6 @@ log = logging.getLogger(__name__)
 # (a heartbeat query and a queue check per worker) took 5-25 ms, paid at the due time
 # otherwise.
 WARM_UP_MS = 100
-
-K = TypeVar("K", bound=Hashable)
-
-
-def overlap_skips(conn: Connection, forbidding: Mapping[K, int]) -> dict[K, str]:
-    """Which first attempts of FORBID jobs (key -> job id) must be skipped, and why:
-    those whose job has a run in a worker queue or running now."""
-    busy = executions.jobs_with_runs(conn, forbidding.values())
-    skips: dict[K, str] = {}
-    for key, job_id in forbidding.items():
-        reason = overlap_skip_reason(OverlapPolicy.FORBID, job_id in busy)
-        if reason is not None:
-            skips[key] = reason
-    return skips
 
 
 class Firer:
@@ -180,14 +166,19 @@ class Firer:
 
     @staticmethod
     def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[int, str]:
-        return overlap_skips(
-            conn,
-            {
-                int(r.id): r.job_id
-                for r in rows
-                if r.overlap_policy == OverlapPolicy.FORBID and r.attempt == 1 and not r.manual
-            },
-        )
+        """First attempts of FORBID jobs whose job has a run in a worker queue or going."""
+        candidates = [
+            r
+            for r in rows
+            if r.overlap_policy == OverlapPolicy.FORBID and r.attempt == 1 and not r.manual
+        ]
+        busy = executions.jobs_with_runs(conn, [r.job_id for r in candidates])
+        skips: dict[int, str] = {}
+        for row in candidates:
+            reason = overlap_skip_reason(OverlapPolicy.FORBID, row.job_id in busy)
+            if reason is not None:
+                skips[int(row.id)] = reason
+        return skips
 
     def _assign(self, rows: Sequence[Any]) -> list[Assignment]:
         live = self._directory.live()

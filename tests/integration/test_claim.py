@@ -133,14 +133,24 @@ def claimer(engine: Engine, client: redis.Redis, window_ms: int = 1_000) -> Trig
     return TriggerClaimer(engine, ClusterClock(client), 500, window_ms)
 
 
-def test_claiming_a_cron_trigger_schedules_it_and_moves_the_job_on(
-    engine: Engine, redis_client: redis.Redis
-) -> None:
+def claimed_two_second_cron(
+    engine: Engine, redis_client: redis.Redis, also_one_shot: bool = False
+) -> tuple[int, int, int | None]:
+    """A '*/2 * * * * *' job (and a one-shot due with it) whose next trigger was claimed;
+    returns that trigger's time, the cron job's id and the one-shot's."""
     make_app(engine)
     now = ClusterClock(redis_client).now_ms()
     start = (now // 2000 + 1) * 2000
     job_id = add_job(engine, start, cron="*/2 * * * * *")
+    one_shot = add_job(engine, start) if also_one_shot else None
     claimer(engine, redis_client, window_ms=2_500).claim({"demo.noop"})
+    return start, job_id, one_shot
+
+
+def test_claiming_a_cron_trigger_schedules_it_and_moves_the_job_on(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    start, job_id, _ = claimed_two_second_cron(engine, redis_client)
     with engine.connect() as conn:
         job = get_job(conn, 1, job_id)
     assert job is not None
@@ -221,12 +231,8 @@ def test_a_trigger_that_already_has_its_execution_is_not_created_again(
     engine: Engine, redis_client: redis.Redis
 ) -> None:
     """A job whose schedule was changed back onto a trigger already claimed."""
-    make_app(engine)
-    now = ClusterClock(redis_client).now_ms()
-    start = (now // 2000 + 1) * 2000
-    job_id = add_job(engine, start, cron="*/2 * * * * *")
-    other = add_job(engine, start)
-    claimer(engine, redis_client, window_ms=2_500).claim({"demo.noop"})
+    start, job_id, other = claimed_two_second_cron(engine, redis_client, also_one_shot=True)
+    assert other is not None
     with engine.begin() as conn:  # as an update recomputing the next trigger would
         conn.execute(
             sa.text("UPDATE jobs SET next_trigger_time = :t WHERE id = :j"),
