@@ -24,6 +24,16 @@ class DispatchMessage(BaseModel):
     )
 
 
+class DispatchBatch(BaseModel):
+    """Executions bound for one worker, sent as one message: one delivery, one ack.
+
+    Workers read a lone ``DispatchMessage`` as well (what older dispatchers sent).
+    """
+
+    v: Literal[1] = 1
+    executions: list[DispatchMessage] = Field(min_length=1)
+
+
 class ExecutionResult(BaseModel):
     """How one execution ended on a worker."""
 

@@ -108,7 +108,7 @@ WORKER_ACTIVE = Gauge(
 WORKER_QUEUE_DEPTH = Gauge(
     "kairos_worker_queue_depth_messages",
     "Messages ready (not yet delivered) in each worker's queue, from the leading "
-    "dispatcher's last look at it.",
+    "dispatcher's last look at it; a message carries up to 50 executions.",
     ["worker_id"],
 )
 

@@ -1,9 +1,10 @@
-"""Consume a queue, run each message in a thread pool, publish what it yields, then ack.
+"""Consume a queue, run each unit of work in a thread pool, publish what it yields, then ack.
 
 pika connections are not thread-safe: pool threads hand their outcome back to the
 connection thread with ``add_callback_threadsafe``. Outcomes that finish close
 together are flushed as one batch: one transaction for their output messages, then
-one ack per delivery. A delivery is acked only after its output is committed.
+the acks. A delivery is acked only after the output of every unit it carries is
+committed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, TypeVar
+from itertools import count
+from typing import Any, Generic, Protocol, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 from pika.exceptions import AMQPError
@@ -25,6 +27,7 @@ from common.broker import BatchPublisher, OutgoingMessage
 
 log = logging.getLogger(__name__)
 
+U = TypeVar("U")
 P = TypeVar("P")
 T = TypeVar("T")
 
@@ -52,10 +55,46 @@ def plan_acks(done: Iterable[int], waiting: Iterable[int]) -> tuple[int | None, 
 
 
 @dataclass
-class _InFlight:
+class _Delivery:
+    """One unacked delivery: how many of its units wait, run or await their flush."""
+
     arrived: float
+    waiting: int
+    open: int = 0
     started: float | None = None
     acked_early: bool = False
+    failed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Every unit it carries ran and was flushed (or was given back)."""
+        return self.waiting == 0 and self.open == 0
+
+
+class Packing(Protocol[U]):
+    """How a message body carries its units of work, and how units travel again."""
+
+    def unpack(self, body: bytes) -> Sequence[U]:
+        """The units a body carries; raises if the body cannot be read."""
+
+    def repack(self, units: Sequence[U]) -> bytes:
+        """One body carrying ``units`` (the unstarted rest of a delivery)."""
+
+
+class OnePerMessage:
+    """The packing of a queue whose every message is one unit: its raw body."""
+
+    def unpack(self, body: bytes) -> Sequence[bytes]:
+        """The body itself."""
+        return (body,)
+
+    def repack(self, units: Sequence[bytes]) -> bytes:
+        """Never needed: a one-unit delivery has no rest to send again."""
+        (body,) = units
+        return body
+
+
+ONE_PER_MESSAGE = OnePerMessage()
 
 
 @dataclass
@@ -70,23 +109,26 @@ class ConsumerStats:
     durations: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=10_000))
 
 
-class PooledConsumer(Generic[P, T]):
-    """Runs ``run(item)`` per message in a pool and ``flush(outcomes)`` to publish results.
+class PooledConsumer(Generic[U, P, T]):
+    """Runs ``run(item)`` per unit of work in a pool and ``flush(outcomes)`` to publish results.
 
-    ``prepare(bodies)`` runs first in the connection thread, once for all the messages
-    that arrived together, and turns each body into the item its run gets: work that
-    batches well (one Redis pipeline instead of a round trip per message) goes there.
+    A message carries one unit or several (``packing``): a pack of executions bound for
+    one worker costs the broker and this process one delivery and one ack instead of
+    one each. ``prepare(units)`` runs in the connection thread, once for all the units
+    started together, and turns each into the item its run gets: work that batches
+    well (one Redis call instead of a round trip per unit) goes there. A delivery is
+    acked once every unit it carries ran and its outcome was published.
 
-    ``prefetch`` deliveries (default: the pool size) are held at once, and a run starts
-    only when a pool slot is free: the deliveries beyond the pool wait here, unstarted,
-    so the next run starts as soon as one ends instead of a broker round trip later
+    ``prefetch`` deliveries (default: the pool size) are held at once, and a unit starts
+    only when a pool slot is free: the units beyond the pool wait here, unstarted, so
+    the next run starts as soon as one ends instead of a broker round trip later
     (bench/pipeline.py with no-op jobs: ~26% more jobs/s with a window four times the
-    pool). Waiting deliveries are given back to the queue when consuming stops.
+    pool). Units still waiting when consuming stops are given back (``_give_back``).
 
     ``ack_deadline`` (seconds), when set, acks a delivery whose run is still going after
     that long: RabbitMQ closes a channel that keeps a delivery unacked past its
-    consumer_timeout (30 minutes by default), which would cut a long job off. A delivery
-    still waiting for a slot after that long is given back to the queue instead.
+    consumer_timeout (30 minutes by default), which would cut a long job off. Units
+    still waiting for a slot after that long are given back to the queue instead.
     """
 
     def __init__(
@@ -94,7 +136,8 @@ class PooledConsumer(Generic[P, T]):
         connection: BlockingConnection,
         queue: str,
         pool_size: int,
-        prepare: Callable[[Sequence[bytes]], Sequence[P]],
+        packing: Packing[U],
+        prepare: Callable[[Sequence[U]], Sequence[P]],
         run: Callable[[P], T],
         flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]],
         ack_deadline: float | None = None,
@@ -104,11 +147,13 @@ class PooledConsumer(Generic[P, T]):
     ) -> None:
         self._connection = connection
         self._queue = queue
+        self._packing = packing
         self._prepare = prepare
         self._run = run
         self._flush_fn = flush
         self._release = release
         self._submitted: dict[int, tuple[Future[T], P]] = {}
+        self._runs = count()
         self._ack_deadline = ack_deadline
         self._pool_size = pool_size
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="run")
@@ -116,12 +161,12 @@ class PooledConsumer(Generic[P, T]):
         self._channel: BlockingChannel = connection.channel()
         self._channel.basic_qos(prefetch_count=max(pool_size, prefetch or pool_size))
         self._publisher = BatchPublisher(connection.channel())
-        self._in_flight: dict[int, _InFlight] = {}
-        self._done: list[tuple[int, T]] = []
+        self._in_flight: dict[int, _Delivery] = {}
+        self._done: list[tuple[int, float, T]] = []
         self._flush_scheduled = False
-        self._arrived: deque[tuple[int, bytes]] = deque()
+        self._arrived: deque[tuple[int, U]] = deque()
         self._admit_scheduled = False
-        self._finished: list[tuple[int, Future[T]]] = []
+        self._finished: list[tuple[int, int, float, Future[T]]] = []
         self._finished_lock = threading.Lock()
         self._drain_scheduled = False
         self._consumer_tag: str | None = None
@@ -129,8 +174,8 @@ class PooledConsumer(Generic[P, T]):
 
     @property
     def active(self) -> int:
-        """How many deliveries are running now or finished and not yet acked."""
-        return len(self._in_flight) - len(self._arrived)
+        """How many units are running now or finished and not yet flushed."""
+        return self._running + len(self._done)
 
     def start(self) -> None:
         """Begin consuming; messages are handled while the connection processes events."""
@@ -139,14 +184,12 @@ class PooledConsumer(Generic[P, T]):
             self._connection.call_later(self._sweep_interval(), self._ack_overdue)
 
     def stop_consuming(self) -> None:
-        """Take no new messages; running ones finish and are flushed, waiting ones go back."""
+        """Take no new messages; running units finish and are flushed, waiting ones go back."""
         if self._consumer_tag is not None:
             self._channel.basic_cancel(self._consumer_tag)
             self._consumer_tag = None
-        while self._arrived:
-            tag, _ = self._arrived.popleft()
-            self._in_flight.pop(tag, None)
-            self._channel.basic_nack(tag, requeue=True)
+        for tag in dict.fromkeys(tag for tag, _ in self._arrived):
+            self._give_back(tag)
 
     def close(self) -> None:
         """Release the pool; call after the connection stopped processing.
@@ -165,42 +208,57 @@ class PooledConsumer(Generic[P, T]):
             except Exception:
                 log.exception("could not release %d runs that never started", len(never_ran))
 
-    def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
+    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
         tag = int(method.delivery_tag)
-        self._in_flight[tag] = _InFlight(arrived=time.monotonic())
-        self._arrived.append((tag, body))
+        try:
+            units = self._packing.unpack(body)
+        except Exception:
+            # It cannot be read now or ever: back on the queue it would loop for good.
+            log.exception("dropping message %s: its body cannot be read", props.message_id)
+            self._channel.basic_reject(tag, requeue=False)
+            return
+        if not units:
+            self._channel.basic_ack(tag)
+            return
+        self._in_flight[tag] = _Delivery(arrived=time.monotonic(), waiting=len(units))
+        self._arrived.extend((tag, unit) for unit in units)
         if not self._admit_scheduled:
             self._admit_scheduled = True
             self._connection.add_callback_threadsafe(self._admit)
 
     def _admit(self) -> None:
-        """Start as many waiting deliveries as there are free pool slots."""
+        """Start as many waiting units as there are free pool slots."""
         self._admit_scheduled = False
         free = self._pool_size - self._running
         if free <= 0 or not self._arrived:
             return
         batch = [self._arrived.popleft() for _ in range(min(free, len(self._arrived)))]
         try:
-            items = self._prepare([body for _, body in batch])
+            items = self._prepare([unit for _, unit in batch])
         except Exception:
-            log.exception("preparing %d messages failed; requeueing them", len(batch))
-            for tag, _ in batch:
-                self._in_flight.pop(tag, None)
-                self._channel.basic_nack(tag, requeue=True)
+            log.exception("preparing %d units failed; giving them back", len(batch))
+            self._arrived.extendleft(reversed(batch))
+            for tag in dict.fromkeys(tag for tag, _ in batch):
+                self._give_back(tag)
             return
         now = time.monotonic()
         self._running += len(batch)
         for (tag, _), item in zip(batch, items, strict=True):
-            self._in_flight[tag].started = now
+            delivery = self._in_flight[tag]
+            delivery.waiting -= 1
+            delivery.open += 1
+            if delivery.started is None:
+                delivery.started = now
+            run = next(self._runs)
             future = self._pool.submit(self._run, item)
-            self._submitted[tag] = (future, item)
-            future.add_done_callback(partial(self._hand_back, tag))
+            self._submitted[run] = (future, item)
+            future.add_done_callback(partial(self._hand_back, run, tag, now))
 
-    def _hand_back(self, tag: int, future: Future[T]) -> None:
+    def _hand_back(self, run: int, tag: int, started: float, future: Future[T]) -> None:
         # Pool threads queue their outcome and wake the connection thread once, not once
         # per outcome: each wake-up is a write to pika's wake-up socket.
         with self._finished_lock:
-            self._finished.append((tag, future))
+            self._finished.append((run, tag, started, future))
             if self._drain_scheduled:
                 return
             self._drain_scheduled = True
@@ -216,20 +274,23 @@ class PooledConsumer(Generic[P, T]):
             finished, self._finished = self._finished, []
             self._drain_scheduled = False
         self._running -= len(finished)
-        for tag, future in finished:
-            self._submitted.pop(tag, None)
-            self._collect(tag, future)
+        for run, tag, started, future in finished:
+            self._submitted.pop(run, None)
+            self._collect(tag, started, future)
         self._admit()
 
-    def _collect(self, tag: int, future: Future[T]) -> None:
+    def _collect(self, tag: int, started: float, future: Future[T]) -> None:
         try:
             outcome = future.result()
         except Exception:
-            log.exception("run failed outside its own error handling; requeueing")
-            self._in_flight.pop(tag, None)
-            self._channel.basic_nack(tag, requeue=True)
+            log.exception("run failed outside its own error handling; requeueing its message")
+            delivery = self._in_flight[tag]
+            delivery.failed = True
+            delivery.open -= 1
+            if delivery.complete and self._settle(tag):
+                self._channel.basic_ack(tag)
             return
-        self._done.append((tag, outcome))
+        self._done.append((tag, started, outcome))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._connection.add_callback_threadsafe(self._flush)
@@ -239,22 +300,56 @@ class PooledConsumer(Generic[P, T]):
         batch, self._done = self._done, []
         if not batch:
             return
-        self._publisher.publish(self._flush_fn([outcome for _, outcome in batch]))
+        self._publisher.publish(self._flush_fn([outcome for _, _, outcome in batch]))
         now = time.monotonic()
         done: list[int] = []
-        for tag, _ in batch:
-            entry = self._in_flight.pop(tag, None)
-            if entry is not None:
-                self.stats.durations.append((now, now - (entry.started or entry.arrived)))
-                if not entry.acked_early:
-                    done.append(tag)
-        waiting = [tag for tag, entry in self._in_flight.items() if not entry.acked_early]
+        for tag, started, _ in batch:
+            self.stats.durations.append((now, now - started))
+            delivery = self._in_flight[tag]
+            delivery.open -= 1
+            if delivery.complete and self._settle(tag):
+                done.append(tag)
+        waiting = [tag for tag, delivery in self._in_flight.items() if not delivery.acked_early]
         up_to, singles = plan_acks(done, waiting)
         if up_to is not None:
             self._channel.basic_ack(up_to, multiple=True)
         for tag in singles:
             self._channel.basic_ack(tag)
         self.stats.finished += len(batch)
+
+    def _settle(self, tag: int) -> bool:
+        """Forget a complete delivery; True when the caller is to ack it now.
+
+        A delivery one of whose runs failed outside its own error handling goes back to
+        the queue instead (its other units report their stored outcome from there).
+        """
+        delivery = self._in_flight.pop(tag)
+        if delivery.acked_early:
+            return False
+        if delivery.failed:
+            self._channel.basic_nack(tag, requeue=True)
+            return False
+        return True
+
+    def _give_back(self, tag: int) -> None:
+        """Return a delivery's waiting units to the queue.
+
+        A delivery none of whose units started goes back whole. Otherwise its waiting
+        units are published again as a message of their own (committed before this
+        delivery's ack) and the delivery is acked once its started units are flushed.
+        """
+        delivery = self._in_flight[tag]
+        units = [unit for t, unit in self._arrived if t == tag]
+        self._arrived = deque(entry for entry in self._arrived if entry[0] != tag)
+        if delivery.started is None:
+            del self._in_flight[tag]
+            self._channel.basic_nack(tag, requeue=True)
+            return
+        body = self._packing.repack(units)
+        self._publisher.publish([OutgoingMessage("", self._queue, body, f"rest-of-{tag}")])
+        delivery.waiting = 0
+        if delivery.complete and self._settle(tag):
+            self._channel.basic_ack(tag)
 
     def _sweep_interval(self) -> float:
         assert self._ack_deadline is not None
@@ -264,24 +359,23 @@ class PooledConsumer(Generic[P, T]):
         assert self._ack_deadline is not None
         now = time.monotonic()
         stale = [
-            (t, b)
-            for t, b in self._arrived
-            if now - self._in_flight[t].arrived >= self._ack_deadline
+            tag
+            for tag, delivery in self._in_flight.items()
+            if delivery.waiting and now - delivery.arrived >= self._ack_deadline
         ]
-        for tag, body in stale:
+        for tag in stale:
             # Waiting this long for a slot: back to the queue before the broker's
             # consumer timeout closes the channel.
-            self._arrived.remove((tag, body))
-            self._in_flight.pop(tag, None)
-            self._channel.basic_nack(tag, requeue=True)
-        for tag, entry in self._in_flight.items():
-            started = entry.started
+            self._give_back(tag)
+        for tag, delivery in self._in_flight.items():
+            started = delivery.started
             if (
                 started is not None
-                and not entry.acked_early
+                and not delivery.acked_early
+                and not delivery.waiting
                 and now - started >= self._ack_deadline
             ):
-                entry.acked_early = True
+                delivery.acked_early = True
                 self._channel.basic_ack(tag)
                 log.info("acked a long-running delivery early (tag %d)", tag)
         if stale:

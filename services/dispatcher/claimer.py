@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions, triggers_with_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
@@ -18,7 +17,7 @@ from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
-from services.dispatcher.publishing import Assignment
+from services.dispatcher.publishing import Assignment, pack_dispatches
 from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
@@ -133,9 +132,9 @@ class TriggerClaimer:
             if self._sender is None:
                 insert_executions(conn, created, now)
                 sent: list[Assignment] = []
-                messages: list[OutgoingMessage] = []
+                packs = pack_dispatches([], now)
             else:
-                sent, messages = self._sender.insert(conn, created, {j.id: j for j in due}, now)
+                sent, packs = self._sender.insert(conn, created, {j.id: j for j in due}, now)
             if not sent:
                 transaction.commit()
         except BaseException:
@@ -144,7 +143,7 @@ class TriggerClaimer:
             raise
         if sent:
             assert self._sender is not None
-            claim = OpenClaim(conn, transaction, sent, messages, now, lambda: _observe(created))
+            claim = OpenClaim(conn, transaction, sent, packs, now, lambda: _observe(created))
             if not self._sender.hand_over(claim, keep_going):
                 return 0
         else:

@@ -45,14 +45,59 @@ class Assignment:
         )
 
 
-def dispatch_message(assignment: Assignment, now_ms: int) -> OutgoingMessage:
-    """The persistent message that carries an execution to its worker's queue."""
-    return OutgoingMessage(
-        exchange=DISPATCH_EXCHANGE,
-        routing_key=assignment.worker_id,
-        body=dispatch_body(assignment, now_ms),
-        message_id=assignment.execution_id,
-    )
+# Executions per dispatch message at most. The broker's and the workers' cost is per
+# message (persisting, routing, delivering, acking); a pack also holds its delivery
+# until its last execution ran, so it is kept well below what a worker runs in a
+# while. See bench/RESULTS.md for the figures behind the value.
+PACK_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class DispatchPacks:
+    """Dispatch messages, each carrying executions bound for one worker."""
+
+    messages: list[OutgoingMessage]
+    members: dict[str, list[str]]
+
+    def not_routed(self, returned: set[str]) -> set[str]:
+        """The execution ids in the messages the broker returned (ids in ``returned``)."""
+        return {e for message_id in returned for e in self.members.get(message_id, ())}
+
+
+def pack_dispatches(
+    assignments: Sequence[Assignment], now_ms: int, limit: int = PACK_LIMIT
+) -> DispatchPacks:
+    """Group the executions by worker into ``DispatchBatch`` messages of ``limit`` at most.
+
+    Each message is named by its first execution's id, which is unique.
+    """
+    by_worker: dict[str, list[Assignment]] = {}
+    for a in assignments:
+        by_worker.setdefault(a.worker_id, []).append(a)
+    messages: list[OutgoingMessage] = []
+    members: dict[str, list[str]] = {}
+    for worker_id, group in by_worker.items():
+        for start in range(0, len(group), limit):
+            chunk = group[start : start + limit]
+            body = b",".join(dispatch_body(a, now_ms) for a in chunk)
+            message_id = chunk[0].execution_id
+            messages.append(
+                OutgoingMessage(
+                    exchange=DISPATCH_EXCHANGE,
+                    routing_key=worker_id,
+                    body=b'{"v":1,"executions":[' + body + b"]}",
+                    message_id=message_id,
+                )
+            )
+            members[message_id] = [a.execution_id for a in chunk]
+    return DispatchPacks(messages, members)
+
+
+def publish_dispatches(publisher: BatchPublisher, packs: DispatchPacks) -> set[str]:
+    """Publish and commit the packs; the execution ids the broker could not route."""
+    if not packs.messages:
+        return set()
+    return packs.not_routed(publisher.publish(packs.messages))
 
 
 def dispatch_body(a: Assignment, now_ms: int) -> bytes:
@@ -102,7 +147,7 @@ def send_queued(
     """
     if not assignments:
         return set()
-    returned = publisher.publish([dispatch_message(a, now_ms) for a in assignments])
+    returned = publish_dispatches(publisher, pack_dispatches(assignments, now_ms))
     unmark_queued(conn, [a.row_id for a in assignments if a.execution_id in returned])
     return returned
 

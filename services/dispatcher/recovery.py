@@ -20,7 +20,7 @@ from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, dispatch_message
+from services.dispatcher.publishing import Assignment, pack_dispatches, publish_dispatches
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class Recovery:
             # the transaction means a failed publish leaves them on the dead one.
             if moved:
                 now = self._clock.now_ms()
-                self._publisher.publish([dispatch_message(a, now) for a in moved])
+                publish_dispatches(self._publisher, pack_dispatches(moved, now))
 
     def republish_deliveries(self) -> None:
         """Hand the notifier again callbacks recorded but never confirmed in its queue."""

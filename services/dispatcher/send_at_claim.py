@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from common.broker import BatchPublisher, OutgoingMessage
+from common.broker import BatchPublisher
 from common.db.executions import (
     UNFINISHED,
     NewExecution,
@@ -37,7 +37,7 @@ from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
-from services.dispatcher.publishing import Assignment, dispatch_message
+from services.dispatcher.publishing import Assignment, DispatchPacks, pack_dispatches
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class OpenClaim:
     connection: Connection
     transaction: RootTransaction
     sent: list[Assignment]
-    messages: list[OutgoingMessage]
+    packs: DispatchPacks
     now_ms: int
     after_commit: Callable[[], None] = lambda: None
 
@@ -65,7 +65,7 @@ class OpenClaim:
         ``trigger_execution_id``), so the copies are one execution, which runs once.
         """
         try:
-            returned = publisher.publish(self.messages)
+            returned = self.packs.not_routed(publisher.publish(self.packs.messages))
             keys = [a.row_id for a in self.sent if a.execution_id in returned]
             unmark_queued(self.connection, keys)
             self.transaction.commit()
@@ -109,7 +109,7 @@ class ClaimSender:
         created: Sequence[NewExecution],
         jobs: Mapping[int, DueJob],
         now_ms: int,
-    ) -> tuple[list[Assignment], list[OutgoingMessage]]:
+    ) -> tuple[list[Assignment], DispatchPacks]:
         """Insert ``created`` in the caller's transaction; return what is to be sent.
 
         Due executions go QUEUED to a live worker; those with no live worker, those of
@@ -123,7 +123,7 @@ class ClaimSender:
         }
         if not due:
             insert_executions(conn, created, now_ms)
-            return [], []
+            return [], pack_dispatches([], now_ms)
         # A FORBID job with a run scheduled or going is left to the firer, which alone
         # decides overlaps: two threads reading each other's uncommitted runs could
         # both send.
@@ -150,7 +150,7 @@ class ClaimSender:
             for row, key in zip(rows, keys, strict=True)
             if row.status is ExecutionStatus.QUEUED
         ]
-        return sent, [dispatch_message(a, now_ms) for a in sent]
+        return sent, pack_dispatches(sent, now_ms)
 
     def _live(self) -> list[WorkerLoad]:
         view = self.workers

@@ -19,7 +19,7 @@ from common.errors import PublishFailedError, StoreUnavailableError
 from common.heap import freeze_startup_heap
 from common.logs import setup_logging
 from common.metrics import start_metrics_server
-from common.pooled_consumer import PooledConsumer, unchanged
+from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 
@@ -39,6 +39,7 @@ def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threa
             connection,
             CALLBACKS_QUEUE,
             settings.concurrency,
+            ONE_PER_MESSAGE,
             unchanged,
             deliverer.deliver,
             follow_ups,

@@ -21,12 +21,13 @@ from common.errors import PublishFailedError, StoreUnavailableError
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.logs import setup_logging
-from common.messages import ExecutionResult
+from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import start_metrics_server
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
 from services.worker.heartbeat import Heartbeater
+from services.worker.packs import DispatchPacking
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
 
@@ -111,7 +112,8 @@ class _Serving:
         self.worker_id = worker_id
         self.runner = runner
         self.stats = stats
-        self.consumer: PooledConsumer[Admitted, ExecutionResult | None] | None = None
+        self.consumer: PooledConsumer[DispatchMessage, Admitted, ExecutionResult | None] | None
+        self.consumer = None
 
     def active(self) -> int:
         """Runs going now on the current connection."""
@@ -129,6 +131,7 @@ class _Serving:
                 connection,
                 queue,
                 self.settings.capacity,
+                DispatchPacking(),
                 self.runner.admit,
                 self.runner.execute,
                 self.runner.report,
@@ -158,7 +161,7 @@ class _Serving:
 
 def _drain(
     connection: BlockingConnection,
-    consumer: PooledConsumer[Admitted, ExecutionResult | None],
+    consumer: PooledConsumer[DispatchMessage, Admitted, ExecutionResult | None],
     heartbeat: Heartbeater,
 ) -> None:
     consumer.stop_consuming()

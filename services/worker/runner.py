@@ -110,13 +110,12 @@ class ExecutionRunner:
         self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
 
-    def admit(self, bodies: Sequence[bytes]) -> list[Admitted]:
-        """Parse messages and mark their executions started, in one Redis call.
+    def admit(self, messages: Sequence[DispatchMessage]) -> list[Admitted]:
+        """Mark executions started, in one Redis call.
 
         An execution whose key was already set is admitted with the key's owner, so the
         run reports it instead of running it again.
         """
-        messages = [DispatchMessage.model_validate_json(body) for body in bodies]
         keys = [self._keys.execution_started(m.execution_id) for m in messages]
         owners = self._take(keys=keys, args=[self._worker_id, self._ttl]) if keys else []
         return [
@@ -161,9 +160,9 @@ class ExecutionRunner:
                 self._local.forget([r.execution_id for r in results])
         return result_messages(self._worker_id, results)
 
-    def run(self, body: bytes) -> ExecutionResult | None:
-        """Admit and run one message (``admit`` then ``execute``)."""
-        return self.execute(self.admit([body])[0])
+    def run(self, message: DispatchMessage) -> ExecutionResult | None:
+        """Admit and run one execution (``admit`` then ``execute``)."""
+        return self.execute(self.admit([message])[0])
 
     def execute(self, admitted: Admitted) -> ExecutionResult | None:
         """Run an admitted execution; None when another worker already took it."""

@@ -12,7 +12,7 @@ from pika.adapters.blocking_connection import BlockingConnection
 
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.config import StoreSettings
-from common.pooled_consumer import PooledConsumer, unchanged
+from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
 from common.topology import DISPATCH_EXCHANGE, declare_core, declare_worker_queue
 
 
@@ -71,7 +71,9 @@ def test_runs_start_only_in_free_slots_while_the_window_holds_more(
             running[0] -= 1
         return body
 
-    consumer = PooledConsumer(connection, queue, 1, unchanged, run, flushed.flush, prefetch=3)
+    consumer = PooledConsumer(
+        connection, queue, 1, ONE_PER_MESSAGE, unchanged, run, flushed.flush, prefetch=3
+    )
     consumer.start()
     pump(connection, lambda: len(flushed) == 3)
     consumer.close()
@@ -93,7 +95,9 @@ def test_deliveries_still_waiting_go_back_to_the_queue_when_consuming_stops(
         release.wait(10)
         return body
 
-    consumer = PooledConsumer(connection, queue, 1, unchanged, run, flushed.flush, prefetch=3)
+    consumer = PooledConsumer(
+        connection, queue, 1, ONE_PER_MESSAGE, unchanged, run, flushed.flush, prefetch=3
+    )
     consumer.start()
     pump(connection, lambda: len(started) == 1 and consumer.active == 1)
     pump(connection, lambda: ready(connection, queue) == 0)
@@ -114,6 +118,7 @@ def test_closing_releases_admitted_runs_no_pool_thread_picked_up(
         connection,
         queue,
         3,
+        ONE_PER_MESSAGE,
         unchanged,
         lambda body: body,
         Flushed().flush,
@@ -132,3 +137,150 @@ def test_closing_releases_admitted_runs_no_pool_thread_picked_up(
     consumer.close()
     hold.set()
     assert sorted(released) == [b"0", b"1", b"2"]
+
+
+class Commas:
+    """A packing for tests: a body is its units joined by commas."""
+
+    def unpack(self, body: bytes) -> list[bytes]:
+        if body == b"unreadable":
+            raise ValueError("cannot read")
+        return body.split(b",")
+
+    def repack(self, units: Sequence[bytes]) -> bytes:
+        return b",".join(units)
+
+
+Pack = tuple[BlockingConnection, str, StoreSettings]
+
+
+def left_in_queue(pack: Pack) -> list[bytes]:
+    """Close the consumer's connection (unacked deliveries go back), then read the queue."""
+    connection, queue, namespace = pack
+    connection.close()
+    reader = connect(namespace, "reader")
+    channel = reader.channel()
+    bodies: list[bytes] = []
+    while True:
+        method, _props, body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            reader.close()
+            return bodies
+        bodies.append(body)
+
+
+@pytest.fixture
+def one_pack(namespace: StoreSettings) -> Iterator[Pack]:
+    connection = connect(namespace, "test")
+    channel = connection.channel()
+    declare_core(channel)
+    queue = declare_worker_queue(channel, "w1")
+    BatchPublisher(connection.channel()).publish(
+        [OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"a,b,c", "pack")]
+    )
+    try:
+        yield connection, queue, namespace
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def test_a_pack_is_acked_once_every_unit_in_it_ran_and_was_flushed(one_pack: Pack) -> None:
+    connection, queue, _ = one_pack
+    flushed = Flushed()
+    consumer = PooledConsumer(
+        connection, queue, 1, Commas(), unchanged, lambda unit: unit, flushed.flush
+    )
+    consumer.start()
+    pump(connection, lambda: len(flushed) == 3 and consumer.active == 0)
+    consumer.close()
+    assert flushed == [b"a", b"b", b"c"]
+    assert left_in_queue(one_pack) == []
+
+
+def test_a_pack_with_a_unit_not_flushed_is_not_acked(one_pack: Pack) -> None:
+    connection, queue, _ = one_pack
+    release = threading.Event()
+    flushed = Flushed()
+
+    def run(unit: bytes) -> bytes:
+        if unit == b"c":
+            release.wait(10)
+        return unit
+
+    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer.start()
+    pump(connection, lambda: flushed == [b"a", b"b"] and consumer.active == 1)
+    consumer.close()
+    release.set()
+    assert left_in_queue(one_pack) == [b"a,b,c"]
+
+
+def test_stopping_sends_the_unstarted_rest_of_a_pack_back_as_a_message_of_its_own(
+    one_pack: Pack,
+) -> None:
+    connection, queue, _ = one_pack
+    release = threading.Event()
+    flushed = Flushed()
+
+    def run(unit: bytes) -> bytes:
+        release.wait(10)
+        return unit
+
+    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer.start()
+    pump(connection, lambda: consumer.active == 1)
+    consumer.stop_consuming()
+    release.set()
+    pump(connection, lambda: consumer.active == 0)
+    consumer.close()
+    assert flushed == [b"a"]
+    # The pack itself was acked: only its rest is queued, once.
+    assert left_in_queue(one_pack) == [b"b,c"]
+
+
+def test_the_ack_deadline_gives_back_units_that_waited_too_long_and_acks_the_running_one(
+    one_pack: Pack,
+) -> None:
+    connection, queue, _ = one_pack
+    release = threading.Event()
+    taken: list[bytes] = []
+
+    def run(unit: bytes) -> bytes:
+        taken.append(unit)
+        release.wait(10)
+        return unit
+
+    consumer = PooledConsumer(
+        connection, queue, 1, Commas(), unchanged, run, Flushed().flush, ack_deadline=0.3
+    )
+    consumer.start()
+    until = time.monotonic() + 1.0
+    pump(connection, lambda: time.monotonic() > until)
+    consumer.close()
+    release.set()
+    assert taken == [b"a"]
+    # "b,c" waited past the deadline behind "a" and went back as a message of its own;
+    # "a" ran past it and its pack was acked early: it does not come back.
+    assert left_in_queue(one_pack) == [b"b,c"]
+
+
+def test_a_message_that_cannot_be_read_is_dropped_not_requeued(namespace: StoreSettings) -> None:
+    connection = connect(namespace, "test")
+    channel = connection.channel()
+    declare_core(channel)
+    queue = declare_worker_queue(channel, "w1")
+    BatchPublisher(connection.channel()).publish(
+        [
+            OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"unreadable", "bad"),
+            OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"x", "good"),
+        ]
+    )
+    flushed = Flushed()
+    consumer = PooledConsumer(
+        connection, queue, 2, Commas(), unchanged, lambda unit: unit, flushed.flush
+    )
+    consumer.start()
+    pump(connection, lambda: flushed == [b"x"] and consumer.active == 0)
+    consumer.close()
+    assert left_in_queue((connection, queue, namespace)) == []

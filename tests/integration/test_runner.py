@@ -41,19 +41,15 @@ def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> Exe
 
 def message(
     handler: str = "test.count", params: dict[str, Any] | None = None, execution_id: str = "e-1"
-) -> bytes:
-    return (
-        DispatchMessage(
-            execution_id=execution_id,
-            job_id=1,
-            attempt=1,
-            trigger_time=0,
-            handler=handler,
-            params=params or {},
-            dispatched_at=0,
-        )
-        .model_dump_json()
-        .encode()
+) -> DispatchMessage:
+    return DispatchMessage(
+        execution_id=execution_id,
+        job_id=1,
+        attempt=1,
+        trigger_time=0,
+        handler=handler,
+        params=params or {},
+        dispatched_at=0,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -27,6 +26,7 @@ from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.results import record_results
 from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
+from services.worker.packs import DispatchPacking
 from tests.integration.helpers import make_app
 
 W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))
@@ -77,12 +77,13 @@ def rows(engine: Engine) -> dict[int, tuple[str, str, str | None, int | None]]:
 
 
 def queued_messages(channel: BlockingChannel) -> list[dict[str, object]]:
-    bodies: list[dict[str, object]] = []
+    """The executions in the dispatch messages queued for w1, in order."""
+    found: list[dict[str, object]] = []
     while True:
         method, _props, body = channel.basic_get(worker_queue("w1"), auto_ack=True)
         if method is None:
-            return bodies
-        bodies.append(json.loads(body))
+            return found
+        found.extend(m.model_dump() for m in DispatchPacking().unpack(body))
 
 
 def test_a_due_trigger_goes_queued_in_its_claim_and_commits_after_the_publish(
@@ -122,7 +123,7 @@ def claimed_twice(
     first = claims.claim()
     assert first is not None
     if publish_first:
-        BatchPublisher(channel.connection.channel()).publish(first.messages)
+        BatchPublisher(channel.connection.channel()).publish(first.packs.messages)
     first.abandon()  # as if MySQL went away between the broker's commit and its own
     assert rows(engine) == {}
     second = claims.claim()

@@ -1,0 +1,68 @@
+"""Dispatch packs: executions grouped by worker into messages a worker reads back."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from common.messages import DispatchMessage
+from services.dispatcher.publishing import Assignment, pack_dispatches
+from services.worker.packs import DispatchPacking
+
+
+def assignment(n: int, worker_id: str) -> Assignment:
+    return Assignment(
+        row_id=n,
+        execution_id=f"e-{n}",
+        job_id=n,
+        attempt=1,
+        trigger_time=1_000,
+        handler="demo.noop",
+        params_json=f'{{"n": {n}}}',
+        worker_id=worker_id,
+    )
+
+
+def test_packs_hold_one_worker_each_and_no_more_than_the_limit() -> None:
+    sent = [assignment(n, "w1" if n % 3 else "w2") for n in range(10)]
+    packs = pack_dispatches(sent, 5_000, limit=3)
+    routed = [
+        (m.routing_key, [u.execution_id for u in DispatchPacking().unpack(m.body)])
+        for m in packs.messages
+    ]
+    assert routed == [
+        ("w2", ["e-0", "e-3", "e-6"]),
+        ("w2", ["e-9"]),
+        ("w1", ["e-1", "e-2", "e-4"]),
+        ("w1", ["e-5", "e-7", "e-8"]),
+    ]
+    first = DispatchPacking().unpack(packs.messages[2].body)[0]
+    assert (first.params, first.ref, first.dispatched_at) == ({"n": 1}, 1, 5_000)
+
+
+def test_a_returned_pack_names_every_execution_in_it() -> None:
+    packs = pack_dispatches([assignment(n, f"w{n % 2}") for n in range(4)], 0, limit=50)
+    returned = {m.message_id for m in packs.messages if m.routing_key == "w1"}
+    assert packs.not_routed(returned) == {"e-1", "e-3"}
+    assert pack_dispatches([], 0).messages == []
+
+
+def test_workers_still_read_a_lone_dispatch_message() -> None:
+    lone = DispatchMessage(
+        execution_id="e-1",
+        job_id=1,
+        attempt=1,
+        trigger_time=0,
+        handler="demo.noop",
+        params={},
+        dispatched_at=0,
+    )
+    packing = DispatchPacking()
+    assert packing.unpack(lone.model_dump_json().encode()) == (lone,)
+    assert packing.unpack(packing.repack([lone, lone])) == [lone, lone]
+
+
+@pytest.mark.parametrize("body", [b"{}", b'{"v":1,"executions":[]}', b"not json"])
+def test_a_body_that_is_no_dispatch_is_refused(body: bytes) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        DispatchPacking().unpack(body)
