@@ -63,12 +63,21 @@ class _Delivery:
     open: int = 0
     started: float | None = None
     acked_early: bool = False
-    failed: bool = False
 
     @property
     def complete(self) -> bool:
         """Every unit it carries ran and was flushed (or was given back)."""
         return self.waiting == 0 and self.open == 0
+
+
+@dataclass(frozen=True)
+class _Run(Generic[U]):
+    """One unit handed to the pool: which delivery it came in and when it started."""
+
+    number: int
+    tag: int
+    unit: U
+    started: float
 
 
 class Packing(Protocol[U]):
@@ -125,10 +134,13 @@ class PooledConsumer(Generic[U, P, T]):
     (bench/pipeline.py with no-op jobs: ~26% more jobs/s with a window four times the
     pool). Units still waiting when consuming stops are given back (``_give_back``).
 
-    ``ack_deadline`` (seconds), when set, acks a delivery whose run is still going after
-    that long: RabbitMQ closes a channel that keeps a delivery unacked past its
-    consumer_timeout (30 minutes by default), which would cut a long job off. Units
-    still waiting for a slot after that long are given back to the queue instead.
+    ``ack_deadline`` (seconds), when set, acks a delivery still held that long after it
+    arrived (its runs still going): RabbitMQ closes a channel that keeps a delivery
+    unacked past its consumer_timeout (30 minutes by default), which would cut a long
+    job off. Its units still waiting for a slot by then are given back first.
+
+    A unit whose run raised outside its own error handling is sent back alone as a
+    message of its own; the delivery it came in is acked as usual.
     """
 
     def __init__(
@@ -153,6 +165,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._flush_fn = flush
         self._release = release
         self._submitted: dict[int, tuple[Future[T], P]] = {}
+        self._stopping = False
         self._runs = count()
         self._ack_deadline = ack_deadline
         self._pool_size = pool_size
@@ -166,7 +179,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._flush_scheduled = False
         self._arrived: deque[tuple[int, U]] = deque()
         self._admit_scheduled = False
-        self._finished: list[tuple[int, int, float, Future[T]]] = []
+        self._finished: list[tuple[_Run[U], Future[T]]] = []
         self._finished_lock = threading.Lock()
         self._drain_scheduled = False
         self._consumer_tag: str | None = None
@@ -185,11 +198,11 @@ class PooledConsumer(Generic[U, P, T]):
 
     def stop_consuming(self) -> None:
         """Take no new messages; running units finish and are flushed, waiting ones go back."""
+        self._stopping = True
         if self._consumer_tag is not None:
             self._channel.basic_cancel(self._consumer_tag)
             self._consumer_tag = None
-        for tag in dict.fromkeys(tag for tag, _ in self._arrived):
-            self._give_back(tag)
+        self._give_back({tag for tag, _ in self._arrived})
 
     def close(self) -> None:
         """Release the pool; call after the connection stopped processing.
@@ -230,7 +243,7 @@ class PooledConsumer(Generic[U, P, T]):
         """Start as many waiting units as there are free pool slots."""
         self._admit_scheduled = False
         free = self._pool_size - self._running
-        if free <= 0 or not self._arrived:
+        if free <= 0 or not self._arrived or self._stopping:
             return
         batch = [self._arrived.popleft() for _ in range(min(free, len(self._arrived)))]
         try:
@@ -238,27 +251,26 @@ class PooledConsumer(Generic[U, P, T]):
         except Exception:
             log.exception("preparing %d units failed; giving them back", len(batch))
             self._arrived.extendleft(reversed(batch))
-            for tag in dict.fromkeys(tag for tag, _ in batch):
-                self._give_back(tag)
+            self._give_back({tag for tag, _ in batch})
             return
         now = time.monotonic()
         self._running += len(batch)
-        for (tag, _), item in zip(batch, items, strict=True):
+        for (tag, unit), item in zip(batch, items, strict=True):
             delivery = self._in_flight[tag]
             delivery.waiting -= 1
             delivery.open += 1
             if delivery.started is None:
                 delivery.started = now
-            run = next(self._runs)
+            run = _Run(next(self._runs), tag, unit, now)
             future = self._pool.submit(self._run, item)
-            self._submitted[run] = (future, item)
-            future.add_done_callback(partial(self._hand_back, run, tag, now))
+            self._submitted[run.number] = (future, item)
+            future.add_done_callback(partial(self._hand_back, run))
 
-    def _hand_back(self, run: int, tag: int, started: float, future: Future[T]) -> None:
+    def _hand_back(self, run: _Run[U], future: Future[T]) -> None:
         # Pool threads queue their outcome and wake the connection thread once, not once
         # per outcome: each wake-up is a write to pika's wake-up socket.
         with self._finished_lock:
-            self._finished.append((run, tag, started, future))
+            self._finished.append((run, future))
             if self._drain_scheduled:
                 return
             self._drain_scheduled = True
@@ -267,30 +279,30 @@ class PooledConsumer(Generic[U, P, T]):
         except AMQPError:
             # The connection is gone: its deliveries return to the queue and are handled
             # again (a run that had started is then reported LOST).
-            log.warning("connection closed; dropping the outcome of delivery %d", tag)
+            log.warning("connection closed; dropping the outcome of delivery %d", run.tag)
 
     def _drain_finished(self) -> None:
         with self._finished_lock:
             finished, self._finished = self._finished, []
             self._drain_scheduled = False
         self._running -= len(finished)
-        for run, tag, started, future in finished:
-            self._submitted.pop(run, None)
-            self._collect(tag, started, future)
+        for run, future in finished:
+            self._submitted.pop(run.number, None)
+            self._collect(run, future)
         self._admit()
 
-    def _collect(self, tag: int, started: float, future: Future[T]) -> None:
+    def _collect(self, run: _Run[U], future: Future[T]) -> None:
         try:
             outcome = future.result()
         except Exception:
-            log.exception("run failed outside its own error handling; requeueing its message")
-            delivery = self._in_flight[tag]
-            delivery.failed = True
+            log.exception("run failed outside its own error handling; sending it back")
+            self._publisher.publish([self._rest(run.tag, [run.unit])])
+            delivery = self._in_flight[run.tag]
             delivery.open -= 1
-            if delivery.complete and self._settle(tag):
-                self._channel.basic_ack(tag)
+            if delivery.complete and self._settle(run.tag):
+                self._channel.basic_ack(run.tag)
             return
-        self._done.append((tag, started, outcome))
+        self._done.append((run.tag, run.started, outcome))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._connection.add_callback_threadsafe(self._flush)
@@ -318,38 +330,46 @@ class PooledConsumer(Generic[U, P, T]):
         self.stats.finished += len(batch)
 
     def _settle(self, tag: int) -> bool:
-        """Forget a complete delivery; True when the caller is to ack it now.
+        """Forget a complete delivery; True when the caller is to ack it now."""
+        return not self._in_flight.pop(tag).acked_early
 
-        A delivery one of whose runs failed outside its own error handling goes back to
-        the queue instead (its other units report their stored outcome from there).
+    def _rest(self, tag: int, units: Sequence[U]) -> OutgoingMessage:
+        """A message of its own, to this queue, for units of delivery ``tag``."""
+        return OutgoingMessage("", self._queue, self._packing.repack(units), f"rest-of-{tag}")
+
+    def _give_back(self, tags: set[int]) -> None:
+        """Return the waiting units of these deliveries to the queue.
+
+        A delivery none of whose units started goes back whole. The waiting rest of one
+        partly started is published as a message of its own (committed before that
+        delivery's ack), and the delivery is acked once its started units are flushed.
+        The bookkeeping is settled before the publish: pika may run queued callbacks
+        (finished runs, flushes) while it waits for the broker's commit.
         """
-        delivery = self._in_flight.pop(tag)
-        if delivery.acked_early:
-            return False
-        if delivery.failed:
-            self._channel.basic_nack(tag, requeue=True)
-            return False
-        return True
-
-    def _give_back(self, tag: int) -> None:
-        """Return a delivery's waiting units to the queue.
-
-        A delivery none of whose units started goes back whole. Otherwise its waiting
-        units are published again as a message of their own (committed before this
-        delivery's ack) and the delivery is acked once its started units are flushed.
-        """
-        delivery = self._in_flight[tag]
-        units = [unit for t, unit in self._arrived if t == tag]
-        self._arrived = deque(entry for entry in self._arrived if entry[0] != tag)
-        if delivery.started is None:
-            del self._in_flight[tag]
-            self._channel.basic_nack(tag, requeue=True)
+        rests: dict[int, list[U]] = {}
+        kept: deque[tuple[int, U]] = deque()
+        for tag, unit in self._arrived:
+            if tag in tags:
+                rests.setdefault(tag, []).append(unit)
+            else:
+                kept.append((tag, unit))
+        self._arrived = kept
+        messages: list[OutgoingMessage] = []
+        for tag, units in rests.items():
+            delivery = self._in_flight[tag]
+            delivery.waiting = 0
+            if delivery.started is None:
+                del self._in_flight[tag]
+                self._channel.basic_nack(tag, requeue=True)
+            else:
+                messages.append(self._rest(tag, units))
+        if not messages:
             return
-        body = self._packing.repack(units)
-        self._publisher.publish([OutgoingMessage("", self._queue, body, f"rest-of-{tag}")])
-        delivery.waiting = 0
-        if delivery.complete and self._settle(tag):
-            self._channel.basic_ack(tag)
+        self._publisher.publish(messages)
+        for tag in rests:
+            held = self._in_flight.get(tag)
+            if held is not None and held.complete and self._settle(tag):
+                self._channel.basic_ack(tag)
 
     def _sweep_interval(self) -> float:
         assert self._ack_deadline is not None
@@ -358,26 +378,22 @@ class PooledConsumer(Generic[U, P, T]):
     def _ack_overdue(self) -> None:
         assert self._ack_deadline is not None
         now = time.monotonic()
-        stale = [
+        overdue = [
             tag
             for tag, delivery in self._in_flight.items()
-            if delivery.waiting and now - delivery.arrived >= self._ack_deadline
+            if not delivery.acked_early and now - delivery.arrived >= self._ack_deadline
         ]
-        for tag in stale:
-            # Waiting this long for a slot: back to the queue before the broker's
-            # consumer timeout closes the channel.
-            self._give_back(tag)
-        for tag, delivery in self._in_flight.items():
-            started = delivery.started
-            if (
-                started is not None
-                and not delivery.acked_early
-                and not delivery.waiting
-                and now - started >= self._ack_deadline
-            ):
-                delivery.acked_early = True
-                self._channel.basic_ack(tag)
-                log.info("acked a long-running delivery early (tag %d)", tag)
-        if stale:
-            log.info("gave %d deliveries that waited for a slot back to the queue", len(stale))
+        # Units still waiting for a slot go back before the broker's consumer timeout
+        # closes the channel; the runs still going are acked early.
+        self._give_back({tag for tag in overdue if self._in_flight[tag].waiting})
+        early = [tag for tag in overdue if tag in self._in_flight]
+        for tag in early:
+            self._in_flight[tag].acked_early = True
+            self._channel.basic_ack(tag)
+        if overdue:
+            log.info(
+                "%d deliveries held past the ack deadline: %d acked early, the rest given back",
+                len(overdue),
+                len(early),
+            )
         self._connection.call_later(self._sweep_interval(), self._ack_overdue)

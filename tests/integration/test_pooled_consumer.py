@@ -284,3 +284,61 @@ def test_a_message_that_cannot_be_read_is_dropped_not_requeued(namespace: StoreS
     pump(connection, lambda: flushed == [b"x"] and consumer.active == 0)
     consumer.close()
     assert left_in_queue((connection, queue, namespace)) == []
+
+
+def test_a_run_that_ends_while_consuming_stops_starts_nothing_more(
+    namespace: StoreSettings,
+) -> None:
+    connection = connect(namespace, "test")
+    channel = connection.channel()
+    declare_core(channel)
+    queue = declare_worker_queue(channel, "w1")
+    BatchPublisher(connection.channel()).publish(
+        [
+            OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"a,b", "p1"),
+            OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"c", "p2"),
+        ]
+    )
+    release = threading.Event()
+    taken: list[bytes] = []
+    flushed = Flushed()
+
+    def run(unit: bytes) -> bytes:
+        taken.append(unit)
+        release.wait(10)
+        return unit
+
+    consumer = PooledConsumer(
+        connection, queue, 1, Commas(), unchanged, run, flushed.flush, prefetch=2
+    )
+    consumer.start()
+    pump(connection, lambda: consumer.active == 1 and ready(connection, queue) == 0)
+    # "a" ends just before consuming stops: its hand-back is queued, not yet handled,
+    # and runs while the rest of "a,b" is published (pika serves callbacks meanwhile).
+    release.set()
+    deadline = time.monotonic() + 5
+    while not consumer._finished and time.monotonic() < deadline:
+        time.sleep(0.01)
+    consumer.stop_consuming()
+    pump(connection, lambda: consumer.active == 0)
+    consumer.close()
+    assert taken == [b"a"]
+    assert flushed == [b"a"]
+    assert sorted(left_in_queue((connection, queue, namespace))) == [b"b", b"c"]
+
+
+def test_a_run_that_raised_goes_back_alone_and_its_pack_is_acked(one_pack: Pack) -> None:
+    connection, queue, _ = one_pack
+    flushed = Flushed()
+
+    def run(unit: bytes) -> bytes:
+        if unit == b"b":
+            raise RuntimeError("outside the handler's own error handling")
+        return unit
+
+    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer.start()
+    pump(connection, lambda: flushed == [b"a", b"c"] and consumer.active == 0)
+    consumer.stop_consuming()
+    consumer.close()
+    assert left_in_queue(one_pack) == [b"b"]
