@@ -21,13 +21,13 @@ from common.errors import PublishFailedError, StoreUnavailableError
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.logs import setup_logging
-from common.messages import DispatchMessage, ExecutionResult
+from common.messages import ExecutionResult
 from common.metrics import start_metrics_server
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
 from services.worker.heartbeat import Heartbeater
-from services.worker.packs import DispatchPacking
+from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
 
@@ -112,7 +112,7 @@ class _Serving:
         self.worker_id = worker_id
         self.runner = runner
         self.stats = stats
-        self.consumer: PooledConsumer[DispatchMessage, Admitted, ExecutionResult | None] | None
+        self.consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None] | None
         self.consumer = None
 
     def active(self) -> int:
@@ -161,7 +161,7 @@ class _Serving:
 
 def _drain(
     connection: BlockingConnection,
-    consumer: PooledConsumer[DispatchMessage, Admitted, ExecutionResult | None],
+    consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None],
     heartbeat: Heartbeater,
 ) -> None:
     consumer.stop_consuming()

@@ -20,6 +20,7 @@ from common.metrics import observe_run, observe_start
 from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.worker.local_runs import LocalRuns
+from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class Admitted:
     """A parsed dispatch message; ``owner`` is set when another run already took it,
     ``outcome`` when that run ended and stored its result (JSON)."""
 
-    message: DispatchMessage
+    message: Unit
     owner: str | None
     outcome: str | None = None
 
@@ -110,7 +111,7 @@ class ExecutionRunner:
         self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
 
-    def admit(self, messages: Sequence[DispatchMessage]) -> list[Admitted]:
+    def admit(self, messages: Sequence[Unit]) -> list[Admitted]:
         """Mark executions started, in one Redis call.
 
         An execution whose key was already set is admitted with the key's owner, so the
@@ -170,6 +171,8 @@ class ExecutionRunner:
         extra = {"job_id": message.job_id, "execution_id": message.execution_id}
         if admitted.owner is not None:
             return self._already_started(admitted, extra)
+        if isinstance(message, Unreadable):
+            return self._unreadable(message, extra)
         self._local.begin(message.execution_id)
         result = None
         try:
@@ -201,6 +204,20 @@ class ExecutionRunner:
             started_at=started,
             ended_at=self._clock.now_ms(),
             ref=message.ref,
+        )
+
+    def _unreadable(self, unit: Unreadable, extra: dict[str, object]) -> ExecutionResult:
+        log.error("cannot read this execution's dispatch message: %s", unit.error, extra=extra)
+        now = self._clock.now_ms()
+        return ExecutionResult(
+            execution_id=unit.execution_id,
+            job_id=unit.job_id,
+            worker_id=self._worker_id,
+            status="FAILED",
+            message=_clip(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
+            started_at=now,
+            ended_at=now,
+            ref=unit.ref,
         )
 
     def _already_started(

@@ -12,6 +12,7 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
+from services.worker.packs import Unreadable
 from services.worker.registry import HandlerContext, collect_handlers
 from services.worker.runner import ExecutionRunner
 
@@ -157,3 +158,23 @@ def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
     duplicate.join(10)
     assert copy == first and first[0] is not None and first[0].status == "SUCCEEDED"
     assert CALLS == ["e-1"]
+
+
+def test_an_execution_the_worker_cannot_read_is_reported_failed_once(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    unit = Unreadable("e-9", 9, 99, "handler: field required", {"execution_id": "e-9"})
+    w1 = runner(redis_client, namespace, "w1")
+    [admitted] = w1.admit([unit])
+    outcome = w1.execute(admitted)
+    assert outcome is not None
+    assert (outcome.execution_id, outcome.job_id, outcome.ref) == ("e-9", 9, 99)
+    assert outcome.status == "FAILED"
+    assert outcome.message is not None and "cannot read" in outcome.message
+    # Taken like any execution: a copy on another worker is not reported again.
+    assert (
+        runner(redis_client, namespace, "w2").execute(
+            runner(redis_client, namespace, "w2").admit([unit])[0]
+        )
+        is None
+    )

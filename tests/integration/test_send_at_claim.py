@@ -19,14 +19,13 @@ from common.config import StoreSettings
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, insert_job
 from common.loadbalance import WorkerChooser, WorkerLoad
-from common.messages import ExecutionResult
+from common.messages import DispatchBatch, ExecutionResult
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.results import record_results
 from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
-from services.worker.packs import DispatchPacking
 from tests.integration.helpers import make_app
 
 W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))
@@ -83,7 +82,7 @@ def queued_messages(channel: BlockingChannel) -> list[dict[str, object]]:
         method, _props, body = channel.basic_get(worker_queue("w1"), auto_ack=True)
         if method is None:
             return found
-        found.extend(m.model_dump() for m in DispatchPacking().unpack(body))
+        found.extend(m.model_dump() for m in DispatchBatch.model_validate_json(body).executions)
 
 
 def test_a_due_trigger_goes_queued_in_its_claim_and_commits_after_the_publish(

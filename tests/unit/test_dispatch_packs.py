@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pydantic
 import pytest
 
 from common.messages import DispatchMessage
 from services.dispatcher.publishing import Assignment, pack_dispatches
-from services.worker.packs import DispatchPacking
+from services.worker.packs import DispatchPacking, Unreadable
 
 
 def assignment(n: int, worker_id: str) -> Assignment:
@@ -37,6 +39,7 @@ def test_packs_hold_one_worker_each_and_no_more_than_the_limit() -> None:
         ("w1", ["e-5", "e-7", "e-8"]),
     ]
     first = DispatchPacking().unpack(packs.messages[2].body)[0]
+    assert isinstance(first, DispatchMessage)
     assert (first.params, first.ref, first.dispatched_at) == ({"n": 1}, 1, 5_000)
 
 
@@ -62,7 +65,24 @@ def test_workers_still_read_a_lone_dispatch_message() -> None:
     assert packing.unpack(packing.repack([lone, lone])) == [lone, lone]
 
 
-@pytest.mark.parametrize("body", [b"{}", b'{"v":1,"executions":[]}', b"not json"])
+def test_an_execution_that_cannot_be_read_is_named_and_the_rest_still_run() -> None:
+    good = {"v": 1, "execution_id": "e-2", "job_id": 2, "attempt": 1, "trigger_time": 0}
+    good |= {"handler": "demo.noop", "params": {}, "dispatched_at": 0}
+    newer = {"v": 2, "execution_id": "e-1", "job_id": 1, "ref": 11, "shape": "unknown"}
+    nameless = {"v": 1, "job_id": 3}
+    body = json.dumps({"v": 1, "executions": [newer, good, nameless]}).encode()
+    packing = DispatchPacking()
+    unreadable, readable = packing.unpack(body)
+    assert isinstance(unreadable, Unreadable) and isinstance(readable, DispatchMessage)
+    assert (unreadable.execution_id, unreadable.job_id, unreadable.ref) == ("e-1", 1, 11)
+    assert "handler" in unreadable.error
+    assert readable.execution_id == "e-2"
+    assert json.loads(packing.repack([unreadable]))["executions"] == [newer]
+
+
+@pytest.mark.parametrize(
+    "body", [b"{}", b'{"v":1,"executions":[]}', b"not json", b'{"executions":[{"job_id":1}]}']
+)
 def test_a_body_that_is_no_dispatch_is_refused(body: bytes) -> None:
     with pytest.raises(pydantic.ValidationError):
         DispatchPacking().unpack(body)
