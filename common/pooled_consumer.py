@@ -346,6 +346,8 @@ class PooledConsumer(Generic[U, P, T]):
         The bookkeeping is settled before the publish: pika may run queued callbacks
         (finished runs, flushes) while it waits for the broker's commit.
         """
+        if not tags:
+            return
         rests: dict[int, list[U]] = {}
         kept: deque[tuple[int, U]] = deque()
         for tag, unit in self._arrived:
@@ -385,15 +387,14 @@ class PooledConsumer(Generic[U, P, T]):
         ]
         # Units still waiting for a slot go back before the broker's consumer timeout
         # closes the channel; the runs still going are acked early.
-        self._give_back({tag for tag in overdue if self._in_flight[tag].waiting})
+        waiting = {tag for tag in overdue if self._in_flight[tag].waiting}
+        self._give_back(waiting)
         early = [tag for tag in overdue if tag in self._in_flight]
         for tag in early:
             self._in_flight[tag].acked_early = True
             self._channel.basic_ack(tag)
-        if overdue:
-            log.info(
-                "%d deliveries held past the ack deadline: %d acked early, the rest given back",
-                len(overdue),
-                len(early),
-            )
+        if waiting:
+            log.info("gave the waiting units of %d deliveries back to the queue", len(waiting))
+        if early:
+            log.info("acked %d long-running deliveries early", len(early))
         self._connection.call_later(self._sweep_interval(), self._ack_overdue)

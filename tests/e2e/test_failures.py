@@ -102,7 +102,7 @@ def test_long_run_is_acked_early_and_still_reports(processes: Processes) -> None
     job_id = api.post_job(
         {"jobName": "long", "jobHandler": "demo.sleep", "params": {"seconds": 4}}
     ).json()["jobId"]
-    wait_until(lambda: "acked a long-running delivery early" in processes.log("w1"), 10)
+    wait_until(lambda: "long-running deliveries early" in processes.log("w1"), 10)
     assert api.job(job_id)["status"] == "RUNNING"
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
     assert len(api.executions(job_id)) == 1
