@@ -276,13 +276,17 @@ def mark_skipped(
         )
 
 
-def reassign(conn: Connection, execution_id: str, worker_id: str) -> None:
-    """Point an unfinished execution at another worker."""
-    conn.execute(
+def reassign(conn: Connection, execution_id: str, worker_id: str) -> bool:
+    """Point a QUEUED execution at another worker; False if it is no longer QUEUED."""
+    result = conn.execute(
         executions.update()
-        .where(executions.c.execution_id == execution_id)
+        .where(
+            executions.c.execution_id == execution_id,
+            executions.c.status == ExecutionStatus.QUEUED,
+        )
         .values(worker_id=worker_id)
     )
+    return bool(result.rowcount)
 
 
 def inflight_by_worker(conn: Connection) -> dict[str, int]:

@@ -20,7 +20,7 @@ from common.started_mark import parse_started
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, pack_dispatches, publish_dispatches
+from services.dispatcher.publishing import Assignment, send_queued
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +151,20 @@ class Recovery:
         with self._engine.begin() as conn:
             for row in rows:
                 worker = self._chooser.choose(live, row.handler)
-                if worker is not None:
-                    executions.reassign(conn, row.execution_id, worker.worker_id)
+                # A row that ended since it was read stays as it is.
+                if worker is not None and executions.reassign(
+                    conn, row.execution_id, worker.worker_id
+                ):
                     moved.append(Assignment.of(row, worker.worker_id))
             # The rows stay QUEUED, now pointing at their new worker; publishing inside
-            # the transaction means a failed publish leaves them on the dead one.
+            # the transaction means a failed publish leaves them on the dead one, and
+            # what the broker could not route goes SCHEDULED, for the firer.
             if moved:
-                now = self._clock.now_ms()
-                publish_dispatches(self._publisher, pack_dispatches(moved, now))
+                returned = send_queued(conn, self._publisher, moved, self._clock.now_ms())
+                if returned:
+                    log.warning(
+                        "%d moved executions found no queue; firing them again", len(returned)
+                    )
 
     def republish_deliveries(self) -> None:
         """Hand the notifier again callbacks recorded but never confirmed in its queue."""

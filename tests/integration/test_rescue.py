@@ -6,13 +6,20 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
+from common.db.executions import (
+    NewExecution,
+    insert_executions,
+    mark_queued,
+    primary_keys,
+    reassign,
+)
 from common.db.jobs import NewJob, insert_job
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
@@ -93,3 +100,55 @@ def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
     assert by_execution["e-running"].status == "LOST"
     assert by_execution["e-running"].job_id == running
     assert "e-waiting" not in by_execution
+
+
+def execution_row(engine: Engine, execution_id: str) -> tuple[str, str | None]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT status, worker_id FROM executions WHERE execution_id = :e"),
+            {"e": execution_id},
+        ).one()
+    return str(row[0]), row[1]
+
+
+def test_work_moved_to_a_worker_the_broker_cannot_route_to_goes_back_to_the_firer(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    make_app(engine)
+    clock = ClusterClock(redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "dead")
+    register_worker(engine, "dead", now_ms=0)
+    register_worker(engine, "gone", now_ms=clock.now_ms())
+    gone_queue = declare_worker_queue(channel, "gone")
+    channel.basic_consume(gone_queue, lambda *_: None)
+    queued_on(engine, "e-waiting", "dead")
+    directory = WorkerDirectory(engine, connection, clock, 60_000, ttl=60)
+    assert [w.worker_id for w in directory.live()] == ["gone"]
+    # The queue goes between the directory's look and the move (the view is cached).
+    connection.channel().queue_delete(gone_queue)
+    Recovery(
+        engine,
+        BatchPublisher(connection.channel()),
+        directory,
+        WorkerChooser(),
+        (redis_client, RedisKeys(namespace.namespace), clock),
+        5_000,
+        1_000,
+        30_000,
+    ).rescue_dead_workers()
+    # No queue took the message: left QUEUED on "gone" it would wait for good.
+    assert execution_row(engine, "e-waiting") == ("SCHEDULED", None)
+
+
+def test_a_row_that_ended_is_not_moved(engine: Engine) -> None:
+    make_app(engine)
+    queued_on(engine, "e-1", "dead")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE executions SET status = 'SUCCEEDED'"))
+        assert not reassign(conn, "e-1", "w2")
+    assert execution_row(engine, "e-1") == ("SUCCEEDED", "dead")
