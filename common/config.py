@@ -83,6 +83,11 @@ class DispatcherSettings(StoreSettings):
     )
     heartbeat_stale_ms: int = 15_000
     pending_republish_ms: int = 5_000
+    forget_workers_after_hours: float = Field(
+        default=1.0,
+        description="a worker silent this long, with nothing queued on it, has its queue "
+        "deleted and is no longer swept (each gone worker costs every sweep); 0 never",
+    )
     retention_days: float = Field(
         default=30.0,
         description="delete finished executions and settled callbacks older than this; "

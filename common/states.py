@@ -40,6 +40,9 @@ class WorkerState(StrEnum):
     ACTIVE = "ACTIVE"
     DRAINING = "DRAINING"
     STOPPED = "STOPPED"
+    # Written by the leading dispatcher, not the worker: gone so long, with nothing
+    # queued on it, that its queue was deleted and the sweeps no longer look at it.
+    FORGOTTEN = "FORGOTTEN"
 
 
 class DeliveryStatus(StrEnum):

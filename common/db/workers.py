@@ -10,8 +10,8 @@ from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.engine import Connection
 
 from common.db.rows import AnyRow
-from common.db.schema import workers
-from common.states import WorkerState
+from common.db.schema import executions, workers
+from common.states import ExecutionStatus, WorkerState
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,44 @@ def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
 
 
 def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
-    """Workers that said they stopped, or whose last heartbeat is older than the cut-off."""
+    """Workers that said they stopped, or whose last heartbeat is older than the cut-off;
+    not those forgotten already."""
     return list(
         conn.execute(
             sa.select(workers).where(
                 sa.or_(
                     workers.c.state == WorkerState.STOPPED,
                     workers.c.last_heartbeat < heard_before_ms,
-                )
+                ),
+                workers.c.state != WorkerState.FORGOTTEN,
             )
         ).all()
     )
+
+
+def forget_worker(conn: Connection, worker_id: str, heard_before_ms: int) -> bool:
+    """Mark a worker FORGOTTEN if it was last heard before the cut-off and has nothing
+    QUEUED on it; False if it spoke since or still has work. Its next heartbeat, should
+    it come back, makes it what it says again."""
+    queued = (
+        sa.select(executions.c.id)
+        .where(
+            executions.c.worker_id == worker_id,
+            executions.c.status == ExecutionStatus.QUEUED,
+        )
+        .exists()
+    )
+    result = conn.execute(
+        workers.update()
+        .where(
+            workers.c.worker_id == worker_id,
+            workers.c.last_heartbeat < heard_before_ms,
+            workers.c.state != WorkerState.FORGOTTEN,
+            ~queued,
+        )
+        .values(state=WorkerState.FORGOTTEN)
+    )
+    return bool(result.rowcount)
 
 
 def all_workers(conn: Connection) -> list[AnyRow]:

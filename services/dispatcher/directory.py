@@ -70,6 +70,22 @@ class WorkerDirectory:
         set_queue_depth(worker_id, int(frame.method.message_count))
         return int(frame.method.consumer_count)
 
+    def delete_queue(self, worker_id: str) -> bool:
+        """Delete the worker's queue unless a consumer is on it; False if one is.
+
+        The broker decides atomically (``if_unused``): a worker that came back and
+        consumes keeps its queue; one that declared it but consumes only a moment later
+        finds it gone, fails and declares it again on reconnecting.
+        """
+        try:
+            self._channel.queue_delete(worker_queue(worker_id), if_unused=True)
+        except ChannelClosedByBroker as e:
+            self._channel = self._connection.channel()
+            if e.reply_code != 404:  # no queue is as good as a deleted one
+                return False
+        set_queue_depth(worker_id, None)
+        return True
+
     def _load(self) -> list[WorkerLoad]:
         with self._engine.connect() as conn:
             rows = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)

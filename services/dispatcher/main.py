@@ -163,6 +163,7 @@ class Dispatcher:
             s.heartbeat_stale_ms,
             s.timeout_grace_ms,
             int(s.retention_days * 86_400_000),
+            int(s.forget_workers_after_hours * 3_600_000),
         )
         claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
         return _Leading(connection, directory, claims, sender, publisher, firer, recovery)

@@ -17,6 +17,7 @@ from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
 from common.started_mark import parse_started
+from common.timefmt import iso_ms
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
@@ -42,6 +43,7 @@ class Recovery:
         stale_ms: int,
         timeout_grace_ms: int,
         retention_ms: int = 0,
+        forget_ms: int = 0,
     ) -> None:
         self._engine = engine
         self._publisher = publisher
@@ -52,6 +54,7 @@ class Recovery:
         self._stale_ms = stale_ms
         self._timeout_grace_ms = timeout_grace_ms
         self._retention_ms = retention_ms
+        self._forget_ms = forget_ms
 
     def sweep(self) -> None:
         """Run every recovery step once."""
@@ -81,13 +84,35 @@ class Recovery:
             self._report(rows, "TIMED_OUT", "no result within the job's timeout")
 
     def rescue_dead_workers(self) -> None:
-        """Move work off workers that stopped or went silent and have no consumer on their queue."""
-        cutoff = self._clock.now_ms() - self._stale_ms
+        """Move work off workers that stopped or went silent and have no consumer on their
+        queue; forget those gone longer than ``forget_ms`` once nothing is left on them."""
+        now = self._clock.now_ms()
         with self._engine.connect() as conn:
-            stale = workers.gone_workers(conn, cutoff)
+            stale = workers.gone_workers(conn, now - self._stale_ms)
         for worker in stale:
             if self._directory.consumer_count(worker.worker_id) == 0:
                 self._rescue(worker.worker_id)
+                if self._forget_ms > 0 and worker.last_heartbeat < now - self._forget_ms:
+                    self._forget(worker.worker_id, int(worker.last_heartbeat), now)
+
+    def _forget(self, worker_id: str, last_heard_ms: int, now_ms: int) -> None:
+        """Stop sweeping a worker long gone, and delete its queue.
+
+        Each gone worker costs every sweep (once a second) a broker round trip and a
+        query; with ids that change on every restart they would pile up for good. What
+        its queue still holds are copies of executions already moved or ended.
+        """
+        with self._engine.begin() as conn:
+            if not workers.forget_worker(conn, worker_id, now_ms - self._forget_ms):
+                return
+        deleted = self._directory.delete_queue(worker_id)
+        log.info(
+            "forgot worker %s, last heard at %s%s",
+            worker_id,
+            iso_ms(last_heard_ms),
+            "; deleted its queue" if deleted else "; its queue has a consumer again",
+            extra={"worker_id": worker_id},
+        )
 
     def _rescue(self, worker_id: str) -> None:
         with self._engine.connect() as conn:

@@ -8,6 +8,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
+from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, connect
@@ -21,10 +22,11 @@ from common.db.executions import (
     reassign,
 )
 from common.db.jobs import NewJob, insert_job
+from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
-from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue
+from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.recovery import Recovery
 from tests.integration.helpers import make_app, register_worker
@@ -57,6 +59,28 @@ def published_results(connection: BlockingConnection) -> list[ExecutionResult]:
         found.extend(ResultBatch.model_validate_json(body).results)
 
 
+def make_recovery(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+    directory: WorkerDirectory | None = None,
+    forget_ms: int = 0,
+) -> Recovery:
+    clock = ClusterClock(redis_client)
+    return Recovery(
+        engine,
+        BatchPublisher(connection.channel()),
+        directory or WorkerDirectory(engine, connection, clock, 60_000),
+        WorkerChooser(),
+        (redis_client, RedisKeys(namespace.namespace), clock),
+        5_000,
+        1_000,
+        30_000,
+        forget_ms=forget_ms,
+    )
+
+
 def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
     engine: Engine,
     redis_client: redis.Redis,
@@ -64,7 +88,6 @@ def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
     namespace: StoreSettings,
 ) -> None:
     make_app(engine)
-    clock = ClusterClock(redis_client)
     keys = RedisKeys(namespace.namespace)
     channel = connection.channel()
     declare_core(channel)
@@ -83,18 +106,7 @@ def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
     )
     redis_client.set(keys.execution_started("e-running"), "dead")
     redis_client.set(keys.execution_started("e-ended"), "dead\n" + stored.model_dump_json())
-    directory = WorkerDirectory(engine, connection, clock, 60_000)
-    recovery = Recovery(
-        engine,
-        BatchPublisher(connection.channel()),
-        directory,
-        WorkerChooser(),
-        (redis_client, keys, clock),
-        5_000,
-        1_000,
-        30_000,
-    )
-    recovery.rescue_dead_workers()
+    make_recovery(engine, redis_client, connection, namespace).rescue_dead_workers()
     by_execution = {r.execution_id: r for r in published_results(connection)}
     assert by_execution["e-ended"] == stored
     assert by_execution["e-running"].status == "LOST"
@@ -131,16 +143,7 @@ def test_work_moved_to_a_worker_the_broker_cannot_route_to_goes_back_to_the_fire
     assert [w.worker_id for w in directory.live()] == ["gone"]
     # The queue goes between the directory's look and the move (the view is cached).
     connection.channel().queue_delete(gone_queue)
-    Recovery(
-        engine,
-        BatchPublisher(connection.channel()),
-        directory,
-        WorkerChooser(),
-        (redis_client, RedisKeys(namespace.namespace), clock),
-        5_000,
-        1_000,
-        30_000,
-    ).rescue_dead_workers()
+    make_recovery(engine, redis_client, connection, namespace, directory).rescue_dead_workers()
     # No queue took the message: left QUEUED on "gone" it would wait for good.
     assert execution_row(engine, "e-waiting") == ("SCHEDULED", None)
 
@@ -152,3 +155,73 @@ def test_a_row_that_ended_is_not_moved(engine: Engine) -> None:
         conn.execute(sa.text("UPDATE executions SET status = 'SUCCEEDED'"))
         assert not reassign(conn, "e-1", "w2")
     assert execution_row(engine, "e-1") == ("SUCCEEDED", "dead")
+
+
+def worker_state(engine: Engine, worker_id: str) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.execute(
+                sa.text("SELECT state FROM workers WHERE worker_id = :w"), {"w": worker_id}
+            ).scalar()
+        )
+
+
+def queue_exists(connection: BlockingConnection, worker_id: str) -> bool:
+    channel = connection.channel()
+    try:
+        channel.queue_declare(worker_queue(worker_id), passive=True)
+    except ChannelClosedByBroker:
+        return False
+    channel.close()
+    return True
+
+
+def test_a_worker_gone_long_with_nothing_on_it_is_forgotten_and_its_queue_deleted(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    now = ClusterClock(redis_client).now_ms()
+    for worker_id, heard in (("old", now - 7_200_000), ("recent", now - 60_000)):
+        declare_worker_queue(channel, worker_id)
+        register_worker(engine, worker_id, now_ms=heard)
+    queued_on(engine, "e-1", "old")  # no live worker to move it to, yet
+    recovery = make_recovery(engine, redis_client, connection, namespace, forget_ms=3_600_000)
+    recovery.rescue_dead_workers()
+    assert worker_state(engine, "old") == "ACTIVE"  # work still on it: kept
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE executions SET status = 'SUCCEEDED'"))
+    recovery.rescue_dead_workers()
+    assert worker_state(engine, "old") == "FORGOTTEN"
+    assert not queue_exists(connection, "old")
+    assert worker_state(engine, "recent") == "ACTIVE"  # gone, not for long enough
+    assert queue_exists(connection, "recent")
+    with engine.connect() as conn:
+        assert [w.worker_id for w in gone_workers(conn, now)] == ["recent"]
+    register_worker(engine, "old", now_ms=now)  # it comes back
+    assert worker_state(engine, "old") == "ACTIVE"
+
+
+def test_a_worker_consuming_again_keeps_its_queue(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    register_worker(engine, "back", now_ms=0)
+    channel.basic_consume(declare_worker_queue(channel, "back"), lambda *_: None)
+    make_recovery(
+        engine, redis_client, connection, namespace, forget_ms=1_000
+    ).rescue_dead_workers()
+    assert worker_state(engine, "back") == "ACTIVE"
+    assert queue_exists(connection, "back")
+    directory = WorkerDirectory(engine, connection, ClusterClock(redis_client), 60_000)
+    assert not directory.delete_queue("back")  # the broker keeps a queue in use
+    assert queue_exists(connection, "back")
