@@ -114,7 +114,8 @@ class WorkerSettings(StoreSettings):
     prefetch: int | None = Field(
         default=None,
         ge=1,
-        description="deliveries held at once, runs start only in free slots; default 4 x capacity",
+        description="dispatch messages held at once (each carries up to 50 executions); "
+        "runs start only in free slots; default 4 x capacity",
     )
     handlers: str = ""
     heartbeat_seconds: float = 5.0

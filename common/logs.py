@@ -32,6 +32,27 @@ class _TextFormatter(logging.Formatter):
         return f"{line} {extras}" if extras else line
 
 
+# pika reports one failed connection attempt as six ERROR lines and a traceback, every
+# attempt of a broker outage; Kairos reports it once, with its cause, and says what it
+# does next (see ``common.broker.connect`` and the services' reconnect loops).
+_CONNECT_NOISE_LOGGERS = (
+    "pika.adapters.utils.connection_workflow",
+    "pika.adapters.utils.io_services_utils",
+)
+_CONNECT_NOISE_MESSAGES = ("Connection workflow failed", "Error in _create_connection")
+
+
+class _WithoutConnectNoise(logging.Filter):
+    """Drops pika's own records of a failed connection attempt."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name in _CONNECT_NOISE_LOGGERS:
+            return False
+        if record.name == "pika.adapters.blocking_connection":
+            return not str(record.msg).startswith(_CONNECT_NOISE_MESSAGES)
+        return True
+
+
 def setup_logging(service: str, level: str = "INFO", as_json: bool = False) -> None:
     """Send logs to stderr, as JSON lines or as text with key=value fields."""
     handler = logging.StreamHandler(sys.stderr)
@@ -41,6 +62,7 @@ def setup_logging(service: str, level: str = "INFO", as_json: bool = False) -> N
         handler.setFormatter(
             _TextFormatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s")
         )
+    handler.addFilter(_WithoutConnectNoise())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,0 +1,31 @@
+"""Service logging: what reaches stderr."""
+
+from __future__ import annotations
+
+import logging
+
+import pika
+import pytest
+from pika.exceptions import AMQPConnectionError
+
+from common.logs import setup_logging
+
+
+def test_a_failed_broker_connection_is_not_logged_by_pika_itself(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setup_logging("test")
+    try:
+        with pytest.raises(AMQPConnectionError):
+            pika.BlockingConnection(
+                pika.URLParameters("amqp://guest:guest@127.0.0.1:1/%2F?connection_attempts=1")
+            )
+        logging.getLogger("pika.adapters.blocking_connection").error("Unexpected close")
+        logging.getLogger("kairos.test").warning("lost the broker connection")
+    finally:
+        logging.getLogger().handlers.clear()
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "Unexpected close",
+        "lost the broker connection",
+    ]
