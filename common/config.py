@@ -60,6 +60,12 @@ class ApiSettings(StoreSettings):
     port: int = 8000
     max_params_bytes: int = 64 * 1024
     handler_cache_seconds: float = 2.0
+    auth_cache_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="an API key found in MySQL is trusted this long without a look; a "
+        "rotated key stops working within it",
+    )
 
 
 class DispatcherSettings(StoreSettings):

@@ -86,6 +86,14 @@ class InvalidTransitionError(KairosError):
         self.allowed = tuple(words)
 
 
+class UnknownAppError(KairosError):
+    """No app has that app id."""
+
+    def __init__(self, app_id: str) -> None:
+        super().__init__(f"no app {app_id!r}; `kairos app list` shows the apps")
+        self.app_id = app_id
+
+
 class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
 

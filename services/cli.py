@@ -52,6 +52,30 @@ def cmd_app_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_app_list(args: argparse.Namespace) -> int:
+    """Print the apps."""
+    from common.config import StoreSettings
+    from services.operations import list_apps
+
+    print(list_apps(StoreSettings()))
+    return 0
+
+
+def cmd_app_rotate_key(args: argparse.Namespace) -> int:
+    """Give an app a new API key and print it as JSON; the old key stops working."""
+    from common.config import ApiSettings, StoreSettings
+    from services.operations import rotate_app_key
+
+    api_key = rotate_app_key(StoreSettings(), args.app_id)
+    print(json.dumps({"appId": args.app_id, "apiKey": api_key}))
+    print(
+        "kairos: the old key stops working once the API's key cache lets go of it "
+        f"(KAIROS_AUTH_CACHE_SECONDS, {ApiSettings().auth_cache_seconds:g} s here)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_api(args: argparse.Namespace) -> int:
     """Serve the OpenAPI."""
     from common.config import ApiSettings
@@ -168,6 +192,12 @@ def _add_operator_parsers(sub: Any) -> None:
     create = app.add_parser("create", help="create an app; prints appId, apiKey, signingSecret")
     create.add_argument("name")
     create.set_defaults(func=cmd_app_create)
+    app.add_parser("list", help="list apps (id, created, name)").set_defaults(func=cmd_app_list)
+    rotate = app.add_parser(
+        "rotate-key", help="give an app a new API key; prints it; the old key stops working"
+    )
+    rotate.add_argument("app_id")
+    rotate.set_defaults(func=cmd_app_rotate_key)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
     up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")

@@ -1,4 +1,4 @@
-"""Operator commands: list workers with load scores, replay dead-lettered callbacks."""
+"""Operator commands: workers with load scores, apps and their keys, dead-lettered callbacks."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import json
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import wall_ms
 from common.config import StoreSettings
+from common.db.apps import all_apps, rotate_api_key
 from common.db.engine import make_engine
 from common.db.workers import all_workers
+from common.errors import UnknownAppError
 from common.loadbalance import WorkerLoad, load_score
 from common.messages import CallbackMessage
+from common.timefmt import iso_ms
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
 
 
@@ -35,6 +38,32 @@ def list_workers(settings: StoreSettings) -> str:
             f"{load_score(load):7.2f}  {','.join(json.loads(row.handlers))}"
         )
     return "\n".join(lines)
+
+
+def list_apps(settings: StoreSettings) -> str:
+    """A table of apps: id, creation time, name."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            rows = all_apps(conn)
+    finally:
+        engine.dispose()
+    lines = [f"{'APP_ID':22} {'CREATED':24}  NAME"]
+    lines += [f"{r.app_id:22} {iso_ms(r.created_at)!s:24}  {r.name}" for r in rows]
+    return "\n".join(lines)
+
+
+def rotate_app_key(settings: StoreSettings, app_id: str) -> str:
+    """Replace an app's API key; return the new one. Raises ``UnknownAppError``."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            api_key = rotate_api_key(conn, app_id)
+    finally:
+        engine.dispose()
+    if api_key is None:
+        raise UnknownAppError(app_id)
+    return api_key
 
 
 def replay_dead_callbacks(settings: StoreSettings, limit: int) -> int:

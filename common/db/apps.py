@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db.rows import AnyRow
 from common.db.schema import apps
 
 
@@ -36,11 +37,16 @@ def hash_api_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()
 
 
+def new_api_key() -> str:
+    """A fresh API key, shown once and stored only as its hash."""
+    return "kairos_" + secrets.token_urlsafe(32)
+
+
 def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
     """Create an app with a fresh API key and a Standard Webhooks signing secret."""
     credentials = AppCredentials(
         app_id="app_" + secrets.token_hex(8),
-        api_key="kairos_" + secrets.token_urlsafe(32),
+        api_key=new_api_key(),
         signing_secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
     )
     conn.execute(
@@ -53,6 +59,22 @@ def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
         )
     )
     return credentials
+
+
+def rotate_api_key(conn: Connection, app_id: str) -> str | None:
+    """Give the app a new API key, which replaces the old one; None if no such app."""
+    api_key = new_api_key()
+    result = conn.execute(
+        apps.update().where(apps.c.app_id == app_id).values(api_key_hash=hash_api_key(api_key))
+    )
+    return api_key if result.rowcount else None
+
+
+def all_apps(conn: Connection) -> list[AnyRow]:
+    """Every app (id, name, creation time), oldest first; no secrets."""
+    return list(
+        conn.execute(sa.select(apps.c.app_id, apps.c.name, apps.c.created_at).order_by(apps.c.id))
+    )
 
 
 def find_app_by_key(conn: Connection, api_key: str) -> App | None:

@@ -16,8 +16,6 @@ from common.db.workers import registered_handlers
 from common.keys import RedisKeys
 from services.api.group_insert import GroupInserter
 
-AUTH_CACHE_SECONDS = 30.0
-
 
 @dataclass
 class ApiState:
@@ -52,7 +50,7 @@ class ApiState:
     def cached_app(self, api_key: str) -> App | None:
         """The app owning ``api_key`` if a recent lookup found it; never touches MySQL."""
         cached = self._apps.get(api_key)
-        if cached and time.monotonic() - cached[0] < AUTH_CACHE_SECONDS:
+        if cached and time.monotonic() - cached[0] < self.settings.auth_cache_seconds:
             return cached[1]
         return None
 
