@@ -53,6 +53,7 @@ bench: install services
 	$(BIN)/python bench/trigger_lag.py --jobs 1000
 	$(BIN)/python bench/vs_peers.py --jobs 10000 --rounds 3
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/sweep.py --workers 200
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

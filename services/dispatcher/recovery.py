@@ -26,6 +26,10 @@ from services.dispatcher.publishing import Assignment, send_queued
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
+# Forgetting a worker takes a commit and a queue deletion (~5 ms here): a backlog of
+# gone workers is forgotten over several sweeps rather than stalling the dispatch loop
+# in one (bench/sweep.py).
+FORGET_PER_SWEEP = 20
 PRUNE_BATCH = 1_000
 
 
@@ -89,10 +93,12 @@ class Recovery:
         now = self._clock.now_ms()
         with self._engine.connect() as conn:
             stale = workers.gone_workers(conn, now - self._stale_ms)
+        forgettable = FORGET_PER_SWEEP if self._forget_ms > 0 else 0
         for worker in stale:
             if self._directory.consumer_count(worker.worker_id) == 0:
                 self._rescue(worker.worker_id)
-                if self._forget_ms > 0 and worker.last_heartbeat < now - self._forget_ms:
+                if forgettable and worker.last_heartbeat < now - self._forget_ms:
+                    forgettable -= 1
                     self._forget(worker.worker_id, int(worker.last_heartbeat), now)
 
     def _forget(self, worker_id: str, last_heard_ms: int, now_ms: int) -> None:
