@@ -91,6 +91,7 @@ class DispatcherSettings(StoreSettings):
     pending_republish_ms: int = 5_000
     forget_workers_after_hours: float = Field(
         default=1.0,
+        ge=0,
         description="a worker silent this long, with nothing queued on it, has its queue "
         "deleted and is no longer swept (each gone worker costs every sweep); 0 never",
     )

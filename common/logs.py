@@ -35,22 +35,24 @@ class _TextFormatter(logging.Formatter):
 # pika reports one failed connection attempt as six ERROR lines and a traceback, every
 # attempt of a broker outage; Kairos reports it once, with its cause, and says what it
 # does next (see ``common.broker.connect`` and the services' reconnect loops).
-_CONNECT_NOISE_LOGGERS = (
-    "pika.adapters.utils.connection_workflow",
-    "pika.adapters.utils.io_services_utils",
-)
-_CONNECT_NOISE_MESSAGES = ("Connection workflow failed", "Error in _create_connection")
+_CONNECT_NOISE = {
+    "pika.adapters.utils.connection_workflow": ("",),
+    "pika.adapters.utils.io_services_utils": ("Socket failed to connect",),
+    "pika.adapters.blocking_connection": (
+        "Connection workflow failed",
+        "Error in _create_connection",
+    ),
+}
 
 
 class _WithoutConnectNoise(logging.Filter):
-    """Drops pika's own records of a failed connection attempt."""
+    """Drops pika's own ERROR records of a failed connection attempt; the rest passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name in _CONNECT_NOISE_LOGGERS:
-            return False
-        if record.name == "pika.adapters.blocking_connection":
-            return not str(record.msg).startswith(_CONNECT_NOISE_MESSAGES)
-        return True
+        starts = _CONNECT_NOISE.get(record.name)
+        if starts is None or record.levelno != logging.ERROR:
+            return True
+        return not str(record.msg).startswith(starts)
 
 
 def setup_logging(service: str, level: str = "INFO", as_json: bool = False) -> None:

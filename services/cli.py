@@ -66,11 +66,13 @@ def cmd_app_rotate_key(args: argparse.Namespace) -> int:
     from common.config import ApiSettings, StoreSettings
     from services.operations import rotate_app_key
 
+    # Read before the rotation: a bad setting must not fail the command after it.
+    cache_seconds = ApiSettings().auth_cache_seconds
     api_key = rotate_app_key(StoreSettings(), args.app_id)
     print(json.dumps({"appId": args.app_id, "apiKey": api_key}))
     print(
         "kairos: the old key stops working once the API's key cache lets go of it "
-        f"(KAIROS_AUTH_CACHE_SECONDS, {ApiSettings().auth_cache_seconds:g} s here)",
+        f"(KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here)",
         file=sys.stderr,
     )
     return 0

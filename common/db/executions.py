@@ -276,15 +276,17 @@ def mark_skipped(
         )
 
 
-def reassign(conn: Connection, execution_id: str, worker_id: str) -> bool:
-    """Point a QUEUED execution at another worker; False if it is no longer QUEUED."""
+def reassign(conn: Connection, execution_id: str, from_worker: str, to_worker: str) -> bool:
+    """Move a QUEUED execution from one worker to another; False if it is no longer
+    QUEUED on ``from_worker`` (it ended, or another sweep moved it)."""
     result = conn.execute(
         executions.update()
         .where(
             executions.c.execution_id == execution_id,
+            executions.c.worker_id == from_worker,
             executions.c.status == ExecutionStatus.QUEUED,
         )
-        .values(worker_id=worker_id)
+        .values(worker_id=to_worker)
     )
     return bool(result.rowcount)
 

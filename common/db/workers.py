@@ -72,13 +72,16 @@ def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
     not those forgotten already."""
     return list(
         conn.execute(
-            sa.select(workers).where(
+            sa.select(workers)
+            .where(
                 sa.or_(
                     workers.c.state == WorkerState.STOPPED,
                     workers.c.last_heartbeat < heard_before_ms,
                 ),
                 workers.c.state != WorkerState.FORGOTTEN,
             )
+            # Longest gone first: a per-sweep limit of forgets reaches them in turn.
+            .order_by(workers.c.last_heartbeat)
         ).all()
     )
 

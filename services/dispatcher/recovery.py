@@ -95,36 +95,45 @@ class Recovery:
             stale = workers.gone_workers(conn, now - self._stale_ms)
         forgettable = FORGET_PER_SWEEP if self._forget_ms > 0 else 0
         for worker in stale:
-            if self._directory.consumer_count(worker.worker_id) == 0:
-                self._rescue(worker.worker_id)
-                if forgettable and worker.last_heartbeat < now - self._forget_ms:
-                    forgettable -= 1
-                    self._forget(worker.worker_id, int(worker.last_heartbeat), now)
+            if self._directory.consumer_count(worker.worker_id) != 0:
+                continue
+            # A worker that still had work this sweep is tried again on a later one,
+            # once what was moved or reported has left it.
+            had_work = self._rescue(worker.worker_id)
+            long_gone = worker.last_heartbeat < now - self._forget_ms
+            if forgettable and long_gone and not had_work:
+                forgettable -= self._forget(worker.worker_id, int(worker.last_heartbeat), now)
 
-    def _forget(self, worker_id: str, last_heard_ms: int, now_ms: int) -> None:
-        """Stop sweeping a worker long gone, and delete its queue.
+    def _forget(self, worker_id: str, last_heard_ms: int, now_ms: int) -> bool:
+        """Stop sweeping a worker long gone, and delete its queue; whether it did.
 
         Each gone worker costs every sweep (once a second) a broker round trip and a
         query; with ids that change on every restart they would pile up for good. What
-        its queue still holds are copies of executions already moved or ended.
+        its queue still holds are copies of executions already moved or ended. The mark
+        commits only once the queue is gone, so a failed delete is tried again; the
+        mark's row lock makes a heartbeat of the worker coming back wait, then win.
         """
-        with self._engine.begin() as conn:
+        with self._engine.connect() as conn, conn.begin() as transaction:
             if not workers.forget_worker(conn, worker_id, now_ms - self._forget_ms):
-                return
-        deleted = self._directory.delete_queue(worker_id)
+                return False
+            if not self._directory.delete_queue(worker_id):
+                transaction.rollback()
+                log.info("worker %s has a consumer on its queue again", worker_id)
+                return False
         log.info(
-            "forgot worker %s, last heard at %s%s",
+            "forgot worker %s, last heard at %s; deleted its queue",
             worker_id,
             iso_ms(last_heard_ms),
-            "; deleted its queue" if deleted else "; its queue has a consumer again",
             extra={"worker_id": worker_id},
         )
+        return True
 
-    def _rescue(self, worker_id: str) -> None:
+    def _rescue(self, worker_id: str) -> bool:
+        """Report or move the worker's unfinished executions; whether it had any."""
         with self._engine.connect() as conn:
             rows = executions.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
         if not rows:
-            return
+            return False
         marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}
         started = [r for r in rows if marks[r.execution_id][0] == worker_id]
         ended = [r for r in started if marks[r.execution_id][1] is not None]
@@ -143,6 +152,7 @@ class Recovery:
         )
         self._report(lost, "LOST", f"worker {worker_id} died while running it")
         self._reroute(unstarted)
+        return True
 
     def _started_mark(self, execution_id: str) -> tuple[str | None, str | None]:
         return parse_started(self._redis.get(self._keys.execution_started(execution_id)))
@@ -184,7 +194,7 @@ class Recovery:
                 worker = self._chooser.choose(live, row.handler)
                 # A row that ended since it was read stays as it is.
                 if worker is not None and executions.reassign(
-                    conn, row.execution_id, worker.worker_id
+                    conn, row.execution_id, row.worker_id, worker.worker_id
                 ):
                     moved.append(Assignment.of(row, worker.worker_id))
             # The rows stay QUEUED, now pointing at their new worker; publishing inside

@@ -27,6 +27,7 @@ from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
+from services.dispatcher import recovery as recovery_module
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.recovery import Recovery
 from tests.integration.helpers import make_app, register_worker
@@ -153,7 +154,7 @@ def test_a_row_that_ended_is_not_moved(engine: Engine) -> None:
     queued_on(engine, "e-1", "dead")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE executions SET status = 'SUCCEEDED'"))
-        assert not reassign(conn, "e-1", "w2")
+        assert not reassign(conn, "e-1", "dead", "w2")
     assert execution_row(engine, "e-1") == ("SUCCEEDED", "dead")
 
 
@@ -224,4 +225,46 @@ def test_a_worker_consuming_again_keeps_its_queue(
     assert queue_exists(connection, "back")
     directory = WorkerDirectory(engine, connection, ClusterClock(redis_client), 60_000)
     assert not directory.delete_queue("back")  # the broker keeps a queue in use
+    assert queue_exists(connection, "back")
+
+
+def test_workers_that_still_have_work_do_not_use_up_the_forgets_of_a_sweep(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(recovery_module, "FORGET_PER_SWEEP", 1)
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    now = ClusterClock(redis_client).now_ms()
+    for worker_id, heard in (("busy", now - 9_000_000), ("free", now - 8_000_000)):
+        declare_worker_queue(channel, worker_id)
+        register_worker(engine, worker_id, now_ms=heard)
+    queued_on(engine, "e-1", "busy")  # no live worker to move it to
+    make_recovery(
+        engine, redis_client, connection, namespace, forget_ms=3_600_000
+    ).rescue_dead_workers()
+    assert worker_state(engine, "busy") == "ACTIVE"
+    assert worker_state(engine, "free") == "FORGOTTEN"
+
+
+def test_a_forget_whose_queue_has_a_consumer_again_is_undone(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    now = ClusterClock(redis_client).now_ms()
+    register_worker(engine, "back", now_ms=now - 9_000_000)
+    # It consumes again between the sweep's look at its queue and the forget.
+    channel.basic_consume(declare_worker_queue(channel, "back"), lambda *_: None)
+    recovery = make_recovery(engine, redis_client, connection, namespace, forget_ms=3_600_000)
+    assert not recovery._forget("back", now - 9_000_000, now)
+    assert worker_state(engine, "back") == "ACTIVE"
     assert queue_exists(connection, "back")

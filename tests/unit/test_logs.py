@@ -29,3 +29,24 @@ def test_a_failed_broker_connection_is_not_logged_by_pika_itself(
         "Unexpected close",
         "lost the broker connection",
     ]
+
+
+def test_pika_records_other_than_a_failed_connect_still_pass(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    setup_logging("test", level="DEBUG")
+    try:
+        logging.getLogger("pika").setLevel(logging.DEBUG)
+        io_log = logging.getLogger("pika.adapters.utils.io_services_utils")
+        io_log.error("Socket failed to connect: refused")
+        io_log.error("Socket EOF; connection lost")
+        io_log.debug("Socket failed to connect: traced at DEBUG")
+    finally:
+        logging.getLogger().handlers.clear()
+        logging.getLogger("pika").setLevel(logging.WARNING)
+        logging.getLogger().setLevel(logging.WARNING)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "Socket EOF; connection lost",
+        "Socket failed to connect: traced at DEBUG",
+    ]
