@@ -138,6 +138,12 @@ class NotifierSettings(StoreSettings):
     concurrency: int = 16
     request_timeout_seconds: float = 10.0
     retry_tiers_seconds: str = "5,30,300"
+    secret_cache_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="an app's signing secrets are read again after this long, so a "
+        "rotated secret is used without a restart",
+    )
     metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
     metrics_host: str = "127.0.0.1"
 

@@ -78,6 +78,25 @@ def cmd_app_rotate_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
+    """Give an app a new signing secret and print it as JSON."""
+    from common.config import StoreSettings
+    from common.timefmt import iso_ms
+    from services.operations import rotate_app_secret
+
+    rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours)
+    print(
+        json.dumps(
+            {
+                "appId": args.app_id,
+                "signingSecret": rotation.signing_secret,
+                "previousSecretSignsUntil": iso_ms(rotation.previous_valid_until_ms),
+            }
+        )
+    )
+    return 0
+
+
 def cmd_api(args: argparse.Namespace) -> int:
     """Serve the OpenAPI."""
     from common.config import ApiSettings
@@ -146,6 +165,17 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative(text: str) -> float:
+    """An argparse type: a number of hours, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    return value
+
+
 def _add_metrics_port(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
@@ -200,6 +230,19 @@ def _add_operator_parsers(sub: Any) -> None:
     )
     rotate.add_argument("app_id")
     rotate.set_defaults(func=cmd_app_rotate_key)
+    secret = app.add_parser(
+        "rotate-secret",
+        help="give an app a new signing secret; prints it; callbacks carry a signature "
+        "with the old one too for --overlap-hours",
+    )
+    secret.add_argument("app_id")
+    secret.add_argument(
+        "--overlap-hours",
+        type=_non_negative,
+        default=24.0,
+        help="how long callbacks are signed with the old secret too (default 24)",
+    )
+    secret.set_defaults(func=cmd_app_rotate_secret)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
     up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")

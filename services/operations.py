@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import wall_ms
 from common.config import StoreSettings
-from common.db.apps import all_apps, rotate_api_key
+from common.db.apps import all_apps, rotate_api_key, rotate_signing_secret
 from common.db.engine import make_engine
 from common.db.workers import all_workers
 from common.errors import UnknownAppError
@@ -40,6 +41,14 @@ def list_workers(settings: StoreSettings) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class SecretRotation:
+    """A new signing secret, and until when the previous one still signs too."""
+
+    signing_secret: str
+    previous_valid_until_ms: int
+
+
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, name."""
     engine = make_engine(settings, pool_size=1)
@@ -64,6 +73,21 @@ def rotate_app_key(settings: StoreSettings, app_id: str) -> str:
     if api_key is None:
         raise UnknownAppError(app_id)
     return api_key
+
+
+def rotate_app_secret(settings: StoreSettings, app_id: str, overlap_hours: float) -> SecretRotation:
+    """Give an app a new signing secret; callbacks carry a signature with the old one too
+    for ``overlap_hours``. Raises ``UnknownAppError``."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        until = wall_ms() + int(overlap_hours * 3_600_000)
+        with engine.begin() as conn:
+            secret = rotate_signing_secret(conn, app_id, until)
+    finally:
+        engine.dispose()
+    if secret is None:
+        raise UnknownAppError(app_id)
+    return SecretRotation(secret, until)
 
 
 def replay_dead_callbacks(settings: StoreSettings, limit: int) -> int:

@@ -42,12 +42,17 @@ def new_api_key() -> str:
     return "kairos_" + secrets.token_urlsafe(32)
 
 
+def new_signing_secret() -> str:
+    """A fresh Standard Webhooks signing secret (32 random bytes)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
 def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
     """Create an app with a fresh API key and a Standard Webhooks signing secret."""
     credentials = AppCredentials(
         app_id="app_" + secrets.token_hex(8),
         api_key=new_api_key(),
-        signing_secret="whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
+        signing_secret=new_signing_secret(),
     )
     conn.execute(
         apps.insert().values(
@@ -87,7 +92,34 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
     return App(id=row.id, app_id=row.app_id, name=row.name) if row else None
 
 
-def signing_secret(conn: Connection, app_pk: int) -> str | None:
-    """The signing secret of the app with primary key ``app_pk``."""
-    value = conn.execute(sa.select(apps.c.signing_secret).where(apps.c.id == app_pk)).scalar()
-    return str(value) if value is not None else None
+def rotate_signing_secret(conn: Connection, app_id: str, until_ms: int) -> str | None:
+    """Give the app a new signing secret; callbacks are signed with the old one as well
+    until ``until_ms``. Returns the new secret; None if no such app."""
+    secret = new_signing_secret()
+    result = conn.execute(
+        apps.update()
+        .where(apps.c.app_id == app_id)
+        # MySQL applies SET left to right: the old secret is copied before it changes.
+        .ordered_values(
+            (apps.c.previous_signing_secret, apps.c.signing_secret),
+            (apps.c.previous_secret_until, until_ms),
+            (apps.c.signing_secret, secret),
+        )
+    )
+    return secret if result.rowcount else None
+
+
+def signing_secrets(conn: Connection, app_pk: int, now_ms: int) -> list[str]:
+    """The secrets to sign the app's callbacks with: the current one, then the previous
+    one while its overlap lasts; empty if no such app."""
+    row = conn.execute(
+        sa.select(
+            apps.c.signing_secret, apps.c.previous_signing_secret, apps.c.previous_secret_until
+        ).where(apps.c.id == app_pk)
+    ).first()
+    if row is None:
+        return []
+    found = [str(row.signing_secret)]
+    if row.previous_signing_secret and (row.previous_secret_until or 0) > now_ms:
+        found.append(str(row.previous_signing_secret))
+    return found

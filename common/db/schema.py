@@ -32,6 +32,8 @@ apps = Table(
     Column("api_key_hash", String(64), nullable=False, unique=True),
     Column("signing_secret", String(128), nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    Column("previous_signing_secret", String(128), nullable=True),
+    Column("previous_secret_until", BigInteger, nullable=True),
 )
 
 jobs = Table(

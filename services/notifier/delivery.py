@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
-from common.db.apps import signing_secret
+from common.db.apps import signing_secrets
 from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS
 from common.states import DeliveryStatus
@@ -42,12 +42,14 @@ class CallbackDeliverer:
         http: httpx.Client,
         clock: ClusterClock,
         retry_tiers: Sequence[int],
+        secret_ttl: float = 30.0,
     ) -> None:
         self._engine = engine
         self._http = http
         self._clock = clock
         self._tiers = list(retry_tiers)
-        self._secrets: dict[int, str] = {}
+        self._secret_ttl = secret_ttl
+        self._secrets: dict[int, tuple[float, list[str]]] = {}
         self._lock = threading.Lock()
 
     def deliver(self, body: bytes) -> Attempt | None:
@@ -76,7 +78,10 @@ class CallbackDeliverer:
 
     def _post(self, message: CallbackMessage) -> tuple[int | None, str | None]:
         headers = webhook_headers(
-            self._secret(message.app_id), message.delivery_id, int(time.time()), message.payload
+            self._signing_secrets(message.app_id),
+            message.delivery_id,
+            int(time.time()),
+            message.payload,
         )
         try:
             response = self._http.post(message.url, content=message.payload, headers=headers)
@@ -85,12 +90,17 @@ class CallbackDeliverer:
         error = None if response.is_success else response.text[:2000]
         return response.status_code, error
 
-    def _secret(self, app_pk: int) -> str:
+    def _signing_secrets(self, app_pk: int) -> list[str]:
+        # Read again after a while, so a rotated secret is picked up, and the previous
+        # one dropped when its overlap ends, without a restart.
         with self._lock:
-            if app_pk not in self._secrets:
+            now = time.monotonic()
+            cached = self._secrets.get(app_pk)
+            if cached is None or now - cached[0] >= self._secret_ttl:
                 with self._engine.connect() as conn:
-                    self._secrets[app_pk] = signing_secret(conn, app_pk) or ""
-            return self._secrets[app_pk]
+                    found = signing_secrets(conn, app_pk, self._clock.now_ms())
+                cached = self._secrets[app_pk] = (now, found)
+            return cached[1]
 
     def _next_stop(self, message: CallbackMessage) -> OutgoingMessage:
         later = message.model_copy(update={"attempt": message.attempt + 1})

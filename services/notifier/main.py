@@ -75,7 +75,13 @@ def run_notifier(settings: NotifierSettings) -> None:
     require_schema(engine, settings.namespace)
     client = redis.Redis.from_url(settings.redis_url)
     http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
-    deliverer = CallbackDeliverer(engine, http, ClusterClock(client), settings.retry_tiers())
+    deliverer = CallbackDeliverer(
+        engine,
+        http,
+        ClusterClock(client),
+        settings.retry_tiers(),
+        settings.secret_cache_seconds,
+    )
     freeze_startup_heap()
     while not stop.is_set():
         try:

@@ -27,11 +27,17 @@ def verify(secret: str, message_id: str, timestamp: int, body: str, header: str)
     return any(hmac.compare_digest(wanted, part.encode()) for part in header.split())
 
 
-def webhook_headers(secret: str, message_id: str, timestamp: int, body: str) -> dict[str, str]:
-    """The three Standard Webhooks headers plus the JSON content type."""
+def webhook_headers(
+    secrets: list[str], message_id: str, timestamp: int, body: str
+) -> dict[str, str]:
+    """The three Standard Webhooks headers plus the JSON content type.
+
+    One signature per secret, space-separated, as the standard allows: while an app's
+    secret is being rotated, receivers holding either secret can verify.
+    """
     return {
         "content-type": "application/json",
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, message_id, timestamp, body),
+        "webhook-signature": " ".join(sign(s, message_id, timestamp, body) for s in secrets),
     }

@@ -1,13 +1,24 @@
-"""Apps through the CLI: list them, rotate an API key, and the API honours the change."""
+"""Apps through the CLI: list them, rotate their API key and signing secret, and the
+running services honour the change."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import httpx
 
-from tests.e2e.harness import KAIROS, Processes, free_port, wait_healthy, wait_until
+from services.notifier.signing import verify
+from tests.e2e.harness import (
+    KAIROS,
+    CallbackReceiver,
+    Processes,
+    connect_api,
+    free_port,
+    wait_healthy,
+    wait_until,
+)
 
 
 def status_with(base: str, api_key: str) -> int:
@@ -43,3 +54,32 @@ def test_rotating_the_key_of_an_unknown_app_says_so(processes: Processes) -> Non
     assert done.returncode == 2
     assert done.stdout == ""
     assert "no app 'app_nope'; `kairos app list` shows the apps" in done.stderr
+
+
+def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secret(
+    processes: Processes, receiver: CallbackReceiver
+) -> None:
+    port = free_port()
+    processes.start("up", "up", "--port", str(port), KAIROS_SECRET_CACHE_SECONDS="0.5")
+    api = connect_api(processes, port)
+    app_id = processes.run("app", "list").splitlines()[-1].split()[0]  # the app just made
+
+    def callback_signatures() -> tuple[tuple[str, int, str], str]:
+        """Run a job with a callback; its signed fields and its signature header."""
+        body = {"jobName": "r", "jobHandler": "demo.noop", "callbackUrl": receiver.url}
+        assert api.post_job(body).status_code == 202
+        seen = len(receiver.received)
+        wait_until(lambda: len(receiver.received) > seen, 30, what="the callback")
+        callback = receiver.received[-1]
+        headers = {k.lower(): v for k, v in callback.headers.items()}
+        signed = (headers["webhook-id"], int(headers["webhook-timestamp"]), callback.body)
+        return signed, headers["webhook-signature"]
+
+    signed, header = callback_signatures()  # the notifier now holds the old secret
+    assert verify(api.signing_secret, *signed, header) and " " not in header
+    rotated = json.loads(processes.run("app", "rotate-secret", app_id, "--overlap-hours", "1"))
+    assert rotated["appId"] == app_id and rotated["previousSecretSignsUntil"]
+    time.sleep(0.6)  # past the notifier's secret cache
+    signed, header = callback_signatures()
+    assert verify(rotated["signingSecret"], *signed, header)
+    assert verify(api.signing_secret, *signed, header)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from common.db.apps import all_apps, create_app, find_app_by_key, rotate_api_key
+from common.db.apps import (
+    all_apps,
+    create_app,
+    find_app_by_key,
+    rotate_api_key,
+    rotate_signing_secret,
+    signing_secrets,
+)
 
 
 def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) -> None:
@@ -20,3 +27,19 @@ def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) ->
         assert rotate_api_key(conn, "app_nope") is None
         listed = [(r.app_id, r.name, r.created_at) for r in all_apps(conn)]
     assert listed == [(created.app_id, "billing", 5), (other.app_id, "reports", 6)]
+
+
+def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends(
+    engine: Engine,
+) -> None:
+    with engine.begin() as conn:
+        created = create_app(conn, "billing", 5)
+        app = find_app_by_key(conn, created.api_key)
+        assert app is not None
+        assert signing_secrets(conn, app.id, 1_000) == [created.signing_secret]
+        new_secret = rotate_signing_secret(conn, created.app_id, until_ms=2_000)
+        assert new_secret is not None and new_secret != created.signing_secret
+        assert signing_secrets(conn, app.id, 1_999) == [new_secret, created.signing_secret]
+        assert signing_secrets(conn, app.id, 2_000) == [new_secret]
+        assert rotate_signing_secret(conn, "app_nope", until_ms=2_000) is None
+        assert signing_secrets(conn, app.id + 1_000, 0) == []

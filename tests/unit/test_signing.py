@@ -97,9 +97,22 @@ def test_verify_rejects_a_header_with_non_ascii_characters() -> None:
 
 
 def test_webhook_headers_carry_id_timestamp_signature_and_content_type() -> None:
-    assert webhook_headers(SECRET, MESSAGE_ID, TIMESTAMP, BODY) == {
+    assert webhook_headers([SECRET], MESSAGE_ID, TIMESTAMP, BODY) == {
         "content-type": "application/json",
         "webhook-id": MESSAGE_ID,
         "webhook-timestamp": str(TIMESTAMP),
         "webhook-signature": _independent_signature(KEY, MESSAGE_ID, TIMESTAMP, BODY),
     }
+
+
+def test_while_a_secret_rotates_callbacks_carry_a_signature_for_each_secret() -> None:
+    old = "whsec_" + base64.b64encode(b"o" * 32).decode()
+    header = webhook_headers([SECRET, old], MESSAGE_ID, TIMESTAMP, BODY)["webhook-signature"]
+    assert header == " ".join(
+        [
+            _independent_signature(KEY, MESSAGE_ID, TIMESTAMP, BODY),
+            _independent_signature(b"o" * 32, MESSAGE_ID, TIMESTAMP, BODY),
+        ]
+    )
+    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert verify(old, MESSAGE_ID, TIMESTAMP, BODY, header)
