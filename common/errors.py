@@ -94,6 +94,17 @@ class UnknownAppError(KairosError):
         self.app_id = app_id
 
 
+class RotationOpenError(KairosError):
+    """A signing-secret rotation is still in its overlap; another would end it early."""
+
+    def __init__(self, app_id: str, until: str) -> None:
+        super().__init__(
+            f"app {app_id!r} still signs with its previous secret until {until}; rotating "
+            "again now would drop that secret at once: wait, or pass --force"
+        )
+        self.app_id = app_id
+
+
 class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
 

@@ -84,7 +84,7 @@ def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
     from common.timefmt import iso_ms
     from services.operations import rotate_app_secret
 
-    rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours)
+    rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours, args.force)
     print(
         json.dumps(
             {
@@ -165,14 +165,17 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _non_negative(text: str) -> float:
-    """An argparse type: a number of hours, 0 or more."""
+MAX_OVERLAP_HOURS = 720
+
+
+def _overlap_hours(text: str) -> float:
+    """An argparse type: hours from 0 to ``MAX_OVERLAP_HOURS``."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    if not 0 <= value <= MAX_OVERLAP_HOURS:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {MAX_OVERLAP_HOURS}")
     return value
 
 
@@ -238,9 +241,16 @@ def _add_operator_parsers(sub: Any) -> None:
     secret.add_argument("app_id")
     secret.add_argument(
         "--overlap-hours",
-        type=_non_negative,
+        type=_overlap_hours,
         default=24.0,
-        help="how long callbacks are signed with the old secret too (default 24)",
+        help="how long callbacks are signed with the old secret too (default 24, at most "
+        f"{MAX_OVERLAP_HOURS})",
+    )
+    secret.add_argument(
+        "--force",
+        action="store_true",
+        help="rotate even while an earlier rotation's overlap is open (drops the oldest "
+        "secret at once)",
     )
     secret.set_defaults(func=cmd_app_rotate_secret)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")

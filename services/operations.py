@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import redis
+
 from common.broker import BatchPublisher, OutgoingMessage, connect
-from common.clock import wall_ms
+from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
-from common.db.apps import all_apps, rotate_api_key, rotate_signing_secret
+from common.db.apps import (
+    all_apps,
+    previous_secret_until,
+    rotate_api_key,
+    rotate_signing_secret,
+)
 from common.db.engine import make_engine
 from common.db.workers import all_workers
-from common.errors import UnknownAppError
+from common.errors import RotationOpenError, UnknownAppError
 from common.loadbalance import WorkerLoad, load_score
 from common.messages import CallbackMessage
 from common.timefmt import iso_ms
@@ -75,18 +82,29 @@ def rotate_app_key(settings: StoreSettings, app_id: str) -> str:
     return api_key
 
 
-def rotate_app_secret(settings: StoreSettings, app_id: str, overlap_hours: float) -> SecretRotation:
+def rotate_app_secret(
+    settings: StoreSettings, app_id: str, overlap_hours: float, force: bool = False
+) -> SecretRotation:
     """Give an app a new signing secret; callbacks carry a signature with the old one too
-    for ``overlap_hours``. Raises ``UnknownAppError``."""
+    for ``overlap_hours``, on the cluster clock the notifier reads. Raises
+    ``UnknownAppError``, and ``RotationOpenError`` while an earlier overlap is still
+    open (unless ``force``)."""
+    client = redis.Redis.from_url(settings.redis_url)
     engine = make_engine(settings, pool_size=1)
     try:
-        until = wall_ms() + int(overlap_hours * 3_600_000)
+        now = ClusterClock(client).now_ms()
+        until = now + int(overlap_hours * 3_600_000)
         with engine.begin() as conn:
-            secret = rotate_signing_secret(conn, app_id, until)
+            secret = rotate_signing_secret(conn, app_id, now, until, force)
+            open_until = None if secret else previous_secret_until(conn, app_id)
     finally:
         engine.dispose()
+        client.close()
     if secret is None:
-        raise UnknownAppError(app_id)
+        # Refused with the app there means an overlap still open; else no such app.
+        if open_until is None:
+            raise UnknownAppError(app_id)
+        raise RotationOpenError(app_id, str(iso_ms(open_until)))
     return SecretRotation(secret, until)
 
 

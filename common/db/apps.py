@@ -92,13 +92,19 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
     return App(id=row.id, app_id=row.app_id, name=row.name) if row else None
 
 
-def rotate_signing_secret(conn: Connection, app_id: str, until_ms: int) -> str | None:
+def rotate_signing_secret(
+    conn: Connection, app_id: str, now_ms: int, until_ms: int, force: bool = False
+) -> str | None:
     """Give the app a new signing secret; callbacks are signed with the old one as well
-    until ``until_ms``. Returns the new secret; None if no such app."""
+    until ``until_ms``. Returns the new secret; None if no such app, or if an earlier
+    rotation's overlap is still open at ``now_ms`` and ``force`` is not set (rotating
+    then would drop the secret that overlap promised to keep)."""
     secret = new_signing_secret()
+    until = apps.c.previous_secret_until
+    closed = sa.or_(until.is_(None), until <= now_ms)
     result = conn.execute(
         apps.update()
-        .where(apps.c.app_id == app_id)
+        .where(apps.c.app_id == app_id, sa.true() if force else closed)
         # MySQL applies SET left to right: the old secret is copied before it changes.
         .ordered_values(
             (apps.c.previous_signing_secret, apps.c.signing_secret),
@@ -107,6 +113,15 @@ def rotate_signing_secret(conn: Connection, app_id: str, until_ms: int) -> str |
         )
     )
     return secret if result.rowcount else None
+
+
+def previous_secret_until(conn: Connection, app_id: str) -> int | None:
+    """Until when the app's previous signing secret signs too; None if no such app or
+    it never rotated."""
+    value = conn.execute(
+        sa.select(apps.c.previous_secret_until).where(apps.c.app_id == app_id)
+    ).scalar()
+    return int(value) if value is not None else None
 
 
 def signing_secrets(conn: Connection, app_pk: int, now_ms: int) -> list[str]:

@@ -92,15 +92,19 @@ class CallbackDeliverer:
 
     def _signing_secrets(self, app_pk: int) -> list[str]:
         # Read again after a while, so a rotated secret is picked up, and the previous
-        # one dropped when its overlap ends, without a restart.
+        # one dropped when its overlap ends, without a restart. The read is outside the
+        # lock: a slow MySQL must not hold up deliveries of other apps; two threads
+        # reading one app at once is harmless.
+        now = time.monotonic()
         with self._lock:
-            now = time.monotonic()
             cached = self._secrets.get(app_pk)
-            if cached is None or now - cached[0] >= self._secret_ttl:
-                with self._engine.connect() as conn:
-                    found = signing_secrets(conn, app_pk, self._clock.now_ms())
-                cached = self._secrets[app_pk] = (now, found)
+        if cached is not None and now - cached[0] < self._secret_ttl:
             return cached[1]
+        with self._engine.connect() as conn:
+            found = signing_secrets(conn, app_pk, self._clock.now_ms())
+        with self._lock:
+            self._secrets[app_pk] = (now, found)
+        return found
 
     def _next_stop(self, message: CallbackMessage) -> OutgoingMessage:
         later = message.model_copy(update={"attempt": message.attempt + 1})

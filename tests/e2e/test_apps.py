@@ -43,17 +43,19 @@ def test_a_rotated_key_replaces_the_old_one(processes: Processes) -> None:
     wait_until(lambda: status_with(base, old_key) == 401, 10, what="the old key to stop working")
 
 
-def test_rotating_the_key_of_an_unknown_app_says_so(processes: Processes) -> None:
-    done = subprocess.run(
-        [KAIROS, "app", "rotate-key", "app_nope"],
-        env=processes.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+def kairos(processes: Processes, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a ``kairos`` command that may fail; its exit code and output."""
+    return subprocess.run(
+        [KAIROS, *args], env=processes.env, capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 2
-    assert done.stdout == ""
-    assert "no app 'app_nope'; `kairos app list` shows the apps" in done.stderr
+
+
+def test_rotating_the_key_or_secret_of_an_unknown_app_says_so(processes: Processes) -> None:
+    for command in ("rotate-key", "rotate-secret"):
+        done = kairos(processes, "app", command, "app_nope")
+        assert done.returncode == 2
+        assert done.stdout == ""
+        assert "no app 'app_nope'; `kairos app list` shows the apps" in done.stderr
 
 
 def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secret(
@@ -83,3 +85,5 @@ def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secre
     signed, header = callback_signatures()
     assert verify(rotated["signingSecret"], *signed, header)
     assert verify(api.signing_secret, *signed, header)
+    again = kairos(processes, "app", "rotate-secret", app_id)
+    assert again.returncode == 2 and "still signs with its previous secret" in again.stderr

@@ -8,6 +8,7 @@ from common.db.apps import (
     all_apps,
     create_app,
     find_app_by_key,
+    previous_secret_until,
     rotate_api_key,
     rotate_signing_secret,
     signing_secrets,
@@ -37,9 +38,19 @@ def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends
         app = find_app_by_key(conn, created.api_key)
         assert app is not None
         assert signing_secrets(conn, app.id, 1_000) == [created.signing_secret]
-        new_secret = rotate_signing_secret(conn, created.app_id, until_ms=2_000)
+        new_secret = rotate_signing_secret(conn, created.app_id, 1_000, 2_000)
         assert new_secret is not None and new_secret != created.signing_secret
         assert signing_secrets(conn, app.id, 1_999) == [new_secret, created.signing_secret]
         assert signing_secrets(conn, app.id, 2_000) == [new_secret]
-        assert rotate_signing_secret(conn, "app_nope", until_ms=2_000) is None
+        assert rotate_signing_secret(conn, "app_nope", 1_000, 2_000) is None
         assert signing_secrets(conn, app.id + 1_000, 0) == []
+        # A second rotation inside the overlap would drop the secret it promised to keep.
+        assert rotate_signing_secret(conn, created.app_id, 1_500, 9_000) is None
+        assert previous_secret_until(conn, created.app_id) == 2_000
+        assert signing_secrets(conn, app.id, 1_999) == [new_secret, created.signing_secret]
+        forced = rotate_signing_secret(conn, created.app_id, 1_500, 9_000, force=True)
+        assert forced is not None
+        assert signing_secrets(conn, app.id, 1_999) == [forced, new_secret]
+        after = rotate_signing_secret(conn, created.app_id, 9_000, 10_000)  # overlap over
+        assert after is not None
+        assert signing_secrets(conn, app.id, 9_500) == [after, forced]

@@ -20,3 +20,13 @@ def test_a_bad_variable_names_the_setting(
     monkeypatch.setenv("KAIROS_CAPACITY", "many")
     assert main(["worker"]) == 2
     assert "invalid setting capacity (--capacity or KAIROS_CAPACITY)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hours", ["-1", "inf", "nan", "721", "soon"])
+def test_an_overlap_outside_0_to_720_hours_is_refused_before_anything_changes(
+    hours: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["app", "rotate-secret", "app_1", "--overlap-hours", hours])
+    assert exited.value.code == 2
+    assert "--overlap-hours" in capsys.readouterr().err

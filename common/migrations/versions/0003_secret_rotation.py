@@ -6,7 +6,6 @@ Revises: 0002
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
@@ -15,13 +14,20 @@ branch_labels = None
 depends_on = None
 
 
+# One ALTER each way: MySQL commits every DDL statement on its own, so two would leave
+# half a migration behind if the second failed.
+
+
 def upgrade() -> None:
     """Add the previous secret and its end to apps."""
-    op.add_column("apps", sa.Column("previous_signing_secret", sa.String(128), nullable=True))
-    op.add_column("apps", sa.Column("previous_secret_until", sa.BigInteger, nullable=True))
+    op.execute(
+        "ALTER TABLE apps ADD COLUMN previous_signing_secret VARCHAR(128) NULL, "
+        "ADD COLUMN previous_secret_until BIGINT NULL"
+    )
 
 
 def downgrade() -> None:
     """Remove what upgrade added."""
-    op.drop_column("apps", "previous_secret_until")
-    op.drop_column("apps", "previous_signing_secret")
+    op.execute(
+        "ALTER TABLE apps DROP COLUMN previous_secret_until, DROP COLUMN previous_signing_secret"
+    )
