@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
+from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock, wall_ms
@@ -24,15 +27,22 @@ from common.messages import CallbackMessage
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
 
+T = TypeVar("T")
+
+
+def _in_transaction(settings: StoreSettings, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` in one transaction on a short-lived engine of its own."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            return work(conn)
+    finally:
+        engine.dispose()
+
 
 def list_workers(settings: StoreSettings) -> str:
     """A table of workers: state, heartbeat age, capacity, active, cpu idle, avg ms, score."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            rows = all_workers(conn)
-    finally:
-        engine.dispose()
+    rows = _in_transaction(settings, all_workers)
     now = wall_ms()
     lines = [
         f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'IDLE%':>5} "
@@ -58,12 +68,7 @@ class SecretRotation:
 
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, name."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            rows = all_apps(conn)
-    finally:
-        engine.dispose()
+    rows = _in_transaction(settings, all_apps)
     lines = [f"{'APP_ID':22} {'CREATED':24}  NAME"]
     lines += [f"{r.app_id:22} {iso_ms(r.created_at)!s:24}  {r.name}" for r in rows]
     return "\n".join(lines)
@@ -71,12 +76,7 @@ def list_apps(settings: StoreSettings) -> str:
 
 def rotate_app_key(settings: StoreSettings, app_id: str) -> str:
     """Replace an app's API key; return the new one. Raises ``UnknownAppError``."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.begin() as conn:
-            api_key = rotate_api_key(conn, app_id)
-    finally:
-        engine.dispose()
+    api_key = _in_transaction(settings, lambda conn: rotate_api_key(conn, app_id))
     if api_key is None:
         raise UnknownAppError(app_id)
     return api_key

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 import sqlalchemy as sa
-from pika.adapters.blocking_connection import BlockingConnection
+from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
 
@@ -38,6 +38,15 @@ def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
     opened = connect(namespace, "test")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def channel(engine: Engine, connection: BlockingConnection) -> BlockingChannel:
+    """A channel with the core topology declared, in a namespace with an app."""
+    make_app(engine)
+    opened = connection.channel()
+    declare_core(opened)
+    return opened
 
 
 def queued_on(engine: Engine, execution_id: str, worker_id: str) -> int:
@@ -181,11 +190,9 @@ def test_a_worker_gone_long_with_nothing_on_it_is_forgotten_and_its_queue_delete
     engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
+    channel: BlockingChannel,
     namespace: StoreSettings,
 ) -> None:
-    make_app(engine)
-    channel = connection.channel()
-    declare_core(channel)
     now = ClusterClock(redis_client).now_ms()
     for worker_id, heard in (("old", now - 7_200_000), ("recent", now - 60_000)):
         declare_worker_queue(channel, worker_id)
@@ -211,11 +218,9 @@ def test_a_worker_consuming_again_keeps_its_queue(
     engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
+    channel: BlockingChannel,
     namespace: StoreSettings,
 ) -> None:
-    make_app(engine)
-    channel = connection.channel()
-    declare_core(channel)
     register_worker(engine, "back", now_ms=0)
     channel.basic_consume(declare_worker_queue(channel, "back"), lambda *_: None)
     make_recovery(
@@ -232,13 +237,11 @@ def test_workers_that_still_have_work_do_not_use_up_the_forgets_of_a_sweep(
     engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
+    channel: BlockingChannel,
     namespace: StoreSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(recovery_module, "FORGET_PER_SWEEP", 1)
-    make_app(engine)
-    channel = connection.channel()
-    declare_core(channel)
     now = ClusterClock(redis_client).now_ms()
     for worker_id, heard in (("busy", now - 9_000_000), ("free", now - 8_000_000)):
         declare_worker_queue(channel, worker_id)
@@ -255,11 +258,9 @@ def test_a_forget_whose_queue_has_a_consumer_again_is_undone(
     engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
+    channel: BlockingChannel,
     namespace: StoreSettings,
 ) -> None:
-    make_app(engine)
-    channel = connection.channel()
-    declare_core(channel)
     now = ClusterClock(redis_client).now_ms()
     register_worker(engine, "back", now_ms=now - 9_000_000)
     # It consumes again between the sweep's look at its queue and the forget.
