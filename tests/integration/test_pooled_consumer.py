@@ -46,6 +46,19 @@ def ready(connection: BlockingConnection, queue: str) -> int:
     return count
 
 
+class Gate:
+    """A run that records each unit it takes and holds it until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.taken: list[bytes] = []
+
+    def run(self, unit: bytes) -> bytes:
+        self.taken.append(unit)
+        self.release.wait(10)
+        return unit
+
+
 class Flushed(list[bytes]):
     """The outcomes a consumer flushed; its ``flush`` publishes nothing."""
 
@@ -86,26 +99,19 @@ def test_deliveries_still_waiting_go_back_to_the_queue_when_consuming_stops(
     broker: tuple[BlockingConnection, str],
 ) -> None:
     connection, queue = broker
-    release = threading.Event()
-    started: list[bytes] = []
+    gate = Gate()
     flushed = Flushed()
-
-    def run(body: bytes) -> bytes:
-        started.append(body)
-        release.wait(10)
-        return body
-
     consumer = PooledConsumer(
-        connection, queue, 1, ONE_PER_MESSAGE, unchanged, run, flushed.flush, prefetch=3
+        connection, queue, 1, ONE_PER_MESSAGE, unchanged, gate.run, flushed.flush, prefetch=3
     )
     consumer.start()
-    pump(connection, lambda: len(started) == 1 and consumer.active == 1)
+    pump(connection, lambda: len(gate.taken) == 1 and consumer.active == 1)
     pump(connection, lambda: ready(connection, queue) == 0)
     consumer.stop_consuming()
-    release.set()
+    gate.release.set()
     pump(connection, lambda: consumer.active == 0)
     consumer.close()
-    assert flushed == started
+    assert flushed == gate.taken
     assert ready(connection, queue) == 2
 
 
@@ -220,18 +226,14 @@ def test_stopping_sends_the_unstarted_rest_of_a_pack_back_as_a_message_of_its_ow
     one_pack: Pack,
 ) -> None:
     connection, queue, _ = one_pack
-    release = threading.Event()
+    gate = Gate()
     flushed = Flushed()
 
-    def run(unit: bytes) -> bytes:
-        release.wait(10)
-        return unit
-
-    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, gate.run, flushed.flush)
     consumer.start()
     pump(connection, lambda: consumer.active == 1)
     consumer.stop_consuming()
-    release.set()
+    gate.release.set()
     pump(connection, lambda: consumer.active == 0)
     consumer.close()
     assert flushed == [b"a"]
@@ -243,23 +245,17 @@ def test_the_ack_deadline_gives_back_units_that_waited_too_long_and_acks_the_run
     one_pack: Pack,
 ) -> None:
     connection, queue, _ = one_pack
-    release = threading.Event()
-    taken: list[bytes] = []
-
-    def run(unit: bytes) -> bytes:
-        taken.append(unit)
-        release.wait(10)
-        return unit
+    gate = Gate()
 
     consumer = PooledConsumer(
-        connection, queue, 1, Commas(), unchanged, run, Flushed().flush, ack_deadline=0.3
+        connection, queue, 1, Commas(), unchanged, gate.run, Flushed().flush, ack_deadline=0.3
     )
     consumer.start()
     until = time.monotonic() + 1.0
     pump(connection, lambda: time.monotonic() > until)
     consumer.close()
-    release.set()
-    assert taken == [b"a"]
+    gate.release.set()
+    assert gate.taken == [b"a"]
     # "b,c" waited past the deadline behind "a" and went back as a message of its own;
     # "a" ran past it and its pack was acked early: it does not come back.
     assert left_in_queue(one_pack) == [b"b,c"]
@@ -299,30 +295,24 @@ def test_a_run_that_ends_while_consuming_stops_starts_nothing_more(
             OutgoingMessage(DISPATCH_EXCHANGE, "w1", b"c", "p2"),
         ]
     )
-    release = threading.Event()
-    taken: list[bytes] = []
+    gate = Gate()
     flushed = Flushed()
 
-    def run(unit: bytes) -> bytes:
-        taken.append(unit)
-        release.wait(10)
-        return unit
-
     consumer = PooledConsumer(
-        connection, queue, 1, Commas(), unchanged, run, flushed.flush, prefetch=2
+        connection, queue, 1, Commas(), unchanged, gate.run, flushed.flush, prefetch=2
     )
     consumer.start()
     pump(connection, lambda: consumer.active == 1 and ready(connection, queue) == 0)
     # "a" ends just before consuming stops: its hand-back is queued, not yet handled,
     # and runs while the rest of "a,b" is published (pika serves callbacks meanwhile).
-    release.set()
+    gate.release.set()
     deadline = time.monotonic() + 5
     while not consumer._finished and time.monotonic() < deadline:
         time.sleep(0.01)
     consumer.stop_consuming()
     pump(connection, lambda: consumer.active == 0)
     consumer.close()
-    assert taken == [b"a"]
+    assert gate.taken == [b"a"]
     assert flushed == [b"a"]
     assert sorted(left_in_queue((connection, queue, namespace))) == [b"b", b"c"]
 
