@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from urllib.parse import quote
 
 import httpx
@@ -51,6 +52,10 @@ def test_killed_worker_loses_its_running_job_and_its_queue_moves(processes: Proc
     processes.start("w1", "worker", "--id", "w1", "--capacity", "1")
     processes.start("w2", "worker", "--id", "w2", "--capacity", "1")
     api = start_api(processes)
+    # The API answers once one worker registered: the split needs both live (consuming,
+    # and seen by the dispatcher's worker view, which it reloads every 0.5 s).
+    wait_until(lambda: all("consuming" in processes.log(w) for w in ("w1", "w2")), 20)
+    time.sleep(1.0)
     sleepers = [
         api.post_job(
             {"jobName": f"s{i}", "jobHandler": "demo.sleep", "params": {"seconds": 4}}
