@@ -74,9 +74,12 @@ class ResultsConsumer:
                 connection.process_data_events(time_limit=0 if self._pending else 0.1)
                 if self._pending:
                     self._gather(connection)
-                    self._handle(publisher)
-                    channel.basic_ack(self._pending[-1][0], multiple=True)
-                    self._pending = []
+                    # Taken out before the work: publishing the callbacks lets pika
+                    # deliver more results on this connection, and those belong to
+                    # the next batch, not to this one's ack.
+                    batch, self._pending = self._pending, []
+                    self._handle(publisher, batch)
+                    channel.basic_ack(batch[-1][0], multiple=True)
         finally:
             if connection.is_open:
                 connection.close()
@@ -91,7 +94,7 @@ class ResultsConsumer:
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         self._pending.append((int(method.delivery_tag), body))
 
-    def _handle(self, publisher: BatchPublisher) -> None:
-        results = parse_results([body for _, body in self._pending])
+    def _handle(self, publisher: BatchPublisher, batch: list[tuple[int, bytes]]) -> None:
+        results = parse_results([body for _, body in batch])
         created = record_results(self._engine, self._clock, results)
         publish_deliveries(self._engine, publisher, self._clock, created)

@@ -162,15 +162,17 @@ class Received:
 class CallbackReceiver:
     """A local HTTP server that records callbacks and answers with scripted status codes."""
 
-    def __init__(self, statuses: list[int] | None = None) -> None:
+    def __init__(self, statuses: list[int] | None = None, delay_seconds: float = 0.0) -> None:
         self.received: list[Received] = []
         self.statuses = list(statuses or [])
+        self.delay_seconds = delay_seconds
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = self.rfile.read(length).decode()
+                time.sleep(receiver.delay_seconds)
                 receiver.received.append(Received(dict(self.headers.items()), body))
                 code = receiver.statuses.pop(0) if receiver.statuses else 204
                 self.send_response(code)
