@@ -41,6 +41,11 @@ class StoreSettings(BaseSettings):
     )
     log_level: str = "INFO"
     log_json: bool = False
+    idempotency_ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        description="how long an execution's started key lives in Redis: a copy of its "
+        "dispatch message arriving within it is never run twice",
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -105,6 +110,13 @@ class DispatcherSettings(StoreSettings):
         description="extra wait past a job's timeout before the dispatcher "
         "records TIMED_OUT for a run its worker never reported",
     )
+    reconcile_after_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="an execution QUEUED this long is looked at by the reconciler: a "
+        "stored outcome is recorded, one never started on a worker holding nothing is "
+        "recorded LOST (retried if allowed); 0 turns the reconciler off",
+    )
     results_prefetch: int = 500
     results_batch_wait_ms: int = Field(
         default=10, description="wait this long for more results before writing a batch"
@@ -127,7 +139,6 @@ class WorkerSettings(StoreSettings):
     handlers: str = ""
     heartbeat_seconds: float = 5.0
     ack_deadline_seconds: float = 20 * 60.0
-    idempotency_ttl_seconds: int = 7 * 24 * 3600
     metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
     metrics_host: str = "127.0.0.1"
 

@@ -122,6 +122,14 @@ class UnknownHandlerError(ValidationFailedError):
         self.name = name
 
 
+class ExecutionNotStuckError(KairosError):
+    """An operator's action on an execution that cannot take it; the message says why."""
+
+    def __init__(self, execution_id: str, why: str) -> None:
+        super().__init__(f"execution {execution_id}: {why}")
+        self.execution_id = execution_id
+
+
 class PublishFailedError(KairosError):
     """RabbitMQ refused (nack) or could not route (return) a message."""
 

@@ -29,5 +29,13 @@ class RedisKeys:
         return self._key("execution", execution_id, "started")
 
     def worker(self, worker_id: str) -> str:
-        """A hash with the last heartbeat of one worker."""
+        """A hash with the last heartbeat of one worker (``Heartbeat.as_dict``, and
+        ``WORKER_HELD`` with ``WORKER_HELD_AT``)."""
         return self._key("worker", worker_id)
+
+
+# Fields of a worker's heartbeat hash: how many dispatch messages it held unacked
+# (waiting for a slot, running, or reporting), counted at or after the cluster time in
+# ``WORKER_HELD_AT``; 0 means its hands were empty then.
+WORKER_HELD = "held"
+WORKER_HELD_AT = "held_at"

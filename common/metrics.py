@@ -93,6 +93,13 @@ EXECUTIONS_FINISHED = Counter(
     "TIMED_OUT, LOST); a failed attempt with retries left counts here too.",
     ["status"],
 )
+EXECUTIONS_RECONCILED = Counter(
+    "kairos_executions_reconciled_total",
+    "Executions the reconciler settled after they stayed QUEUED too long, by cause: "
+    "unreported_result (the worker's stored outcome recorded) or never_started (recorded "
+    "LOST, retried if allowed). Zero in normal operation: anything else is a defect.",
+    ["cause"],
+)
 WORKER_LOAD_SCORE = Gauge(
     "kairos_worker_load_score",
     "Equal-cost load score of each live worker as the leading dispatcher sees it "

@@ -186,6 +186,11 @@ class PooledConsumer(Generic[U, P, T]):
         self.stats = stats if stats is not None else ConsumerStats()
 
     @property
+    def held(self) -> int:
+        """Deliveries taken from the queue and not yet settled (safe from any thread)."""
+        return len(self._in_flight)
+
+    @property
     def active(self) -> int:
         """How many units are running now or finished and not yet flushed."""
         return self._running + len(self._done)

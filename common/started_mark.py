@@ -19,3 +19,10 @@ def parse_started(value: bytes | str | None) -> tuple[str | None, str | None]:
     text = value.decode() if isinstance(value, bytes) else value
     owner, found, outcome = text.partition(SEPARATOR)
     return owner, (outcome if found else None)
+
+
+# Owners that are not workers: an execution fenced by the reconciler or an operator is
+# being settled without a run; a worker that finds one of these drops its copy.
+RECONCILER = "reconciler"
+OPERATOR = "operator"
+FENCES = frozenset({RECONCILER, OPERATOR})

@@ -165,6 +165,60 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_executions_stuck(args: argparse.Namespace) -> int:
+    """List executions QUEUED or overdue SCHEDULED for longer than --older-than."""
+    from common.config import StoreSettings
+    from services.operations import stuck_executions, stuck_table
+
+    rows = stuck_executions(StoreSettings(), int(args.older_than * 1000))
+    print(json.dumps(rows, indent=2) if args.output == "json" else stuck_table(rows))
+    return 0
+
+
+def cmd_executions_fail(args: argparse.Namespace) -> int:
+    """Record a stuck execution FAILED with a reason."""
+    from common.config import StoreSettings
+    from services.operations import fail_stuck
+
+    recorded = fail_stuck(StoreSettings(), args.execution_id, args.reason, args.wait)
+    if recorded:
+        print(f"execution {args.execution_id}: recorded FAILED (the job's retry policy applies)")
+    else:
+        print(
+            f"execution {args.execution_id}: FAILED sent; a dispatcher records it when its "
+            "results consumer runs"
+        )
+    return 0
+
+
+def cmd_executions_requeue(args: argparse.Namespace) -> int:
+    """Send an execution that never started to a worker again."""
+    from common.config import StoreSettings
+    from services.operations import requeue_stuck
+
+    requeue_stuck(StoreSettings(), args.execution_id)
+    print(f"execution {args.execution_id}: requeued; the leading dispatcher sends it now")
+    return 0
+
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    """An argparse type: ``90``, ``30s``, ``5m``, ``2h`` or ``1d``, in seconds."""
+    unit = _DURATION_UNITS.get(text[-1:].lower())
+    number = text[:-1] if unit is not None else text
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (e.g. 90, 30s, 5m, 2h, 1d)"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
 MAX_OVERLAP_HOURS = 720
 
 
@@ -265,6 +319,35 @@ def _add_operator_parsers(sub: Any) -> None:
     replay = callbacks.add_parser("replay", help="replay dead-lettered callbacks")
     replay.add_argument("--limit", type=int, default=1000)
     replay.set_defaults(func=cmd_callbacks_replay)
+    _add_execution_parsers(sub)
+
+
+def _add_execution_parsers(sub: Any) -> None:
+    executions = sub.add_parser(
+        "executions", help="stuck executions: list, fail or requeue them"
+    ).add_subparsers(dest="executions_cmd", required=True)
+    stuck = executions.add_parser(
+        "stuck", help="executions QUEUED, or SCHEDULED past due, for longer than --older-than"
+    )
+    stuck.add_argument(
+        "--older-than", type=_duration, default=300.0, help="e.g. 90, 30s, 5m (default 5m)"
+    )
+    stuck.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    stuck.set_defaults(func=cmd_executions_stuck)
+    fail = executions.add_parser(
+        "fail", help="record an unfinished execution FAILED (the job's retry policy applies)"
+    )
+    fail.add_argument("execution_id")
+    fail.add_argument("--reason", required=True, help="kept in the execution's message")
+    fail.add_argument(
+        "--wait", type=_duration, default=10.0, help="how long to wait for it to be recorded"
+    )
+    fail.set_defaults(func=cmd_executions_fail)
+    requeue = executions.add_parser(
+        "requeue", help="send an execution that never started to a live worker again"
+    )
+    requeue.add_argument("execution_id")
+    requeue.set_defaults(func=cmd_executions_requeue)
 
 
 def build_parser() -> argparse.ArgumentParser:

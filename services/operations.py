@@ -1,9 +1,12 @@
-"""Operator commands: workers with load scores, apps and their keys, dead-lettered callbacks."""
+"""Operator commands: workers with load scores, apps and their keys, dead-lettered
+callbacks, stuck executions."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -20,8 +23,16 @@ from common.db.apps import (
     rotate_signing_secret,
 )
 from common.db.engine import make_engine
+from common.db.stuck import find_unfinished
 from common.db.workers import all_workers
 from common.errors import RotationOpenError, UnknownAppError
+from common.execution_control import (
+    ExecutionStores,
+    fail_execution,
+    list_stuck,
+    requeue_execution,
+)
+from common.keys import RedisKeys
 from common.loadbalance import WorkerLoad, load_score
 from common.messages import CallbackMessage
 from common.timefmt import iso_ms
@@ -140,3 +151,72 @@ def replay_dead_callbacks(settings: StoreSettings, limit: int) -> int:
         return moved
     finally:
         connection.close()
+
+
+@contextmanager
+def _execution_stores(settings: StoreSettings) -> Iterator[ExecutionStores]:
+    """Short-lived stores for one operator command on executions."""
+    engine = make_engine(settings, pool_size=1)
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        yield ExecutionStores(
+            engine,
+            client,
+            RedisKeys(settings.namespace),
+            ClusterClock(client),
+            settings.idempotency_ttl_seconds,
+        )
+    finally:
+        engine.dispose()
+        client.close()
+
+
+def stuck_executions(settings: StoreSettings, older_than_ms: int) -> list[dict[str, object]]:
+    """Executions QUEUED or overdue SCHEDULED for longer than ``older_than_ms``, as dicts."""
+    with _execution_stores(settings) as stores:
+        now = stores.clock.now_ms()
+        return [view.as_dict(now) for view in list_stuck(stores, older_than_ms)]
+
+
+def stuck_table(rows: list[dict[str, object]]) -> str:
+    """``stuck_executions`` as a table for a terminal."""
+    lines = [
+        f"{'EXECUTION':36} {'JOB':>8} {'TRY':>3} {'STATUS':9} {'WORKER':20} {'AGE_S':>8} "
+        f"{'RUN':16} HANDLER"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['executionId']!s:36} {r['jobId']!s:>8} {r['attempt']!s:>3} {r['status']!s:9} "
+            f"{(r['workerId'] or '-')!s:20} {r['ageSeconds']!s:>8} {r['run']!s:16} {r['handler']}"
+        )
+    return "\n".join(lines)
+
+
+def fail_stuck(settings: StoreSettings, execution_id: str, reason: str, wait_s: float) -> bool:
+    """Fail an unfinished execution by hand; True once a dispatcher recorded it (within
+    ``wait_s``), False if it is published but not recorded yet."""
+    with _execution_stores(settings) as stores:
+        connection = connect(settings, "kairos executions fail")
+        try:
+            declare_core(connection.channel())
+            fail_execution(stores, BatchPublisher(connection.channel()), execution_id, reason)
+        finally:
+            connection.close()
+        return _wait_ended(stores, execution_id, wait_s)
+
+
+def _wait_ended(stores: ExecutionStores, execution_id: str, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        with stores.engine.connect() as conn:
+            if find_unfinished(conn, execution_id) is None:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def requeue_stuck(settings: StoreSettings, execution_id: str) -> None:
+    """Hand an execution that never started back to the firer."""
+    with _execution_stores(settings) as stores:
+        requeue_execution(stores, execution_id)

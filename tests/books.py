@@ -26,7 +26,7 @@ class Expectation:
     """What a scenario expects of the jobs it submitted."""
 
     job_ids: Collection[int]
-    job_statuses: frozenset[str] = frozenset({"SUCCEEDED"})
+    job_statuses: Collection[str] = frozenset({"SUCCEEDED"})
     # "delivered": every callback taken by its receiver; "settled": DELIVERED or DEAD
     # with a reason; "recorded": a delivery row exists (no notifier in the scenario).
     callbacks: Literal["delivered", "settled", "recorded"] = "delivered"

@@ -276,9 +276,15 @@ def mark_skipped(
         )
 
 
-def reassign(conn: Connection, execution_id: str, from_worker: str, to_worker: str) -> bool:
+def reassign(
+    conn: Connection, execution_id: str, from_worker: str, to_worker: str, now_ms: int
+) -> bool:
     """Move a QUEUED execution from one worker to another; False if it is no longer
-    QUEUED on ``from_worker`` (it ended, or another sweep moved it)."""
+    QUEUED on ``from_worker`` (it ended, or another sweep moved it).
+
+    The move is a dispatch of its own: ``dispatched_at`` becomes the time of the move, so
+    the time it then waits in its new queue is counted from when it joined that queue.
+    """
     result = conn.execute(
         executions.update()
         .where(
@@ -286,7 +292,7 @@ def reassign(conn: Connection, execution_id: str, from_worker: str, to_worker: s
             executions.c.worker_id == from_worker,
             executions.c.status == ExecutionStatus.QUEUED,
         )
-        .values(worker_id=to_worker)
+        .values(worker_id=to_worker, dispatched_at=now_ms)
     )
     return bool(result.rowcount)
 

@@ -15,7 +15,7 @@ from common.db.executions import inflight_by_worker
 from common.db.workers import fresh_workers
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
-from common.topology import worker_queue
+from common.topology import RESULTS_QUEUE, worker_queue
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,28 @@ class WorkerDirectory:
 
     def consumer_count(self, worker_id: str) -> int:
         """Consumers on the worker's queue as the broker sees them; 0 if it has no queue."""
+        counts = self.queue_counts(worker_id)
+        return counts[1] if counts is not None else 0
+
+    def queue_counts(self, worker_id: str) -> tuple[int, int] | None:
+        """(messages ready, consumers) of the worker's queue; None if it has no queue."""
+        counts = self._declare_passive(worker_queue(worker_id))
+        set_queue_depth(worker_id, counts[0] if counts is not None else None)
+        return counts
+
+    def results_backlog(self) -> int:
+        """Results messages waiting for a results consumer."""
+        counts = self._declare_passive(RESULTS_QUEUE)
+        return counts[0] if counts is not None else 0
+
+    def _declare_passive(self, queue: str) -> tuple[int, int] | None:
         try:
-            frame = self._channel.queue_declare(worker_queue(worker_id), passive=True)
+            frame = self._channel.queue_declare(queue, passive=True)
         except ChannelClosedByBroker:
+            # The broker closes the channel when the queue does not exist.
             self._channel = self._connection.channel()
-            set_queue_depth(worker_id, None)
-            return 0
-        set_queue_depth(worker_id, int(frame.method.message_count))
-        return int(frame.method.consumer_count)
+            return None
+        return int(frame.method.message_count), int(frame.method.consumer_count)
 
     def delete_queue(self, worker_id: str) -> bool:
         """Delete the worker's queue unless a consumer is on it; False if one is.

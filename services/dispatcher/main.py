@@ -33,6 +33,7 @@ from services.dispatcher.claimer import TriggerClaimer
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.firing import Firer
 from services.dispatcher.leadership import Leadership
+from services.dispatcher.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.recovery import Recovery
 from services.dispatcher.results_consumer import ResultsConsumer
 from services.dispatcher.send_at_claim import ClaimSender
@@ -54,6 +55,7 @@ class _Leading:
     publisher: BatchPublisher
     firer: Firer
     recovery: Recovery
+    reconciler: Reconciler | None
 
 
 @dataclass
@@ -62,6 +64,7 @@ class _Timers:
 
     next_sweep: float = 0.0
     next_load: float = 0.0
+    next_reconcile: float = 0.0
     claim_passes: int = 0
 
 
@@ -166,7 +169,18 @@ class Dispatcher:
             int(s.forget_workers_after_hours * 3_600_000),
         )
         claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
-        return _Leading(connection, directory, claims, sender, publisher, firer, recovery)
+        reconciler = None
+        if s.reconcile_after_seconds > 0:
+            reconciler = Reconciler(
+                self.engine,
+                publisher,
+                directory,
+                (self.redis, self.keys, self.clock),
+                ReconcileSettings(int(s.reconcile_after_seconds * 1000), s.idempotency_ttl_seconds),
+            )
+        return _Leading(
+            connection, directory, claims, sender, publisher, firer, recovery, reconciler
+        )
 
     def _leading(self) -> bool:
         return not self.stop.is_set() and self.leadership.is_leader.is_set()
@@ -182,6 +196,9 @@ class Dispatcher:
         if time.monotonic() >= timers.next_sweep:
             leading.recovery.sweep()
             timers.next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
+        if leading.reconciler is not None and time.monotonic() >= timers.next_reconcile:
+            leading.reconciler.sweep()
+            timers.next_reconcile = time.monotonic() + self._reconcile_interval()
         self._share_workers(leading)
         # Cleared before the claim count is read and the open claims are taken: a claim
         # thread counts a pass, queues what it sends, then sets the event, so a pass
@@ -206,6 +223,11 @@ class Dispatcher:
         if due is not None:
             wait = min(wait, (due - self.clock.now_ms()) / 1000)
         return wait
+
+    def _reconcile_interval(self) -> float:
+        """A quarter of the reconciler's threshold, between 1 s and 10 s: a heartbeat
+        (5 s by default) lands between two sweeps."""
+        return min(10.0, max(1.0, self.settings.reconcile_after_seconds / 4))
 
     @staticmethod
     def _share_workers(leading: _Leading) -> None:

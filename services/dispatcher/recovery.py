@@ -8,17 +8,17 @@ from typing import Any, Literal
 import redis
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher, OutgoingMessage
+from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.db import deliveries, executions, workers
 from common.db.deliveries import NewDelivery
 from common.db.retention import prune_deliveries, prune_executions
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
-from common.messages import ExecutionResult, ResultBatch
+from common.messages import ExecutionResult
+from common.result_messages import results_message, stand_in_results
 from common.started_mark import parse_started
 from common.timefmt import iso_ms
-from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.dispatcher.callbacks import publish_deliveries
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.publishing import Assignment, send_queued
@@ -31,6 +31,7 @@ SWEEP_LIMIT = 500
 # in one (bench/sweep.py).
 FORGET_PER_SWEEP = 20
 PRUNE_BATCH = 1_000
+STAND_IN_SENDER = "dispatcher"
 
 
 class Recovery:
@@ -159,49 +160,30 @@ class Recovery:
 
     def _report(self, rows: list[Any], status: Literal["LOST", "TIMED_OUT"], why: str) -> None:
         """Publish results on the workers' behalf, through the normal results path."""
-        if not rows:
-            return
-        now = self._clock.now_ms()
-        results = [
-            ExecutionResult(
-                execution_id=r.execution_id,
-                job_id=r.job_id,
-                worker_id=r.worker_id or "unknown",
-                status=status,
-                message=why,
-                started_at=now,
-                ended_at=now,
-                ref=int(r.id),
-            )
-            for r in rows
-        ]
-        self._publish_results(results)
+        self._publish_results(stand_in_results(rows, status, why, self._clock.now_ms()))
 
     def _publish_results(self, results: list[ExecutionResult]) -> None:
         """Publish results on the workers' behalf, through the normal results path."""
-        if not results:
-            return
-        body = ResultBatch(worker_id="dispatcher", results=results).model_dump_json().encode()
-        self._publisher.publish(
-            [OutgoingMessage(RESULTS_EXCHANGE, RESULTS_QUEUE, body, results[0].execution_id)]
-        )
+        if results:
+            self._publisher.publish([results_message(STAND_IN_SENDER, results)])
 
     def _reroute(self, rows: list[Any]) -> None:
         live = self._directory.live()
         moved: list[Assignment] = []
+        now = self._clock.now_ms()
         with self._engine.begin() as conn:
             for row in rows:
                 worker = self._chooser.choose(live, row.handler)
                 # A row that ended since it was read stays as it is.
                 if worker is not None and executions.reassign(
-                    conn, row.execution_id, row.worker_id, worker.worker_id
+                    conn, row.execution_id, row.worker_id, worker.worker_id, now
                 ):
                     moved.append(Assignment.of(row, worker.worker_id))
             # The rows stay QUEUED, now pointing at their new worker; publishing inside
             # the transaction means a failed publish leaves them on the dead one, and
             # what the broker could not route goes SCHEDULED, for the firer.
             if moved:
-                returned = send_queued(conn, self._publisher, moved, self._clock.now_ms())
+                returned = send_queued(conn, self._publisher, moved, now)
                 if returned:
                     log.warning(
                         "%d moved executions found no queue; firing them again", len(returned)

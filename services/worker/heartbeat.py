@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.keys import RedisKeys
+from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 
@@ -43,12 +43,14 @@ class Heartbeater:
         stats: ConsumerStats,
         stores: tuple[redis.Redis, Engine, RedisKeys, ClusterClock],
         interval: float,
+        held: Callable[[], int] = lambda: 0,
     ) -> None:
         self._worker_id = worker_id
         self._capacity = capacity
         self._handlers = handlers
         self._active = active
         self._stats = stats
+        self._held = held
         self._redis, self._engine, self._keys, self._clock = stores
         self._interval = interval
         self._started_at = self._clock.now_ms()
@@ -75,10 +77,14 @@ class Heartbeater:
 
     def send(self) -> None:
         """Write one heartbeat to Redis (expiring) and to MySQL."""
+        # The time is taken before the count: a reader that sees "nothing held" knows
+        # this worker held nothing at some moment at or after ``held_at``.
+        held_at = self._clock.now_ms()
+        held = {WORKER_HELD: self._held(), WORKER_HELD_AT: held_at}
         heartbeat = self.build()
         key = self._keys.worker(self._worker_id)
         pipe = self._redis.pipeline()
-        pipe.hset(key, mapping=cast(Any, heartbeat.as_dict()))
+        pipe.hset(key, mapping=cast(Any, {**heartbeat.as_dict(), **held}))
         pipe.pexpire(key, int(self._interval * 3000))
         pipe.execute()
         with self._engine.begin() as conn:

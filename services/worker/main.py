@@ -82,6 +82,7 @@ def run_worker(settings: WorkerSettings) -> None:
         serving.stats,
         (client, engine, keys, clock),
         settings.heartbeat_seconds,
+        held=serving.held,
     )
     stop = _stop_on_signals()
     freeze_startup_heap()
@@ -118,6 +119,10 @@ class _Serving:
     def active(self) -> int:
         """Runs going now on the current connection."""
         return self.consumer.active if self.consumer is not None else 0
+
+    def held(self) -> int:
+        """Dispatch messages held unacked on the current connection."""
+        return self.consumer.held if self.consumer is not None else 0
 
     def serve(self, stop: threading.Event, heartbeat: Heartbeater) -> None:
         """Consume until ``stop``, then drain; raises ``AMQPError`` if the broker goes."""

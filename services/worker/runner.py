@@ -15,10 +15,10 @@ import redis
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.keys import RedisKeys
-from common.messages import DispatchMessage, ExecutionResult, ResultBatch
+from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
+from common.result_messages import results_message
 from common.started_mark import parse_started
-from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 from services.worker.local_runs import LocalRuns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
@@ -322,14 +322,4 @@ def result_messages(
 ) -> list[OutgoingMessage]:
     """Pack the outcomes that finished together into one results message."""
     results = [o for o in outcomes if o is not None]
-    if not results:
-        return []
-    batch = ResultBatch(worker_id=worker_id, results=results)
-    return [
-        OutgoingMessage(
-            exchange=RESULTS_EXCHANGE,
-            routing_key=RESULTS_QUEUE,
-            body=batch.model_dump_json().encode(),
-            message_id=results[0].execution_id,
-        )
-    ]
+    return [results_message(worker_id, results)] if results else []

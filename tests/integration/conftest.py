@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.broker import connect
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials
 from tests.integration.helpers import make_app, register_worker
@@ -36,3 +38,11 @@ def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterato
     with TestClient(create_app(settings)) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app_credentials.api_key}"
         yield test_client
+
+
+@pytest.fixture
+def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
+    """A broker connection to the test's vhost, closed after the test."""
+    opened = connect(namespace, "test")
+    yield opened
+    opened.close()

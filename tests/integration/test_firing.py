@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher, connect
+from common.broker import BatchPublisher
 from common.clock import ClusterClock
-from common.config import StoreSettings
 from common.db import executions
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
@@ -22,13 +18,6 @@ from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.firing import WARM_UP_MS, Firer
 from services.dispatcher.publishing import Assignment, send_scheduled
 from tests.integration.helpers import make_app, register_worker
-
-
-@pytest.fixture
-def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
-    opened = connect(namespace, "test")
-    yield opened
-    opened.close()
 
 
 def firer(

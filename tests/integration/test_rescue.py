@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 import sqlalchemy as sa
@@ -11,7 +9,7 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher, connect
+from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.executions import (
@@ -31,13 +29,6 @@ from services.dispatcher import recovery as recovery_module
 from services.dispatcher.directory import WorkerDirectory
 from services.dispatcher.recovery import Recovery
 from tests.integration.helpers import make_app, register_worker
-
-
-@pytest.fixture
-def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
-    opened = connect(namespace, "test")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
@@ -163,7 +154,7 @@ def test_a_row_that_ended_is_not_moved(engine: Engine) -> None:
     queued_on(engine, "e-1", "dead")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE executions SET status = 'SUCCEEDED'"))
-        assert not reassign(conn, "e-1", "dead", "w2")
+        assert not reassign(conn, "e-1", "dead", "w2", 0)
     assert execution_row(engine, "e-1") == ("SUCCEEDED", "dead")
 
 

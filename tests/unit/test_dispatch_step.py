@@ -111,6 +111,7 @@ def leading_with(claims: Claims, sender: Any, firer: Any) -> _Leading:
         publisher=cast(Any, None),
         firer=cast(Any, firer),
         recovery=cast(Any, nothing),
+        reconciler=None,
     )
 
 

@@ -1,0 +1,152 @@
+"""What an operator can do with an execution stuck on its way: see it, fail it, requeue it.
+
+The CLI uses these today and the console will; both reach the stores directly. Failing
+goes through the one results path as a stand-in result (as the reconciler's and the
+dead-worker sweep's do), so the job's retry policy, its state and its callback follow
+exactly as they would for a worker's report. Requeueing hands the execution, under the
+same id, back to the firer, which sends it to a live worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import redis
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher
+from common.clock import ClusterClock
+from common.db.stuck import (
+    StuckExecution,
+    find_unfinished,
+    queued_before,
+    requeue,
+    scheduled_before,
+)
+from common.errors import ExecutionNotStuckError
+from common.keys import RedisKeys
+from common.result_messages import results_message, stand_in_results
+from common.started_mark import FENCES, OPERATOR, parse_started
+from common.timefmt import iso_ms
+
+LIST_LIMIT = 1_000
+
+
+class RunState(StrEnum):
+    """What the execution's started key says of its run."""
+
+    NEVER_STARTED = "never_started"
+    RUNNING = "running"
+    ENDED_UNRECORDED = "ended_unrecorded"
+    SETTLING = "settling"
+
+
+@dataclass(frozen=True)
+class StuckView:
+    """A stuck execution and what its started key says."""
+
+    execution: StuckExecution
+    run: RunState
+    run_owner: str | None
+
+    def as_dict(self, now_ms: int) -> dict[str, object]:
+        """The fields ``kairos executions stuck --output json`` prints."""
+        e = self.execution
+        return {
+            "executionId": e.execution_id,
+            "jobId": e.job_id,
+            "attempt": e.attempt,
+            "status": e.status.value,
+            "workerId": e.worker_id,
+            "handler": e.handler,
+            "since": iso_ms(e.since_ms),
+            "ageSeconds": round((now_ms - e.since_ms) / 1000, 1),
+            "run": self.run.value,
+            "runOwner": self.run_owner,
+        }
+
+
+@dataclass(frozen=True)
+class ExecutionStores:
+    """The stores an operation on executions reaches."""
+
+    engine: Engine
+    redis: redis.Redis
+    keys: RedisKeys
+    clock: ClusterClock
+    fence_ttl_seconds: int
+
+
+def list_stuck(stores: ExecutionStores, older_than_ms: int) -> list[StuckView]:
+    """QUEUED executions dispatched, and SCHEDULED ones due, more than ``older_than_ms``
+    ago, longest first within each state."""
+    cutoff = stores.clock.now_ms() - older_than_ms
+    with stores.engine.connect() as conn:
+        rows = queued_before(conn, cutoff, LIST_LIMIT) + scheduled_before(conn, cutoff, LIST_LIMIT)
+    return _with_runs(stores, rows)
+
+
+def _with_runs(stores: ExecutionStores, rows: list[StuckExecution]) -> list[StuckView]:
+    if not rows:
+        return []
+    marks = stores.redis.mget([stores.keys.execution_started(r.execution_id) for r in rows])
+    return [_view(row, mark) for row, mark in zip(rows, marks, strict=True)]
+
+
+def _view(row: StuckExecution, mark: bytes | str | None) -> StuckView:
+    owner, outcome = parse_started(mark)
+    if owner is None:
+        return StuckView(row, RunState.NEVER_STARTED, None)
+    if outcome is not None:
+        return StuckView(row, RunState.ENDED_UNRECORDED, owner)
+    if owner in FENCES:
+        return StuckView(row, RunState.SETTLING, owner)
+    return StuckView(row, RunState.RUNNING, owner)
+
+
+def find_stuck(stores: ExecutionStores, execution_id: str) -> StuckView:
+    """One unfinished execution with its run state; raises ``ExecutionNotStuckError``."""
+    with stores.engine.connect() as conn:
+        row = find_unfinished(conn, execution_id)
+    if row is None:
+        raise ExecutionNotStuckError(execution_id, "it does not exist or has already ended")
+    return _with_runs(stores, [row])[0]
+
+
+def fail_execution(
+    stores: ExecutionStores, publisher: BatchPublisher, execution_id: str, reason: str
+) -> StuckView:
+    """Record an unfinished execution FAILED with ``reason`` (the job's retry policy
+    applies). A copy of it that turns up later is not run. Returns what it was."""
+    view = find_stuck(stores, execution_id)
+    key = stores.keys.execution_started(execution_id)
+    # Taken when free, so that no worker starts it from now on; a run already going
+    # keeps going, and its own result, arriving later, is ignored.
+    stores.redis.set(key, OPERATOR, nx=True, ex=stores.fence_ttl_seconds)
+    now = stores.clock.now_ms()
+    message = f"failed by an operator: {reason}"
+    results = stand_in_results([view.execution], "FAILED", message, now)
+    publisher.publish([results_message(OPERATOR, results)])
+    return view
+
+
+def requeue_execution(stores: ExecutionStores, execution_id: str) -> StuckView:
+    """Hand an execution that never started back to the firer, to be sent at once.
+
+    Refused (``ExecutionNotStuckError``) when a worker started it: a run that may have
+    had effects is failed, not run again under the same id.
+    """
+    view = find_stuck(stores, execution_id)
+    if view.run is not RunState.NEVER_STARTED:
+        owner = f" ({view.run_owner})" if view.run_owner else ""
+        raise ExecutionNotStuckError(
+            execution_id,
+            f"its run is {view.run.value.replace('_', ' ')}{owner}; "
+            "only an execution that never started can be requeued (fail it instead)",
+        )
+    with stores.engine.begin() as conn:
+        changed = requeue(conn, execution_id, stores.clock.now_ms())
+    if not changed:
+        raise ExecutionNotStuckError(execution_id, "it ended while being requeued")
+    return view

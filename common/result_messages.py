@@ -1,0 +1,65 @@
+"""The messages that carry outcomes to ``kairos.results``, from workers and stand-ins.
+
+Workers publish what their runs did; the leading dispatcher and operators publish
+stand-in results for runs no worker will ever report (a dead worker, a timeout, a
+dispatch that was lost, an operator's decision). Both go through the one results path,
+so a stand-in and a real result of the same execution settle it once: whichever the
+results consumer reads first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from common.broker import OutgoingMessage
+from common.messages import ExecutionResult, ResultBatch
+from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
+
+StandInStatus = Literal["FAILED", "LOST", "TIMED_OUT"]
+
+
+class Unreported(Protocol):
+    """What a stand-in result needs of an execution row."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def execution_id(self) -> str: ...
+
+    @property
+    def job_id(self) -> int: ...
+
+    @property
+    def worker_id(self) -> str | None: ...
+
+
+def results_message(sender_id: str, results: Sequence[ExecutionResult]) -> OutgoingMessage:
+    """One results message carrying ``results`` (at least one), as ``sender_id`` sends it."""
+    batch = ResultBatch(worker_id=sender_id, results=list(results))
+    return OutgoingMessage(
+        exchange=RESULTS_EXCHANGE,
+        routing_key=RESULTS_QUEUE,
+        body=batch.model_dump_json().encode(),
+        message_id=results[0].execution_id,
+    )
+
+
+def stand_in_results(
+    rows: Sequence[Unreported], status: StandInStatus, why: str, now_ms: int
+) -> list[ExecutionResult]:
+    """Results that end these executions with ``status`` on their worker's behalf."""
+    return [
+        ExecutionResult(
+            execution_id=r.execution_id,
+            job_id=int(r.job_id),
+            worker_id=r.worker_id or "unknown",
+            status=status,
+            message=why,
+            started_at=now_ms,
+            ended_at=now_ms,
+            ref=int(r.id),
+        )
+        for r in rows
+    ]

@@ -1,0 +1,166 @@
+"""The reconciler: finds executions QUEUED far longer than they should be, and settles them.
+
+Run by the leader, on live workers as well as dead ones (the dead-worker sweep covers
+those too). For each execution QUEUED longer than ``after_ms``:
+
+- its worker stored how it ended (the started key holds the result): that result is
+  published again through the results path, and recorded (cause ``unreported_result``);
+- a worker took it and has not stored an end: the run is still going; left alone;
+- no worker ever took it: it is settled only once its worker provably holds nothing
+  that could be it. Its queue had no ready message at one sweep, and a heartbeat
+  counted at or after that sweep says the worker held no unacked message: whatever
+  the execution's message was, it is gone (rejected, dropped). The reconciler then
+  takes the started key itself, so a copy that turns up later is dropped rather than
+  run, and records LOST, retried if the job allows (cause ``never_started``).
+
+Each settlement is logged with job and execution ids and counted in
+``kairos_executions_reconciled_total{cause}``: in normal operation it stays at zero, so
+a regression anywhere on the path shows up instead of hiding.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher
+from common.clock import ClusterClock
+from common.db.stuck import StuckExecution, queued_before
+from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
+from common.messages import ExecutionResult
+from common.metrics import EXECUTIONS_RECONCILED
+from common.result_messages import results_message, stand_in_results
+from common.started_mark import RECONCILER, parse_started
+from services.dispatcher.directory import WorkerDirectory
+
+log = logging.getLogger(__name__)
+
+SWEEP_LIMIT = 500
+# While more results than this wait, stored outcomes are most likely on their way:
+# publishing them again would only add to the backlog.
+RESULTS_BACKLOG_LIMIT = 1_000
+# Slack for the cluster clock as two hosts read it (each caches Redis TIME).
+CLOCK_SLACK_MS = 1_000
+NEVER_STARTED = "never started: its dispatch message is gone from its worker (reconciled)"
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """How long an execution may stay QUEUED before it is looked at, and for how long a
+    fence set on a never-started execution keeps late copies from running."""
+
+    after_ms: int
+    fence_ttl_seconds: int
+
+
+class Reconciler:
+    """Looks at long-QUEUED executions once a sweep; every step is safe to repeat."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        publisher: BatchPublisher,
+        directory: WorkerDirectory,
+        stores: tuple[redis.Redis, RedisKeys, ClusterClock],
+        settings: ReconcileSettings,
+    ) -> None:
+        self._engine = engine
+        self._publisher = publisher
+        self._directory = directory
+        self._redis, self._keys, self._clock = stores
+        self._settings = settings
+        # Worker id -> the cluster time its queue was first seen with no ready message,
+        # in the run of sweeps that saw it so.
+        self._quiet_since: dict[str, int] = {}
+
+    def sweep(self) -> None:
+        """Look at the longest-QUEUED executions once and settle what has slipped."""
+        now = self._clock.now_ms()
+        with self._engine.connect() as conn:
+            rows = queued_before(conn, now - self._settings.after_ms, SWEEP_LIMIT)
+        if not rows or self._directory.results_backlog() > RESULTS_BACKLOG_LIMIT:
+            self._quiet_since.clear()
+            return
+        marks = self._redis.mget([self._keys.execution_started(r.execution_id) for r in rows])
+        ended: list[ExecutionResult] = []
+        unstarted: list[StuckExecution] = []
+        fenced: list[StuckExecution] = []
+        for row, mark in zip(rows, marks, strict=True):
+            owner, outcome = parse_started(mark)
+            if outcome is not None:
+                ended.append(ExecutionResult.model_validate_json(outcome))
+            elif owner is None:
+                unstarted.append(row)
+            elif owner == RECONCILER:
+                # Fenced by an earlier sweep whose LOST report did not land.
+                fenced.append(row)
+        self._record_stored(ended)
+        self._settle_lost([*fenced, *self._fence(self._quiet(unstarted, now))], now)
+
+    def _record_stored(self, results: Sequence[ExecutionResult]) -> None:
+        self._publish(
+            results,
+            "unreported_result",
+            "execution ended but its result was never recorded; recording it",
+        )
+
+    def _quiet(self, rows: Sequence[StuckExecution], now: int) -> list[StuckExecution]:
+        """The rows whose live worker provably holds nothing that could be them."""
+        by_worker: dict[str, list[StuckExecution]] = {}
+        for row in rows:
+            if row.worker_id is not None:
+                by_worker.setdefault(row.worker_id, []).append(row)
+        live = {w.worker_id for w in self._directory.live()}
+        self._quiet_since = {w: t for w, t in self._quiet_since.items() if w in by_worker}
+        return [
+            row
+            for worker_id, waiting in by_worker.items()
+            if worker_id in live and self._holds_nothing(worker_id, now)
+            for row in waiting
+        ]
+
+    def _settle_lost(self, rows: Sequence[StuckExecution], now: int) -> None:
+        results = stand_in_results(rows, "LOST", NEVER_STARTED, now)
+        self._publish(results, "never_started", "execution never started; recording it LOST")
+
+    def _publish(self, results: Sequence[ExecutionResult], cause: str, what: str) -> None:
+        """Publish results through the results path; log and count each."""
+        if not results:
+            return
+        self._publisher.publish([results_message(RECONCILER, results)])
+        for result in results:
+            log.warning(
+                "%s (worker %s)",
+                what,
+                result.worker_id,
+                extra={"job_id": result.job_id, "execution_id": result.execution_id},
+            )
+        EXECUTIONS_RECONCILED.labels(cause=cause).inc(len(results))
+
+    def _holds_nothing(self, worker_id: str, now: int) -> bool:
+        """True once the worker's queue was empty at one sweep and a later heartbeat
+        says the worker held nothing: no message of it can still be on its way."""
+        counts = self._directory.queue_counts(worker_id)
+        if counts is None or counts[0] != 0:
+            self._quiet_since.pop(worker_id, None)
+            return False
+        since = self._quiet_since.setdefault(worker_id, now)
+        held, held_at = self._redis.hmget(self._keys.worker(worker_id), WORKER_HELD, WORKER_HELD_AT)
+        if held is None or held_at is None or int(held) != 0:
+            return False
+        return int(held_at) > since + CLOCK_SLACK_MS
+
+    def _fence(self, rows: Sequence[StuckExecution]) -> list[StuckExecution]:
+        """Take the started key of each execution; the ones taken can never run now."""
+        if not rows:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for row in rows:
+            key = self._keys.execution_started(row.execution_id)
+            pipe.set(key, RECONCILER, nx=True, ex=self._settings.fence_ttl_seconds)
+        taken = pipe.execute()
+        return [row for row, ok in zip(rows, taken, strict=True) if ok]

@@ -1,0 +1,169 @@
+"""The reconciler on real MySQL, Redis and RabbitMQ: long-QUEUED executions on live workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pika.adapters.blocking_connection import BlockingConnection
+from prometheus_client import REGISTRY
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, OutgoingMessage, connect
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
+from common.messages import ExecutionResult
+from common.started_mark import RECONCILER, parse_started
+from common.topology import declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.directory import WorkerDirectory
+from services.dispatcher.reconcile import Reconciler, ReconcileSettings
+from tests.integration.helpers import make_app, register_worker
+from tests.integration.test_rescue import published_results, queued_on
+
+
+@pytest.fixture
+def live_worker(
+    namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
+) -> Iterator[str]:
+    """Worker w1: a fresh heartbeat row and a consumer on its queue (that takes nothing)."""
+    make_app(engine)
+    register_worker(engine, "w1", now_ms=ClusterClock(redis_client).now_ms())
+    consuming = connect(namespace, "test worker w1")
+    channel = consuming.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "w1")
+    channel.basic_qos(prefetch_count=1)
+    channel.basic_consume(worker_queue("w1"), lambda *_: None)
+    yield "w1"
+    consuming.close()
+
+
+class Stack:
+    """A reconciler with its stores, and what a worker's heartbeat would write."""
+
+    def __init__(
+        self, engine: Engine, client: redis.Redis, connection: BlockingConnection, ns: str
+    ) -> None:
+        self.client = client
+        self.keys = RedisKeys(ns)
+        self.clock = ClusterClock(client)
+        directory = WorkerDirectory(engine, connection, self.clock, 60_000)
+        self.reconciler = Reconciler(
+            engine,
+            BatchPublisher(connection.channel()),
+            directory,
+            (client, self.keys, self.clock),
+            ReconcileSettings(after_ms=1_000, fence_ttl_seconds=60),
+        )
+
+    def heartbeat(self, held: int, later_ms: int = 0) -> None:
+        """A heartbeat counted ``later_ms`` after now, saying the worker held ``held``."""
+        at = self.clock.now_ms() + later_ms
+        self.client.hset(self.keys.worker("w1"), mapping={WORKER_HELD: held, WORKER_HELD_AT: at})
+
+    def started(self, execution_id: str) -> str | None:
+        return parse_started(self.client.get(self.keys.execution_started(execution_id)))[0]
+
+
+@pytest.fixture
+def stack(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+    live_worker: str,
+) -> Stack:
+    return Stack(engine, redis_client, connection, namespace.namespace)
+
+
+def reconciled(cause: str) -> float:
+    return REGISTRY.get_sample_value("kairos_executions_reconciled_total", {"cause": cause}) or 0
+
+
+def test_a_stored_outcome_that_was_never_recorded_is_published_again(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    job_id = queued_on(engine, "e-ended", "w1")
+    stored = ExecutionResult(
+        execution_id="e-ended",
+        job_id=job_id,
+        worker_id="w1",
+        status="SUCCEEDED",
+        started_at=20,
+        ended_at=30,
+    )
+    stack.client.set(stack.keys.execution_started("e-ended"), "w1\n" + stored.model_dump_json())
+    before = reconciled("unreported_result")
+    stack.reconciler.sweep()
+    assert published_results(connection) == [stored]
+    assert reconciled("unreported_result") == before + 1
+
+
+def test_a_run_still_going_is_left_alone(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-running", "w1")
+    stack.client.set(stack.keys.execution_started("e-running"), "w1")
+    stack.heartbeat(held=0)
+    for _ in range(2):
+        stack.reconciler.sweep()
+        stack.heartbeat(held=0, later_ms=5_000)
+    assert published_results(connection) == []
+    assert stack.started("e-running") == "w1"
+
+
+def test_a_never_started_execution_is_lost_once_a_later_heartbeat_says_nothing_is_held(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-gone", "w1")
+    stack.heartbeat(held=0)
+    before = reconciled("never_started")
+    stack.reconciler.sweep()
+    assert published_results(connection) == [], "the first quiet sweep only takes note"
+    assert stack.started("e-gone") is None
+    stack.heartbeat(held=0, later_ms=5_000)
+    stack.reconciler.sweep()
+    (lost,) = published_results(connection)
+    assert (lost.execution_id, lost.status) == ("e-gone", "LOST")
+    assert lost.message is not None and "never started" in lost.message
+    assert stack.started("e-gone") == RECONCILER, "a copy turning up later must not run"
+    assert reconciled("never_started") == before + 1
+
+
+def test_a_worker_holding_messages_keeps_its_never_started_executions(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-waiting", "w1")
+    stack.heartbeat(held=3)
+    stack.reconciler.sweep()
+    stack.heartbeat(held=3, later_ms=5_000)
+    stack.reconciler.sweep()
+    assert published_results(connection) == []
+    assert stack.started("e-waiting") is None
+
+
+def test_a_message_ready_in_the_workers_queue_keeps_its_executions(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-behind", "w1")
+    # The consumer takes one message (prefetch 1) and never acks: the second waits.
+    publisher = BatchPublisher(connection.channel())
+    for n in range(2):
+        publisher.publish([OutgoingMessage("", worker_queue("w1"), b"{}", f"m{n}")])
+    stack.heartbeat(held=0)
+    stack.reconciler.sweep()
+    stack.heartbeat(held=0, later_ms=5_000)
+    stack.reconciler.sweep()
+    assert published_results(connection) == []
+
+
+def test_a_fenced_execution_whose_report_was_lost_is_reported_again(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-fenced", "w1")
+    stack.client.set(stack.keys.execution_started("e-fenced"), RECONCILER)
+    stack.reconciler.sweep()
+    (lost,) = published_results(connection)
+    assert (lost.execution_id, lost.status) == ("e-fenced", "LOST")
