@@ -1,9 +1,9 @@
-"""Recovery sweep cost: what gone workers cost the leader's once-a-second sweep.
+"""Dead-worker sweep cost: what gone workers cost the leader's once-a-second sweep.
 
 It prepares a namespace of its own (``bench_<random hex>``), writes ``--workers`` worker
 rows whose last heartbeat is two hours old, each with its (empty) queue declared and no
 consumer, as worker ids that change on every restart leave behind. Then it times
-``Recovery.rescue_dead_workers`` in this process, as the leading dispatcher runs it:
+``Rescue.rescue_dead_workers`` in this process, as the leading dispatcher runs it:
 
 1. ``--sweeps`` sweeps with forgetting off (``KAIROS_FORGET_WORKERS_AFTER_HOURS=0``):
    every gone worker costs each sweep a broker round trip and a query;
@@ -38,13 +38,13 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.namespace import prepare_namespace
 from common.states import WorkerState
+from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.recovery import FORGET_PER_SWEEP, Recovery
+from services.dispatcher.upkeep.rescue import FORGET_PER_SWEEP, Rescue, RescueSettings
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 TWO_HOURS_MS = 2 * 3_600_000
 
@@ -104,17 +104,13 @@ def measure(settings: StoreSettings, workers: int, sweeps: int) -> dict[str, obj
                 )
         log(f"{workers} gone workers written, each with its queue")
 
-        def recovery(forget_ms: int) -> Recovery:
-            return Recovery(
-                engine,
+        def recovery(forget_ms: int) -> Rescue:
+            return Rescue(
+                Stores.build(settings, engine, client),
                 BatchPublisher(connection.channel()),
                 WorkerDirectory(engine, connection, clock, 15_000),
                 WorkerChooser(),
-                (client, RedisKeys(settings.namespace), clock),
-                5_000,
-                15_000,
-                30_000,
-                forget_ms=forget_ms,
+                RescueSettings(stale_ms=15_000, forget_ms=forget_ms),
             )
 
         kept = timed(recovery(0).rescue_dead_workers, sweeps)

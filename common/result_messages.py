@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from common.broker import OutgoingMessage
+from common.broker import BatchPublisher, OutgoingMessage
 from common.messages import ExecutionResult, ResultBatch
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 
@@ -63,3 +63,11 @@ def stand_in_results(
         )
         for r in rows
     ]
+
+
+def publish_results(
+    publisher: BatchPublisher, sender_id: str, results: Sequence[ExecutionResult]
+) -> None:
+    """Publish and commit ``results`` as one results message (nothing when empty)."""
+    if results:
+        publisher.publish([results_message(sender_id, results)])

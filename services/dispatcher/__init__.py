@@ -1,0 +1,31 @@
+"""The dispatcher: where a job's triggers become executions on workers, and outcomes land.
+
+Read it in the order a trigger travels:
+
+``trigger/`` — from a due job to a message on a worker's queue
+    ``claim_thread``   thread: claims batches of due triggers, back to back or on a wake-up
+    ``claim``          one claim: due scan, misfire plan, version compare-and-set, executions
+    ``claim_handover`` a claim's due executions written QUEUED, its transaction handed open
+                       to the dispatch loop (pika is not thread-safe)
+    ``fire``           executions SCHEDULED for later (claimed ahead, retries, manual runs)
+                       held in a heap and fired at their time
+    ``dispatch``       the one path out: packs per worker, publish, put back what bounced
+    ``wake_thread``    thread: the API's wake-ups for jobs due now
+
+``outcomes/`` — from a worker's result to the job's state and its callback
+    ``results_thread`` thread: consumes kairos.results in batches
+    ``record``         execution outcome, retry or job end, callback delivery: one commit
+    ``callbacks``      the callback payload and its hand-off to the notifier
+
+``upkeep/`` — what keeps the rest honest while this dispatcher leads
+    ``lease_thread``   thread: the Redis lease that makes one dispatcher the leader
+    ``workers``        the live workers and their load, as routing sees them
+    ``sweep``          the leader's once-a-second sweep, running:
+    ``rescue``         dead workers' executions reported, lost or moved
+    ``timeouts``       runs past their timeout that no worker reported
+    ``reconcile``      executions QUEUED far too long on live workers
+    ``retention``      old history deleted
+
+``main`` is the process and its dispatch loop (the thread that owns the broker
+connection): it sends handed-over claims, fires what is due and runs the sweep.
+"""

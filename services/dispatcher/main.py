@@ -27,21 +27,21 @@ from common.loadbalance import Strategy, WorkerChooser
 from common.logs import setup_logging
 from common.metrics import clear_worker_gauges, start_metrics_server
 from common.store_errors import STORE_LOST
+from common.stores import Stores
 from common.topology import declare_core
-from services.dispatcher.claim_loop import ClaimLoop
-from services.dispatcher.claimer import TriggerClaimer
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.firing import Firer
-from services.dispatcher.leadership import Leadership
-from services.dispatcher.reconcile import Reconciler, ReconcileSettings
-from services.dispatcher.recovery import Recovery
-from services.dispatcher.results_consumer import ResultsConsumer
-from services.dispatcher.send_at_claim import ClaimSender
-from services.dispatcher.wake import WakeListener
+from services.dispatcher.outcomes.results_thread import ResultsConsumer
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_handover import ClaimSender
+from services.dispatcher.trigger.claim_thread import ClaimLoop
+from services.dispatcher.trigger.fire import Firer
+from services.dispatcher.trigger.wake_thread import WakeListener
+from services.dispatcher.upkeep.lease_thread import Leadership
+from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
-RECOVERY_INTERVAL_SECONDS = 1.0
+UPKEEP_INTERVAL_SECONDS = 1.0
 
 
 @dataclass
@@ -54,8 +54,7 @@ class _Leading:
     sender: ClaimSender
     publisher: BatchPublisher
     firer: Firer
-    recovery: Recovery
-    reconciler: Reconciler | None
+    upkeep: Upkeep
 
 
 @dataclass
@@ -64,7 +63,6 @@ class _Timers:
 
     next_sweep: float = 0.0
     next_load: float = 0.0
-    next_reconcile: float = 0.0
     claim_passes: int = 0
 
 
@@ -82,6 +80,7 @@ class Dispatcher:
         # whole pool, so a database restart costs one failed attempt per loop.
         self.engine: Engine = make_engine(settings, pre_ping=False)
         require_schema(self.engine, settings.namespace)
+        self.stores = Stores.build(settings, self.engine, self.redis)
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
         self.leadership = Leadership(lease)
         self.stop = threading.Event()
@@ -156,31 +155,9 @@ class Dispatcher:
             s.batch_size,
             s.fire_batch_size,
         )
-        recovery = Recovery(
-            self.engine,
-            publisher,
-            directory,
-            chooser,
-            (self.redis, self.keys, self.clock),
-            s.pending_republish_ms,
-            s.heartbeat_stale_ms,
-            s.timeout_grace_ms,
-            int(s.retention_days * 86_400_000),
-            int(s.forget_workers_after_hours * 3_600_000),
-        )
+        upkeep = Upkeep(self.stores, publisher, directory, chooser, UpkeepSettings.of(s))
         claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
-        reconciler = None
-        if s.reconcile_after_seconds > 0:
-            reconciler = Reconciler(
-                self.engine,
-                publisher,
-                directory,
-                (self.redis, self.keys, self.clock),
-                ReconcileSettings(int(s.reconcile_after_seconds * 1000), s.idempotency_ttl_seconds),
-            )
-        return _Leading(
-            connection, directory, claims, sender, publisher, firer, recovery, reconciler
-        )
+        return _Leading(connection, directory, claims, sender, publisher, firer, upkeep)
 
     def _leading(self) -> bool:
         return not self.stop.is_set() and self.leadership.is_leader.is_set()
@@ -194,11 +171,8 @@ class Dispatcher:
     def _step(self, leading: _Leading, timers: _Timers) -> float:
         """One pass of the dispatch loop; returns how long it may sleep."""
         if time.monotonic() >= timers.next_sweep:
-            leading.recovery.sweep()
-            timers.next_sweep = time.monotonic() + RECOVERY_INTERVAL_SECONDS
-        if leading.reconciler is not None and time.monotonic() >= timers.next_reconcile:
-            leading.reconciler.sweep()
-            timers.next_reconcile = time.monotonic() + self._reconcile_interval()
+            leading.upkeep.sweep()
+            timers.next_sweep = time.monotonic() + UPKEEP_INTERVAL_SECONDS
         self._share_workers(leading)
         # Cleared before the claim count is read and the open claims are taken: a claim
         # thread counts a pass, queues what it sends, then sets the event, so a pass
@@ -223,11 +197,6 @@ class Dispatcher:
         if due is not None:
             wait = min(wait, (due - self.clock.now_ms()) / 1000)
         return wait
-
-    def _reconcile_interval(self) -> float:
-        """A quarter of the reconciler's threshold, between 1 s and 10 s: a heartbeat
-        (5 s by default) lands between two sweeps."""
-        return min(10.0, max(1.0, self.settings.reconcile_after_seconds / 4))
 
     @staticmethod
     def _share_workers(leading: _Leading) -> None:

@@ -18,9 +18,11 @@ from common.db.jobs import (
     get_job,
     insert_job,
 )
+from common.loadbalance import WorkerChooser
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
-from services.dispatcher.claimer import TriggerClaimer
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_handover import ClaimSender
 from tests.integration.helpers import make_app
 
 RUN = ClaimUpdate(None, JobStatus.RUNNING)
@@ -130,7 +132,9 @@ def test_jobs_moving_to_different_next_triggers_each_get_their_own(engine: Engin
 
 
 def claimer(engine: Engine, client: redis.Redis, window_ms: int = 1_000) -> TriggerClaimer:
-    return TriggerClaimer(engine, ClusterClock(client), 500, window_ms)
+    return TriggerClaimer(
+        engine, ClusterClock(client), 500, window_ms, ClaimSender(WorkerChooser())
+    )
 
 
 def claimed_two_second_cron(

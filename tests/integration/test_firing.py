@@ -14,9 +14,9 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.loadbalance import WorkerChooser
 from common.topology import declare_core, declare_worker_queue
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.firing import WARM_UP_MS, Firer
-from services.dispatcher.publishing import Assignment, send_scheduled
+from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.trigger.fire import WARM_UP_MS, Firer
+from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -122,7 +122,9 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
     with engine.begin() as conn:
         executions.lock_still_scheduled(conn, [int(r.id) for r in rows])
-        returned = send_scheduled(conn, BatchPublisher(connection.channel()), assignments, 1_500)
+        executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, 1_500)
+        publisher = BatchPublisher(connection.channel())
+        returned = dispatch(conn, publisher, pack_dispatches(assignments, 1_500))
     assert returned == {"e-lost"}
     with engine.connect() as conn:
         found = conn.execute(

@@ -23,12 +23,14 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, find_due_jobs, insert_job
 from common.errors import InvalidTransitionError
 from common.keys import RedisKeys
+from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus, JobStatus
 from services.api import control
 from services.api.state import ApiState
-from services.dispatcher.claimer import TriggerClaimer
-from services.dispatcher.results import record_results
+from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_handover import ClaimSender
 from tests.integration.helpers import DEMO_HANDLERS, make_app
 
 FUTURE = 4_102_444_800_000  # 2100-01-01
@@ -90,7 +92,8 @@ def add_execution(
 
 
 def claim_due(engine: Engine, redis_client: redis.Redis) -> None:
-    TriggerClaimer(engine, ClusterClock(redis_client), 100, 1_000).claim(DEMO_HANDLERS)
+    clock = ClusterClock(redis_client)
+    TriggerClaimer(engine, clock, 100, 1_000, ClaimSender(WorkerChooser())).claim(DEMO_HANDLERS)
 
 
 def record(

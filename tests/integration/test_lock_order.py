@@ -7,16 +7,17 @@ two transactions then touch the same rows at the same moment.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 import redis
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db.executions import NewExecution, insert_executions, primary_keys
+from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
+from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
-from services.dispatcher.publishing import record_queued
-from services.dispatcher.results import record_results
+from services.dispatcher.outcomes.record import record_results
 from tests.integration.helpers import make_app
 
 ROUNDS = 30
@@ -47,6 +48,13 @@ def finished(execution_id: str) -> ExecutionResult:
         started_at=1,
         ended_at=2,
     )
+
+
+@retry_lock_conflicts
+def record_queued(engine: Engine, workers: Mapping[int, str], now_ms: int) -> None:
+    """Mark executions QUEUED in a transaction of their own, as the firer's mark does."""
+    with engine.begin() as conn:
+        mark_queued(conn, workers, now_ms)
 
 
 def test_concurrent_mark_queued_and_record_results_both_complete(

@@ -16,9 +16,10 @@ from common.config import StoreSettings
 from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.messages import ExecutionResult
 from common.started_mark import RECONCILER, parse_started
+from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.reconcile import Reconciler, ReconcileSettings
+from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
+from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 from tests.integration.test_rescue import published_results, queued_on
 
@@ -51,10 +52,9 @@ class Stack:
         self.clock = ClusterClock(client)
         directory = WorkerDirectory(engine, connection, self.clock, 60_000)
         self.reconciler = Reconciler(
-            engine,
+            Stores(StoreSettings(namespace=ns), engine, client, self.keys, self.clock),
             BatchPublisher(connection.channel()),
             directory,
-            (client, self.keys, self.clock),
             ReconcileSettings(after_ms=1_000, fence_ttl_seconds=60),
         )
 

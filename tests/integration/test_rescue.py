@@ -24,10 +24,11 @@ from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
+from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
-from services.dispatcher import recovery as recovery_module
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.recovery import Recovery
+from services.dispatcher.upkeep import rescue as recovery_module
+from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
+from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -67,18 +68,14 @@ def make_recovery(
     namespace: StoreSettings,
     directory: WorkerDirectory | None = None,
     forget_ms: int = 0,
-) -> Recovery:
-    clock = ClusterClock(redis_client)
-    return Recovery(
-        engine,
+) -> Rescue:
+    stores = Stores.build(namespace, engine, redis_client)
+    return Rescue(
+        stores,
         BatchPublisher(connection.channel()),
-        directory or WorkerDirectory(engine, connection, clock, 60_000),
+        directory or WorkerDirectory(engine, connection, stores.clock, 60_000),
         WorkerChooser(),
-        (redis_client, RedisKeys(namespace.namespace), clock),
-        5_000,
-        1_000,
-        30_000,
-        forget_ms=forget_ms,
+        RescueSettings(stale_ms=1_000, forget_ms=forget_ms),
     )
 
 

@@ -11,8 +11,8 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, claim_jobs, find_due_jobs, get_job, insert_job
 from common.messages import ExecutionResult
 from common.schedule import plan_trigger
-from services.dispatcher.claimer import claim_update
-from services.dispatcher.results import record_results
+from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.trigger.claim import claim_update
 from tests.integration.helpers import make_app
 
 

@@ -17,7 +17,7 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import ExecutionResult, ResultBatch
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE, declare_core
-from services.dispatcher.results_consumer import ResultsConsumer
+from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app
 

@@ -23,9 +23,9 @@ from common.messages import DispatchBatch, ExecutionResult
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.claimer import TriggerClaimer
-from services.dispatcher.results import record_results
-from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
+from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 from tests.integration.helpers import make_app
 
 W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))

@@ -7,7 +7,7 @@ import json
 from common.db.deliveries import NewDelivery
 from common.messages import CallbackMessage, ExecutionResult
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
-from services.dispatcher.callbacks import callback_message, callback_payload
+from services.dispatcher.outcomes.callbacks import callback_message, callback_payload
 
 NEW_YEAR_2026_MS = 1_767_225_600_000
 

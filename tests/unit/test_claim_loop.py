@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterable
 from typing import Any, cast
 
-from services.dispatcher.claim_loop import ClaimLoop
-from services.dispatcher.claimer import TriggerClaimer
-from services.dispatcher.wake import WakeListener
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_thread import ClaimLoop
+from services.dispatcher.trigger.wake_thread import WakeListener
 
 
 class StubClaimer:

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from common.loadbalance import WorkerChooser, WorkerLoad
 from services.dispatcher.main import Dispatcher
-from services.dispatcher.send_at_claim import ClaimSender
+from services.dispatcher.trigger.claim_handover import ClaimSender
 
 
 def workers() -> list[WorkerLoad]:

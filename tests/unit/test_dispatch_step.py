@@ -110,8 +110,7 @@ def leading_with(claims: Claims, sender: Any, firer: Any) -> _Leading:
         sender=cast(Any, sender),
         publisher=cast(Any, None),
         firer=cast(Any, firer),
-        recovery=cast(Any, nothing),
-        reconciler=None,
+        upkeep=cast(Any, nothing),
     )
 
 

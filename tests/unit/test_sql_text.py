@@ -11,8 +11,8 @@ from common.db import driver
 from common.db.jobs import DueJob
 from common.messages import DispatchMessage
 from common.schedule import Schedule, TriggerPolicy
-from services.dispatcher.claimer import _TRIGGER_IDS, trigger_execution_id
-from services.dispatcher.publishing import Assignment, dispatch_body
+from services.dispatcher.trigger.claim import _TRIGGER_IDS, trigger_execution_id
+from services.dispatcher.trigger.dispatch import Assignment, dispatch_body
 
 
 def assignment(**changes: object) -> Assignment:

@@ -29,8 +29,8 @@ from common.schedule import (
     overlap_skip_reason,
 )
 from common.states import ExecutionStatus, JobStatus
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, send_scheduled
+from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,11 @@ class Firer:
             skips = self._late_skips(rows, now) | self._overlap_skips(conn, rows)
             executions.mark_skipped(conn, skips, now)
             assignments = self._assign([r for r in rows if int(r.id) not in skips])
-            returned = send_scheduled(conn, self._publisher, assignments, now)
+            # Marked before the publish, while the workers are still idle: written after
+            # it, the marks would compete for the CPU and the row locks with the runs
+            # and results the publish sets off (bench/RESULTS.md).
+            executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now)
+            returned = dispatch(conn, self._publisher, pack_dispatches(assignments, now))
         observe_dispatched(assignments, returned, now)
         TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
         for row in rows:

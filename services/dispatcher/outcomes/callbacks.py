@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,10 @@ from common.db.deliveries import NewDelivery
 from common.messages import CallbackMessage, ExecutionResult
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
+
+log = logging.getLogger(__name__)
+
+REPUBLISH_LIMIT = 500
 
 
 def callback_payload(result: ExecutionResult, attempt: int, trigger_time: int) -> str:
@@ -73,3 +78,23 @@ def publish_deliveries(
     publisher.publish([callback_message(r) for r in rows])
     with engine.begin() as conn:
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())
+
+
+def republish_stale_deliveries(
+    engine: Engine, publisher: BatchPublisher, clock: ClusterClock, after_ms: int
+) -> None:
+    """Hand the notifier again callbacks recorded but never confirmed in its queue
+    (the results consumer stopped between its commit and its publish)."""
+    with engine.connect() as conn:
+        rows = deliveries.stale_pending(conn, clock.now_ms() - after_ms, REPUBLISH_LIMIT)
+    if rows:
+        log.warning("republishing %d callback deliveries", len(rows))
+        publish_deliveries(
+            engine,
+            publisher,
+            clock,
+            [
+                NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
+                for r in rows
+            ],
+        )

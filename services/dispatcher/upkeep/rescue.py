@@ -1,27 +1,29 @@
-"""Recovery sweeps run by the leader: unpublished executions, dead workers, callbacks."""
+"""Rescuing dead workers' work: report what ended or was running, move what never started.
+
+A worker is dead when its heartbeat is stale (or it said it stopped) AND its queue has
+no consumer. Its executions a run ended on are reported with their stored results; the
+one it was running is recorded LOST (retried if the job allows); the ones it never
+started move to a live worker. Workers long gone, with nothing left on them, are
+forgotten: their queue is deleted and the sweep stops looking at them.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
-
-import redis
-from sqlalchemy.engine import Engine
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from common.broker import BatchPublisher
-from common.clock import ClusterClock
-from common.db import deliveries, executions, workers
-from common.db.deliveries import NewDelivery
-from common.db.retention import prune_deliveries, prune_executions
-from common.keys import RedisKeys
+from common.db import executions, workers
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
-from common.result_messages import results_message, stand_in_results
+from common.result_messages import publish_results, stand_in_results
 from common.started_mark import parse_started
+from common.stores import Stores
 from common.timefmt import iso_ms
-from services.dispatcher.callbacks import publish_deliveries
-from services.dispatcher.directory import WorkerDirectory
-from services.dispatcher.publishing import Assignment, send_queued
+from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -30,63 +32,35 @@ SWEEP_LIMIT = 500
 # gone workers is forgotten over several sweeps rather than stalling the dispatch loop
 # in one (bench/sweep.py).
 FORGET_PER_SWEEP = 20
-PRUNE_BATCH = 1_000
 STAND_IN_SENDER = "dispatcher"
 
 
-class Recovery:
-    """Puts stranded work back on its way; every step is safe to repeat."""
+@dataclass(frozen=True)
+class RescueSettings:
+    """When a worker counts as dead, and when as gone for good (0: never forgotten)."""
+
+    stale_ms: int
+    forget_ms: int = 0
+
+
+class Rescue:
+    """Puts dead workers' executions back on their way; every step is safe to repeat."""
 
     def __init__(
         self,
-        engine: Engine,
+        stores: Stores,
         publisher: BatchPublisher,
         directory: WorkerDirectory,
         chooser: WorkerChooser,
-        stores: tuple[redis.Redis, RedisKeys, ClusterClock],
-        pending_after_ms: int,
-        stale_ms: int,
-        timeout_grace_ms: int,
-        retention_ms: int = 0,
-        forget_ms: int = 0,
+        settings: RescueSettings,
     ) -> None:
-        self._engine = engine
+        self._engine = stores.engine
+        self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
         self._publisher = publisher
         self._directory = directory
         self._chooser = chooser
-        self._redis, self._keys, self._clock = stores
-        self._pending_after_ms = pending_after_ms
-        self._stale_ms = stale_ms
-        self._timeout_grace_ms = timeout_grace_ms
-        self._retention_ms = retention_ms
-        self._forget_ms = forget_ms
-
-    def sweep(self) -> None:
-        """Run every recovery step once."""
-        self.rescue_dead_workers()
-        self.time_out_overdue()
-        self.republish_deliveries()
-        self.prune()
-
-    def prune(self) -> None:
-        """Delete one batch of history past the retention period, if one is set."""
-        if self._retention_ms <= 0:
-            return
-        cutoff = self._clock.now_ms() - self._retention_ms
-        with self._engine.begin() as conn:
-            gone = prune_executions(conn, cutoff, PRUNE_BATCH)
-            gone += prune_deliveries(conn, cutoff, PRUNE_BATCH)
-        if gone:
-            log.info("retention: deleted %d finished rows", gone)
-
-    def time_out_overdue(self) -> None:
-        """Record TIMED_OUT for runs past their job's timeout whose worker never reported."""
-        now = self._clock.now_ms()
-        with self._engine.connect() as conn:
-            rows = executions.overdue(conn, now, self._timeout_grace_ms, SWEEP_LIMIT)
-        if rows:
-            log.warning("%d executions passed their timeout without a report", len(rows))
-            self._report(rows, "TIMED_OUT", "no result within the job's timeout")
+        self._stale_ms = settings.stale_ms
+        self._forget_ms = settings.forget_ms
 
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their
@@ -148,24 +122,19 @@ class Recovery:
             len(unstarted),
             extra={"worker_id": worker_id},
         )
-        self._publish_results(
+        self._report(
             [ExecutionResult.model_validate_json(str(marks[r.execution_id][1])) for r in ended]
         )
-        self._report(lost, "LOST", f"worker {worker_id} died while running it")
+        why = f"worker {worker_id} died while running it"
+        self._report(stand_in_results(lost, "LOST", why, self._clock.now_ms()))
         self._reroute(unstarted)
         return True
 
     def _started_mark(self, execution_id: str) -> tuple[str | None, str | None]:
         return parse_started(self._redis.get(self._keys.execution_started(execution_id)))
 
-    def _report(self, rows: list[Any], status: Literal["LOST", "TIMED_OUT"], why: str) -> None:
-        """Publish results on the workers' behalf, through the normal results path."""
-        self._publish_results(stand_in_results(rows, status, why, self._clock.now_ms()))
-
-    def _publish_results(self, results: list[ExecutionResult]) -> None:
-        """Publish results on the workers' behalf, through the normal results path."""
-        if results:
-            self._publisher.publish([results_message(STAND_IN_SENDER, results)])
+    def _report(self, results: Sequence[ExecutionResult]) -> None:
+        publish_results(self._publisher, STAND_IN_SENDER, results)
 
     def _reroute(self, rows: list[Any]) -> None:
         live = self._directory.live()
@@ -183,25 +152,8 @@ class Recovery:
             # the transaction means a failed publish leaves them on the dead one, and
             # what the broker could not route goes SCHEDULED, for the firer.
             if moved:
-                returned = send_queued(conn, self._publisher, moved, now)
+                returned = dispatch(conn, self._publisher, pack_dispatches(moved, now))
                 if returned:
                     log.warning(
                         "%d moved executions found no queue; firing them again", len(returned)
                     )
-
-    def republish_deliveries(self) -> None:
-        """Hand the notifier again callbacks recorded but never confirmed in its queue."""
-        cutoff = self._clock.now_ms() - self._pending_after_ms
-        with self._engine.connect() as conn:
-            rows = deliveries.stale_pending(conn, cutoff, SWEEP_LIMIT)
-        if rows:
-            log.warning("republishing %d callback deliveries", len(rows))
-            publish_deliveries(
-                self._engine,
-                self._publisher,
-                self._clock,
-                [
-                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
-                    for r in rows
-                ],
-            )

@@ -30,14 +30,18 @@ from common.db.executions import (
     insert_executions,
     insert_executions_with_ids,
     jobs_with_runs,
-    unmark_queued,
 )
 from common.db.jobs import DueJob
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
-from services.dispatcher.publishing import Assignment, DispatchPacks, pack_dispatches
+from services.dispatcher.trigger.dispatch import (
+    Assignment,
+    DispatchPacks,
+    dispatch,
+    pack_dispatches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +69,7 @@ class OpenClaim:
         ``trigger_execution_id``), so the copies are one execution, which runs once.
         """
         try:
-            returned = self.packs.not_routed(publisher.publish(self.packs.messages))
-            keys = [a.row_id for a in self.sent if a.execution_id in returned]
-            unmark_queued(self.connection, keys)
+            returned = dispatch(self.connection, publisher, self.packs)
             self.transaction.commit()
         except BaseException:
             self.abandon()

@@ -24,18 +24,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis
-from sqlalchemy.engine import Engine
-
 from common.broker import BatchPublisher
-from common.clock import ClusterClock
 from common.db.stuck import StuckExecution, queued_before
-from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
+from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import results_message, stand_in_results
 from common.started_mark import RECONCILER, parse_started
-from services.dispatcher.directory import WorkerDirectory
+from common.stores import Stores
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +59,15 @@ class Reconciler:
 
     def __init__(
         self,
-        engine: Engine,
+        stores: Stores,
         publisher: BatchPublisher,
         directory: WorkerDirectory,
-        stores: tuple[redis.Redis, RedisKeys, ClusterClock],
         settings: ReconcileSettings,
     ) -> None:
-        self._engine = engine
+        self._engine = stores.engine
         self._publisher = publisher
         self._directory = directory
-        self._redis, self._keys, self._clock = stores
+        self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
         self._settings = settings
         # Worker id -> the cluster time its queue was first seen with no ready message,
         # in the run of sweeps that saw it so.

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable
 
 from common.store_errors import STORE_LOST
-from services.dispatcher.claimer import TriggerClaimer
-from services.dispatcher.wake import WakeListener
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.wake_thread import WakeListener
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,23 @@
-"""Turning executions into dispatch messages and recording which ones landed."""
+"""Sending executions to their workers: the one path every execution leaves by.
+
+Whatever brought an execution into being (a claim of a trigger already due, the firer
+at a trigger's time, a retry, a manual trigger, a reroute off a dead worker), it leaves
+through ``dispatch``: its row is QUEUED on its worker in the caller's transaction, its
+pack of executions is published and committed to the broker, and what the broker could
+not route is put back to SCHEDULED for the firer, before the caller commits.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.db.executions import mark_queued, unmark_queued
-from common.db.retry import retry_lock_conflicts
+from common.db.executions import unmark_queued
 from common.topology import DISPATCH_EXCHANGE
 
 
@@ -56,6 +62,7 @@ PACK_LIMIT = 50
 class DispatchPacks:
     """Dispatch messages, each carrying executions bound for one worker."""
 
+    assignments: Sequence[Assignment]
     messages: list[OutgoingMessage]
     members: dict[str, list[str]]
 
@@ -90,14 +97,7 @@ def pack_dispatches(
                 )
             )
             members[message_id] = [a.execution_id for a in chunk]
-    return DispatchPacks(messages, members)
-
-
-def publish_dispatches(publisher: BatchPublisher, packs: DispatchPacks) -> set[str]:
-    """Publish and commit the packs; the execution ids the broker could not route."""
-    if not packs.messages:
-        return set()
-    return packs.not_routed(publisher.publish(packs.messages))
+    return DispatchPacks(assignments, messages, members)
 
 
 def dispatch_body(a: Assignment, now_ms: int) -> bytes:
@@ -116,27 +116,7 @@ def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     ).encode()
 
 
-def send_scheduled(
-    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
-) -> set[str]:
-    """Mark locked SCHEDULED executions QUEUED, publish them, and undo what did not land.
-
-    The caller's transaction holds the rows. The marks are written before the publish,
-    while the workers are still idle: written after it, they competed for the CPU and
-    the row locks with the workers and result recording the publish had just set off
-    (1,000 jobs due at one instant: 120-136 ms per 250-row UPDATE, against ~5 ms).
-    Returns the ids the broker could not route: SCHEDULED again, sent on a later pass.
-    If the publish fails the caller's transaction rolls back, the marks with it.
-    """
-    if not assignments:
-        return set()
-    mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now_ms)
-    return send_queued(conn, publisher, assignments, now_ms)
-
-
-def send_queued(
-    conn: Connection, publisher: BatchPublisher, assignments: Sequence[Assignment], now_ms: int
-) -> set[str]:
+def dispatch(conn: Connection, publisher: BatchPublisher, packs: DispatchPacks) -> set[str]:
     """Publish executions this transaction wrote QUEUED; put back what did not land.
 
     Returns the ids the broker could not route (no queue for their worker): SCHEDULED
@@ -145,15 +125,8 @@ def send_queued(
     are not: the same executions are sent again under the same ids, and the worker that
     took the first copy owns them (see ``ExecutionRunner.admit``).
     """
-    if not assignments:
+    if not packs.messages:
         return set()
-    returned = publish_dispatches(publisher, pack_dispatches(assignments, now_ms))
-    unmark_queued(conn, [a.row_id for a in assignments if a.execution_id in returned])
+    returned = packs.not_routed(publisher.publish(packs.messages))
+    unmark_queued(conn, [a.row_id for a in packs.assignments if a.execution_id in returned])
     return returned
-
-
-@retry_lock_conflicts
-def record_queued(engine: Engine, workers: Mapping[int, str], now_ms: int) -> None:
-    """Mark executions QUEUED in their own transaction, retried after a lock conflict."""
-    with engine.begin() as conn:
-        mark_queued(conn, workers, now_ms)

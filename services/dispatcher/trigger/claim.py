@@ -11,14 +11,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from common.clock import ClusterClock
-from common.db.executions import NewExecution, insert_executions, triggers_with_executions
+from common.db.executions import NewExecution, triggers_with_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
-from services.dispatcher.publishing import Assignment, pack_dispatches
-from services.dispatcher.send_at_claim import ClaimSender, OpenClaim
+from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,8 @@ class TriggerClaimer:
 
     A claimed trigger is an execution row committed with the job's move to its next
     trigger: SCHEDULED, which whichever dispatcher leads later fires, so it is never
-    lost; or, with a ``sender``, QUEUED and sent at once when it is already due.
+    lost; or, when it is already due and the ``sender`` finds a live worker for it,
+    QUEUED and sent before the claim commits.
     """
 
     def __init__(
@@ -82,7 +82,7 @@ class TriggerClaimer:
         clock: ClusterClock,
         batch_size: int,
         window_ms: int,
-        sender: ClaimSender | None = None,
+        sender: ClaimSender,
     ):
         self._engine = engine
         self._clock = clock
@@ -93,9 +93,9 @@ class TriggerClaimer:
     def claim(self, handlers: Iterable[str], keep_going: Callable[[], bool] = lambda: True) -> int:
         """Claim one batch; returns how many due jobs the scan found.
 
-        With a sender, a batch with executions to send is handed over with its
-        transaction open (see ``send_at_claim``); ``keep_going`` says how long to wait
-        for the dispatch loop to take it.
+        A batch with executions to send is handed over with its transaction open (see
+        ``claim_handover``); ``keep_going`` says how long to wait for the dispatch loop
+        to take it.
 
         A trigger that already has its execution (a job whose schedule was changed back
         onto a trigger claimed before) made the whole batch fail on the unique key, again
@@ -121,7 +121,7 @@ class TriggerClaimer:
                 now + self._window_ms,
                 handlers,
                 self._batch_size,
-                skip_locked=self._sender is not None,
+                skip_locked=True,
             )
             plans = {job.id: plan_trigger(job.policy, job.trigger_time, now) for job in due}
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
@@ -129,12 +129,7 @@ class TriggerClaimer:
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
             if skip_taken:
                 created = _without_taken(conn, created)
-            if self._sender is None:
-                insert_executions(conn, created, now)
-                sent: list[Assignment] = []
-                packs = pack_dispatches([], now)
-            else:
-                sent, packs = self._sender.insert(conn, created, {j.id: j for j in due}, now)
+            sent, packs = self._sender.insert(conn, created, {j.id: j for j in due}, now)
             if not sent:
                 transaction.commit()
         except BaseException:
@@ -142,7 +137,6 @@ class TriggerClaimer:
             conn.close()
             raise
         if sent:
-            assert self._sender is not None
             claim = OpenClaim(conn, transaction, sent, packs, now, lambda: _observe(created))
             if not self._sender.hand_over(claim, keep_going):
                 return 0

@@ -19,7 +19,7 @@ from common.messages import ExecutionResult
 from common.metrics import observe_finished
 from common.schedule import retry_delay_ms
 from common.states import JobStatus
-from services.dispatcher.callbacks import callback_payload, new_delivery
+from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from common.config import DispatcherSettings
 from common.messages import ExecutionResult, ResultBatch
 from common.store_errors import STORE_LOST
 from common.topology import RESULTS_QUEUE, declare_core
-from services.dispatcher.callbacks import publish_deliveries
-from services.dispatcher.results import record_results
+from services.dispatcher.outcomes.callbacks import publish_deliveries
+from services.dispatcher.outcomes.record import record_results
 
 log = logging.getLogger(__name__)
 

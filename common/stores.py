@@ -1,0 +1,35 @@
+"""The stores a Kairos process works with, built once in its ``main`` and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pika.adapters.blocking_connection import BlockingConnection
+from redis import Redis
+from sqlalchemy.engine import Engine
+
+from common.broker import connect
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.keys import RedisKeys
+
+
+@dataclass(frozen=True)
+class Stores:
+    """MySQL (an engine), Redis (a client, its key names, the cluster clock) and how to
+    reach RabbitMQ: pika connections are not thread-safe, so each thread opens its own."""
+
+    settings: StoreSettings
+    engine: Engine
+    redis: Redis
+    keys: RedisKeys
+    clock: ClusterClock
+
+    @classmethod
+    def build(cls, settings: StoreSettings, engine: Engine, client: Redis) -> Stores:
+        """Stores for ``settings``' namespace around an engine and a Redis client."""
+        return cls(settings, engine, client, RedisKeys(settings.namespace), ClusterClock(client))
+
+    def connect_broker(self, name: str) -> BlockingConnection:
+        """A new broker connection to the namespace's vhost, named for the management UI."""
+        return connect(self.settings, name)

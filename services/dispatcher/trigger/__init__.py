@@ -1,0 +1,1 @@
+"""From a due job to a message on a worker's queue (see ``services.dispatcher``)."""

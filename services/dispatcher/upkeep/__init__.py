@@ -1,0 +1,1 @@
+"""What keeps the rest honest while this dispatcher leads (see ``services.dispatcher``)."""

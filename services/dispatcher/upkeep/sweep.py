@@ -1,0 +1,88 @@
+"""The leader's upkeep sweep: every step that puts stranded work back on its way.
+
+Run by the dispatch loop about once a second while this dispatcher leads. Each step is
+safe to repeat and to run on any dispatcher that leads next.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from common.broker import BatchPublisher
+from common.config import DispatcherSettings
+from common.loadbalance import WorkerChooser
+from common.stores import Stores
+from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
+from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
+from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
+from services.dispatcher.upkeep.retention import prune
+from services.dispatcher.upkeep.timeouts import time_out_overdue
+from services.dispatcher.upkeep.workers import WorkerDirectory
+
+
+@dataclass(frozen=True)
+class UpkeepSettings:
+    """The figures the sweep's steps work with, in milliseconds."""
+
+    rescue: RescueSettings
+    timeout_grace_ms: int
+    pending_republish_ms: int
+    retention_ms: int
+    reconcile: ReconcileSettings | None
+
+    @classmethod
+    def of(cls, s: DispatcherSettings) -> UpkeepSettings:
+        """The sweep's settings from the dispatcher's."""
+        reconcile = None
+        if s.reconcile_after_seconds > 0:
+            after_ms = int(s.reconcile_after_seconds * 1000)
+            reconcile = ReconcileSettings(after_ms, s.idempotency_ttl_seconds)
+        return cls(
+            RescueSettings(s.heartbeat_stale_ms, int(s.forget_workers_after_hours * 3_600_000)),
+            s.timeout_grace_ms,
+            s.pending_republish_ms,
+            int(s.retention_days * 86_400_000),
+            reconcile,
+        )
+
+    @property
+    def reconcile_interval_s(self) -> float:
+        """A quarter of the reconciler's threshold, between 1 s and 10 s, so that a worker
+        heartbeat (every 5 s by default) lands between two of its sweeps."""
+        assert self.reconcile is not None
+        return min(10.0, max(1.0, self.reconcile.after_ms / 4000))
+
+
+class Upkeep:
+    """Runs the upkeep steps; ``sweep`` is called by the dispatch loop."""
+
+    def __init__(
+        self,
+        stores: Stores,
+        publisher: BatchPublisher,
+        directory: WorkerDirectory,
+        chooser: WorkerChooser,
+        settings: UpkeepSettings,
+    ) -> None:
+        self._stores = stores
+        self._publisher = publisher
+        self._settings = settings
+        self.rescue = Rescue(stores, publisher, directory, chooser, settings.rescue)
+        self._reconciler = None
+        if settings.reconcile is not None:
+            self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)
+        self._next_reconcile = 0.0
+
+    def sweep(self) -> None:
+        """Run every step once (the reconciler at its own, slower pace)."""
+        s, stores = self._settings, self._stores
+        self.rescue.rescue_dead_workers()
+        time_out_overdue(stores.engine, self._publisher, stores.clock, s.timeout_grace_ms)
+        republish_stale_deliveries(
+            stores.engine, self._publisher, stores.clock, s.pending_republish_ms
+        )
+        prune(stores.engine, stores.clock, s.retention_ms)
+        if self._reconciler is not None and time.monotonic() >= self._next_reconcile:
+            self._reconciler.sweep()
+            self._next_reconcile = time.monotonic() + s.reconcile_interval_s
