@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 
 class DispatchMessage(BaseModel):
@@ -68,3 +69,30 @@ class CallbackMessage(BaseModel):
     url: str
     payload: str
     attempt: int = 1
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_message(model: type[M], body: bytes | str) -> M | None:
+    """``body`` read as ``model``; None when no reading can make one of it.
+
+    JSON text may hold what UTF-8 cannot (a lone surrogate escape), which the strict
+    reader refuses: such a body is read again with those characters replaced, so what
+    it carries is still used rather than lost.
+    """
+    try:
+        return model.model_validate_json(body)
+    except ValidationError:
+        pass
+    try:
+        return model.model_validate(json.loads(body, object_hook=_utf8_safe))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _utf8_safe(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v.encode("utf-8", "replace").decode("utf-8") if isinstance(v, str) else v
+        for k, v in obj.items()
+    }

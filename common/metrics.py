@@ -100,6 +100,11 @@ EXECUTIONS_RECONCILED = Counter(
     "LOST, retried if allowed). Zero in normal operation: anything else is a defect.",
     ["cause"],
 )
+RESULTS_SET_ASIDE = Counter(
+    "kairos_results_set_aside_total",
+    "Results messages (or single results) a dispatcher could not read or record, even "
+    "as FAILED, parked in kairos.results.dead for an operator. Zero in normal operation.",
+)
 WORKER_LOAD_SCORE = Gauge(
     "kairos_worker_load_score",
     "Equal-cost load score of each live worker as the leading dispatcher sees it "

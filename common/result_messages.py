@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.messages import ExecutionResult, ResultBatch
+from common.messages import ExecutionResult, ResultBatch, read_message
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 
 StandInStatus = Literal["FAILED", "LOST", "TIMED_OUT"]
@@ -71,3 +71,13 @@ def publish_results(
     """Publish and commit ``results`` as one results message (nothing when empty)."""
     if results:
         publisher.publish([results_message(sender_id, results)])
+
+
+def stored_result(outcome: str, row: Unreported, now_ms: int) -> ExecutionResult:
+    """The result a worker stored with an execution's started key; a FAILED stand-in
+    saying so when it cannot be read, so the execution still ends."""
+    result = read_message(ExecutionResult, outcome)
+    if result is not None:
+        return result
+    why = "its worker stored an outcome that cannot be read"
+    return stand_in_results([row], "FAILED", why, now_ms)[0]

@@ -8,11 +8,22 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def iso_ms(epoch_ms: int | None) -> str | None:
-    """``2026-11-30T07:40:00.123Z`` for an epoch-ms value; None stays None."""
+    """``2026-11-30T07:40:00.123Z`` for an epoch-ms value; None stays None.
+
+    A value no ISO 8601 year (1 to 9999) can show is None too: every stage that
+    renders a stored time must go on, whatever a row holds.
+    """
     if epoch_ms is None:
         return None
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+    try:
+        moment = EPOCH + timedelta(milliseconds=int(epoch_ms))
+    except (OverflowError, ValueError):
+        return None
+    return (
+        f"{moment.year:04d}-"
+        + moment.strftime("%m-%dT%H:%M:%S.")
+        + f"{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_instant(value: str | int | float) -> int:

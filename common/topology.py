@@ -10,6 +10,8 @@ from typing import Any
 DISPATCH_EXCHANGE = "kairos.dispatch"
 RESULTS_EXCHANGE = "kairos.results"
 RESULTS_QUEUE = "kairos.results"
+# Results messages no dispatcher can read or record, set aside for an operator.
+RESULTS_DEAD_QUEUE = "kairos.results.dead"
 CALLBACKS_EXCHANGE = "kairos.callbacks"
 CALLBACKS_QUEUE = "kairos.callbacks"
 CALLBACKS_RETRY_EXCHANGE = "kairos.callbacks.retry"
@@ -32,6 +34,7 @@ def declare_core(channel: Any) -> None:
     channel.exchange_declare(RESULTS_EXCHANGE, exchange_type="direct", durable=True)
     channel.queue_declare(RESULTS_QUEUE, durable=True)
     channel.queue_bind(RESULTS_QUEUE, RESULTS_EXCHANGE, routing_key=RESULTS_QUEUE)
+    channel.queue_declare(RESULTS_DEAD_QUEUE, durable=True)
     channel.exchange_declare(CALLBACKS_EXCHANGE, exchange_type="direct", durable=True)
     channel.queue_declare(CALLBACKS_QUEUE, durable=True)
     channel.queue_bind(CALLBACKS_QUEUE, CALLBACKS_EXCHANGE, routing_key=CALLBACKS_QUEUE)

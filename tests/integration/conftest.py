@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.broker import connect
-from common.config import ApiSettings, StoreSettings
+from common.clock import ClusterClock
+from common.config import ApiSettings, DispatcherSettings, StoreSettings
 from common.db.apps import AppCredentials
+from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -46,3 +50,18 @@ def connection(namespace: StoreSettings) -> Iterator[BlockingConnection]:
     opened = connect(namespace, "test")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def results_consumer(
+    namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
+) -> Iterator[None]:
+    """A dispatcher's results consumer, running in a thread for the test's length."""
+    settings = DispatcherSettings(namespace=namespace.namespace)
+    consumer = ResultsConsumer(settings, engine, ClusterClock(redis_client), "d1")
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=10)

@@ -167,3 +167,14 @@ def test_a_fenced_execution_whose_report_was_lost_is_reported_again(
     stack.reconciler.sweep()
     (lost,) = published_results(connection)
     assert (lost.execution_id, lost.status) == ("e-fenced", "LOST")
+
+
+def test_a_stored_outcome_that_cannot_be_read_ends_the_execution_failed(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    queued_on(engine, "e-garbled", "w1")
+    stack.client.set(stack.keys.execution_started("e-garbled"), "w1\n{not json")
+    stack.reconciler.sweep()
+    (failed,) = published_results(connection)
+    assert (failed.execution_id, failed.status) == ("e-garbled", "FAILED")
+    assert failed.message is not None and "cannot be read" in failed.message

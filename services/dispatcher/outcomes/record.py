@@ -19,6 +19,7 @@ from common.messages import ExecutionResult
 from common.metrics import observe_finished
 from common.schedule import retry_delay_ms
 from common.states import JobStatus
+from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
 
 log = logging.getLogger(__name__)
@@ -150,3 +151,71 @@ def _log(finished: Sequence[_Finished]) -> None:
             "; retry scheduled" if item.retry_due else "",
             extra={"job_id": item.result.job_id, "execution_id": item.result.execution_id},
         )
+
+
+WORKER_ID_CHARS = 64
+UNRECORDABLE = "Kairos could not record this run's outcome ({error}); recorded FAILED instead"
+
+
+@dataclass
+class Recorded:
+    """What recording a batch came to: callback deliveries to publish, and the results
+    that could not be recorded even as FAILED (to be set aside)."""
+
+    deliveries: list[NewDelivery]
+    set_aside: list[ExecutionResult]
+
+
+def record_each_alone_if_need_be(
+    engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult]
+) -> Recorded:
+    """``record_results`` for the batch; if it fails for a reason of its data, each result
+    is recorded alone, so one bad result settles by itself and the others go on.
+
+    A result that cannot be recorded as it is (text MySQL refuses, say) is recorded
+    FAILED with a message that says why; one that cannot be recorded even so is set
+    aside. A store outage is raised: the whole batch waits for the store.
+    """
+    try:
+        return Recorded(record_results(engine, clock, results), [])
+    except Exception as e:
+        if is_store_outage(e):
+            raise
+        log.warning("recording %d results failed (%r); recording them one by one", len(results), e)
+    recorded = Recorded([], [])
+    for result in results:
+        try:
+            recorded.deliveries += record_results(engine, clock, [result])
+        except Exception as e:
+            if is_store_outage(e):
+                raise
+            _record_unrecordable(engine, clock, result, e, recorded)
+    return recorded
+
+
+def _record_unrecordable(
+    engine: Engine,
+    clock: ClusterClock,
+    result: ExecutionResult,
+    error: Exception,
+    recorded: Recorded,
+) -> None:
+    extra = {"job_id": result.job_id, "execution_id": result.execution_id}
+    log.error("cannot record this result: %r", error, extra=extra)
+    why = UNRECORDABLE.format(error=_safe_text(f"{type(error).__name__}: {error}")[:500])
+    # Only what is known to fit: a worker id as long as its column, no result.
+    worker_id = _safe_text(result.worker_id)[:WORKER_ID_CHARS]
+    update = {"status": "FAILED", "message": why, "result": None, "worker_id": worker_id}
+    failed = result.model_copy(update=update)
+    try:
+        recorded.deliveries += record_results(engine, clock, [failed])
+    except Exception as e:
+        if is_store_outage(e):
+            raise
+        log.error("cannot record it FAILED either (%r); setting it aside", e, extra=extra)
+        recorded.set_aside.append(result)
+
+
+def _safe_text(text: str) -> str:
+    """``text`` with whatever UTF-8 cannot carry (lone surrogates) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")

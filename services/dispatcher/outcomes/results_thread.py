@@ -5,35 +5,57 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pika.adapters.blocking_connection import BlockingConnection
-from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher, connect
+from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
-from common.messages import ExecutionResult, ResultBatch
+from common.messages import ExecutionResult, ResultBatch, read_message
+from common.metrics import RESULTS_SET_ASIDE
+from common.result_messages import results_message
 from common.store_errors import STORE_LOST
-from common.topology import RESULTS_QUEUE, declare_core
+from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import publish_deliveries
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.record import record_each_alone_if_need_be
 
 log = logging.getLogger(__name__)
 
 GATHER_MESSAGES = 50
 
 
-def parse_results(bodies: list[bytes]) -> list[ExecutionResult]:
-    """Every result in a list of ResultBatch bodies; malformed bodies are logged and skipped."""
-    results: list[ExecutionResult] = []
+@dataclass
+class ParsedResults:
+    """The results a batch of messages carries, and the bodies that could not be read."""
+
+    results: list[ExecutionResult] = field(default_factory=list)
+    unreadable: list[bytes] = field(default_factory=list)
+
+
+def parse_results(bodies: list[bytes]) -> ParsedResults:
+    """Every result in a list of ResultBatch bodies; unreadable bodies are kept apart
+    (a body with text UTF-8 cannot carry is read with it replaced)."""
+    parsed = ParsedResults()
     for body in bodies:
-        try:
-            results.extend(ResultBatch.model_validate_json(body).results)
-        except ValidationError as e:
-            log.error("dropping a malformed results message: %s", e)
-    return results
+        batch = read_message(ResultBatch, body)
+        if batch is None:
+            log.error("setting aside a results message that cannot be read: %r", body[:200])
+            parsed.unreadable.append(body)
+        else:
+            parsed.results.extend(batch.results)
+    return parsed
+
+
+def set_aside(bodies: Sequence[bytes]) -> list[OutgoingMessage]:
+    """Messages that park ``bodies`` in the results dead-letter queue for an operator."""
+    return [
+        OutgoingMessage("", RESULTS_DEAD_QUEUE, body, f"set-aside-{n}")
+        for n, body in enumerate(bodies)
+    ]
 
 
 class ResultsConsumer:
@@ -95,6 +117,12 @@ class ResultsConsumer:
         self._pending.append((int(method.delivery_tag), body))
 
     def _handle(self, publisher: BatchPublisher, batch: list[tuple[int, bytes]]) -> None:
-        results = parse_results([body for _, body in batch])
-        created = record_results(self._engine, self._clock, results)
-        publish_deliveries(self._engine, publisher, self._clock, created)
+        parsed = parse_results([body for _, body in batch])
+        recorded = record_each_alone_if_need_be(self._engine, self._clock, parsed.results)
+        publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)
+        # Parked before the batch's ack: nothing a worker reported is ever dropped.
+        unrecorded = [results_message(self._name, [r]).body for r in recorded.set_aside]
+        parked = parsed.unreadable + unrecorded
+        if parked:
+            publisher.publish(set_aside(parked))
+            RESULTS_SET_ASIDE.inc(len(parked))

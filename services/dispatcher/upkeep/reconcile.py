@@ -29,7 +29,7 @@ from common.db.stuck import StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
-from common.result_messages import results_message, stand_in_results
+from common.result_messages import results_message, stand_in_results, stored_result
 from common.started_mark import RECONCILER, parse_started
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -88,7 +88,7 @@ class Reconciler:
         for row, mark in zip(rows, marks, strict=True):
             owner, outcome = parse_started(mark)
             if outcome is not None:
-                ended.append(ExecutionResult.model_validate_json(outcome))
+                ended.append(stored_result(outcome, row, now))
             elif owner is None:
                 unstarted.append(row)
             elif owner == RECONCILER:

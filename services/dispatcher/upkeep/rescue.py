@@ -18,7 +18,7 @@ from common.broker import BatchPublisher
 from common.db import executions, workers
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
-from common.result_messages import publish_results, stand_in_results
+from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import parse_started
 from common.stores import Stores
 from common.timefmt import iso_ms
@@ -122,11 +122,10 @@ class Rescue:
             len(unstarted),
             extra={"worker_id": worker_id},
         )
-        self._report(
-            [ExecutionResult.model_validate_json(str(marks[r.execution_id][1])) for r in ended]
-        )
+        now = self._clock.now_ms()
+        self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
         why = f"worker {worker_id} died while running it"
-        self._report(stand_in_results(lost, "LOST", why, self._clock.now_ms()))
+        self._report(stand_in_results(lost, "LOST", why, now))
         self._reroute(unstarted)
         return True
 
