@@ -100,6 +100,12 @@ EXECUTIONS_RECONCILED = Counter(
     "LOST, retried if allowed). Zero in normal operation: anything else is a defect.",
     ["cause"],
 )
+EXECUTIONS_HELD = Counter(
+    "kairos_executions_held_total",
+    "Times the firer held a due execution back instead of sending it (no live worker "
+    "runs its handler, or its job is paused); each is looked at again a few seconds "
+    "later, with why in the execution's message.",
+)
 RESULTS_SET_ASIDE = Counter(
     "kairos_results_set_aside_total",
     "Results messages (or single results) a dispatcher could not read or record, even "

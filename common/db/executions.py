@@ -127,24 +127,6 @@ def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
     )
 
 
-_WITH_JOB = (
-    "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
-    "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
-    "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
-    "j.next_trigger_time, j.status AS job_status "
-    "FROM executions e JOIN jobs j ON j.id = e.job_id "
-)
-
-
-def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[AnyRow]:
-    """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
-    return driver.fetch(
-        conn,
-        _WITH_JOB + "WHERE e.status = %s AND e.scheduled_at <= %s ORDER BY e.scheduled_at LIMIT %s",
-        (ExecutionStatus.SCHEDULED.value, until_ms, limit),
-    )
-
-
 def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
     """Lock these executions (by primary key) and return those still SCHEDULED."""
     ordered = sorted(keys)
@@ -177,6 +159,7 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
             "UPDATE executions SET "
             "dispatched_at = IF(status = %s, %s, dispatched_at), "
             "worker_id = IF(status = %s, %s, worker_id), "
+            "message = IF(status = %s, NULL, message), "
             "status = IF(status = %s, %s, status) "
             f"WHERE id IN ({driver.ints(keys)})",
             (
@@ -185,8 +168,21 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
                 scheduled,
                 worker_id,
                 scheduled,
+                scheduled,
                 ExecutionStatus.QUEUED.value,
             ),
+        )
+
+
+def hold_scheduled(conn: Connection, reasons: Mapping[int, str], until_ms: int) -> None:
+    """Leave SCHEDULED executions (locked by the caller) for ``until_ms``, each with why it
+    waits in its message; the executions due before then are loaded meanwhile."""
+    keys = sorted(reasons)
+    if keys:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(keys))
+            .values(scheduled_at=until_ms, message=sa.case(dict(reasons), value=executions.c.id))
         )
 
 
@@ -200,26 +196,6 @@ def unmark_queued(conn: Connection, keys: Iterable[int]) -> None:
             f"WHERE id IN ({driver.ints(ordered)})",
             (ExecutionStatus.SCHEDULED.value,),
         )
-
-
-def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[AnyRow]:
-    """Executions committed to one worker's queue that have not ended."""
-    return driver.fetch(
-        conn,
-        _WITH_JOB + "WHERE e.worker_id = %s AND e.status = %s LIMIT %s",
-        (worker_id, ExecutionStatus.QUEUED.value, limit),
-    )
-
-
-def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[AnyRow]:
-    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace."""
-    return driver.fetch(
-        conn,
-        _WITH_JOB + "WHERE e.status = %s AND e.dispatched_at < %s "
-        "AND j.timeout_seconds IS NOT NULL "
-        "AND e.dispatched_at + j.timeout_seconds * 1000 < %s LIMIT %s",
-        (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, limit),
-    )
 
 
 def jobs_with_runs(

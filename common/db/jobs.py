@@ -388,3 +388,15 @@ def end_triggers(
         f"WHERE id IN ({driver.ints(ids)})",
         (*status_params, now_ms),
     )
+
+
+def release_jobs(
+    conn: Connection, ends: Iterable[tuple[int, JobStatus | None]], now_ms: int
+) -> None:
+    """Release the jobs of ended triggers, one statement per kind of end (see
+    ``end_triggers``): each pair is a job id and its final status (None: recurring)."""
+    groups: dict[JobStatus | None, list[int]] = {}
+    for job_id, final in ends:
+        groups.setdefault(final, []).append(job_id)
+    for final, job_ids in groups.items():
+        end_triggers(conn, job_ids, final, now_ms)

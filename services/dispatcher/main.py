@@ -33,7 +33,7 @@ from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
 from services.dispatcher.trigger.claim_thread import ClaimLoop
-from services.dispatcher.trigger.fire import Firer
+from services.dispatcher.trigger.fire import Firer, FireSettings
 from services.dispatcher.trigger.wake_thread import WakeListener
 from services.dispatcher.upkeep.lease_thread import Leadership
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
@@ -145,16 +145,8 @@ class Dispatcher:
         chooser = WorkerChooser(Strategy(s.strategy))
         sender = ClaimSender(WorkerChooser(Strategy(s.strategy)))
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
-        firer = Firer(
-            self.engine,
-            publisher,
-            directory,
-            chooser,
-            self.clock,
-            s.claim_window_ms,
-            s.batch_size,
-            s.fire_batch_size,
-        )
+        fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
+        firer = Firer(self.stores, publisher, directory, chooser, fire)
         upkeep = Upkeep(self.stores, publisher, directory, chooser, UpkeepSettings.of(s))
         claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
         return _Leading(connection, directory, claims, sender, publisher, firer, upkeep)

@@ -251,3 +251,25 @@ def test_a_trigger_that_already_has_its_execution_is_not_created_again(
     with engine.connect() as conn:
         job = get_job(conn, 1, job_id)
     assert job is not None and job.next_trigger_time == start + 2000
+
+
+def test_a_job_whose_schedule_cannot_be_computed_ends_alone_and_the_batch_goes_on(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    broken = add_job(engine, now - 10, cron="* * * * * *")
+    with engine.begin() as conn:
+        # A zone no computation can read (the API refuses one; a row can still hold it).
+        conn.execute(
+            sa.text("UPDATE jobs SET timezone = 'Nowhere/Atlantis' WHERE id = :j"), {"j": broken}
+        )
+    fine = [add_job(engine, now - 10) for _ in range(3)]
+    claimer(engine, redis_client).claim({"demo.noop"})
+    [(_, status, message)] = executions_of(engine, broken)
+    assert status == "FAILED"
+    assert message is not None and "cannot compute this job's schedule" in message
+    with engine.connect() as conn:
+        job = get_job(conn, 1, broken)
+    assert job is not None and job.status == JobStatus.FAILED
+    assert all(len(executions_of(engine, j)) == 1 for j in fine)

@@ -9,19 +9,27 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
-from common.db import executions
+from common.config import StoreSettings
+from common.db import executions, sendable
 from common.db.executions import NewExecution, insert_executions
-from common.db.jobs import NewJob, insert_job
+from common.db.jobs import JobPolicies, NewJob, insert_job
+from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
+from common.schedule import MisfirePolicy, OverlapPolicy
+from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
-from services.dispatcher.trigger.fire import WARM_UP_MS, Firer
+from services.dispatcher.trigger.fire import WARM_UP_MS, Firer, FireSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 
 
 def firer(
-    engine: Engine, client: redis.Redis, connection: BlockingConnection, fire_batch_size: int = 500
+    engine: Engine,
+    client: redis.Redis,
+    connection: BlockingConnection,
+    fire_batch_size: int = 500,
+    batch_size: int = 500,
 ) -> Firer:
     clock = ClusterClock(client)
     register_worker(engine, "w1", now_ms=clock.now_ms())
@@ -31,7 +39,9 @@ def firer(
     channel.basic_consume("kairos.worker.w1", lambda *args: None)  # w1 looks alive
     directory = WorkerDirectory(engine, connection, clock, 60_000)
     publisher = BatchPublisher(connection.channel())
-    return Firer(engine, publisher, directory, WorkerChooser(), clock, 1_000, 500, fire_batch_size)
+    stores = Stores(StoreSettings(), engine, client, RedisKeys("unused"), clock)
+    settings = FireSettings(1_000, batch_size, fire_batch_size)
+    return Firer(stores, publisher, directory, WorkerChooser(), settings)
 
 
 def scheduled(engine: Engine, job_id: int, execution_id: str, at: int, attempt: int = 1) -> None:
@@ -117,7 +127,7 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
     for name in ("e-routed", "e-lost"):
         scheduled(engine, new_job(engine), name, 1_000)
     with engine.connect() as conn:
-        rows = executions.scheduled_until(conn, 2_000, 10)
+        rows = sendable.scheduled_until(conn, 2_000, 10)
     targets = {"e-routed": "w1", "e-lost": "nobody"}
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
     with engine.begin() as conn:
@@ -151,3 +161,83 @@ def test_worker_view_is_refreshed_when_it_would_go_stale_within_fresh_for(
     register_worker(engine, "w2", now_ms=clock.now_ms())
     assert [w.worker_id for w in directory.live()] == ["w1"]
     assert sorted(w.worker_id for w in directory.live(fresh_for=31.0)) == ["w1", "w2"]
+
+
+def job_with(engine: Engine, handler: str = "demo.noop", **policies: object) -> int:
+    job = NewJob(1, "j", handler, {}, None, 0, None, None, None, JobPolicies(**policies))  # type: ignore[arg-type]
+    with engine.begin() as conn:
+        return insert_job(conn, job, 0)
+
+
+def job_status(engine: Engine, job_id: int) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.execute(sa.text("SELECT status FROM jobs WHERE id = :j"), {"j": job_id}).scalar()
+        )
+
+
+def test_executions_no_worker_can_take_are_held_and_do_not_starve_the_rest(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection, batch_size=50)
+    now = ClusterClock(redis_client).now_ms()
+    for n in range(120):  # more than a load: they come first, soonest due
+        scheduled(engine, job_with(engine, handler="nobody.runs"), f"x{n}", now - 1_000 + n)
+    scheduled(engine, new_job(engine), "e-ok", now - 5)
+    for _ in range(5):  # the dispatch loop's passes
+        fire.load()
+        while fire.fire_due():
+            pass
+    found = statuses(engine)
+    assert found["e-ok"] == "QUEUED"
+    assert {s for e, s in found.items() if e != "e-ok"} == {"SCHEDULED"}
+    with engine.connect() as conn:
+        held = conn.execute(
+            sa.text("SELECT scheduled_at, message FROM executions WHERE execution_id = 'x0'")
+        ).one()
+    assert held.scheduled_at > now
+    assert held.message == "waiting: no live worker runs handler 'nobody.runs'"
+
+
+def test_a_skip_at_fire_time_releases_the_job_as_a_finished_run_would(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    late = now - 120_000
+    one_shot = job_with(engine, misfire_policy=MisfirePolicy.SKIP)
+    queued = job_with(engine, overlap_policy=OverlapPolicy.QUEUE, misfire_policy=MisfirePolicy.SKIP)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE jobs SET status = 'RUNNING'"))
+        conn.execute(
+            sa.text("UPDATE jobs SET cron_expr = '* * * * *' WHERE id = :j"), {"j": queued}
+        )
+    scheduled(engine, one_shot, "e-one-shot", late)
+    scheduled(engine, queued, "e-queue", late)
+    fire.load()
+    assert fire.fire_due() == 0
+    assert statuses(engine) == {"e-one-shot": "SKIPPED", "e-queue": "SKIPPED"}
+    assert job_status(engine, one_shot) == "FAILED"
+    assert job_status(engine, queued) == "WAITING"
+
+
+def test_a_held_execution_is_sent_once_a_worker_runs_its_handler_and_its_message_clears(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    scheduled(engine, job_with(engine, handler="late.handler"), "e-late", now - 5)
+    fire.load()
+    fire.fire_due()
+    register_worker(engine, "w1", now_ms=now, handlers=("demo.noop", "late.handler"))
+    with engine.begin() as conn:  # as if the hold were over
+        conn.execute(sa.text("UPDATE executions SET scheduled_at = :t"), {"t": now - 1})
+    fire._directory.live(fresh_for=3600)
+    fire.load()
+    assert fire.fire_due() == 1
+    with engine.connect() as conn:
+        sent = conn.execute(sa.text("SELECT status, message FROM executions")).one()
+    assert tuple(sent) == ("QUEUED", None)

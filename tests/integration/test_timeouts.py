@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from common.db.executions import NewExecution, insert_executions, mark_queued, overdue, primary_keys
+from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import JobPolicies, NewJob, insert_job
+from common.db.sendable import overdue
 from tests.integration.helpers import make_app
 
 

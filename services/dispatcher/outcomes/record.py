@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.executions import NewExecution, insert_executions, lock_unfinished, record_outcomes
-from common.db.jobs import end_triggers, trigger_settings
+from common.db.jobs import release_jobs, trigger_settings
 from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
 from common.metrics import observe_finished
@@ -114,20 +114,15 @@ def _retry(item: _Finished, now: int) -> NewExecution:
 
 
 def _end_triggers(conn: Connection, ended: Sequence[_Finished], now: int) -> None:
-    """Move the jobs of ended triggers on, one statement per kind of end."""
-    groups: dict[JobStatus | None, list[int]] = {}
-    for item in ended:
-        if item.execution.manual:
-            continue
-        if item.job.cron_expr or item.job.fixed_rate_seconds:
-            final = None
-        elif item.result.status == "SUCCEEDED":
-            final = JobStatus.SUCCEEDED
-        else:
-            final = JobStatus.FAILED
-        groups.setdefault(final, []).append(int(item.job.id))
-    for final, job_ids in groups.items():
-        end_triggers(conn, job_ids, final, now)
+    """Move the jobs of ended triggers on: one-shot jobs to their end, recurring ones to
+    their next trigger; manual runs leave their job as it is."""
+    release_jobs(conn, [(int(i.job.id), _final(i)) for i in ended if not i.execution.manual], now)
+
+
+def _final(item: _Finished) -> JobStatus | None:
+    if item.job.cron_expr or item.job.fixed_rate_seconds:
+        return None
+    return JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
 
 
 def _delivery(item: _Finished) -> NewDelivery | None:

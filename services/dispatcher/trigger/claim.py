@@ -6,6 +6,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
@@ -17,13 +18,16 @@ from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
+from common.store_errors import is_store_outage
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
 
 
-def claim_update(plan: TriggerPlan) -> ClaimUpdate:
+def claim_update(plan: TriggerPlan | Unplannable) -> ClaimUpdate:
     """What claiming a trigger with this plan does to its job."""
+    if isinstance(plan, Unplannable):
+        return ClaimUpdate(None, JobStatus.FAILED)
     if plan.next_trigger is None and not plan.run:
         return ClaimUpdate(None, JobStatus.FAILED)
     status = JobStatus.RUNNING if plan.hold else JobStatus.WAITING
@@ -52,8 +56,38 @@ def trigger_execution_id(job: DueJob) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def trigger_execution(job: DueJob, plan: TriggerPlan) -> NewExecution:
-    """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason."""
+@dataclass(frozen=True)
+class Unplannable:
+    """A trigger whose plan could not be computed: the job ends FAILED, saying why."""
+
+    reason: str
+
+
+def _plan(job: DueJob, now_ms: int) -> TriggerPlan | Unplannable:
+    """The trigger's plan; a job whose schedule cannot be computed settles alone."""
+    try:
+        return plan_trigger(job.policy, job.trigger_time, now_ms)
+    except Exception as e:
+        if is_store_outage(e):
+            raise
+        reason = f"cannot compute this job's schedule ({type(e).__name__}: {e}); job ended"
+        log.error(reason, extra={"job_id": job.id})
+        return Unplannable(reason[:1000])
+
+
+def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecution:
+    """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason
+    (FAILED when its plan could not be computed)."""
+    if isinstance(plan, Unplannable):
+        return NewExecution(
+            trigger_execution_id(job),
+            job.id,
+            1,
+            job.trigger_time,
+            job.trigger_time,
+            status=ExecutionStatus.FAILED,
+            message=plan.reason,
+        )
     if plan.run:
         return NewExecution(trigger_execution_id(job), job.id, 1, job.trigger_time, plan.fire_at)
     return NewExecution(
@@ -123,7 +157,7 @@ class TriggerClaimer:
                 self._batch_size,
                 skip_locked=True,
             )
-            plans = {job.id: plan_trigger(job.policy, job.trigger_time, now) for job in due}
+            plans = {job.id: _plan(job, now) for job in due}
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
             won = claim_jobs(conn, due, updates, now)
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.db.executions import unmark_queued
+from common.db.sendable import ExecutionWithJob
 from common.topology import DISPATCH_EXCHANGE
 
 
@@ -36,7 +36,7 @@ class Assignment:
     timeout_seconds: int | None = None
 
     @classmethod
-    def of(cls, row: Any, worker_id: str) -> Assignment:
+    def of(cls, row: ExecutionWithJob, worker_id: str) -> Assignment:
         """The assignment of an execution row (read with its job's data) to a worker."""
         return cls(
             row_id=int(row.id),

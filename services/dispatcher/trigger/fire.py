@@ -3,8 +3,9 @@
 Executions are loaded a short window ahead, so a trigger leaves for its worker within
 milliseconds of its time instead of waiting for the next scan. The database stays the
 truth: a fired execution is marked QUEUED in the same transaction that locked it, and
-anything not fired (this dispatcher died, no worker was live) is still SCHEDULED and is
-loaded again by the next pass of whichever dispatcher leads.
+anything not fired (this dispatcher died) is still SCHEDULED and is loaded again by the
+next pass of whichever dispatcher leads. What the rules (``fire_rules``) do not send
+now is written back in the same transaction: skipped, cancelled, or held for later.
 """
 
 from __future__ import annotations
@@ -12,24 +13,26 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher
-from common.clock import ClusterClock
-from common.db import executions
+from common.db import executions, sendable
+from common.db.jobs import release_jobs
 from common.db.retry import retry_lock_conflicts
+from common.db.sendable import ExecutionWithJob
 from common.loadbalance import WorkerChooser
-from common.metrics import TRIGGERS_SKIPPED, observe_dispatched
-from common.schedule import (
-    MisfirePolicy,
-    OverlapPolicy,
-    late_fire_skip_reason,
-    overlap_skip_reason,
-)
+from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus, JobStatus
+from common.stores import Stores
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.trigger.fire_rules import (
+    FireDecisions,
+    decide,
+    forbid_candidates,
+    no_worker_reason,
+)
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,21 @@ log = logging.getLogger(__name__)
 # (a heartbeat query and a queue check per worker) took 5-25 ms, paid at the due time
 # otherwise.
 WARM_UP_MS = 100
+# How long an execution that cannot be sent now (no live worker runs its handler, its
+# job is paused) waits before the firer looks at it again. It is written back with its
+# ``scheduled_at`` moved on, so the executions due after it are loaded and sent.
+HOLD_MS = 5_000
+
+
+@dataclass(frozen=True)
+class FireSettings:
+    """How far ahead executions are loaded, how many are read and fired at once, and how
+    long one that cannot be sent now waits before it is looked at again."""
+
+    window_ms: int
+    batch_size: int
+    fire_batch_size: int = 2_000
+    hold_ms: int = HOLD_MS
 
 
 class Firer:
@@ -45,25 +63,23 @@ class Firer:
 
     def __init__(
         self,
-        engine: Engine,
+        stores: Stores,
         publisher: BatchPublisher,
         directory: WorkerDirectory,
         chooser: WorkerChooser,
-        clock: ClusterClock,
-        window_ms: int,
-        batch_size: int,
-        fire_batch_size: int = 2_000,
+        settings: FireSettings,
     ) -> None:
-        self._engine = engine
+        self._engine = stores.engine
+        self._clock = stores.clock
         self._publisher = publisher
         self._directory = directory
         self._chooser = chooser
-        self._clock = clock
-        self._window_ms = window_ms
-        self._batch_size = batch_size
-        self._fire_batch_size = fire_batch_size
+        self._window_ms = settings.window_ms
+        self._batch_size = settings.batch_size
+        self._fire_batch_size = settings.fire_batch_size
+        self._hold_ms = settings.hold_ms
         self._heap: list[tuple[int, str]] = []
-        self._held: dict[str, Any] = {}
+        self._held: dict[str, ExecutionWithJob] = {}
 
     def load(self) -> int:
         """Read SCHEDULED executions due within the window; returns how many were new.
@@ -73,7 +89,7 @@ class Firer:
         """
         until = self._clock.now_ms() + self._window_ms
         with self._engine.connect() as conn:
-            rows = executions.scheduled_until(conn, until, len(self._held) + self._batch_size)
+            rows = sendable.scheduled_until(conn, until, len(self._held) + self._batch_size)
         new = [r for r in rows if r.execution_id not in self._held]
         for row in new:
             self._held[row.execution_id] = row
@@ -107,7 +123,7 @@ class Firer:
         due at the same instant would wait for the first one's round trips.
         """
         now = self._clock.now_ms()
-        due: list[Any] = []
+        due: list[ExecutionWithJob] = []
         while self._heap and self._heap[0][0] <= now and len(due) < self._fire_batch_size:
             _, execution_id = heapq.heappop(self._heap)
             row = self._held.pop(execution_id, None)
@@ -116,79 +132,62 @@ class Firer:
         return self._fire(due) if due else 0
 
     @retry_lock_conflicts
-    def _fire(self, due: Sequence[Any]) -> int:
+    def _fire(self, due: Sequence[ExecutionWithJob]) -> int:
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
-            still = executions.lock_still_scheduled(conn, [int(r.id) for r in due])
-            rows = [r for r in due if int(r.id) in still]
-            gone = {
-                int(r.id): "cancelled: the job was cancelled before this run was sent"
-                for r in rows
-                if r.job_status == JobStatus.CANCELLED
-            }
-            executions.mark_skipped(conn, gone, now, ExecutionStatus.CANCELLED)
-            rows = [r for r in rows if int(r.id) not in gone]
-            skips = self._late_skips(rows, now) | self._overlap_skips(conn, rows)
-            executions.mark_skipped(conn, skips, now)
-            assignments = self._assign([r for r in rows if int(r.id) not in skips])
+            still = executions.lock_still_scheduled(conn, [r.id for r in due])
+            rows = [r for r in due if r.id in still]
+            busy = executions.jobs_with_runs(conn, forbid_candidates(rows))
+            decisions = decide(rows, now, busy)
+            assignments, held = self._assign(decisions)
+            self._settle_unsent(conn, rows, decisions, held, now)
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
             executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now)
             returned = dispatch(conn, self._publisher, pack_dispatches(assignments, now))
         observe_dispatched(assignments, returned, now)
-        TRIGGERS_SKIPPED.labels(stage="fire").inc(len(skips))
-        for row in rows:
-            if int(row.id) in skips:
-                log.info(skips[int(row.id)], extra={"execution_id": row.execution_id})
+        self._observe(rows, decisions, held)
         return len(assignments) - len(returned)
 
-    @staticmethod
-    def _late_skips(rows: Sequence[Any], now: int) -> dict[int, str]:
-        """Misfire policy for claimed triggers fired late (their dispatcher died first)."""
-        latest: dict[int, int] = {}
-        for row in rows:
-            if row.attempt == 1 and not row.manual:
-                latest[row.job_id] = max(latest.get(row.job_id, 0), int(row.trigger_time))
-        skips: dict[int, str] = {}
-        for row in rows:
-            threshold = int(row.misfire_threshold_seconds) * 1000
-            late_ms = now - int(row.trigger_time)
-            if late_ms <= threshold or row.attempt != 1 or row.manual:
-                continue
-            later_overdue = latest[row.job_id] > int(row.trigger_time) or (
-                row.job_status == JobStatus.WAITING
-                and row.next_trigger_time is not None
-                and now - int(row.next_trigger_time) > threshold
-            )
-            reason = late_fire_skip_reason(
-                MisfirePolicy(row.misfire_policy), threshold, late_ms, later_overdue
-            )
-            if reason is not None:
-                skips[int(row.id)] = reason
-        return skips
-
-    @staticmethod
-    def _overlap_skips(conn: Connection, rows: Sequence[Any]) -> dict[int, str]:
-        """First attempts of FORBID jobs whose job has a run in a worker queue or going."""
-        candidates = [
-            r
-            for r in rows
-            if r.overlap_policy == OverlapPolicy.FORBID and r.attempt == 1 and not r.manual
-        ]
-        busy = executions.jobs_with_runs(conn, [r.job_id for r in candidates])
-        skips: dict[int, str] = {}
-        for row in candidates:
-            reason = overlap_skip_reason(OverlapPolicy.FORBID, row.job_id in busy)
-            if reason is not None:
-                skips[int(row.id)] = reason
-        return skips
-
-    def _assign(self, rows: Sequence[Any]) -> list[Assignment]:
+    def _assign(self, decisions: FireDecisions) -> tuple[list[Assignment], dict[int, str]]:
+        """Workers for what is to be sent; what no live worker runs is held, with why."""
         live = self._directory.live()
-        assignments = []
-        for row in rows:
+        assignments: list[Assignment] = []
+        held = dict(decisions.held)
+        for row in decisions.to_send:
             worker = self._chooser.choose(live, row.handler)
-            if worker is not None:
+            if worker is None:
+                held[row.id] = no_worker_reason(row.handler)
+            else:
                 assignments.append(Assignment.of(row, worker.worker_id))
-        return assignments
+        return assignments, held
+
+    def _settle_unsent(
+        self,
+        conn: Connection,
+        rows: Sequence[ExecutionWithJob],
+        decisions: FireDecisions,
+        held: dict[int, str],
+        now: int,
+    ) -> None:
+        """Write what is not sent: cancelled, skipped (their job released as a finished
+        run releases it) and held (looked at again after ``hold_ms``)."""
+        executions.mark_skipped(conn, decisions.cancelled, now, ExecutionStatus.CANCELLED)
+        executions.mark_skipped(conn, decisions.skipped, now)
+        skipped = [r for r in rows if r.id in decisions.skipped and not r.manual]
+        release_jobs(
+            conn, [(r.job_id, None if r.recurring else JobStatus.FAILED) for r in skipped], now
+        )
+        executions.hold_scheduled(conn, held, now + self._hold_ms)
+
+    @staticmethod
+    def _observe(
+        rows: Sequence[ExecutionWithJob], decisions: FireDecisions, held: dict[int, str]
+    ) -> None:
+        TRIGGERS_SKIPPED.labels(stage="fire").inc(len(decisions.skipped))
+        EXECUTIONS_HELD.inc(len(held))
+        for row in rows:
+            why = decisions.skipped.get(row.id) or held.get(row.id)
+            if why is not None:
+                log.info(why, extra={"job_id": row.job_id, "execution_id": row.execution_id})

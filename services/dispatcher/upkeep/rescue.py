@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.broker import BatchPublisher
-from common.db import executions, workers
+from common.db import executions, sendable, workers
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
@@ -106,7 +106,7 @@ class Rescue:
     def _rescue(self, worker_id: str) -> bool:
         """Report or move the worker's unfinished executions; whether it had any."""
         with self._engine.connect() as conn:
-            rows = executions.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
+            rows = sendable.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
         if not rows:
             return False
         marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
-from common.db import executions
+from common.db import sendable
 from common.result_messages import publish_results, stand_in_results
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def time_out_overdue(
     """Record TIMED_OUT for runs past their job's timeout whose worker never reported."""
     now = clock.now_ms()
     with engine.connect() as conn:
-        rows = executions.overdue(conn, now, grace_ms, SWEEP_LIMIT)
+        rows = sendable.overdue(conn, now, grace_ms, SWEEP_LIMIT)
     if rows:
         log.warning("%d executions passed their timeout without a report", len(rows))
         why = "no result within the job's timeout"

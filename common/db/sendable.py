@@ -1,0 +1,106 @@
+"""Unfinished executions read with their job's data: what the stages that send, rescue
+and time out executions decide with, as typed rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from common.db import driver
+from common.db.rows import AnyRow
+from common.states import ExecutionStatus, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionWithJob:
+    """An unfinished execution and the parts of its job that decide where it goes."""
+
+    id: int
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    scheduled_at: int
+    worker_id: str | None
+    status: ExecutionStatus
+    manual: bool
+    handler: str
+    params: str
+    timeout_seconds: int | None
+    overlap_policy: str
+    misfire_policy: str
+    misfire_threshold_seconds: int
+    next_trigger_time: int | None
+    job_status: JobStatus
+    recurring: bool
+
+    @property
+    def first_scheduled_attempt(self) -> bool:
+        """A claimed trigger's first attempt: not a retry, not a manual run."""
+        return self.attempt == 1 and not self.manual
+
+
+_WITH_JOB = (
+    "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
+    "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
+    "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
+    "j.next_trigger_time, j.status AS job_status, "
+    "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring "
+    "FROM executions e JOIN jobs j ON j.id = e.job_id "
+)
+
+
+def _typed(row: AnyRow) -> ExecutionWithJob:
+    return ExecutionWithJob(
+        int(row.id),
+        str(row.execution_id),
+        int(row.job_id),
+        int(row.attempt),
+        int(row.trigger_time),
+        int(row.scheduled_at),
+        row.worker_id,
+        ExecutionStatus(row.status),
+        bool(row.manual),
+        str(row.handler),
+        str(row.params),
+        row.timeout_seconds,
+        str(row.overlap_policy),
+        str(row.misfire_policy),
+        int(row.misfire_threshold_seconds),
+        row.next_trigger_time,
+        JobStatus(row.job_status),
+        bool(row.recurring),
+    )
+
+
+def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+    """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
+    rows = driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.status = %s AND e.scheduled_at <= %s ORDER BY e.scheduled_at LIMIT %s",
+        (ExecutionStatus.SCHEDULED.value, until_ms, limit),
+    )
+    return [_typed(r) for r in rows]
+
+
+def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+    """Executions committed to one worker's queue that have not ended."""
+    rows = driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.worker_id = %s AND e.status = %s LIMIT %s",
+        (worker_id, ExecutionStatus.QUEUED.value, limit),
+    )
+    return [_typed(r) for r in rows]
+
+
+def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[ExecutionWithJob]:
+    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace."""
+    rows = driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.status = %s AND e.dispatched_at < %s "
+        "AND j.timeout_seconds IS NOT NULL "
+        "AND e.dispatched_at + j.timeout_seconds * 1000 < %s LIMIT %s",
+        (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, limit),
+    )
+    return [_typed(r) for r in rows]

@@ -1,0 +1,112 @@
+"""What happens to each execution whose time has come: sent, skipped, cancelled or held.
+
+Pure rules over typed rows, so every case is unit-tested without servers; the firer
+applies the decisions in one transaction.
+
+- The job was cancelled: CANCELLED.
+- The job is PAUSED: a claimed trigger's first attempt of a recurring job is SKIPPED
+  (a pause skips what falls inside it); a one-shot job's trigger and retries are held
+  until the job is resumed; manual runs (an explicit "run now") are sent.
+- A claimed trigger fired late (its dispatcher died first) meets the misfire policy.
+- A FORBID job's first attempt is SKIPPED while another run of the job is queued or
+  going, and only one first attempt of a FORBID job leaves in one fire.
+- The rest is sent, to a live worker that runs its handler; one that no live worker
+  runs waits (held), without holding anything else up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from common.db.sendable import ExecutionWithJob
+from common.schedule import MisfirePolicy, OverlapPolicy, late_fire_skip_reason, overlap_skip_reason
+from common.states import JobStatus
+
+PAUSED_SKIP = "skipped: the job was paused at its trigger time"
+PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
+CANCELLED = "cancelled: the job was cancelled before this run was sent"
+
+
+@dataclass
+class FireDecisions:
+    """Every due execution in exactly one place; the dicts map row ids to messages."""
+
+    cancelled: dict[int, str] = field(default_factory=dict)
+    skipped: dict[int, str] = field(default_factory=dict)
+    held: dict[int, str] = field(default_factory=dict)
+    to_send: list[ExecutionWithJob] = field(default_factory=list)
+
+
+def decide(
+    rows: Sequence[ExecutionWithJob], now_ms: int, busy_jobs: Collection[int]
+) -> FireDecisions:
+    """Decide each due execution; ``busy_jobs`` have a run queued or going already."""
+    decisions = FireDecisions()
+    latest = _latest_first_attempts(rows)
+    forbid_sent: set[int] = set()
+    for row in rows:
+        if row.job_status is JobStatus.CANCELLED:
+            decisions.cancelled[row.id] = CANCELLED
+        elif row.job_status is JobStatus.PAUSED and not row.manual:
+            if row.first_scheduled_attempt and row.recurring:
+                decisions.skipped[row.id] = PAUSED_SKIP
+            else:
+                decisions.held[row.id] = PAUSED_HOLD
+        elif (reason := _late_reason(row, now_ms, latest)) is not None:
+            decisions.skipped[row.id] = reason
+        elif (reason := _overlap_reason(row, busy_jobs, forbid_sent)) is not None:
+            decisions.skipped[row.id] = reason
+        else:
+            decisions.to_send.append(row)
+    return decisions
+
+
+def forbid_candidates(rows: Sequence[ExecutionWithJob]) -> list[int]:
+    """The jobs whose runs the overlap rule must look up (FORBID first attempts)."""
+    return [r.job_id for r in rows if _forbids_overlap(r)]
+
+
+def _forbids_overlap(row: ExecutionWithJob) -> bool:
+    return row.overlap_policy == OverlapPolicy.FORBID and row.first_scheduled_attempt
+
+
+def _overlap_reason(
+    row: ExecutionWithJob, busy_jobs: Collection[int], forbid_sent: set[int]
+) -> str | None:
+    if not _forbids_overlap(row):
+        return None
+    running = row.job_id in busy_jobs or row.job_id in forbid_sent
+    reason = overlap_skip_reason(OverlapPolicy.FORBID, running)
+    if reason is None:
+        forbid_sent.add(row.job_id)
+    return reason
+
+
+def _latest_first_attempts(rows: Sequence[ExecutionWithJob]) -> dict[int, int]:
+    latest: dict[int, int] = {}
+    for row in rows:
+        if row.first_scheduled_attempt:
+            latest[row.job_id] = max(latest.get(row.job_id, 0), row.trigger_time)
+    return latest
+
+
+def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> str | None:
+    """Misfire policy for a claimed trigger fired late (its dispatcher died first)."""
+    threshold = row.misfire_threshold_seconds * 1000
+    late_ms = now_ms - row.trigger_time
+    if late_ms <= threshold or not row.first_scheduled_attempt:
+        return None
+    later_overdue = latest[row.job_id] > row.trigger_time or (
+        row.job_status is JobStatus.WAITING
+        and row.next_trigger_time is not None
+        and now_ms - row.next_trigger_time > threshold
+    )
+    return late_fire_skip_reason(
+        MisfirePolicy(row.misfire_policy), threshold, late_ms, later_overdue
+    )
+
+
+def no_worker_reason(handler: str) -> str:
+    """The message of an execution held because no live worker runs its handler."""
+    return f"waiting: no live worker runs handler {handler!r}"

@@ -1,0 +1,90 @@
+"""The firing rules on typed rows: what a due execution becomes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from common.db.sendable import ExecutionWithJob
+from common.states import ExecutionStatus, JobStatus
+from services.dispatcher.trigger.fire_rules import (
+    CANCELLED,
+    PAUSED_HOLD,
+    PAUSED_SKIP,
+    decide,
+    forbid_candidates,
+)
+
+NOW = 1_000_000
+
+
+def row(n: int, **changes: object) -> ExecutionWithJob:
+    base = ExecutionWithJob(
+        id=n,
+        execution_id=f"e{n}",
+        job_id=n,
+        attempt=1,
+        trigger_time=NOW - 10,
+        scheduled_at=NOW - 10,
+        worker_id=None,
+        status=ExecutionStatus.SCHEDULED,
+        manual=False,
+        handler="demo.noop",
+        params="{}",
+        timeout_seconds=None,
+        overlap_policy="ALLOW",
+        misfire_policy="FIRE_ONCE",
+        misfire_threshold_seconds=60,
+        next_trigger_time=None,
+        job_status=JobStatus.WAITING,
+        recurring=True,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_an_ordinary_due_execution_is_sent() -> None:
+    decisions = decide([row(1)], NOW, set())
+    assert [r.id for r in decisions.to_send] == [1]
+
+
+def test_a_cancelled_jobs_execution_is_cancelled() -> None:
+    decisions = decide([row(1, job_status=JobStatus.CANCELLED)], NOW, set())
+    assert decisions.cancelled == {1: CANCELLED}
+
+
+def test_a_paused_recurring_jobs_trigger_is_skipped_its_retry_held_its_manual_run_sent() -> None:
+    paused = JobStatus.PAUSED
+    rows = [
+        row(1, job_status=paused),
+        row(2, job_status=paused, attempt=2),
+        row(3, job_status=paused, manual=True),
+        row(4, job_status=paused, recurring=False),
+    ]
+    decisions = decide(rows, NOW, set())
+    assert decisions.skipped == {1: PAUSED_SKIP}
+    assert decisions.held == {2: PAUSED_HOLD, 4: PAUSED_HOLD}
+    assert [r.id for r in decisions.to_send] == [3]
+
+
+def test_a_late_claimed_trigger_meets_its_misfire_policy_a_late_retry_does_not() -> None:
+    late = NOW - 120_000
+    rows = [
+        row(1, trigger_time=late, misfire_policy="SKIP"),
+        row(2, trigger_time=late, misfire_policy="SKIP", attempt=2),
+        row(3, trigger_time=late, misfire_policy="FIRE_ALL"),
+    ]
+    decisions = decide(rows, NOW, set())
+    assert list(decisions.skipped) == [1]
+    assert [r.id for r in decisions.to_send] == [2, 3]
+
+
+def test_forbid_skips_a_first_attempt_while_its_job_runs_and_sends_one_per_fire() -> None:
+    rows = [
+        row(1, overlap_policy="FORBID"),
+        row(2, overlap_policy="FORBID", job_id=7, trigger_time=NOW - 20),
+        row(3, overlap_policy="FORBID", job_id=7, trigger_time=NOW - 10),
+        row(4, overlap_policy="FORBID", job_id=9, attempt=2),
+    ]
+    assert forbid_candidates(rows) == [1, 7, 7]
+    decisions = decide(rows, NOW, busy_jobs={1})
+    assert set(decisions.skipped) == {1, 3}
+    assert [r.id for r in decisions.to_send] == [2, 4]
