@@ -20,6 +20,7 @@ from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import parse_started
+from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
@@ -74,7 +75,13 @@ class Rescue:
                 continue
             # A worker that still had work this sweep is tried again on a later one,
             # once what was moved or reported has left it.
-            had_work = self._rescue(worker.worker_id)
+            try:
+                had_work = self._rescue(worker.worker_id)
+            except Exception as e:
+                if is_store_outage(e):
+                    raise
+                log.exception("rescuing worker %s failed; the others go on", worker.worker_id)
+                continue
             long_gone = worker.last_heartbeat < now - self._forget_ms
             if forgettable and long_gone and not had_work:
                 forgettable -= self._forget(worker.worker_id, int(worker.last_heartbeat), now)

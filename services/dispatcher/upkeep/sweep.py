@@ -6,12 +6,15 @@ safe to repeat and to run on any dispatcher that leads next.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.broker import BatchPublisher
 from common.config import DispatcherSettings
 from common.loadbalance import WorkerChooser
+from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
@@ -19,6 +22,8 @@ from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
 from services.dispatcher.upkeep.timeouts import time_out_overdue
 from services.dispatcher.upkeep.workers import WorkerDirectory
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,14 +80,32 @@ class Upkeep:
         self._next_reconcile = 0.0
 
     def sweep(self) -> None:
-        """Run every step once (the reconciler at its own, slower pace)."""
-        s, stores = self._settings, self._stores
-        self.rescue.rescue_dead_workers()
-        time_out_overdue(stores.engine, self._publisher, stores.clock, s.timeout_grace_ms)
-        republish_stale_deliveries(
-            stores.engine, self._publisher, stores.clock, s.pending_republish_ms
+        """Run every step once (the reconciler at its own, slower pace).
+
+        A step that fails for a reason of its own is logged and the others still run;
+        a store outage stops the sweep, and the dispatch loop starts again.
+        """
+        s, engine, clock = self._settings, self._stores.engine, self._stores.clock
+        publisher = self._publisher
+        self._run("rescue", self.rescue.rescue_dead_workers)
+        self._run(
+            "timeouts", lambda: time_out_overdue(engine, publisher, clock, s.timeout_grace_ms)
         )
-        prune(stores.engine, stores.clock, s.retention_ms)
+        self._run(
+            "callbacks",
+            lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),
+        )
+        self._run("retention", lambda: prune(engine, clock, s.retention_ms))
         if self._reconciler is not None and time.monotonic() >= self._next_reconcile:
-            self._reconciler.sweep()
             self._next_reconcile = time.monotonic() + s.reconcile_interval_s
+            self._run("reconcile", self._reconciler.sweep)
+
+    @staticmethod
+    def _run(name: str, step: Callable[[], object]) -> None:
+        """Run one step; one failing on its own data is logged, an outage goes up."""
+        try:
+            step()
+        except Exception as e:
+            if is_store_outage(e):
+                raise
+            log.exception("upkeep step %s failed; the others go on", name)
