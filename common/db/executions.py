@@ -283,7 +283,20 @@ def inflight_by_worker(conn: Connection) -> dict[str, int]:
     return {str(worker): int(count) for worker, count in rows}
 
 
-def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[AnyRow]:
+@dataclass(frozen=True, slots=True)
+class LockedExecution:
+    """An execution locked for recording its outcome."""
+
+    id: int
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    status: ExecutionStatus
+    manual: bool
+
+
+def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[LockedExecution]:
     """Lock executions by primary key, ascending, and return the unfinished ones.
 
     ``refs`` maps each execution id to the primary key its result carries, or None; ids
@@ -304,13 +317,25 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[An
     return [r for r in rows if r.status in UNFINISHED]
 
 
-def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[AnyRow]:
-    return driver.fetch(
+def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
+    rows = driver.fetch(
         conn,
         "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
+    return [
+        LockedExecution(
+            int(r.id),
+            str(r.execution_id),
+            int(r.job_id),
+            int(r.attempt),
+            int(r.trigger_time),
+            ExecutionStatus(r.status),
+            bool(r.manual),
+        )
+        for r in rows
+    ]
 
 
 _OUTCOME_COLUMNS = (

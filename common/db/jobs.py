@@ -349,7 +349,21 @@ def _next_triggers(
     return f"CASE id {cases} END", []
 
 
-def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyRow]:
+@dataclass(frozen=True, slots=True)
+class TriggerSettings:
+    """What recording an outcome needs of its job: app, kind, retries, callback URL."""
+
+    id: int
+    app_pk: int
+    status: JobStatus
+    recurring: bool
+    callback_url: str | None
+    max_retries: int
+    retry_backoff_seconds: int
+    retry_backoff_max_seconds: int
+
+
+def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
     """What the results consumer needs of each job: app, schedule, retries, callback URL."""
     ids = sorted(set(job_ids))
     if not ids:
@@ -360,7 +374,19 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, AnyR
         "retry_backoff_seconds, retry_backoff_max_seconds "
         f"FROM jobs WHERE id IN ({driver.ints(ids)})",
     )
-    return {int(r.id): r for r in rows}
+    return {
+        int(r.id): TriggerSettings(
+            int(r.id),
+            int(r.app_id),
+            JobStatus(r.status),
+            r.cron_expr is not None or r.fixed_rate_seconds is not None,
+            r.callback_url,
+            int(r.max_retries),
+            int(r.retry_backoff_seconds),
+            int(r.retry_backoff_max_seconds),
+        )
+        for r in rows
+    }
 
 
 def end_triggers(

@@ -12,8 +12,14 @@ from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
-from common.db.executions import NewExecution, insert_executions, lock_unfinished, record_outcomes
-from common.db.jobs import release_jobs, trigger_settings
+from common.db.executions import (
+    LockedExecution,
+    NewExecution,
+    insert_executions,
+    lock_unfinished,
+    record_outcomes,
+)
+from common.db.jobs import TriggerSettings, release_jobs, trigger_settings
 from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
 from common.metrics import observe_finished
@@ -28,16 +34,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Finished:
     result: ExecutionResult
-    execution: Any
-    job: Any
+    execution: LockedExecution
+    job: TriggerSettings
 
     @property
     def retry_due(self) -> bool:
         """A failed attempt with retries left, of a job still alive."""
         return (
             self.result.status != "SUCCEEDED"
-            and int(self.execution.attempt) <= int(self.job.max_retries)
-            and self.job.status != JobStatus.CANCELLED
+            and self.execution.attempt <= self.job.max_retries
+            and self.job.status is not JobStatus.CANCELLED
         )
 
 
@@ -71,12 +77,12 @@ def record_results(
 def _lock_and_match(conn: Connection, results: Sequence[ExecutionResult]) -> list[_Finished]:
     refs = {x.execution_id: x.ref for x in results}
     rows = {r.execution_id: r for r in lock_unfinished(conn, refs)}
-    jobs = trigger_settings(conn, [int(r.job_id) for r in rows.values()])
+    jobs = trigger_settings(conn, [r.job_id for r in rows.values()])
     finished: list[_Finished] = []
     for result in results:
         row = rows.pop(result.execution_id, None)
         if row is not None:
-            finished.append(_Finished(result, row, jobs[int(row.job_id)]))
+            finished.append(_Finished(result, row, jobs[row.job_id]))
     return finished
 
 
@@ -84,11 +90,11 @@ def _outcome(item: _Finished) -> dict[str, Any]:
     result = item.result
     row = item.execution
     return {
-        "id": int(row.id),
+        "id": row.id,
         "execution_id": row.execution_id,
-        "job_id": int(row.job_id),
-        "attempt": int(row.attempt),
-        "trigger_time": int(row.trigger_time),
+        "job_id": row.job_id,
+        "attempt": row.attempt,
+        "trigger_time": row.trigger_time,
         "status": result.status,
         "worker_id": result.worker_id,
         "message": result.message,
@@ -99,28 +105,27 @@ def _outcome(item: _Finished) -> dict[str, Any]:
 
 
 def _retry(item: _Finished, now: int) -> NewExecution:
-    attempt = int(item.execution.attempt)
-    delay = retry_delay_ms(
-        attempt, int(item.job.retry_backoff_seconds), int(item.job.retry_backoff_max_seconds)
-    )
+    attempt = item.execution.attempt
+    job = item.job
+    delay = retry_delay_ms(attempt, job.retry_backoff_seconds, job.retry_backoff_max_seconds)
     return NewExecution(
         str(uuid.uuid4()),
-        int(item.job.id),
+        job.id,
         attempt + 1,
-        int(item.execution.trigger_time),
+        item.execution.trigger_time,
         now + delay,
-        manual=bool(item.execution.manual),
+        manual=item.execution.manual,
     )
 
 
 def _end_triggers(conn: Connection, ended: Sequence[_Finished], now: int) -> None:
     """Move the jobs of ended triggers on: one-shot jobs to their end, recurring ones to
     their next trigger; manual runs leave their job as it is."""
-    release_jobs(conn, [(int(i.job.id), _final(i)) for i in ended if not i.execution.manual], now)
+    release_jobs(conn, [(i.job.id, _final(i)) for i in ended if not i.execution.manual], now)
 
 
 def _final(item: _Finished) -> JobStatus | None:
-    if item.job.cron_expr or item.job.fixed_rate_seconds:
+    if item.job.recurring:
         return None
     return JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
 
@@ -128,10 +133,8 @@ def _final(item: _Finished) -> JobStatus | None:
 def _delivery(item: _Finished) -> NewDelivery | None:
     if not item.job.callback_url:
         return None
-    payload = callback_payload(
-        item.result, int(item.execution.attempt), int(item.execution.trigger_time)
-    )
-    return new_delivery(item.result, item.job.app_id, str(item.job.callback_url), payload)
+    payload = callback_payload(item.result, item.execution.attempt, item.execution.trigger_time)
+    return new_delivery(item.result, item.job.app_pk, item.job.callback_url, payload)
 
 
 def _log(finished: Sequence[_Finished]) -> None:
