@@ -3,7 +3,6 @@ clientRequestId, insert the new jobs with one statement, wake the dispatcher onc
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
@@ -12,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
 from common.db.jobs import NewJob, earlier_rows, insert_jobs
+from common.documents import stored_size
 from common.errors import (
     BatchRejectedError,
     IdempotencyConflictError,
@@ -118,7 +118,7 @@ def repeated_request_ids(bodies: Sequence[JobCreate]) -> ItemErrors:
 
 def check_total_params(new_jobs: Sequence[NewJob]) -> None:
     """Refuse a batch whose params together are too large for one INSERT."""
-    total = sum(len(json.dumps(job.params, separators=(",", ":"))) for job in new_jobs)
+    total = sum(stored_size(job.params) for job in new_jobs)
     if total > MAX_BATCH_PARAMS_BYTES:
         raise ValidationFailedError(
             "jobs",

@@ -35,6 +35,7 @@ from common.db.executions import NewExecution
 from common.db.jobs import get_job
 from common.db.retry import retry_lock_conflicts
 from common.db.rows import AnyRow
+from common.documents import stored_text
 from common.errors import InvalidTransitionError, JobNotFoundError, ValidationFailedError
 from common.schedule import OverlapPolicy, Schedule
 from common.states import JobStatus
@@ -259,7 +260,7 @@ def patched_columns(
     job = build_job(merged, int(row.app_id), handlers | {row.handler}, max_params_bytes, now)
     columns: dict[str, Any] = {
         "job_name": job.job_name,
-        "params": json.dumps(job.params, separators=(",", ":")),
+        "params": stored_text(job.params),
         "cron_expr": job.cron_expr,
         "callback_url": job.callback_url,
         **job.policies.columns(),
