@@ -3,6 +3,7 @@ the field, and nothing is written: create, batch and PATCH, on real MySQL and Re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,8 +12,12 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from common.db.jobs import NewJob
 from common.documents import MAX_DEPTH
 from common.timefmt import MAX_INSTANT_MS
+from services.api import batch, control
+from services.api.control import patched_columns
+from services.api.validation import build_job
 
 BATCH = "/openapi/jobs/batch"
 FUTURE = 4_102_444_800_000  # 2100-01-01
@@ -178,6 +183,38 @@ def test_an_unknown_route_is_a_problem(client: TestClient) -> None:
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["status"] == 404
+
+
+# The last line: a value validation let through but MySQL refuses is still a 422.
+
+
+def test_a_batch_item_mysql_refuses_is_a_422_naming_it(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def build_job_poisoned(body: Any, *args: Any) -> NewJob:
+        built = build_job(body, *args)
+        if body.jobName == "poison":
+            return dataclasses.replace(built, next_trigger_time=2**70)
+        return built
+
+    monkeypatch.setattr(batch, "build_job", build_job_poisoned)
+    items = [body(triggerAt=FUTURE), body(triggerAt=FUTURE), body(jobName="poison")]
+    assert_names(client.post(BATCH, json={"jobs": items}), "jobs[2].triggerAt")
+    assert job_rows(engine) == []
+
+
+def test_a_patched_value_mysql_refuses_is_a_422_naming_it(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = client.post("/openapi/jobs", json=body(cronExpr="0 * * * *")).json()["jobId"]
+    before = job_rows(engine)
+
+    def columns_poisoned(*args: Any) -> dict[str, Any]:
+        return {**patched_columns(*args), "next_trigger_time": 2**70}
+
+    monkeypatch.setattr(control, "patched_columns", columns_poisoned)
+    assert_names(client.patch(f"/openapi/jobs/{job_id}", json={"jobName": "x"}), "triggerAt")
+    assert job_rows(engine) == before
 
 
 def test_a_number_too_long_to_read_is_a_422_naming_the_body(
