@@ -136,3 +136,14 @@ class PublishFailedError(KairosError):
 
 class LeaseLostError(KairosError):
     """The dispatcher lease was taken over or expired while it was held."""
+
+
+class TriggerBusyError(KairosError):
+    """A manual trigger found no free trigger time for its execution; nothing was written."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(
+            f"job {job_id} is being triggered by hand too often at once to give this trigger "
+            "a trigger time of its own; nothing was written, try again"
+        )
+        self.job_id = job_id

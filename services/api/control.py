@@ -182,7 +182,7 @@ def _trigger(engine: Engine, app_pk: int, job_id: int, now: int) -> tuple[AnyRow
         row = db.lock_job(conn, app_pk, job_id)
         applies(TRIGGER, job_id, _status(row))
         assert row is not None
-        return row, db.insert_manual_execution(conn, job_id, now)
+        return row, db.insert_manual_execution(conn, row, now)
 
 
 def trigger_job(state: ApiState, app: App, job_id: int) -> NewExecution:

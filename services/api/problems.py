@@ -22,6 +22,7 @@ from common.errors import (
     JobNotFoundError,
     KairosError,
     StoreUnavailableError,
+    TriggerBusyError,
     UnknownHandlerError,
     ValidationFailedError,
 )
@@ -35,6 +36,7 @@ _STATUS: list[tuple[type[KairosError], int, str]] = [
     (BatchRejectedError, 422, "Invalid batch; nothing was written"),
     (JobNotFoundError, 404, "Job not found"),
     (InvalidTransitionError, 409, "Invalid transition"),
+    (TriggerBusyError, 409, "Trigger time taken"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
     (UnknownHandlerError, 422, "Unknown handler"),
     (ValidationFailedError, 422, "Invalid job"),

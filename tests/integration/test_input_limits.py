@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from common.documents import MAX_DEPTH
 from common.timefmt import MAX_INSTANT_MS
 from services.api import batch, control
 from services.api.control import patched_columns
+from services.api.state import ApiState
 from services.api.validation import build_job
 
 BATCH = "/openapi/jobs/batch"
@@ -176,6 +178,57 @@ def test_a_callback_url_the_parsers_choke_on_is_a_422(
     before = job_rows(engine)
     assert_names(client.patch(f"/openapi/jobs/{job_id}", json={"callbackUrl": url}), "callbackUrl")
     assert job_rows(engine) == before
+
+
+def api_state(client: TestClient) -> ApiState:
+    state: ApiState = client.app.state.kairos  # type: ignore[attr-defined]
+    return state
+
+
+def manual_runs(engine: Engine, job_id: int) -> list[tuple[str, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT execution_id, trigger_time FROM executions WHERE job_id = :j"),
+            {"j": job_id},
+        ).all()
+    return [(str(r[0]), int(r[1])) for r in rows]
+
+
+def test_many_manual_triggers_in_one_millisecond_each_get_an_execution(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = client.post("/openapi/jobs", json=body(triggerAt=FUTURE)).json()["jobId"]
+    now = 1_700_000_000_000
+    monkeypatch.setattr(api_state(client).clock, "now_ms", lambda: now)
+    answers = [client.post(f"/openapi/jobs/{job_id}/trigger") for _ in range(25)]
+    assert [a.status_code for a in answers] == [202] * 25, answers[-1].text
+    runs = manual_runs(engine, job_id)
+    assert {e for e, _ in runs} == {a.json()["executionId"] for a in answers}
+    assert sorted(t - now for _, t in runs) == list(range(25))
+
+
+def test_concurrent_manual_triggers_each_get_an_execution(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = client.post("/openapi/jobs", json=body(triggerAt=FUTURE)).json()["jobId"]
+    monkeypatch.setattr(api_state(client).clock, "now_ms", lambda: 1_700_000_000_000)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(
+            pool.map(lambda _: client.post(f"/openapi/jobs/{job_id}/trigger"), range(40))
+        )
+    assert [a.status_code for a in answers] == [202] * 40
+    assert len(manual_runs(engine, job_id)) == 40
+
+
+def test_a_manual_trigger_leaves_the_jobs_own_trigger_time_free(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = 1_700_000_000_000
+    job_id = client.post("/openapi/jobs", json=body(triggerAt=now + 1)).json()["jobId"]
+    monkeypatch.setattr(api_state(client).clock, "now_ms", lambda: now)
+    for _ in range(3):
+        assert client.post(f"/openapi/jobs/{job_id}/trigger").status_code == 202
+    assert sorted(t - now for _, t in manual_runs(engine, job_id)) == [0, 2, 3]
 
 
 def test_an_unknown_route_is_a_problem(client: TestClient) -> None:
