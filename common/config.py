@@ -64,6 +64,11 @@ class ApiSettings(StoreSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     max_params_bytes: int = 64 * 1024
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="a request body larger than this is answered 413 before it is read",
+    )
     handler_cache_seconds: float = 2.0
     auth_cache_seconds: float = Field(
         default=30.0,

@@ -14,6 +14,7 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
+from services.api.body_limit import BodyLimit
 from services.api.group_insert import GroupInserter
 from services.api.problems import install_problem_handlers
 from services.api.routes import control, health, jobs, metrics
@@ -61,6 +62,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
     )
     app.state.kairos = _build_state(settings)
     install_problem_handlers(app)
+    # Outside routing and authentication: a large body is refused before either.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(jobs.router)
     app.include_router(control.router)
     app.include_router(health.router)
