@@ -21,6 +21,7 @@ from common.errors import (
     InvalidTransitionError,
     JobNotFoundError,
     KairosError,
+    RateLimitedError,
     StoreUnavailableError,
     TriggerBusyError,
     UnknownHandlerError,
@@ -37,6 +38,7 @@ _STATUS: list[tuple[type[KairosError], int, str]] = [
     (JobNotFoundError, 404, "Job not found"),
     (InvalidTransitionError, 409, "Invalid transition"),
     (TriggerBusyError, 409, "Trigger time taken"),
+    (RateLimitedError, 429, "Too many requests"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
     (UnknownHandlerError, 422, "Unknown handler"),
     (ValidationFailedError, 422, "Invalid job"),
@@ -82,11 +84,17 @@ def _extra(exc: KairosError) -> dict[str, Any]:
     return {}
 
 
+def _headers(exc: KairosError) -> dict[str, str]:
+    if isinstance(exc, RateLimitedError):
+        return {"Retry-After": str(exc.retry_after_seconds)}
+    return {}
+
+
 async def _kairos_error(_request: Request, exc: Exception) -> JSONResponse:
     for kind, status, title in _STATUS:
         if isinstance(exc, kind):
             assert isinstance(exc, KairosError)
-            return problem(status, title, str(exc), **_extra(exc))
+            return problem(status, title, str(exc), _headers(exc), **_extra(exc))
     return problem(500, "Internal error", str(exc))
 
 
