@@ -16,7 +16,8 @@ from sqlalchemy.exc import IntegrityError
 from common.db.jobs import NewJob, earlier_rows, find_by_client_request, insert_job, insert_jobs
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
-from services.api.store_refusals import as_refusal, is_store_failure
+from common.store_errors import is_store_outage
+from services.api.store_refusals import as_refusal
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class GroupInserter:
             with self._engine.begin() as conn:
                 answers = store_group(conn, [p.job for p in group], now_ms)
         except Exception as e:
-            if is_store_failure(e):
+            if is_store_outage(e):
                 # Lost or timed out: every job of the group alike, and at once.
                 answers = [e] * len(group)
             else:

@@ -1,15 +1,16 @@
-"""When MySQL refuses the data of one job row: which errors those are, and the 422 that
-names the request field behind the refused column.
+"""When MySQL (or the driver) refuses the data of one job row: the 422 that names the
+request field behind the refused column.
 
 Validation refuses such input before it reaches MySQL; this is the last line, so that a
 row that slips through fails its own request as a 422 instead of a 500 for a group.
+Whether an error is the store's or a row's is ``common.store_errors.is_store_outage``.
 """
 
 from __future__ import annotations
 
 import re
 
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from common.db.retry import is_duplicate_key
 from common.errors import ValidationFailedError
@@ -35,19 +36,6 @@ _FIELDS = {
 
 _COLUMN = re.compile(r"column '([^']+)'")
 _ROW = re.compile(r"at row (\d+)")
-
-
-def is_store_failure(error: BaseException) -> bool:
-    """True when ``error`` concerns the store itself (lost, timed out, locked), so every
-    row of a statement would meet it alike; False for an error of some row's data.
-
-    MySQL's data errors (value out of range, too long, not valid text) and key
-    refusals concern rows, as does anything raised outside the database layer (the
-    driver's encoding of text that has no UTF-8 form, say).
-    """
-    if isinstance(error, DataError | IntegrityError):
-        return False
-    return isinstance(error, SQLAlchemyError)
 
 
 def _detail(error: BaseException) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import exc
 
-from services.api.store_refusals import as_refusal, is_store_failure, refused_row_number
+from common.store_errors import is_store_outage
+from services.api.store_refusals import as_refusal, refused_row_number
 
 
 class DriverError(Exception):
@@ -22,7 +23,7 @@ def test_a_value_out_of_range_names_the_request_field_and_row() -> None:
     assert refusal is not None and refusal.field == "triggerAt"
     assert "Out of range value" in refusal.message
     assert refused_row_number(error) == 3
-    assert not is_store_failure(error)
+    assert not is_store_outage(error)
 
 
 def test_text_too_long_names_its_field() -> None:
@@ -38,13 +39,13 @@ def test_text_the_driver_cannot_encode_is_a_refusal_with_a_clean_message() -> No
     refusal = as_refusal(error)
     assert refusal is not None and refusal.field == "body"
     refusal.message.encode()  # no lone surrogate copied into the answer
-    assert not is_store_failure(error)
+    assert not is_store_outage(error)
 
 
 def test_a_duplicate_key_is_no_refusal() -> None:
     error = exc.IntegrityError("INSERT", {}, DriverError(1062, "Duplicate entry 'x' for key 'uq'"))
     assert as_refusal(error) is None
-    assert not is_store_failure(error)
+    assert not is_store_outage(error)
 
 
 @pytest.mark.parametrize(
@@ -55,8 +56,8 @@ def test_a_duplicate_key_is_no_refusal() -> None:
         exc.InterfaceError("SELECT 1", {}, DriverError(0, "")),
     ],
 )
-def test_a_lost_or_locked_store_is_a_store_failure(error: Exception) -> None:
-    assert is_store_failure(error)
+def test_a_lost_or_locked_store_is_an_outage_and_no_refusal(error: Exception) -> None:
+    assert is_store_outage(error)
     assert as_refusal(error) is None
 
 
