@@ -64,6 +64,23 @@ class ApiSettings(StoreSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     max_params_bytes: int = 64 * 1024
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="a request body larger than this is answered 413 before it is read",
+    )
+    rate_limit_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        description="requests each app may make per second on average (token bucket in "
+        "Redis); 0 turns the limit off",
+    )
+    rate_limit_burst: int = Field(
+        default=0,
+        ge=0,
+        description="requests an app may make at once after a quiet spell; 0 means one "
+        "second's worth of the rate (at least 1)",
+    )
     handler_cache_seconds: float = 2.0
     auth_cache_seconds: float = Field(
         default=30.0,

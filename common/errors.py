@@ -136,3 +136,26 @@ class PublishFailedError(KairosError):
 
 class LeaseLostError(KairosError):
     """The dispatcher lease was taken over or expired while it was held."""
+
+
+class RateLimitedError(KairosError):
+    """An app sent more requests than its rate limit allows; it may retry after a while."""
+
+    def __init__(self, app_id: str, retry_after_seconds: int) -> None:
+        super().__init__(
+            f"app {app_id!r} sent more requests than its rate limit allows; retry after "
+            f"{retry_after_seconds} s, or spread requests out (a batch create counts once)"
+        )
+        self.app_id = app_id
+        self.retry_after_seconds = retry_after_seconds
+
+
+class TriggerBusyError(KairosError):
+    """A manual trigger found no free trigger time for its execution; nothing was written."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(
+            f"job {job_id} is being triggered by hand too often at once to give this trigger "
+            "a trigger time of its own; nothing was written, try again"
+        )
+        self.job_id = job_id

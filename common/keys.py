@@ -33,6 +33,10 @@ class RedisKeys:
         ``WORKER_HELD`` with ``WORKER_HELD_AT``)."""
         return self._key("worker", worker_id)
 
+    def rate_limit(self, app_id: str) -> str:
+        """A hash with one app's token bucket (tokens left, when last counted)."""
+        return self._key("ratelimit", "app", app_id)
+
 
 # Fields of a worker's heartbeat hash: how many dispatch messages it held unacked
 # (waiting for a slot, running, or reporting), counted at or after the cluster time in

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+MIN_INSTANT_MS = 0
+"""1970-01-01T00:00:00.000Z: the earliest time Kairos stores and shows."""
+
+MAX_INSTANT_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest time ISO 8601 text (and Python) can show."""
 
 
 def iso_ms(epoch_ms: int | None) -> str | None:
@@ -26,14 +32,20 @@ def iso_ms(epoch_ms: int | None) -> str | None:
     )
 
 
-def parse_instant(value: str | int | float) -> int:
-    """Epoch ms from epoch ms or ISO 8601 text (a time without zone is taken as UTC)."""
+def parse_instant(value: str | int | float, zone: tzinfo = UTC) -> int:
+    """Epoch ms from epoch ms or ISO 8601 text; raises ValueError for anything else.
+
+    Text without an offset is a wall time in ``zone`` (UTC unless given). A wall time
+    the zone skips (the clock jumps forward over it) is shifted forward by the gap; one
+    the zone shows twice (the clock falls back) is its first occurrence. These are
+    Python's rules for ``fold=0`` and the cron rules of ``common.cron``.
+    """
     if isinstance(value, int | float):
         return int(value)
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=zone, fold=0)
     return (moment - EPOCH) // timedelta(milliseconds=1)

@@ -26,12 +26,13 @@ from common.db.executions import UNFINISHED, NewExecution, insert_executions
 from common.db.retry import is_duplicate_key
 from common.db.rows import AnyRow
 from common.db.schema import executions, jobs
+from common.errors import TriggerBusyError
 from common.states import ExecutionStatus, JobStatus
 
 ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
 """The statuses a job can still fire from (by schedule or by a held run)."""
 
-SAME_MS_TRIES = 10
+SAME_MS_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -175,28 +176,42 @@ def cancel_job(
     return len(cancelled)
 
 
-def insert_manual_execution(conn: Connection, job_id: int, now_ms: int) -> NewExecution:
-    """Insert a SCHEDULED manual execution of the job, due now, and return it.
+def _first_free_trigger_time(conn: Connection, row: AnyRow, now_ms: int) -> int:
+    """Now, or the millisecond after the latest trigger time the job's executions hold
+    from now on; never the job's own next trigger time, which its claim will take."""
+    latest = conn.execute(
+        sa.select(sa.func.max(executions.c.trigger_time)).where(
+            executions.c.job_id == row.id, executions.c.trigger_time >= now_ms
+        )
+    ).scalar()
+    candidate = now_ms if latest is None else max(now_ms, int(latest) + 1)
+    return candidate + 1 if candidate == row.next_trigger_time else candidate
 
-    Its trigger time is now, or the first free millisecond after it when another
-    execution of the job already holds that trigger time (the unique key is job,
-    trigger time, attempt). Each try runs in a savepoint, so a collision leaves the
-    transaction usable.
+
+def insert_manual_execution(conn: Connection, row: AnyRow, now_ms: int) -> NewExecution:
+    """Insert a SCHEDULED manual execution of the locked job ``row``, due now; return it.
+
+    The unique key (job, trigger time, attempt) gives every trigger time one first
+    attempt, so a manual run takes the first free trigger time from now on: triggers of
+    one job in the same millisecond get now, now + 1, now + 2, ... The caller holds the
+    job row lock, which orders manual triggers and claims of the job, so the time read is
+    still free when it is inserted; should a row take it all the same, the next free
+    time is read again (each try in a savepoint, so the transaction stays usable).
     """
-    collision: IntegrityError | None = None
-    for offset in range(SAME_MS_TRIES):
-        execution = NewExecution(str(uuid.uuid4()), job_id, 1, now_ms + offset, now_ms, manual=True)
+    for _ in range(SAME_MS_TRIES):
+        trigger_time = _first_free_trigger_time(conn, row, now_ms)
+        execution = NewExecution(
+            str(uuid.uuid4()), int(row.id), 1, trigger_time, now_ms, manual=True
+        )
         try:
             with conn.begin_nested():
                 insert_executions(conn, [execution], now_ms)
         except IntegrityError as e:
             if not is_duplicate_key(e):
                 raise
-            collision = e
             continue
         return execution
-    assert collision is not None
-    raise collision
+    raise TriggerBusyError(int(row.id))
 
 
 def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int) -> sa.Select[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from sqlalchemy.engine import Connection
 from common.db import driver
 from common.db.rows import AnyRow
 from common.db.schema import jobs
+from common.documents import stored_text
 from common.schedule import MisfirePolicy, OverlapPolicy, Schedule, TriggerPolicy
 from common.states import JobStatus
 
@@ -113,7 +113,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dic
         "app_id": job.app_pk,
         "job_name": job.job_name,
         "handler": job.handler,
-        "params": json.dumps(job.params, separators=(",", ":")),
+        "params": stored_text(job.params),
         "cron_expr": job.cron_expr,
         "next_trigger_time": job.next_trigger_time,
         "status": JobStatus.WAITING.value,

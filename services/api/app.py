@@ -14,8 +14,10 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
+from services.api.body_limit import BodyLimit
 from services.api.group_insert import GroupInserter
 from services.api.problems import install_problem_handlers
+from services.api.rate_limit import build_rate_limiter
 from services.api.routes import control, health, jobs, metrics
 from services.api.state import ApiState
 from services.api.wake import announce_created
@@ -23,12 +25,19 @@ from services.api.wake import announce_created
 
 def _build_state(settings: ApiSettings) -> ApiState:
     client = redis.Redis.from_url(settings.redis_url)
+    keys = RedisKeys(settings.namespace)
     state = ApiState(
         settings=settings,
         engine=make_engine(settings, pool_size=20),
         redis=client,
         clock=ClusterClock(client),
-        keys=RedisKeys(settings.namespace),
+        keys=keys,
+        rate_limiter=build_rate_limiter(
+            settings.redis_url,
+            keys,
+            settings.rate_limit_per_second,
+            settings.rate_limit_burst,
+        ),
     )
     state.inserter = GroupInserter(state.engine, partial(announce_created, state))
     return state
@@ -43,10 +52,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.inserter.stop()
     state.engine.dispose()
     state.redis.close()
+    if state.rate_limiter is not None:
+        await state.rate_limiter.close()
 
 
 def create_app(settings: ApiSettings) -> FastAPI:
-    """Build the API with its own engine, Redis client and cluster clock.
+    """Build the API with its own engine, Redis clients and cluster clock.
 
     They are built here (not at import) and closed when the app shuts down.
     """
@@ -61,6 +72,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
     )
     app.state.kairos = _build_state(settings)
     install_problem_handlers(app)
+    # Outside routing and authentication: a large body is refused before either.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(jobs.router)
     app.include_router(control.router)
     app.include_router(health.router)

@@ -3,7 +3,6 @@ clientRequestId, insert the new jobs with one statement, wake the dispatcher onc
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
@@ -12,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
 from common.db.jobs import NewJob, earlier_rows, insert_jobs
+from common.documents import stored_size
 from common.errors import (
     BatchRejectedError,
     IdempotencyConflictError,
@@ -22,6 +22,7 @@ from common.states import JobStatus
 from services.api.group_insert import Submitted
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
+from services.api.store_refusals import as_refusal, refused_row_number
 from services.api.validation import build_job
 from services.api.wake import announce_created
 
@@ -118,7 +119,7 @@ def repeated_request_ids(bodies: Sequence[JobCreate]) -> ItemErrors:
 
 def check_total_params(new_jobs: Sequence[NewJob]) -> None:
     """Refuse a batch whose params together are too large for one INSERT."""
-    total = sum(len(json.dumps(job.params, separators=(",", ":"))) for job in new_jobs)
+    total = sum(stored_size(job.params) for job in new_jobs)
     if total > MAX_BATCH_PARAMS_BYTES:
         raise ValidationFailedError(
             "jobs",
@@ -132,10 +133,26 @@ def _store(state: ApiState, app: App, new_jobs: Sequence[NewJob], now_ms: int) -
     with state.engine.begin() as conn:
         answers = earlier_jobs(conn, app, new_jobs)
         fresh = [index for index, answer in enumerate(answers) if answer is None]
-        ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
+        try:
+            ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
+        except Exception as e:
+            raise_refused_item(e, fresh)
+            raise
     for index, job_id in zip(fresh, ids, strict=True):
         answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
     return [answer for answer in answers if answer is not None]
+
+
+def raise_refused_item(error: Exception, items: Sequence[int]) -> None:
+    """Raise a 422 for the item whose row MySQL refused for its data (``items`` are the
+    batch indexes of the statement's rows); return for any other error."""
+    refusal = as_refusal(error)
+    if refusal is None:
+        return
+    row = refused_row_number(error)
+    if row is None or not 0 < row <= len(items):
+        raise ValidationFailedError("jobs", refusal.message) from error
+    raise BatchRejectedError([(items[row - 1], refusal)]) from error
 
 
 def earlier_jobs(conn: Connection, app: App, new_jobs: Sequence[NewJob]) -> list[Submitted | None]:

@@ -35,11 +35,13 @@ from common.db.executions import NewExecution
 from common.db.jobs import get_job
 from common.db.retry import retry_lock_conflicts
 from common.db.rows import AnyRow
+from common.documents import stored_text
 from common.errors import InvalidTransitionError, JobNotFoundError, ValidationFailedError
 from common.schedule import OverlapPolicy, Schedule
 from common.states import JobStatus
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
+from services.api.store_refusals import as_refusal
 from services.api.validation import build_job
 from services.api.views import job_view
 from services.api.wake import wake_dispatcher
@@ -180,7 +182,7 @@ def _trigger(engine: Engine, app_pk: int, job_id: int, now: int) -> tuple[AnyRow
         row = db.lock_job(conn, app_pk, job_id)
         applies(TRIGGER, job_id, _status(row))
         assert row is not None
-        return row, db.insert_manual_execution(conn, job_id, now)
+        return row, db.insert_manual_execution(conn, row, now)
 
 
 def trigger_job(state: ApiState, app: App, job_id: int) -> NewExecution:
@@ -259,7 +261,7 @@ def patched_columns(
     job = build_job(merged, int(row.app_id), handlers | {row.handler}, max_params_bytes, now)
     columns: dict[str, Any] = {
         "job_name": job.job_name,
-        "params": json.dumps(job.params, separators=(",", ":")),
+        "params": stored_text(job.params),
         "cron_expr": job.cron_expr,
         "callback_url": job.callback_url,
         **job.policies.columns(),
@@ -283,9 +285,22 @@ def _update(
         applies(UPDATE, job_id, _status(row))
         assert row is not None
         columns = patched_columns(row, patch, handlers, max_bytes, now)
-        if columns and not db.update_job(conn, app.id, job_id, UPDATE.allowed, columns, now):
+        if columns and not _store_update(conn, app.id, job_id, columns, now):
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
         return row, columns
+
+
+def _store_update(
+    conn: Connection, app_pk: int, job_id: int, columns: dict[str, Any], now: int
+) -> bool:
+    """``db.update_job``; a value MySQL refuses is a 422 naming its field."""
+    try:
+        return db.update_job(conn, app_pk, job_id, UPDATE.allowed, columns, now)
+    except Exception as e:
+        refusal = as_refusal(e)
+        if refusal is None:
+            raise
+        raise refusal from e
 
 
 def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:

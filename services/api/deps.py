@@ -28,7 +28,8 @@ async def get_caller(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> App:
-    """The app whose API key the request carries; 401 otherwise.
+    """The app whose API key the request carries; 401 otherwise; 429 when the app is
+    over its rate limit (``services.api.rate_limit``).
 
     A cached key is answered on the event loop; only a lookup in MySQL goes to a thread.
     """
@@ -39,6 +40,8 @@ async def get_caller(
         app = await run_in_threadpool(state.app_for_key, credentials.credentials)
     if app is None:
         raise AuthenticationError("the API key is not known; create one with `kairos app create`")
+    if state.rate_limiter is not None:
+        await state.rate_limiter.take(app)
     return app
 
 

@@ -16,6 +16,8 @@ from sqlalchemy.exc import IntegrityError
 from common.db.jobs import NewJob, earlier_rows, find_by_client_request, insert_job, insert_jobs
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
+from common.store_errors import is_store_outage
+from services.api.store_refusals import as_refusal
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,10 @@ class GroupInserter:
     group instead of once per request; a request that finds no other waits for nothing
     extra. A clientRequestId used before maps to its earlier job (or conflicts) as it
     would alone; if the group's INSERT still hits the unique key (a concurrent request
-    elsewhere, or two ids MySQL's collation takes as equal), each job of the group is
-    stored on its own instead.
+    elsewhere, or two ids MySQL's collation takes as equal), or MySQL refuses the data of
+    some row, each job of the group is stored on its own instead: a row refused for its
+    data fails its own request alone (a 422 naming the field), the others are stored.
+    Only a failure of the store itself (lost, timed out) fails the whole group.
     """
 
     def __init__(self, engine: Engine, announce: Announce, max_group: int = MAX_GROUP) -> None:
@@ -112,10 +116,12 @@ class GroupInserter:
         try:
             with self._engine.begin() as conn:
                 answers = store_group(conn, [p.job for p in group], now_ms)
-        except IntegrityError:
-            answers = [self._store_alone(p.job, now_ms) for p in group]
         except Exception as e:
-            answers = [e] * len(group)
+            if is_store_outage(e):
+                # Lost or timed out: every job of the group alike, and at once.
+                answers = [e] * len(group)
+            else:
+                answers = [self._store_alone(p.job, now_ms) for p in group]
         for pending, answer in zip(group, answers, strict=True):
             if isinstance(answer, Exception):
                 pending.stored.set_exception(answer)
@@ -147,7 +153,11 @@ class GroupInserter:
                     raise
                 return earlier
         except Exception as e:
-            return e
+            refusal = as_refusal(e)
+            if refusal is None:
+                return e
+            log.warning("a job MySQL refused was answered 422: %s", refusal)
+            return refusal
 
 
 def _match(job: NewJob, row: Any) -> Answer:

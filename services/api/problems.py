@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from common.documents import MAX_DEPTH
 from common.errors import (
     AuthenticationError,
     BatchRejectedError,
@@ -18,18 +21,24 @@ from common.errors import (
     InvalidTransitionError,
     JobNotFoundError,
     KairosError,
+    RateLimitedError,
     StoreUnavailableError,
+    TriggerBusyError,
     UnknownHandlerError,
     ValidationFailedError,
 )
 
 PROBLEM_JSON = "application/problem+json"
 
+_PHRASES = {status.value for status in HTTPStatus}
+
 _STATUS: list[tuple[type[KairosError], int, str]] = [
     (AuthenticationError, 401, "Unauthorized"),
     (BatchRejectedError, 422, "Invalid batch; nothing was written"),
     (JobNotFoundError, 404, "Job not found"),
     (InvalidTransitionError, 409, "Invalid transition"),
+    (TriggerBusyError, 409, "Trigger time taken"),
+    (RateLimitedError, 429, "Too many requests"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
     (UnknownHandlerError, 422, "Unknown handler"),
     (ValidationFailedError, 422, "Invalid job"),
@@ -41,12 +50,16 @@ _STATUS: list[tuple[type[KairosError], int, str]] = [
 RETRY_AFTER_SECONDS = 1
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+def problem(
+    status: int, title: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
     """A problem+json response."""
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     if status == 503:
-        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -71,12 +84,45 @@ def _extra(exc: KairosError) -> dict[str, Any]:
     return {}
 
 
+def _headers(exc: KairosError) -> dict[str, str]:
+    if isinstance(exc, RateLimitedError):
+        return {"Retry-After": str(exc.retry_after_seconds)}
+    return {}
+
+
 async def _kairos_error(_request: Request, exc: Exception) -> JSONResponse:
     for kind, status, title in _STATUS:
         if isinstance(exc, kind):
             assert isinstance(exc, KairosError)
-            return problem(status, title, str(exc), **_extra(exc))
+            return problem(status, title, str(exc), _headers(exc), **_extra(exc))
     return problem(500, "Internal error", str(exc))
+
+
+def _unreadable_body(cause: BaseException) -> JSONResponse:
+    """A JSON body the reader gave up on (nested too deep, a number too long): a 422
+    naming the body, as for any other JSON that cannot be read."""
+    if isinstance(cause, RecursionError):
+        message = (
+            "the JSON nests too deep to read; objects and arrays may nest at most "
+            f"{MAX_DEPTH} levels"
+        )
+    else:
+        message = f"the JSON cannot be read ({cause})"
+    errors = [{"field": "body", "message": message}]
+    return problem(422, "Invalid request", f"body: {message}", errors=errors)
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such route, method not allowed, unreadable body) as
+    problem details, like every other error of the API."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    if exc.status_code == 400 and exc.__cause__ is not None:
+        return _unreadable_body(exc.__cause__)
+    detail = str(exc.detail)
+    title = HTTPStatus(exc.status_code).phrase if exc.status_code in _PHRASES else "Error"
+    return problem(exc.status_code, title, detail, dict(exc.headers or {}))
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
@@ -120,6 +166,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     is safe to retry (with its clientRequestId, a create is never stored twice).
     """
     app.add_exception_handler(KairosError, _kairos_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     for lost in (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError):
         app.add_exception_handler(lost, _store_away)

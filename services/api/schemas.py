@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from common.schedule import MisfirePolicy, OverlapPolicy
+from services.api.fields import Instant, WholeNumber
 
 
 class JobCreate(BaseModel):
@@ -34,15 +35,19 @@ class JobCreate(BaseModel):
     cronExpr: str | None = Field(
         default=None,
         max_length=200,
-        description="5 fields (min hour dom mon dow) or 6 with seconds first; UTC",
+        description="5 fields (min hour dom mon dow) or 6 with seconds first, read in `timezone`",
     )
-    triggerAt: str | int | None = Field(
-        default=None, description="ISO 8601 or epoch ms; absent means now"
+    triggerAt: Instant = Field(
+        default=None,
+        description="ISO 8601 (without an offset: a wall time in `timezone`) or epoch ms, "
+        "1970 through 9999; absent means now",
     )
     callbackUrl: str | None = Field(default=None, max_length=2048)
     clientRequestId: str | None = Field(default=None, min_length=1, max_length=128)
-    timezone: str = Field(default="UTC", max_length=64, description="IANA zone for cronExpr")
-    fixedRateSeconds: int | None = Field(
+    timezone: str = Field(
+        default="UTC", max_length=64, description="IANA zone for cronExpr and triggerAt"
+    )
+    fixedRateSeconds: WholeNumber | None = Field(
         default=None, ge=1, le=366 * 86_400, description="repeat every N seconds (not with cron)"
     )
     misfirePolicy: MisfirePolicy = Field(
@@ -51,17 +56,17 @@ class JobCreate(BaseModel):
         "once now, SKIP jumps to the next future time, FIRE_ALL runs each missed trigger "
         "within catchUpWindowSeconds",
     )
-    misfireThresholdSeconds: int = Field(default=60, ge=0, le=86_400 * 31)
-    catchUpWindowSeconds: int = Field(default=3600, ge=0, le=86_400 * 31)
+    misfireThresholdSeconds: WholeNumber = Field(default=60, ge=0, le=86_400 * 31)
+    catchUpWindowSeconds: WholeNumber = Field(default=3600, ge=0, le=86_400 * 31)
     overlapPolicy: OverlapPolicy = Field(
         default=OverlapPolicy.FORBID,
         description="a recurring trigger while the last run still goes: ALLOW runs it too, "
         "FORBID records it SKIPPED, QUEUE runs it when the last run ends",
     )
-    maxRetries: int = Field(default=0, ge=0, le=100)
-    retryBackoffSeconds: int = Field(default=10, ge=0, le=86_400)
-    retryBackoffMaxSeconds: int = Field(default=3600, ge=0, le=7 * 86_400)
-    timeoutSeconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    maxRetries: WholeNumber = Field(default=0, ge=0, le=100)
+    retryBackoffSeconds: WholeNumber = Field(default=10, ge=0, le=86_400)
+    retryBackoffMaxSeconds: WholeNumber = Field(default=3600, ge=0, le=7 * 86_400)
+    timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
 
 
 class JobAccepted(BaseModel):
@@ -207,15 +212,15 @@ class JobPatch(BaseModel):
         description="a new schedule for a cron job (a one-shot job cannot become recurring)",
     )
     timezone: str | None = Field(default=None, max_length=64)
-    fixedRateSeconds: int | None = Field(default=None, ge=1, le=366 * 86_400)
+    fixedRateSeconds: WholeNumber | None = Field(default=None, ge=1, le=366 * 86_400)
     misfirePolicy: MisfirePolicy | None = None
-    misfireThresholdSeconds: int | None = Field(default=None, ge=0, le=86_400 * 31)
-    catchUpWindowSeconds: int | None = Field(default=None, ge=0, le=86_400 * 31)
+    misfireThresholdSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
+    catchUpWindowSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
     overlapPolicy: OverlapPolicy | None = None
-    maxRetries: int | None = Field(default=None, ge=0, le=100)
-    retryBackoffSeconds: int | None = Field(default=None, ge=0, le=86_400)
-    retryBackoffMaxSeconds: int | None = Field(default=None, ge=0, le=7 * 86_400)
-    timeoutSeconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    maxRetries: WholeNumber | None = Field(default=None, ge=0, le=100)
+    retryBackoffSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400)
+    retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
+    timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: str | None = Field(default=None, max_length=2048)
 
     @field_validator(*_NOT_NULL)

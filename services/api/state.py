@@ -15,6 +15,7 @@ from common.db.apps import App, find_app_by_key
 from common.db.workers import registered_handlers
 from common.keys import RedisKeys
 from services.api.group_insert import GroupInserter
+from services.api.rate_limit import RateLimiter
 
 
 @dataclass
@@ -28,6 +29,8 @@ class ApiState:
     keys: RedisKeys
     # Set by create_app: it announces stored jobs through this state.
     inserter: GroupInserter = field(init=False)
+    # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
+    rate_limiter: RateLimiter | None = None
     _handlers: frozenset[str] = frozenset()
     _handlers_at: float = -1e18
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)

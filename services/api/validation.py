@@ -7,11 +7,14 @@ import json
 from collections.abc import Set
 from urllib.parse import urlsplit
 
+import httpx
+
 from common.cron import validate_cron, zone
 from common.db.jobs import JobPolicies, NewJob
+from common.documents import document_problem, stored_size
 from common.errors import UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
-from common.timefmt import parse_instant
+from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
 from services.api.schemas import JobCreate
 
 
@@ -22,34 +25,74 @@ def request_hash(body: JobCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is no callback URL the notifier can send to, or None.
+
+    Both URL readers Kairos uses must take it: ``urlsplit`` (here) and httpx (the
+    notifier's client), which raise on text the other lets through.
+    """
+    if not url.isprintable() or any(c.isspace() for c in url):
+        return "holds a space, a control character or a lone surrogate; percent-encode it"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        # What the notifier builds; its host is decoded (IDNA) only when read.
+        sent_to = httpx.Request("POST", url).url.host
+    except Exception as e:  # both parsers raise several kinds (ValueError, IDNAError, ...)
+        return f"cannot be read as a URL ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname or not sent_to:
+        return "is not an absolute http:// or https:// URL"
+    if port == 0:
+        return "names port 0; give a port from 1 to 65535"
+    return None
+
+
 def check_callback_url(url: str) -> str:
-    """Accept only absolute http(s) URLs with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationFailedError(
-            "callbackUrl", f"{url!r} is not an absolute http:// or https:// URL"
-        )
+    """Accept only absolute http(s) URLs with a host that the notifier can send to."""
+    problem = _url_problem(url)
+    if problem is not None:
+        raise ValidationFailedError("callbackUrl", f"{_shown(url)} {problem}")
     return url
 
 
 def check_params(body: JobCreate, max_bytes: int) -> None:
-    """Refuse params that are not standard JSON or whose JSON is larger than ``max_bytes``.
+    """Refuse params that Kairos could not store and read back, or larger than ``max_bytes``.
 
-    Python's JSON reader takes NaN and Infinity, which JSON (RFC 8259) does not have: such
-    params were stored as written and came back as null.
+    See ``common.documents``: nesting, lone surrogates, NaN and Infinity. The size is
+    that of the JSON text stored, in UTF-8 bytes.
     """
-    try:
-        text = json.dumps(body.params, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        raise ValidationFailedError(
-            "params",
-            "params hold NaN or Infinity, which JSON does not allow: send null or a string",
-        ) from None
-    size = len(text.encode())
+    problem = document_problem(body.params, "params")
+    if problem is not None:
+        raise ValidationFailedError("params", problem)
+    size = stored_size(body.params)
     if size > max_bytes:
         raise ValidationFailedError(
             "params", f"params take {size} bytes as JSON; the limit is {max_bytes} bytes"
         )
+
+
+def _shown(value: object) -> str:
+    """A value as an error message quotes it: clipped, so a long one cannot flood it."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_trigger_at(value: str | int, timezone: str) -> int:
+    """``triggerAt`` as epoch ms: ISO 8601 text (a time without offset is a wall time
+    in the job's ``timezone``) or epoch ms, from 1970 through 9999 (UTC)."""
+    try:
+        moment = parse_instant(value, zone(timezone))
+    except (ValueError, OverflowError) as e:
+        raise ValidationFailedError(
+            "triggerAt", f"{_shown(value)} is neither ISO 8601 nor epoch milliseconds"
+        ) from e
+    if not MIN_INSTANT_MS <= moment <= MAX_INSTANT_MS:
+        raise ValidationFailedError(
+            "triggerAt",
+            f"{_shown(value)} is outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z "
+            f"(epoch ms {MIN_INSTANT_MS} .. {MAX_INSTANT_MS}); send a time in that range",
+        )
+    return moment
 
 
 def first_trigger(body: JobCreate, schedule: Schedule, now_ms: int) -> int:
@@ -58,12 +101,7 @@ def first_trigger(body: JobCreate, schedule: Schedule, now_ms: int) -> int:
     A fixed-rate job without triggerAt fires first now, then every N seconds.
     """
     if body.triggerAt is not None:
-        try:
-            return parse_instant(body.triggerAt)
-        except ValueError as e:
-            raise ValidationFailedError(
-                "triggerAt", f"{body.triggerAt!r} is neither ISO 8601 nor epoch milliseconds"
-            ) from e
+        return parse_trigger_at(body.triggerAt, schedule.timezone)
     if schedule.cron_expr is not None:
         upcoming = schedule.first_after(now_ms, now_ms)
         assert upcoming is not None

@@ -11,9 +11,10 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
+from common.config import ApiSettings, StoreSettings
 from common.db import driver
 from common.db import jobs as job_rows
+from common.db.apps import AppCredentials
 from common.keys import RedisKeys
 from services.api import batch
 
@@ -138,12 +139,21 @@ def test_a_batch_outside_1_to_1000_items_is_422(
     assert job_count(engine) == 0
 
 
-def test_params_too_large_for_one_insert_are_422(client: TestClient, engine: Engine) -> None:
+def test_params_too_large_for_one_insert_are_422(
+    namespace: StoreSettings, app_credentials: AppCredentials, engine: Engine
+) -> None:
+    """Only with a body limit raised past them (KAIROS_MAX_BODY_BYTES, 1 MiB by default)."""
+    from services.api.app import create_app
+
     blob = "x" * (60 * 1024)
     count = batch.MAX_BATCH_PARAMS_BYTES // len(blob) + 1
-    response = client.post(
-        BATCH, json={"jobs": [item(i, params={"b": blob}) for i in range(count)]}
-    )
+    settings = ApiSettings(namespace=namespace.namespace, max_body_bytes=8 * 1024 * 1024)
+    with TestClient(create_app(settings)) as client:
+        response = client.post(
+            BATCH,
+            json={"jobs": [item(i, params={"b": blob}) for i in range(count)]},
+            headers={"Authorization": f"Bearer {app_credentials.api_key}"},
+        )
     assert response.status_code == 422
     assert "split it" in response.json()["detail"]
     assert job_count(engine) == 0

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -12,8 +16,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from common.db.jobs import NewJob
-from common.errors import IdempotencyConflictError
+from common.errors import IdempotencyConflictError, ValidationFailedError
+from services.api import group_insert
+from services.api import submit as submit_module
 from services.api.group_insert import Announce, GroupInserter, Submitted, _Pending, store_group
+from services.api.validation import build_job
 from tests.integration.helpers import make_app
 
 Announced = list[tuple[list[str], list[int]]]
@@ -165,3 +172,70 @@ def test_ids_the_collation_equates_fall_back_to_one_transaction_each(engine: Eng
     assert first.created
     assert second.job_id == first.job_id and not second.created
     assert stored_count(engine) == 1
+
+
+def test_one_row_mysql_refuses_fails_only_its_own_caller(engine: Engine) -> None:
+    app_pk = new_app(engine)
+    inserter = GroupInserter(engine, recorder([]))
+    out_of_range = NewJob(app_pk, "huge", "demo.noop", {}, None, 2**70, None, None, None)
+    not_utf8 = NewJob(app_pk, "x\ud800", "demo.noop", {}, None, 1_000, None, None, None)
+    good = [job(app_pk, f"good-{n}") for n in range(6)]
+    pending = [_Pending(j, 1_000) for j in [*good[:3], out_of_range, not_utf8, *good[3:]]]
+    inserter._store(pending)
+    huge_error = pending[3].stored.exception(timeout=10)
+    assert isinstance(huge_error, ValidationFailedError) and huge_error.field == "triggerAt"
+    assert isinstance(pending[4].stored.exception(timeout=10), ValidationFailedError)
+    stored = [p.stored.result(timeout=10) for i, p in enumerate(pending) if i not in (3, 4)]
+    assert all(answer.created for answer in stored)
+    with engine.connect() as conn:
+        names = set(conn.execute(sa.text("SELECT job_name FROM jobs")).scalars())
+    assert names == {j.job_name for j in good}
+
+
+def test_concurrent_creates_are_stored_around_one_bad_row(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fifteen creates of one group, one of which MySQL refuses: that one is a 422 naming
+    its field, the fourteen others are 202 and stored."""
+    gate = threading.Event()
+    first_call = threading.Event()
+
+    def gated_store_group(conn: Any, new_jobs: Sequence[NewJob], now_ms: int) -> Any:
+        if not first_call.is_set():
+            first_call.set()
+            gate.wait(timeout=30)
+        return store_group(conn, new_jobs, now_ms)
+
+    def build_job_poisoned(body: Any, *args: Any) -> NewJob:
+        built = build_job(body, *args)
+        if body.jobName == "poison":
+            return dataclasses.replace(built, next_trigger_time=2**70)
+        return built
+
+    monkeypatch.setattr(group_insert, "store_group", gated_store_group)
+    monkeypatch.setattr(submit_module, "build_job", build_job_poisoned)
+    inserter = client.app.state.kairos.inserter  # type: ignore[attr-defined]
+
+    def create(name: str) -> Any:
+        body = {"jobName": name, "jobHandler": "demo.noop", "triggerAt": 4_000_000_000_000}
+        return client.post("/openapi/jobs", json=body)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        opener = pool.submit(create, "opener")
+        first_call.wait(timeout=30)
+        names = [f"job-{n}" for n in range(14)] + ["poison"]
+        answers = [pool.submit(create, name) for name in names]
+        deadline = time.monotonic() + 30
+        while inserter._queue.qsize() < len(names) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert inserter._queue.qsize() == len(names)
+        gate.set()
+        responses = dict(zip(names, (a.result(timeout=30) for a in answers), strict=True))
+        assert opener.result(timeout=30).status_code == 202
+    poison = responses.pop("poison")
+    assert poison.status_code == 422, poison.text
+    assert poison.json()["errors"][0]["field"] == "triggerAt"
+    assert [r.status_code for r in responses.values()] == [202] * 14
+    with engine.connect() as conn:
+        stored = set(conn.execute(sa.text("SELECT job_name FROM jobs")).scalars())
+    assert stored == {"opener", *responses}

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from common.config import ApiSettings
 from services.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,6 +180,20 @@ def test_api_listens_on_all_interfaces_and_publishes_8000(
     assert any(port.endswith(":8000") for port in published), published
     test = " ".join(map(str, _mapping(api.get("healthcheck"), "api.healthcheck")["test"]))
     assert "/healthz" in test
+
+
+def test_the_api_limits_each_apps_rate(services: dict[str, dict[str, Any]]) -> None:
+    env = {key: _interpolate(value) for key, value in _environment(services["api"]).items()}
+    settings = ApiSettings.model_validate(
+        {
+            "rate_limit_per_second": env["KAIROS_RATE_LIMIT_PER_SECOND"],
+            "rate_limit_burst": env["KAIROS_RATE_LIMIT_BURST"],
+        }
+    )
+    assert settings.rate_limit_per_second > 0
+    assert settings.rate_limit_burst >= settings.rate_limit_per_second
+    others = _environment(services["dispatcher"])
+    assert {key: env[key] for key in others} == {k: _interpolate(v) for k, v in others.items()}
 
 
 @pytest.mark.parametrize("name", KAIROS_SERVICES)

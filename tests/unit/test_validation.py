@@ -121,6 +121,8 @@ def test_empty_params_fit_any_reasonable_limit() -> None:
         "https://example.com/hooks/kairos?x=1",
         "http://127.0.0.1:8080/cb",
         "https://user:pw@hooks.example.com/a",
+        "http://[::1]:8080/cb",
+        "https://bücher.example/hook?q=ä",
     ],
 )
 def test_http_and_https_urls_with_a_host_are_accepted(url: str) -> None:
@@ -138,6 +140,19 @@ def test_http_and_https_urls_with_a_host_are_accepted(url: str) -> None:
         "mailto:ops@example.com",
         "javascript:alert(1)",
         "file:///etc/passwd",
+        "http://[::1",
+        "http://[::1/hook",
+        "http://[v1.fe]/hook",
+        "http://example.com:abc/",
+        "http://example.com:99999/",
+        "http://example.com:0/",
+        "http://exa mple.com/",
+        "http://example.com/a b",
+        "http://example.com/\n",
+        "http://a\x00b.com/",
+        "http://xn--zz.com/",
+        "http://\u2603.com/",
+        "http://example.com/\ud800",
     ],
 )
 def test_other_callback_urls_are_rejected(url: str) -> None:

@@ -1,0 +1,37 @@
+"""Field types of the request bodies that JSON alone does not pin down.
+
+JSON has no integer type and Python counts ``true`` as 1: without these, ``true`` was
+taken as one second, or as 1970-01-01T00:00:00.001Z for ``triggerAt``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+
+def _whole_number(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+def _instant(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(
+        "must be ISO 8601 text or whole epoch milliseconds, e.g. "
+        '"2026-11-30T14:00:00Z" or 1795960800000'
+    )
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+"""An integer; ``true`` and ``false`` are refused (fractions are, as for any int)."""
+
+Instant = Annotated[str | int | None, BeforeValidator(_instant)]
+"""ISO 8601 text or epoch milliseconds; booleans, fractions and other types refused."""
