@@ -164,7 +164,12 @@ class NotifierSettings(StoreSettings):
     """Settings of ``kairos notifier``."""
 
     concurrency: int = 16
-    request_timeout_seconds: float = 10.0
+    request_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="the whole of one callback attempt (connect, send, answer): a receiver "
+        "that hangs or trickles its answer fails the attempt after this long",
+    )
     retry_tiers_seconds: str = "5,30,300"
     secret_cache_seconds: float = Field(
         default=30.0,

@@ -8,17 +8,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
 from sqlalchemy.engine import Engine
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.apps import signing_secrets
-from common.messages import CallbackMessage
+from common.messages import CallbackMessage, read_message
 from common.metrics import CALLBACK_ATTEMPTS
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from services.notifier.posting import CallbackPoster, PostOutcome
 from services.notifier.signing import webhook_headers
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 class Attempt:
     """How one POST went; ``follow_up`` is where the message goes next, if anywhere."""
 
-    message: CallbackMessage
     delivered: bool
     follow_up: OutgoingMessage | None
 
@@ -39,13 +38,13 @@ class CallbackDeliverer:
     def __init__(
         self,
         engine: Engine,
-        http: httpx.Client,
+        poster: CallbackPoster,
         clock: ClusterClock,
         retry_tiers: Sequence[int],
         secret_ttl: float = 30.0,
     ) -> None:
         self._engine = engine
-        self._http = http
+        self._poster = poster
         self._clock = clock
         self._tiers = list(retry_tiers)
         self._secret_ttl = secret_ttl
@@ -53,19 +52,30 @@ class CallbackDeliverer:
         self._lock = threading.Lock()
 
     def deliver(self, body: bytes) -> Attempt | None:
-        """POST the callback in ``body``; None when it was delivered before."""
-        message = CallbackMessage.model_validate_json(body)
+        """POST the callback in ``body``; None when it was delivered before.
+
+        A body that cannot be read is parked in the dead-letter queue as it is: sent
+        back to the callbacks queue it would come back for good.
+        """
+        message = read_message(CallbackMessage, body)
+        if message is None:
+            log.error("parking a callback message that cannot be read: %r", body[:200])
+            return Attempt(False, OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, "unreadable"))
         with self._engine.connect() as conn:
             row = deliveries.get_delivery(conn, message.delivery_id)
         if row is None or row.status == DeliveryStatus.DELIVERED:
             return None
-        code, error = self._post(message)
-        delivered = code is not None and 200 <= code < 300
-        follow_up = None if delivered else self._next_stop(message)
-        status = self._status_after(delivered, follow_up)
+        outcome = self._post(message)
+        follow_up = None if outcome.delivered else self._next_stop(message)
+        status = self._status_after(outcome.delivered, follow_up)
         with self._engine.begin() as conn:
             deliveries.record_attempt(
-                conn, message.delivery_id, status, code, error, self._clock.now_ms()
+                conn,
+                message.delivery_id,
+                status,
+                outcome.status_code,
+                outcome.error,
+                self._clock.now_ms(),
             )
         CALLBACK_ATTEMPTS.labels(outcome=status.lower()).inc()
         log.info(
@@ -74,21 +84,16 @@ class CallbackDeliverer:
             status.lower(),
             extra={"delivery_id": message.delivery_id},
         )
-        return Attempt(message, delivered, follow_up)
+        return Attempt(outcome.delivered, follow_up)
 
-    def _post(self, message: CallbackMessage) -> tuple[int | None, str | None]:
+    def _post(self, message: CallbackMessage) -> PostOutcome:
         headers = webhook_headers(
             self._signing_secrets(message.app_id),
             message.delivery_id,
             int(time.time()),
             message.payload,
         )
-        try:
-            response = self._http.post(message.url, content=message.payload, headers=headers)
-        except httpx.HTTPError as e:
-            return None, f"{type(e).__name__}: {e}"[:2000]
-        error = None if response.is_success else response.text[:2000]
-        return response.status_code, error
+        return self._poster.post(message.url, message.payload, headers)
 
     def _signing_secrets(self, app_pk: int) -> list[str]:
         # Read again after a while, so a rotated secret is picked up, and the previous

@@ -7,7 +7,6 @@ import signal
 import threading
 from types import FrameType
 
-import httpx
 import redis
 from pika.exceptions import AMQPError
 
@@ -22,6 +21,7 @@ from common.metrics import start_metrics_server
 from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
+from services.notifier.posting import CallbackPoster
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,11 @@ def run_notifier(settings: NotifierSettings) -> None:
     engine = make_engine(settings, pool_size=settings.concurrency)
     require_schema(engine, settings.namespace)
     client = redis.Redis.from_url(settings.redis_url)
-    http = httpx.Client(timeout=settings.request_timeout_seconds, follow_redirects=False)
+    poster = CallbackPoster(settings.request_timeout_seconds)
+    poster.start()
     deliverer = CallbackDeliverer(
         engine,
-        http,
+        poster,
         ClusterClock(client),
         settings.retry_tiers(),
         settings.secret_cache_seconds,
@@ -91,6 +92,6 @@ def run_notifier(settings: NotifierSettings) -> None:
             # was being posted may be posted again, with the same webhook-id.
             log.warning("lost the broker connection (%r); reconnecting in 2 s", e)
             stop.wait(2.0)
-    http.close()
+    poster.close()
     engine.dispose()
     log.info("notifier stopped")

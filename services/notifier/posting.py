@@ -1,0 +1,100 @@
+"""POSTing one callback, bounded: in time as a whole, in what is read back, in what can go wrong.
+
+A receiver is not trusted to behave: it may never answer, trickle its answer a byte at
+a time, send megabytes back, or sit behind a URL the HTTP client cannot even parse.
+Each attempt ends within ``total_seconds`` whatever the receiver does, reads at most
+``max_response_bytes`` of the answer, and any error at all is that attempt's failure,
+never the notifier's.
+
+The POSTs run on one asyncio event loop in a thread of its own, with one shared
+``httpx.AsyncClient`` (its connections are reused across callbacks): a coroutine can be
+cancelled at its deadline wherever it waits, which a blocking call in a thread cannot.
+The notifier's pool threads hand each POST to the loop and wait for its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+
+MAX_RESPONSE_BYTES = 4 * 1024
+
+
+@dataclass(frozen=True)
+class PostOutcome:
+    """How one POST went: the status code if an answer came, and what went wrong if
+    anything (the start of a non-2xx answer's body, or the error)."""
+
+    status_code: int | None
+    error: str | None
+
+    @property
+    def delivered(self) -> bool:
+        """The receiver answered 2xx."""
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+class CallbackPoster:
+    """POSTs callbacks from any thread; start it before use, close it after."""
+
+    def __init__(self, total_seconds: float, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+        self._total = total_seconds
+        self._max_bytes = max_response_bytes
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="http", daemon=True)
+        self._client: httpx.AsyncClient | None = None
+
+    def start(self) -> None:
+        """Start the event loop thread and open the HTTP client on it."""
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
+
+    async def _open(self) -> None:
+        self._client = httpx.AsyncClient(follow_redirects=False, timeout=self._total)
+
+    def close(self) -> None:
+        """Close the client and stop the loop."""
+        if self._client is not None:
+            asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def post(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+        """POST ``body`` to ``url``; returns within about ``total_seconds``, never raises."""
+        future = asyncio.run_coroutine_threadsafe(self._bounded(url, body, headers), self._loop)
+        return future.result()
+
+    async def _bounded(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+        try:
+            return await asyncio.wait_for(self._exchange(url, body, headers), self._total)
+        except TimeoutError:
+            return PostOutcome(None, f"no complete answer within {self._total:g} s")
+        except Exception as e:
+            return PostOutcome(None, f"{type(e).__name__}: {e}"[:2000])
+
+    async def _exchange(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+        assert self._client is not None, "start() the poster first"
+        request = self._client.build_request("POST", url, content=body, headers=dict(headers))
+        response = await self._client.send(request, stream=True)
+        try:
+            if 200 <= response.status_code < 300:
+                return PostOutcome(response.status_code, None)
+            excerpt = await self._read_some(response)
+            return PostOutcome(response.status_code, excerpt or f"HTTP {response.status_code}")
+        finally:
+            await response.aclose()
+
+    async def _read_some(self, response: httpx.Response) -> str:
+        """At most ``max_response_bytes`` of the answer, as text."""
+        taken = bytearray()
+        async for chunk in response.aiter_raw():
+            taken += chunk
+            if len(taken) >= self._max_bytes:
+                break
+        return bytes(taken[: self._max_bytes]).decode("utf-8", "replace")
