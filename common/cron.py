@@ -1,39 +1,26 @@
 """Cron expressions: 5 fields (minute first) or 6 fields (seconds first, as Quartz/Spring).
 
 ``*/2 * * * * *`` means every two seconds. Times are epoch milliseconds; expressions are
-read in an IANA time zone (UTC by default) with these daylight-saving rules:
-
-- a wall time that does not exist (the clock jumps forward over it) fires once, shifted
-  by the gap (02:30 on a day that skips 02:00-03:00 fires at 03:30), unless the
-  expression fires every hour anyway, in which case the missing times are just skipped;
-- a wall time that happens twice (the clock falls back) fires once, at its first
-  occurrence, unless the expression fires every hour, in which case it fires in both.
+read in an IANA time zone (UTC by default). The grammar is in ``common.cron_fields``,
+the calendar search in ``common.cron_calendar`` and the daylight-saving rules in
+``common.cron_zone``. A next time costs a bounded amount of work whatever the
+expression and zone (a few zone lookups and one calendar search), and is exact: the
+rules, not a step limit, decide what fires.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
+from common.cron_calendar import CronWork, never_fires_reason
+from common.cron_fields import CronFields, CronSyntaxError, parse_fields
+from common.cron_zone import LAST_S, next_fire_s
 from common.errors import ValidationFailedError
 
-_SEARCH_LIMIT = 5_000
+__all__ = ["LAST_MS", "CronWork", "next_trigger_ms", "preview", "validate_cron", "zone"]
 
-
-def _fields(expr: str) -> list[str]:
-    return expr.split()
-
-
-def _is_seconds_first(expr: str) -> bool:
-    return len(_fields(expr)) == 6
-
-
-def _fires_every_hour(expr: str) -> bool:
-    fields = _fields(expr)
-    return fields[2 if len(fields) == 6 else 1] == "*"
+LAST_MS = LAST_S * 1000  # cron times are computed up to 9999-12-01T00:00:00Z
 
 
 @lru_cache(maxsize=512)
@@ -47,75 +34,51 @@ def zone(name: str) -> ZoneInfo:
         ) from e
 
 
+@lru_cache(maxsize=4096)
+def parse_cron(expr: str) -> CronFields:
+    """The fields of an accepted expression; raises ``ValidationFailedError`` saying why
+    an expression is not accepted (the grammar is in README, "Cron expressions")."""
+    try:
+        fields = parse_fields(expr)
+    except CronSyntaxError as e:
+        raise ValidationFailedError("cronExpr", f"{expr!r} is not a valid cron: {e}") from e
+    never = never_fires_reason(fields)
+    if never is not None:
+        raise ValidationFailedError("cronExpr", f"{expr!r} never fires: {never}")
+    return fields
+
+
 def validate_cron(expr: str) -> str:
     """Return the expression normalised, or raise ``ValidationFailedError`` saying why."""
     normalised = " ".join(expr.split())
-    fields = len(normalised.split())
-    if fields not in (5, 6):
-        raise ValidationFailedError(
-            "cronExpr",
-            f"{expr!r} has {fields} fields; use 5 (min hour day month weekday) "
-            "or 6 (sec min hour day month weekday)",
-        )
-    try:
-        next_trigger_ms(normalised, 0)
-    except (ValueError, KeyError) as e:
-        raise ValidationFailedError("cronExpr", f"{expr!r} is not a valid cron: {e}") from e
+    parse_cron(normalised)
     return normalised
 
 
-def _utc_next(expr: str, after_ms: int) -> int:
-    start = datetime.fromtimestamp(after_ms / 1000, tz=UTC)
-    iterator = croniter(expr, start, second_at_beginning=_is_seconds_first(expr))
-    return round(iterator.get_next(float) * 1000)
+def next_trigger_ms(
+    expr: str, after_ms: int, timezone: str = "UTC", work: CronWork | None = None
+) -> int | None:
+    """The first time the expression fires strictly after ``after_ms``, in ``timezone``.
 
-
-def _instants(wall: datetime, tz: ZoneInfo, every_hour: bool) -> list[int]:
-    """The instants (epoch ms) at which a wall-clock time happens in ``tz``."""
-    first = wall.replace(tzinfo=tz, fold=0)
-    second = wall.replace(tzinfo=tz, fold=1)
-    exists = first.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall
-    if not exists:
-        return [] if every_hour else [_ms(first)]
-    if first.utcoffset() != second.utcoffset() and every_hour:
-        return [_ms(first), _ms(second)]
-    return [_ms(first)]
-
-
-def _ms(moment: datetime) -> int:
-    return round(moment.timestamp() * 1000)
-
-
-def next_trigger_ms(expr: str, after_ms: int, timezone: str = "UTC") -> int:
-    """The first time the expression fires strictly after ``after_ms``, in ``timezone``."""
-    if timezone == "UTC":
-        return _utc_next(expr, after_ms)
+    None when it never fires again before ``LAST_MS``. Raises ``ValidationFailedError``
+    only for an expression or zone Kairos does not accept. ``work``, when given, counts
+    what the computation did.
+    """
+    fields = parse_cron(" ".join(expr.split()))
     tz = zone(timezone)
-    every_hour = _fires_every_hour(expr)
-    local = datetime.fromtimestamp(after_ms / 1000, tz=UTC).astimezone(tz).replace(tzinfo=None)
-    # Start an hour back in wall time: after a fall-back, wall times already passed once
-    # come again, and the earliest instant after ``after_ms`` may lie among them.
-    iterator = croniter(
-        expr, local - timedelta(hours=1), second_at_beginning=_is_seconds_first(expr)
-    )
-    best: int | None = None
-    for _ in range(_SEARCH_LIMIT):
-        wall = iterator.get_next(datetime)
-        found = [t for t in _instants(wall, tz, every_hour) if t > after_ms]
-        if found:
-            best = min([*found, best] if best is not None else found)
-        if best is not None and wall > local + timedelta(hours=2):
-            return best
-    if best is None:
-        raise ValueError(f"{expr!r} does not fire within {_SEARCH_LIMIT} steps")
-    return best
+    if after_ms >= LAST_MS:
+        return None
+    # Fires fall on whole seconds: the first candidate is the next whole second.
+    found = next_fire_s(fields, tz, after_ms // 1000 + 1, work or CronWork())
+    return None if found is None else found * 1000
 
 
 def preview(expr: str, after_ms: int, count: int, timezone: str = "UTC") -> list[int]:
-    """The next ``count`` trigger times after ``after_ms``."""
+    """The next ``count`` trigger times after ``after_ms`` (fewer when the cron ends)."""
     times: list[int] = []
-    cursor = after_ms
-    for _ in range(count):
-        cursor = next_trigger_ms(expr, cursor, timezone)
-        times.append(cursor)
+    while len(times) < count:
+        upcoming = next_trigger_ms(expr, times[-1] if times else after_ms, timezone)
+        if upcoming is None:
+            break
+        times.append(upcoming)
     return times

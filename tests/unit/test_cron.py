@@ -31,7 +31,9 @@ def test_six_fields_put_seconds_first() -> None:
 def test_six_fields_every_two_seconds_fires_every_two_seconds() -> None:
     fired = [_ms(2026, 1, 1)]
     for _ in range(5):
-        fired.append(next_trigger_ms("*/2 * * * * *", fired[-1]))
+        upcoming = next_trigger_ms("*/2 * * * * *", fired[-1])
+        assert upcoming is not None
+        fired.append(upcoming)
     assert [t - fired[0] for t in fired] == [0, 2000, 4000, 6000, 8000, 10_000]
 
 
