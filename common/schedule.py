@@ -7,11 +7,16 @@ consumer applies ``retry_delay_ms`` when an attempt fails.
 
 from __future__ import annotations
 
+import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from common.cron import next_trigger_ms
+from common.cron import LAST_MS, next_trigger_ms
+from common.errors import KairosError
+from common.timefmt import iso_ms
+
+log = logging.getLogger(__name__)
 
 
 class MisfirePolicy(StrEnum):
@@ -44,9 +49,25 @@ class Schedule:
         return self.cron_expr is not None or self.fixed_rate_seconds is not None
 
     def first_after(self, base_ms: int, after_ms: int) -> int | None:
-        """The first trigger strictly after ``after_ms``, for a series through ``base_ms``."""
+        """The first trigger strictly after ``after_ms``, for a series through ``base_ms``.
+
+        None for a one-shot job, and for a cron that has no trigger left or cannot be
+        read (``end_reason`` says which). Never raises: the dispatcher settles such a
+        job alone instead of failing its batch.
+        """
+        upcoming = self._next(base_ms, after_ms)
+        return upcoming if isinstance(upcoming, int) else None
+
+    def end_reason(self, after_ms: int) -> str | None:
+        """Why a recurring schedule has no trigger after ``after_ms``; None when it has."""
+        if not self.recurring:
+            return None
+        upcoming = self._next(after_ms, after_ms)
+        return upcoming if isinstance(upcoming, str) else None
+
+    def _next(self, base_ms: int, after_ms: int) -> int | str | None:
         if self.cron_expr is not None:
-            return next_trigger_ms(self.cron_expr, after_ms, self.timezone)
+            return _next_cron(self.cron_expr, self.timezone, after_ms)
         if self.fixed_rate_seconds is not None:
             rate = self.fixed_rate_seconds * 1000
             steps = max(0, (after_ms - base_ms) // rate) + 1
@@ -54,15 +75,41 @@ class Schedule:
         return None
 
     def preview(self, from_ms: int, count: int) -> list[int]:
-        """The next ``count`` trigger times from ``from_ms`` (itself included if it is one)."""
+        """The next ``count`` trigger times from ``from_ms`` (itself included if it is one);
+        fewer when a cron ends."""
         if not self.recurring:
             return [from_ms]
         times = [from_ms]
         while len(times) < count:
             upcoming = self.first_after(from_ms, times[-1])
-            assert upcoming is not None
+            if upcoming is None:
+                break
             times.append(upcoming)
         return times
+
+
+def _next_cron(expr: str, timezone: str, after_ms: int) -> int | str:
+    """The cron's next time after ``after_ms``, or why it has none (never raises)."""
+    try:
+        upcoming = next_trigger_ms(expr, after_ms, timezone)
+    except KairosError as e:
+        return f"cron {expr!r} in {timezone} cannot be computed: {e}"
+    except Exception as e:  # a defect must end one job, not fail every job's batch
+        log.exception("cron %r in %s failed after %d", expr, timezone, after_ms)
+        return f"cron {expr!r} in {timezone} cannot be computed: {type(e).__name__}: {e}"
+    if upcoming is None:
+        return (
+            f"cron {expr!r} in {timezone} has no trigger time after {_when(after_ms)} "
+            f"(cron times end at {iso_ms(LAST_MS)})"
+        )
+    return upcoming
+
+
+def _when(epoch_ms: int) -> str:
+    try:
+        return str(iso_ms(epoch_ms))
+    except (ValueError, OverflowError, OSError):
+        return f"{epoch_ms} ms"
 
 
 @dataclass(frozen=True)
@@ -82,7 +129,9 @@ class TriggerPlan:
 
     ``run``: create an execution (fired at ``fire_at``); otherwise a SKIPPED row with
     ``reason``. ``next_trigger`` is the job's next trigger time (None: no more).
-    ``hold``: the job stays unclaimable (RUNNING) until this run ends.
+    ``hold``: the job stays unclaimable (RUNNING) until this run ends. ``end_reason``:
+    why a recurring job has no next trigger (its cron has no time left, or cannot be
+    read); the job ends with it once this trigger is settled.
     """
 
     run: bool
@@ -90,13 +139,14 @@ class TriggerPlan:
     next_trigger: int | None
     hold: bool
     reason: str | None = None
+    end_reason: str | None = None
 
 
 def plan_trigger(policy: TriggerPolicy, trigger_ms: int, now_ms: int) -> TriggerPlan:
     """Apply the misfire policy to the trigger due at ``trigger_ms``.
 
     Overlap is decided when the execution fires (``overlap_skip_reason``), since a
-    trigger may be claimed a little ahead of its time.
+    trigger may be claimed a little ahead of its time. Never raises.
     """
     fire_at = max(trigger_ms, now_ms)
     late_ms = now_ms - trigger_ms
@@ -108,18 +158,26 @@ def plan_trigger(policy: TriggerPolicy, trigger_ms: int, now_ms: int) -> Trigger
             return TriggerPlan(False, fire_at, None, False, _late(late_ms, "SKIP"))
         return TriggerPlan(True, fire_at, None, True)
     if not misfired:
-        return TriggerPlan(True, fire_at, schedule.first_after(trigger_ms, trigger_ms), hold)
-    after_now = schedule.first_after(trigger_ms, now_ms)
+        return _then(schedule, trigger_ms, trigger_ms, TriggerPlan(True, fire_at, None, hold))
     if policy.misfire is MisfirePolicy.SKIP:
-        return TriggerPlan(False, now_ms, after_now, False, _late(late_ms, "SKIP"))
+        skipped = TriggerPlan(False, now_ms, None, False, _late(late_ms, "SKIP"))
+        return _then(schedule, trigger_ms, now_ms, skipped)
     if policy.misfire is MisfirePolicy.FIRE_ONCE:
-        return TriggerPlan(True, now_ms, after_now, hold)
+        return _then(schedule, trigger_ms, now_ms, TriggerPlan(True, now_ms, None, hold))
     window_start = now_ms - policy.catch_up_window_ms
     if trigger_ms < window_start:
-        resume = schedule.first_after(trigger_ms, window_start - 1)
         reason = _late(late_ms, "FIRE_ALL") + "; older than the catch-up window"
-        return TriggerPlan(False, now_ms, resume, False, reason)
-    return TriggerPlan(True, now_ms, schedule.first_after(trigger_ms, trigger_ms), hold)
+        skipped = TriggerPlan(False, now_ms, None, False, reason)
+        return _then(schedule, trigger_ms, window_start - 1, skipped)
+    return _then(schedule, trigger_ms, trigger_ms, TriggerPlan(True, now_ms, None, hold))
+
+
+def _then(schedule: Schedule, base_ms: int, after_ms: int, plan: TriggerPlan) -> TriggerPlan:
+    """``plan`` with the job's first trigger after ``after_ms``, or why it has none."""
+    upcoming = schedule.first_after(base_ms, after_ms)
+    if upcoming is not None:
+        return replace(plan, next_trigger=upcoming)
+    return replace(plan, end_reason=schedule.end_reason(after_ms))
 
 
 def overlap_skip_reason(overlap: OverlapPolicy, others_running: bool) -> str | None:

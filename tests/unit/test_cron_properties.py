@@ -16,7 +16,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.cron import CronWork, next_trigger_ms, validate_cron
+from common.cron import LAST_MS, CronWork, next_trigger_ms, validate_cron
+from common.errors import ValidationFailedError
+from common.schedule import Schedule
 from tests.unit.cron_oracle import Cron, crons, fires, instants
 
 ZONES = (
@@ -133,3 +135,20 @@ def test_every_fire_is_a_wall_time_of_the_expression_or_its_shift(
             and fire in instants(cron, wall - timedelta(minutes=gap), tz)
         ]
         assert shifted and not cron.every_hour, (cron.text, name, local)
+
+
+@PROPERTY
+@given(
+    text=st.text(alphabet="0123456789*/-,#LWHR?JANFEBMONSUTD ", max_size=24),
+    name=st.sampled_from(ZONES),
+    after=st.integers(-(10**15), 10**15),
+)
+def test_any_text_is_refused_or_computed_never_an_error(text: str, name: str, after: int) -> None:
+    try:
+        expr = validate_cron(text)
+    except ValidationFailedError:
+        assert Schedule(text, name).first_after(0, after) is None
+        assert Schedule(text, name).end_reason(after) is not None
+        return
+    upcoming = next_trigger_ms(expr, after, name)
+    assert upcoming is None or after < upcoming <= LAST_MS

@@ -15,6 +15,7 @@ from common.schedule import (
     plan_trigger,
     retry_delay_ms,
 )
+from common.timefmt import parse_instant
 
 MINUTE = 60_000
 EVERY_MINUTE = Schedule("* * * * *")
@@ -118,6 +119,60 @@ def test_fixed_rate_misfire_fire_once_continues_on_the_grid() -> None:
 
 def test_preview_lists_the_next_cron_times() -> None:
     assert EVERY_MINUTE.preview(MINUTE, 3) == [MINUTE, 2 * MINUTE, 3 * MINUTE]
+
+
+LEAP_9996 = parse_instant("9996-02-29T00:00:00Z")
+
+
+def test_preview_stops_where_the_cron_ends() -> None:
+    assert Schedule("0 0 29 2 *").preview(LEAP_9996, 5) == [LEAP_9996]
+
+
+@pytest.mark.parametrize(
+    ("stored", "why"),
+    [
+        ("R * * * *", "R (a random value) is not supported"),
+        ("0 0 30 2 *", "never fires"),
+        ("not a cron", "is not a valid cron"),
+    ],
+)
+def test_a_stored_cron_that_is_not_accepted_gives_no_next_time_and_says_why(
+    stored: str, why: str
+) -> None:
+    """Expressions stored before they were refused must not fail a claim batch."""
+    schedule = Schedule(stored, "Europe/Paris")
+    assert schedule.first_after(0, 10 * MINUTE) is None
+    assert why in str(schedule.end_reason(10 * MINUTE))
+
+
+def test_a_stored_zone_that_no_longer_exists_gives_no_next_time() -> None:
+    schedule = Schedule("* * * * *", "Mars/Olympus_Mons")
+    assert schedule.first_after(0, 0) is None
+    assert "is not an IANA time zone" in str(schedule.end_reason(0))
+
+
+def test_a_cron_with_no_time_left_plans_its_last_run_and_says_why_it_ends() -> None:
+    plan = plan_trigger(policy(Schedule("0 0 29 2 *")), LEAP_9996, LEAP_9996)
+    assert (plan.run, plan.next_trigger) == (True, None)
+    assert plan.end_reason == (
+        "cron '0 0 29 2 *' in UTC has no trigger time after 9996-02-29T00:00:00.000Z "
+        "(cron times end at 9999-12-01T00:00:00.000Z)"
+    )
+
+
+@pytest.mark.parametrize("misfire", list(MisfirePolicy))
+def test_an_unreadable_cron_plans_without_raising_whatever_the_policy(
+    misfire: MisfirePolicy,
+) -> None:
+    plan = plan_trigger(policy(Schedule("R * * * *"), misfire), 10 * MINUTE, 30 * MINUTE)
+    assert plan.next_trigger is None
+    assert "cannot be computed" in str(plan.end_reason)
+
+
+def test_a_cron_with_a_next_time_has_no_end_reason() -> None:
+    assert plan_trigger(policy(), 10 * MINUTE, 10 * MINUTE).end_reason is None
+    assert EVERY_MINUTE.end_reason(0) is None
+    assert Schedule().end_reason(0) is None
 
 
 @pytest.mark.parametrize(("attempt", "ceiling_s"), [(1, 10), (2, 20), (3, 40), (8, 300)])
