@@ -33,9 +33,10 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     The job is stored with whatever other single creates wait at the same moment
     (``GroupInserter``): no transaction of its own per request. It is validated on the
     event loop while the handler list and the cluster clock are cached; when one of them
-    needs MySQL or Redis, in a worker thread, so a store that hangs never blocks the loop.
+    needs MySQL or Redis, or the job has a cron to compute, in a worker thread, so
+    neither a store that hangs nor CPU work holds the loop.
     """
-    if state.caches_fresh():
+    if state.caches_fresh() and body.cronExpr is None:
         now, job = _build(state, app, body)
     else:
         now, job = await run_in_threadpool(_build, state, app, body)

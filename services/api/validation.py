@@ -104,7 +104,8 @@ def first_trigger(body: JobCreate, schedule: Schedule, now_ms: int) -> int:
         return parse_trigger_at(body.triggerAt, schedule.timezone)
     if schedule.cron_expr is not None:
         upcoming = schedule.first_after(now_ms, now_ms)
-        assert upcoming is not None
+        if upcoming is None:
+            raise ValidationFailedError("cronExpr", str(schedule.end_reason(now_ms)))
         return upcoming
     return now_ms
 
