@@ -33,7 +33,7 @@ ZONES = (
 FIRES = 12
 # One computation walks a few stretches of constant offset (common.cron_zone): it
 # moves to an offset change or jumps close to a far wall time, and a change is
-# followed by no other within 27 hours; seen at most 4 in 20,000 random examples.
+# followed by no other within 27 hours; 60,000 random computations needed at most 4.
 # Each round looks up at most 3 offsets and bisects at most twice over 27 hours (17
 # lookups each), and searches the calendar at most twice, each over at most 41 years
 # of one month (a 5th Monday in February comes up to 40 years apart).
