@@ -54,6 +54,7 @@ bench: install services
 	$(BIN)/python bench/vs_peers.py --jobs 10000 --rounds 3
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/sweep.py --workers 200
+	$(BIN)/python bench/cron.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
