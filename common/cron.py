@@ -18,7 +18,15 @@ from common.cron_fields import CronFields, CronSyntaxError, parse_fields
 from common.cron_zone import LAST_S, next_fire_s
 from common.errors import ValidationFailedError
 
-__all__ = ["LAST_MS", "CronWork", "next_trigger_ms", "preview", "validate_cron", "zone"]
+__all__ = [
+    "LAST_MS",
+    "CronWork",
+    "next_trigger_ms",
+    "parse_cron",
+    "preview",
+    "validate_cron",
+    "zone",
+]
 
 LAST_MS = LAST_S * 1000  # cron times are computed up to 9999-12-01T00:00:00Z
 
@@ -69,7 +77,7 @@ def next_trigger_ms(
     if after_ms >= LAST_MS:
         return None
     # Fires fall on whole seconds: the first candidate is the next whole second.
-    found = next_fire_s(fields, tz, after_ms // 1000 + 1, work or CronWork())
+    found = next_fire_s(fields, tz, int(after_ms) // 1000 + 1, work or CronWork())
     return None if found is None else found * 1000
 
 
