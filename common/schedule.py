@@ -7,7 +7,6 @@ consumer applies ``retry_delay_ms`` when an attempt fails.
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -15,8 +14,6 @@ from enum import StrEnum
 from common.cron import LAST_MS, next_trigger_ms
 from common.errors import KairosError
 from common.timefmt import iso_ms
-
-log = logging.getLogger(__name__)
 
 
 class MisfirePolicy(StrEnum):
@@ -51,58 +48,50 @@ class Schedule:
     def first_after(self, base_ms: int, after_ms: int) -> int | None:
         """The first trigger strictly after ``after_ms``, for a series through ``base_ms``.
 
-        None for a one-shot job, and for a cron that has no trigger left or cannot be
-        read (``end_reason`` says which). Never raises: the dispatcher settles such a
-        job alone instead of failing its batch.
+        None for a one-shot job, and for a cron with no time left (``end_reason`` says
+        so). Never raises for a cron and zone Kairos accepts; a stored one it no longer
+        accepts raises ``ValidationFailedError`` saying why (the claimer ends that job
+        alone).
         """
-        upcoming = self._next(base_ms, after_ms)
-        return upcoming if isinstance(upcoming, int) else None
-
-    def end_reason(self, after_ms: int) -> str | None:
-        """Why a recurring schedule has no trigger after ``after_ms``; None when it has."""
-        if not self.recurring:
-            return None
-        upcoming = self._next(after_ms, after_ms)
-        return upcoming if isinstance(upcoming, str) else None
-
-    def _next(self, base_ms: int, after_ms: int) -> int | str | None:
         if self.cron_expr is not None:
-            return _next_cron(self.cron_expr, self.timezone, after_ms)
+            return next_trigger_ms(self.cron_expr, after_ms, self.timezone)
         if self.fixed_rate_seconds is not None:
             rate = self.fixed_rate_seconds * 1000
             steps = max(0, (after_ms - base_ms) // rate) + 1
             return base_ms + steps * rate
         return None
 
+    def end_reason(self, after_ms: int) -> str | None:
+        """Why a cron has no trigger after ``after_ms`` (no time left, or a stored cron or
+        zone that is not accepted); None when it has one, and for other schedules."""
+        if self.cron_expr is None:
+            return None
+        where = f"cron {self.cron_expr!r} in {self.timezone}"
+        try:
+            if next_trigger_ms(self.cron_expr, after_ms, self.timezone) is not None:
+                return None
+        except KairosError as e:
+            return f"{where} cannot be computed: {e}"
+        return (
+            f"{where} has no trigger time after {_when(after_ms)} "
+            f"(cron times end at {iso_ms(LAST_MS)})"
+        )
+
     def preview(self, from_ms: int, count: int) -> list[int]:
         """The next ``count`` trigger times from ``from_ms`` (itself included if it is one);
-        fewer when a cron ends."""
+        fewer when a cron ends or is no longer accepted."""
         if not self.recurring:
             return [from_ms]
         times = [from_ms]
-        while len(times) < count:
-            upcoming = self.first_after(from_ms, times[-1])
-            if upcoming is None:
-                break
-            times.append(upcoming)
+        try:
+            while len(times) < count:
+                upcoming = self.first_after(from_ms, times[-1])
+                if upcoming is None:
+                    break
+                times.append(upcoming)
+        except KairosError:
+            pass  # a stored cron no longer accepted: only its stored next trigger
         return times
-
-
-def _next_cron(expr: str, timezone: str, after_ms: int) -> int | str:
-    """The cron's next time after ``after_ms``, or why it has none (never raises)."""
-    try:
-        upcoming = next_trigger_ms(expr, after_ms, timezone)
-    except KairosError as e:
-        return f"cron {expr!r} in {timezone} cannot be computed: {e}"
-    except Exception as e:  # a defect must end one job, not fail every job's batch
-        log.exception("cron %r in %s failed after %d", expr, timezone, after_ms)
-        return f"cron {expr!r} in {timezone} cannot be computed: {type(e).__name__}: {e}"
-    if upcoming is None:
-        return (
-            f"cron {expr!r} in {timezone} has no trigger time after {_when(after_ms)} "
-            f"(cron times end at {iso_ms(LAST_MS)})"
-        )
-    return upcoming
 
 
 def _when(epoch_ms: int) -> str:
@@ -130,8 +119,8 @@ class TriggerPlan:
     ``run``: create an execution (fired at ``fire_at``); otherwise a SKIPPED row with
     ``reason``. ``next_trigger`` is the job's next trigger time (None: no more).
     ``hold``: the job stays unclaimable (RUNNING) until this run ends. ``end_reason``:
-    why a recurring job has no next trigger (its cron has no time left, or cannot be
-    read); the job ends with it once this trigger is settled.
+    why a cron job has no next trigger (its cron has no time left before 9999-12-01);
+    the job should end with it once this trigger is settled.
     """
 
     run: bool
@@ -146,7 +135,9 @@ def plan_trigger(policy: TriggerPolicy, trigger_ms: int, now_ms: int) -> Trigger
     """Apply the misfire policy to the trigger due at ``trigger_ms``.
 
     Overlap is decided when the execution fires (``overlap_skip_reason``), since a
-    trigger may be claimed a little ahead of its time. Never raises.
+    trigger may be claimed a little ahead of its time. Never raises for a schedule
+    Kairos accepts; a stored cron or zone it no longer accepts raises
+    ``ValidationFailedError`` saying why, for the claimer to end that job alone.
     """
     fire_at = max(trigger_ms, now_ms)
     late_ms = now_ms - trigger_ms

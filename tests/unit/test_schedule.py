@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
+from common.errors import ValidationFailedError
 from common.schedule import (
     MisfirePolicy,
     OverlapPolicy,
@@ -136,18 +138,22 @@ def test_preview_stops_where_the_cron_ends() -> None:
         ("not a cron", "is not a valid cron"),
     ],
 )
-def test_a_stored_cron_that_is_not_accepted_gives_no_next_time_and_says_why(
-    stored: str, why: str
-) -> None:
-    """Expressions stored before they were refused must not fail a claim batch."""
+def test_a_stored_cron_no_longer_accepted_is_an_error_that_says_why(stored: str, why: str) -> None:
+    """An expression stored before it was refused: a ValidationFailedError naming it,
+    which the claimer turns into that one job's end; a preview shows what is stored."""
     schedule = Schedule(stored, "Europe/Paris")
-    assert schedule.first_after(0, 10 * MINUTE) is None
+    with pytest.raises(ValidationFailedError, match=re.escape(why)) as caught:
+        schedule.first_after(0, 10 * MINUTE)
+    assert caught.value.field == "cronExpr"
     assert why in str(schedule.end_reason(10 * MINUTE))
+    assert schedule.preview(10 * MINUTE, 5) == [10 * MINUTE]
 
 
-def test_a_stored_zone_that_no_longer_exists_gives_no_next_time() -> None:
+def test_a_stored_zone_that_no_longer_exists_is_an_error_that_says_why() -> None:
     schedule = Schedule("* * * * *", "Mars/Olympus_Mons")
-    assert schedule.first_after(0, 0) is None
+    with pytest.raises(ValidationFailedError) as caught:
+        schedule.first_after(0, 0)
+    assert caught.value.field == "timezone"
     assert "is not an IANA time zone" in str(schedule.end_reason(0))
 
 
@@ -161,12 +167,21 @@ def test_a_cron_with_no_time_left_plans_its_last_run_and_says_why_it_ends() -> N
 
 
 @pytest.mark.parametrize("misfire", list(MisfirePolicy))
-def test_an_unreadable_cron_plans_without_raising_whatever_the_policy(
+def test_an_unreadable_cron_is_a_validation_error_whatever_the_policy(
     misfire: MisfirePolicy,
 ) -> None:
-    plan = plan_trigger(policy(Schedule("R * * * *"), misfire), 10 * MINUTE, 30 * MINUTE)
+    with pytest.raises(ValidationFailedError, match="R \\(a random value\\)"):
+        plan_trigger(policy(Schedule("R * * * *"), misfire), 10 * MINUTE, 30 * MINUTE)
+
+
+@pytest.mark.parametrize("misfire", list(MisfirePolicy))
+def test_a_cron_with_no_time_left_never_raises_whatever_the_policy(
+    misfire: MisfirePolicy,
+) -> None:
+    late = LEAP_9996 + 30 * MINUTE
+    plan = plan_trigger(policy(Schedule("0 0 29 2 *"), misfire), LEAP_9996, late)
     assert plan.next_trigger is None
-    assert "cannot be computed" in str(plan.end_reason)
+    assert "has no trigger time after" in str(plan.end_reason)
 
 
 def test_a_cron_with_a_next_time_has_no_end_reason() -> None:
