@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from common.cron_calendar import CronWork, never_fires_reason
 from common.cron_fields import CronFields, CronSyntaxError, parse_fields
-from common.cron_zone import LAST_S, next_fire_s
+from common.cron_zone import LAST_S, next_trigger_s
 from common.errors import ValidationFailedError
 
 __all__ = [
@@ -77,7 +77,7 @@ def next_trigger_ms(
     if after_ms >= LAST_MS:
         return None
     # Fires fall on whole seconds: the first candidate is the next whole second.
-    found = next_fire_s(fields, tz, int(after_ms) // 1000 + 1, work or CronWork())
+    found = next_trigger_s(fields, tz, int(after_ms) // 1000 + 1, work or CronWork())
     return None if found is None else found * 1000
 
 

@@ -1,8 +1,8 @@
 """From matching wall times to instants in an IANA zone, across offset changes.
 
 A zone's timeline is a run of stretches with a constant UTC offset. Within one, wall
-time and instant move together, so the next fire is the next matching wall time less
-the offset. At an offset change (daylight saving, or a zone changing its standard
+time and instant move together, so the next trigger time is the next matching wall
+time less the offset. At an offset change (daylight saving, or a zone changing its standard
 time) Kairos applies these rules (README, "Daylight saving"):
 
 - wall times the clock skips fire once, shifted by the gap (02:30 fires at 03:30),
@@ -71,7 +71,7 @@ class _Walk:
         return next_wall(self.fields, at_or_after, self.work)
 
 
-def next_fire_s(fields: CronFields, tz: ZoneInfo, first: int, work: CronWork) -> int | None:
+def next_trigger_s(fields: CronFields, tz: ZoneInfo, first: int, work: CronWork) -> int | None:
     """The first instant (epoch seconds) at or after ``first`` at which the fields fire.
 
     None when there is none up to ``LAST_S``.
@@ -90,15 +90,15 @@ def next_fire_s(fields: CronFields, tz: ZoneInfo, first: int, work: CronWork) ->
 
 
 def _round(walk: _Walk, start: int) -> tuple[int | None, int]:
-    """Look for a fire in the stretch of constant offset that holds ``start``.
+    """Look for a trigger time in the stretch of constant offset that holds ``start``.
 
-    Returns the fire, or None and where to look next: the next offset change, or (when
+    Returns the trigger time, or None and where to look next: the next offset change, or (when
     the next matching wall time is far off) ``WINDOW_S`` before that time, as no
     instant in between can fire (every offset is within 26 hours of any other).
     """
     offset = walk.offset(start)
     last = None if walk.fields.every_hour else _last_change(walk, start, offset)
-    skipped = _skipped_fire(walk, start, offset, last)
+    skipped = _skipped_trigger(walk, start, offset, last)
     wall = walk.wall(_first_wall(start, offset, last))
     if wall is None:
         return skipped, LAST_S + 1
@@ -121,8 +121,10 @@ def _last_change(walk: _Walk, start: int, offset: int) -> tuple[int, int] | None
     return None if change is None else (change, before)
 
 
-def _skipped_fire(walk: _Walk, start: int, offset: int, last: tuple[int, int] | None) -> int | None:
-    """The first fire at or after ``start`` of a wall time the last change skipped.
+def _skipped_trigger(
+    walk: _Walk, start: int, offset: int, last: tuple[int, int] | None
+) -> int | None:
+    """The first trigger time at or after ``start`` of a wall time the last change skipped.
 
     A gap skips the wall times [change + before, change + offset); each of them fires
     at its time less the old offset, so within [change, change + gap).
