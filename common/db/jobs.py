@@ -357,6 +357,7 @@ class TriggerSettings:
     app_pk: int
     status: JobStatus
     recurring: bool
+    has_next_trigger: bool
     callback_url: str | None
     max_retries: int
     retry_backoff_seconds: int
@@ -370,8 +371,8 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
         return {}
     rows = driver.fetch(
         conn,
-        "SELECT id, app_id, status, cron_expr, fixed_rate_seconds, callback_url, max_retries, "
-        "retry_backoff_seconds, retry_backoff_max_seconds "
+        "SELECT id, app_id, status, cron_expr, fixed_rate_seconds, next_trigger_time, "
+        "callback_url, max_retries, retry_backoff_seconds, retry_backoff_max_seconds "
         f"FROM jobs WHERE id IN ({driver.ints(ids)})",
     )
     return {
@@ -380,6 +381,7 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
             int(r.app_id),
             JobStatus(r.status),
             r.cron_expr is not None or r.fixed_rate_seconds is not None,
+            r.next_trigger_time is not None,
             r.callback_url,
             int(r.max_retries),
             int(r.retry_backoff_seconds),

@@ -131,3 +131,17 @@ def test_callback_payload_is_recorded_with_the_result(
     assert created[0].url == "http://127.0.0.1:9/hook"
     assert '"executionId":"e-1"' in created[0].payload
     assert '"status":"SUCCEEDED"' in created[0].payload
+
+
+def test_a_cron_job_with_no_trigger_left_ends_with_its_last_run(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    running_job(engine, cron="*/2 * * * * *")
+    with engine.begin() as conn:
+        # As a claim leaves a cron job past its last time: held, with no next trigger.
+        conn.execute(sa.text("UPDATE jobs SET next_trigger_time = NULL, status = 'RUNNING'"))
+    record_results(engine, ClusterClock(redis_client), [result()])
+    with engine.connect() as conn:
+        job = get_job(conn, 1, 1)
+    assert job is not None
+    assert job.status == "SUCCEEDED"

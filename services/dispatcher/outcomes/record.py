@@ -125,7 +125,9 @@ def _end_triggers(conn: Connection, ended: Sequence[_Finished], now: int) -> Non
 
 
 def _final(item: _Finished) -> JobStatus | None:
-    if item.job.recurring:
+    # A recurring job whose schedule has no trigger left (a cron past its last time)
+    # ends with its last run, as a one-shot job does.
+    if item.job.recurring and item.job.has_next_trigger:
         return None
     return JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
 

@@ -30,7 +30,10 @@ def claim_update(plan: TriggerPlan | Unplannable) -> ClaimUpdate:
         return ClaimUpdate(None, JobStatus.FAILED)
     if plan.next_trigger is None and not plan.run:
         return ClaimUpdate(None, JobStatus.FAILED)
-    status = JobStatus.RUNNING if plan.hold else JobStatus.WAITING
+    # A last run (a one-shot job's, or a cron's past its last time) holds its job: the
+    # job ends with that run's outcome.
+    last = plan.next_trigger is None
+    status = JobStatus.RUNNING if plan.hold or last else JobStatus.WAITING
     return ClaimUpdate(plan.next_trigger, status)
 
 
@@ -66,13 +69,16 @@ class Unplannable:
 def _plan(job: DueJob, now_ms: int) -> TriggerPlan | Unplannable:
     """The trigger's plan; a job whose schedule cannot be computed settles alone."""
     try:
-        return plan_trigger(job.policy, job.trigger_time, now_ms)
+        plan = plan_trigger(job.policy, job.trigger_time, now_ms)
     except Exception as e:
         if is_store_outage(e):
             raise
         reason = f"cannot compute this job's schedule ({type(e).__name__}: {e}); job ended"
         log.error(reason, extra={"job_id": job.id})
         return Unplannable(reason[:1000])
+    if plan.end_reason is not None:
+        log.warning("%s; this is the job's last run", plan.end_reason, extra={"job_id": job.id})
+    return plan
 
 
 def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecution:
