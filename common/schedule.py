@@ -210,3 +210,33 @@ def retry_delay_ms(
     ceiling = min(cap_seconds, base_seconds * 2 ** max(0, attempt - 1)) * 1000
     draw = (rng or random).random()
     return int(ceiling / 2 + draw * ceiling / 2)
+
+
+PAUSED_SKIP = "skipped: the job was paused at its trigger time"
+# Of the triggers a recurring job missed while paused, at most this many are recorded
+# as SKIPPED executions (the first ones); the last says how far the gap went.
+PAUSE_SKIP_ROWS = 100
+
+
+@dataclass(frozen=True)
+class PauseGap:
+    """What a recurring job missed while it was paused, found when it is resumed:
+    the first missed triggers (``PAUSE_SKIP_ROWS`` at most), whether it missed more,
+    and its first trigger at or after the resume (None: its cron has no time left)."""
+
+    skipped: list[int]
+    more: bool
+    next_trigger: int | None
+
+
+def pause_gap(schedule: Schedule, next_trigger_ms: int, now_ms: int) -> PauseGap:
+    """The triggers due before ``now_ms`` from ``next_trigger_ms`` on, and the first at
+    or after ``now_ms``: a pause skips what falls inside it."""
+    skipped: list[int] = []
+    upcoming: int | None = next_trigger_ms
+    while upcoming is not None and upcoming < now_ms and len(skipped) < PAUSE_SKIP_ROWS:
+        skipped.append(upcoming)
+        upcoming = schedule.first_after(next_trigger_ms, upcoming)
+    if upcoming is None or upcoming >= now_ms:
+        return PauseGap(skipped, False, upcoming)
+    return PauseGap(skipped, True, schedule.first_after(next_trigger_ms, now_ms - 1))

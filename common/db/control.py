@@ -22,12 +22,20 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from common.db.executions import UNFINISHED, NewExecution, insert_executions
+from common.db.executions import (
+    UNFINISHED,
+    NewExecution,
+    insert_executions,
+    triggers_with_executions,
+)
 from common.db.retry import is_duplicate_key
 from common.db.rows import AnyRow
 from common.db.schema import executions, jobs
 from common.errors import TriggerBusyError
+from common.execution_ids import trigger_execution_id
+from common.schedule import PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
+from common.timefmt import iso_ms
 
 ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
 """The statuses a job can still fire from (by schedule or by a held run)."""
@@ -268,3 +276,38 @@ def last_executions(conn: Connection, job_ids: Sequence[int]) -> dict[int, AnyRo
         .where(jobs.c.id.in_(sorted(set(job_ids))))
     ).all()
     return {int(r.job_id): r for r in rows}
+
+
+def skip_paused_triggers(
+    conn: Connection, row: AnyRow, triggers: Sequence[int], more: bool, now_ms: int
+) -> None:
+    """Record the triggers the locked job ``row`` missed while paused as SKIPPED
+    executions (under the ids a claim would have given them); ``more``: it missed more
+    than these, up to ``now_ms``, which the last row's message says."""
+    taken = triggers_with_executions(conn, [(int(row.id), t, 1) for t in triggers])
+    rows = [
+        NewExecution(
+            trigger_execution_id(int(row.id), int(row.created_at), t),
+            int(row.id),
+            1,
+            t,
+            t,
+            status=ExecutionStatus.SKIPPED,
+            message=PAUSED_SKIP,
+        )
+        for t in triggers
+        if (int(row.id), t, 1) not in taken
+    ]
+    if rows and more:
+        last = rows[-1]
+        note = f"{PAUSED_SKIP}; the later triggers until the resume at {iso_ms(now_ms)} too"
+        rows[-1] = NewExecution(
+            last.execution_id,
+            last.job_id,
+            1,
+            last.trigger_time,
+            last.scheduled_at,
+            status=ExecutionStatus.SKIPPED,
+            message=note,
+        )
+    insert_executions(conn, rows, now_ms)

@@ -36,8 +36,13 @@ from common.db.jobs import get_job
 from common.db.retry import retry_lock_conflicts
 from common.db.rows import AnyRow
 from common.documents import stored_text
-from common.errors import InvalidTransitionError, JobNotFoundError, ValidationFailedError
-from common.schedule import OverlapPolicy, Schedule
+from common.errors import (
+    InvalidTransitionError,
+    JobNotFoundError,
+    KairosError,
+    ValidationFailedError,
+)
+from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
@@ -125,14 +130,38 @@ def _resume(engine: Engine, app_pk: int, job_id: int, now: int) -> AnyRow | None
             return None
         assert row is not None
         target = JobStatus.RUNNING if _held_again(conn, row) else JobStatus.WAITING
-        if db.set_status(conn, app_pk, job_id, RESUME.allowed, target, now):
+        moved = _skip_the_pause(conn, row, now)
+        if moved is not None and moved.next_trigger is None and target is JobStatus.WAITING:
+            target = JobStatus.FAILED  # its cron has no time left after the pause
+        values = {} if moved is None else {"next_trigger_time": moved.next_trigger}
+        if db.set_status(conn, app_pk, job_id, RESUME.allowed, target, now, **values):
             return row
         applies(RESUME, job_id, db.job_status(conn, app_pk, job_id))
         return None
 
 
+def _skip_the_pause(conn: Connection, row: AnyRow, now: int) -> PauseGap | None:
+    """A recurring job's triggers that fell inside the pause are recorded SKIPPED and its
+    next trigger moves to the first at or after ``now``; None when nothing moves (a
+    one-shot job keeps its trigger, a stored cron no longer accepted is left to the
+    claim, which ends that job with its reason)."""
+    schedule = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds)
+    if not schedule.recurring or row.next_trigger_time is None:
+        return None
+    if int(row.next_trigger_time) >= now:
+        return None
+    try:
+        gap = pause_gap(schedule, int(row.next_trigger_time), now)
+    except KairosError:
+        return None
+    db.skip_paused_triggers(conn, row, gap.skipped, gap.more, now)
+    return gap
+
+
 def resume_job(state: ApiState, app: App, job_id: int) -> None:
-    """PAUSED -> WAITING, next trigger time kept (a past one meets the misfire policy).
+    """PAUSED -> WAITING; a recurring job's triggers that fell inside the pause are
+    recorded SKIPPED and it waits for its first trigger after now (a one-shot job keeps
+    its trigger, which runs now if it came during the pause).
 
     A job whose own run is still going goes back to RUNNING when that run holds it (a
     one-shot job, or overlap policy QUEUE); it is released when the run ends.

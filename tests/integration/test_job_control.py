@@ -25,6 +25,7 @@ from common.errors import InvalidTransitionError
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
+from common.schedule import PAUSE_SKIP_ROWS, PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
 from services.api import control
 from services.api.state import ApiState
@@ -199,6 +200,47 @@ def test_resume_waits_again_with_the_trigger_time_kept(client: TestClient, engin
     assert (row["status"], row["next_trigger_time"]) == ("WAITING", 1_000)
     with engine.connect() as conn:
         assert [j.id for j in find_due_jobs(conn, FUTURE, DEMO_HANDLERS, 10)] == [job_id]
+
+
+def paused_cron(client: TestClient, engine: Engine, missed_ms: int, **fields: Any) -> int:
+    """A recurring job paused with its next trigger ``missed_ms`` before now."""
+    job_id = create(client, **fields)
+    client.post(f"/openapi/jobs/{job_id}/pause")
+    now = api_state(client).clock.now_ms()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE jobs SET next_trigger_time = :t WHERE id = :j"),
+            {"t": (now - missed_ms) // 1000 * 1000, "j": job_id},
+        )
+    return job_id
+
+
+def test_resume_of_a_cron_job_skips_the_triggers_inside_the_pause(
+    client: TestClient, engine: Engine
+) -> None:
+    # Paused for less than the misfire threshold: no trigger of the pause may run.
+    job_id = paused_cron(client, engine, 5_000, cronExpr="* * * * * *")
+    response = client.post(f"/openapi/jobs/{job_id}/resume")
+    now = api_state(client).clock.now_ms()
+    assert response.status_code == 200
+    skipped = executions_of(engine, job_id)
+    assert 5 <= len(skipped) <= 6
+    assert {(e["status"], e["message"]) for e in skipped} == {("SKIPPED", PAUSED_SKIP)}
+    row = job_row(engine, job_id)
+    assert row["status"] == "WAITING"
+    assert row["next_trigger_time"] >= now - 1_000
+    assert all(e["trigger_time"] < row["next_trigger_time"] for e in skipped)
+
+
+def test_a_long_pause_records_its_first_missed_triggers_and_says_there_were_more(
+    client: TestClient, engine: Engine
+) -> None:
+    job_id = paused_cron(client, engine, 3_600_000, fixedRateSeconds=1)
+    client.post(f"/openapi/jobs/{job_id}/resume")
+    skipped = executions_of(engine, job_id)
+    assert len(skipped) == PAUSE_SKIP_ROWS
+    last = max(skipped, key=lambda e: e["trigger_time"])
+    assert "the later triggers until the resume" in last["message"]
 
 
 def test_resume_of_a_one_shot_job_whose_run_is_pending_is_running(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from common.db.sendable import ExecutionWithJob
+from common.schedule import PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.trigger.fire_rules import (
     CANCELLED,
     PAUSED_HOLD,
-    PAUSED_SKIP,
     decide,
     forbid_candidates,
 )

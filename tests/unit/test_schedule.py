@@ -9,11 +9,14 @@ import pytest
 
 from common.errors import ValidationFailedError
 from common.schedule import (
+    PAUSE_SKIP_ROWS,
     MisfirePolicy,
     OverlapPolicy,
+    PauseGap,
     Schedule,
     TriggerPolicy,
     overlap_skip_reason,
+    pause_gap,
     plan_trigger,
     retry_delay_ms,
 )
@@ -197,3 +200,22 @@ def test_retry_backoff_is_exponential_capped_and_jittered(attempt: int, ceiling_
     assert min(delays) >= ceiling_s * 500
     assert max(delays) <= ceiling_s * 1000
     assert len(set(delays)) > 100, "jitter spreads retries out"
+
+
+def test_a_pause_skips_the_triggers_inside_it_and_resumes_at_the_next_one() -> None:
+    every_minute = Schedule("* * * * *")
+    gap = pause_gap(every_minute, 60_000, 200_000)
+    assert gap == PauseGap([60_000, 120_000, 180_000], False, 240_000)
+
+
+def test_a_long_pause_records_the_first_missed_triggers_and_says_there_were_more() -> None:
+    every_second = Schedule(fixed_rate_seconds=1)
+    gap = pause_gap(every_second, 1_000, 1_000_000)
+    assert len(gap.skipped) == PAUSE_SKIP_ROWS
+    assert gap.skipped[:2] == [1_000, 2_000]
+    assert gap.more
+    assert gap.next_trigger == 1_000_000
+
+
+def test_a_pause_that_missed_nothing_keeps_the_next_trigger() -> None:
+    assert pause_gap(Schedule("* * * * *"), 300_000, 200_000) == PauseGap([], False, 300_000)

@@ -9,9 +9,10 @@ import pytest
 
 from common.db import driver
 from common.db.jobs import DueJob
+from common.execution_ids import TRIGGER_IDS as _TRIGGER_IDS
 from common.messages import DispatchMessage
 from common.schedule import Schedule, TriggerPolicy
-from services.dispatcher.trigger.claim import _TRIGGER_IDS, trigger_execution_id
+from services.dispatcher.trigger.claim import trigger_execution_id
 from services.dispatcher.trigger.dispatch import Assignment, dispatch_body
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +13,7 @@ from common.clock import ClusterClock
 from common.db.executions import NewExecution, triggers_with_executions
 from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.retry import is_duplicate_key, retry_lock_conflicts
+from common.execution_ids import trigger_execution_id as derived_id
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
@@ -37,26 +36,10 @@ def claim_update(plan: TriggerPlan | Unplannable) -> ClaimUpdate:
     return ClaimUpdate(plan.next_trigger, status)
 
 
-# Execution ids of claimed triggers are names in this space (UUID version 5).
-_TRIGGER_IDS = uuid.UUID("6f1c5e8a-3d2b-4c7e-9a41-0b8f2d6e5c13")
-
-
 def trigger_execution_id(job: DueJob) -> str:
-    """The execution id of a job's first attempt at its current trigger.
-
-    The same trigger always gets the same id: a claim that sent its executions and then
-    rolled back (MySQL lost between the broker's commit and its own) is claimed again
-    under the same ids, so the workers see copies of one execution, which run once,
-    not a second execution. The job's creation time keeps ids apart across databases
-    that reuse job ids. It is ``uuid.uuid5`` written out: the same SHA-1 and bits, in
-    a third of the time.
-    """
-    name = f"{job.id}/{job.created_at}/{job.trigger_time}/1".encode()
-    raw = bytearray(hashlib.sha1(_TRIGGER_IDS.bytes + name, usedforsecurity=False).digest())
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = raw[:16].hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    """The execution id of a job's first attempt at its current trigger (see
+    ``common.execution_ids``)."""
+    return derived_id(job.id, job.created_at, job.trigger_time)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,15 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from common.db.sendable import ExecutionWithJob
-from common.schedule import MisfirePolicy, OverlapPolicy, late_fire_skip_reason, overlap_skip_reason
+from common.schedule import (
+    PAUSED_SKIP,
+    MisfirePolicy,
+    OverlapPolicy,
+    late_fire_skip_reason,
+    overlap_skip_reason,
+)
 from common.states import JobStatus
 
-PAUSED_SKIP = "skipped: the job was paused at its trigger time"
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
 CANCELLED = "cancelled: the job was cancelled before this run was sent"
 
