@@ -14,6 +14,7 @@ import redis
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
+from common.jsontext import clip_utf8
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
@@ -25,13 +26,7 @@ from services.worker.registry import HandlerContext, HandlerFn
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT = 64 * 1024
-
 Outcome = Literal["SUCCEEDED", "FAILED", "TIMED_OUT"]
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 def _text(value: object) -> str:
@@ -214,7 +209,7 @@ class ExecutionRunner:
             job_id=unit.job_id,
             worker_id=self._worker_id,
             status="FAILED",
-            message=_clip(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
+            message=clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
             started_at=now,
             ended_at=now,
             ref=unit.ref,
@@ -270,13 +265,13 @@ class ExecutionRunner:
         except HandlerTimeoutError as e:
             return "TIMED_OUT", str(e), None
         except Exception as e:
-            return "FAILED", _clip(f"{type(e).__name__}: {e}"), None
+            return "FAILED", clip_utf8(f"{type(e).__name__}: {e}"), None
         if value is None:
             return "SUCCEEDED", None, None
         try:
-            return "SUCCEEDED", None, _clip(json.dumps(value, default=str))
+            return "SUCCEEDED", None, clip_utf8(json.dumps(value, default=str))
         except (TypeError, ValueError):
-            return "SUCCEEDED", None, _clip(repr(value))
+            return "SUCCEEDED", None, clip_utf8(repr(value))
 
 
 class HandlerTimeoutError(Exception):

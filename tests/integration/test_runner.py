@@ -10,6 +10,7 @@ import redis
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.jsontext import MAX_STORED_TEXT_BYTES
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from services.worker.packs import Unreadable
@@ -31,10 +32,15 @@ def gated(params: dict[str, Any], ctx: HandlerContext) -> None:
     GATE.wait(10)
 
 
+def raising_long(params: dict[str, Any], ctx: HandlerContext) -> None:
+    raise RuntimeError("€" * MAX_STORED_TEXT_BYTES)
+
+
 def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
     handlers = dict(collect_handlers(["services.worker.demo"]))
     handlers["test.count"] = counting
     handlers["test.gated"] = gated
+    handlers["test.raise_long"] = raising_long
     return ExecutionRunner(
         worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
     )
@@ -178,3 +184,13 @@ def test_an_execution_the_worker_cannot_read_is_reported_failed_once(
         )
         is None
     )
+
+
+def test_a_long_failure_message_is_clipped_by_bytes_to_valid_utf8(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(message("test.raise_long"))
+    assert outcome is not None and outcome.message is not None
+    assert outcome.message.startswith("RuntimeError: €€€")
+    assert len(outcome.message.encode("utf-8")) <= MAX_STORED_TEXT_BYTES
+    assert outcome.message.endswith("€...")
