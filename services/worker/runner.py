@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import redis
 
@@ -20,6 +19,7 @@ from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_message
 from common.started_mark import parse_started
+from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
@@ -261,11 +261,18 @@ class ExecutionRunner:
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
         try:
-            value = call_with_timeout(fn, message.params, context, message.timeout_seconds)
+            value = call_handler(fn, message.params, context, message.timeout_seconds)
         except HandlerTimeoutError as e:
             return "TIMED_OUT", str(e), None
-        except Exception as e:
-            return "FAILED", clip_utf8(f"{type(e).__name__}: {e}"), None
+        except BaseException as e:  # whatever a handler raises fails its run, not the worker
+            log.error(
+                "handler %s raised %s",
+                message.handler,
+                type(e).__name__,
+                exc_info=e,
+                extra={"job_id": message.job_id, "execution_id": message.execution_id},
+            )
+            return "FAILED", clip_utf8(describe_error(e)), None
         if value is None:
             return "SUCCEEDED", None, None
         try:
@@ -274,42 +281,13 @@ class ExecutionRunner:
             return "SUCCEEDED", None, clip_utf8(repr(value))
 
 
-class HandlerTimeoutError(Exception):
-    """A handler ran past its job's timeout."""
-
-
-def call_with_timeout(
-    fn: HandlerFn, params: dict[str, Any], context: HandlerContext, timeout: int | None
-) -> Any:
-    """Call the handler; with a timeout, stop waiting for it once the time is up.
-
-    Python cannot kill a thread: a handler past its timeout keeps running in a daemon
-    thread while the worker reports TIMED_OUT and frees its slot, so handlers should
-    check their own deadline (``ctx.trigger_time``) for long work.
-    """
-    if timeout is None:
-        return fn(params, context)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(params, context)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name=f"handler-{context.execution_id}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        log.warning(
-            "handler passed its %d s timeout; no longer waiting for it",
-            timeout,
-            extra={"job_id": context.job_id, "execution_id": context.execution_id},
-        )
-        raise HandlerTimeoutError(f"timed out after {timeout} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+def describe_error(error: BaseException) -> str:
+    """``Type: text`` of an exception, even one whose ``__str__`` raises."""
+    try:
+        text = str(error)
+    except Exception:
+        text = "(its text cannot be read: __str__ raised)"
+    return f"{type(error).__name__}: {text}"
 
 
 def result_messages(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 from typing import Any
 
+import pytest
 import redis
 
 from common.clock import ClusterClock
@@ -36,18 +39,50 @@ def raising_long(params: dict[str, Any], ctx: HandlerContext) -> None:
     raise RuntimeError("€" * MAX_STORED_TEXT_BYTES)
 
 
+async def async_double(params: dict[str, Any], ctx: HandlerContext) -> dict[str, int]:
+    await asyncio.sleep(0)
+    return {"double": params["n"] * 2}
+
+
+def returns_awaitable(params: dict[str, Any], ctx: HandlerContext) -> Any:
+    return async_double(params, ctx)
+
+
+async def async_raising(params: dict[str, Any], ctx: HandlerContext) -> None:
+    await asyncio.sleep(0)
+    raise ValueError("no such account")
+
+
+CANCELLED = threading.Event()
+
+
+async def async_forever(params: dict[str, Any], ctx: HandlerContext) -> None:
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        CANCELLED.set()
+        raise
+
+
 def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
     handlers = dict(collect_handlers(["services.worker.demo"]))
     handlers["test.count"] = counting
     handlers["test.gated"] = gated
     handlers["test.raise_long"] = raising_long
+    handlers["test.async"] = async_double
+    handlers["test.awaitable"] = returns_awaitable
+    handlers["test.async_raise"] = async_raising
+    handlers["test.async_forever"] = async_forever
     return ExecutionRunner(
         worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
     )
 
 
 def message(
-    handler: str = "test.count", params: dict[str, Any] | None = None, execution_id: str = "e-1"
+    handler: str = "test.count",
+    params: dict[str, Any] | None = None,
+    execution_id: str = "e-1",
+    timeout: int | None = None,
 ) -> DispatchMessage:
     return DispatchMessage(
         execution_id=execution_id,
@@ -57,6 +92,7 @@ def message(
         handler=handler,
         params=params or {},
         dispatched_at=0,
+        timeout_seconds=timeout,
     )
 
 
@@ -194,3 +230,53 @@ def test_a_long_failure_message_is_clipped_by_bytes_to_valid_utf8(
     assert outcome.message.startswith("RuntimeError: €€€")
     assert len(outcome.message.encode("utf-8")) <= MAX_STORED_TEXT_BYTES
     assert outcome.message.endswith("€...")
+
+
+@pytest.mark.parametrize("handler", ["test.async", "test.awaitable"])
+@pytest.mark.parametrize("timeout", [None, 30])
+def test_a_coroutine_handler_runs_to_completion(
+    redis_client: redis.Redis, namespace: StoreSettings, handler: str, timeout: int | None
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(
+        message(handler, {"n": 21}, timeout=timeout)
+    )
+    assert outcome is not None
+    assert (outcome.status, outcome.result) == ("SUCCEEDED", '{"double": 42}')
+
+
+def test_a_coroutine_handler_that_raises_is_failed_with_its_error(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(message("test.async_raise"))
+    assert outcome is not None
+    assert (outcome.status, outcome.message) == ("FAILED", "ValueError: no such account")
+
+
+def test_a_coroutine_past_its_timeout_is_cancelled(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CANCELLED.clear()
+    outcome = runner(redis_client, namespace, "w1").run(message("test.async_forever", timeout=1))
+    assert outcome is not None
+    assert outcome.status == "TIMED_OUT"
+    assert outcome.message is not None and "timed out after 1 s" in outcome.message
+    assert CANCELLED.wait(30), "the coroutine was never cancelled"
+
+
+@pytest.mark.parametrize("timeout", [None, 30])
+def test_a_handler_exception_is_logged_with_its_traceback_and_ids(
+    redis_client: redis.Redis,
+    namespace: StoreSettings,
+    caplog: pytest.LogCaptureFixture,
+    timeout: int | None,
+) -> None:
+    caplog.set_level(logging.INFO, logger="services.worker")
+    body = message("demo.fail", {"message": "disk full"}, execution_id="e-7", timeout=timeout)
+    outcome = runner(redis_client, namespace, "w1").run(body)
+    assert outcome is not None and outcome.message == "DemoFailure: disk full"
+    [record] = [r for r in caplog.records if r.exc_info is not None]
+    assert record.levelno == logging.ERROR
+    assert (getattr(record, "job_id", None), getattr(record, "execution_id", None)) == (1, "e-7")
+    assert "demo.fail" in record.getMessage()
+    assert "DemoFailure: disk full" in caplog.text
+    assert 'raise DemoFailure(str(params.get("message"' in caplog.text

@@ -124,3 +124,30 @@ def test_a_handler_imported_into_another_module_counts_once(write_module: Module
     handlers = collect_handlers(["services.worker.demo", name])
     assert handlers["demo.echo"] is demo.echo
     assert len(handlers) == 4
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def report(params, ctx):\n    yield params\n",
+        "async def report(params, ctx):\n    yield params\n",
+    ],
+)
+def test_a_generator_handler_is_refused_at_registration(
+    write_module: ModuleWriter, source: str
+) -> None:
+    body = "from services.worker.registry import handler\n\n@handler('gen.report')\n" + source
+    name = write_module("generator", body)
+    with pytest.raises(ConfigurationError, match=r"'gen\.report'.*generator.*return"):
+        collect_handlers([name])
+
+
+def test_a_coroutine_handler_is_collected(write_module: ModuleWriter) -> None:
+    source = """
+        from services.worker.registry import handler
+
+        @handler("co.report")
+        async def report(params, ctx):
+            return params
+        """
+    assert list(collect_handlers([write_module("coroutine", source)])) == ["co.report"]
