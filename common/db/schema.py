@@ -112,6 +112,7 @@ workers = Table(
     Column("state", String(16), nullable=False),
     Column("started_at", BigInteger, nullable=False),
     Column("last_heartbeat", BigInteger, nullable=False),
+    Column("overrun", Integer, nullable=False, server_default="0"),
 )
 
 callback_deliveries = Table(

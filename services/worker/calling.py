@@ -6,10 +6,14 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from services.worker.registry import HandlerContext, HandlerFn
+
+if TYPE_CHECKING:
+    from services.worker.overruns import Overruns
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +30,11 @@ class HandlerReturnError(Exception):
 
 
 def call_handler(
-    fn: HandlerFn, params: dict[str, Any], context: HandlerContext, timeout: int | None
+    fn: HandlerFn,
+    params: dict[str, Any],
+    context: HandlerContext,
+    timeout: int | None,
+    overruns: Overruns | None = None,
 ) -> Any:
     """Call the handler and return its value.
 
@@ -34,7 +42,8 @@ def call_handler(
     completion on an event loop of its own. With a timeout the handler runs in a thread
     of its own, and once the time is up the caller stops waiting and raises
     ``HandlerTimeoutError``: a coroutine is cancelled; a plain function cannot be stopped
-    (Python cannot kill a thread) and runs on.
+    (Python cannot kill a thread) and runs on. A run still going then is held in
+    ``overruns`` until its thread ends, so it keeps counting against the worker's slots.
     """
     call = HandlerCall(fn, params, context)
     if timeout is None:
@@ -43,12 +52,21 @@ def call_handler(
     if call.wait(timeout):
         return call.value()
     extra = {"job_id": context.job_id, "execution_id": context.execution_id}
-    if call.cancel() and call.wait(CANCEL_GRACE_SECONDS):
+    cancelled = call.cancel()
+    if cancelled and call.wait(CANCEL_GRACE_SECONDS):
         log.warning("handler passed its %d s timeout; cancelled", timeout, extra=extra)
         raise HandlerTimeoutError(f"timed out after {timeout} s; the coroutine was cancelled")
+    if overruns is not None and not overruns.hold(call):
+        raise HandlerTimeoutError(f"timed out after {timeout} s")  # it ended just now
     log.warning("handler passed its %d s timeout and runs on", timeout, extra=extra)
+    if cancelled:
+        raise HandlerTimeoutError(
+            f"timed out after {timeout} s; the coroutine was cancelled but has not ended: "
+            "it holds a worker slot until it does"
+        )
     raise HandlerTimeoutError(
-        f"timed out after {timeout} s; the handler could not be stopped and runs on"
+        f"timed out after {timeout} s; the handler cannot be stopped and runs on, "
+        "holding a worker slot until it returns"
     )
 
 
@@ -66,6 +84,9 @@ class HandlerCall:
         self._cancelled = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._finished = False
+        self._on_end: Callable[[HandlerCall], object] | None = None
+        self.started = time.monotonic()
 
     def run_here(self) -> Any:
         """Call the handler in this thread and return its value, awaited if need be."""
@@ -81,6 +102,7 @@ class HandlerCall:
 
     def start(self) -> None:
         """Run the handler in a daemon thread of its own."""
+        self.started = time.monotonic()
         name = f"handler-{self.context.execution_id}"
         threading.Thread(target=self._run_in_thread, name=name, daemon=True).start()
 
@@ -93,6 +115,14 @@ class HandlerCall:
         if self._error is not None:
             raise self._error
         return self._value
+
+    def hold_if_running(self, on_end: Callable[[HandlerCall], object]) -> bool:
+        """Have ``on_end(self)`` called when the thread's run ends; False if it has ended."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._on_end = on_end
+            return True
 
     def cancel(self) -> bool:
         """Cancel the coroutine the handler runs; False when it runs no coroutine yet."""
@@ -113,7 +143,12 @@ class HandlerCall:
         except BaseException as e:  # handed to the waiting caller, whatever it is
             self._error = e
         finally:
+            with self._lock:
+                self._finished = True
+                on_end = self._on_end
             self._ended.set()
+            if on_end is not None:
+                on_end(self)
 
     def _run_to_completion(self, awaitable: Awaitable[Any]) -> Any:
         async def main() -> Any:

@@ -26,7 +26,7 @@ from common.metrics import start_metrics_server
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
-from services.worker.heartbeat import Heartbeater
+from services.worker.heartbeat import Heartbeater, Load
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
@@ -87,7 +87,7 @@ def run_worker(settings: WorkerSettings) -> None:
         worker_id,
         settings.capacity,
         tuple(sorted(handlers)),
-        serving.active,
+        serving.load,
         serving.stats,
         (client, engine, keys, clock),
         settings.heartbeat_seconds,
@@ -124,10 +124,18 @@ class _Serving:
         self.stats = stats
         self.consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None] | None
         self.consumer = None
+        runner.overruns.on_release(self._slot_freed)
 
-    def active(self) -> int:
-        """Runs going now on the current connection."""
-        return self.consumer.active if self.consumer is not None else 0
+    def load(self) -> Load:
+        """Runs going now on the current connection, and timed-out runs still going."""
+        overrun = self.runner.overruns.count
+        active = self.consumer.active if self.consumer is not None else 0
+        return Load(active + overrun, overrun)
+
+    def _slot_freed(self) -> None:
+        consumer = self.consumer
+        if consumer is not None:
+            consumer.wake()
 
     def held(self) -> int:
         """Dispatch messages held unacked on the current connection."""
@@ -153,6 +161,7 @@ class _Serving:
                 stats=self.stats,
                 prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
                 release=self.runner.release,
+                occupied=lambda: self.runner.overruns.count,
             )
             self.consumer.start()
             log.info(

@@ -21,6 +21,7 @@ from common.result_messages import results_message
 from common.started_mark import parse_started
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
+from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
 
@@ -105,6 +106,7 @@ class ExecutionRunner:
         self._release = client.register_script(_RELEASE_SCRIPT)
         self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
+        self.overruns = Overruns()
 
     def admit(self, messages: Sequence[Unit]) -> list[Admitted]:
         """Mark executions started, in one Redis call.
@@ -261,7 +263,9 @@ class ExecutionRunner:
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
         try:
-            value = call_handler(fn, message.params, context, message.timeout_seconds)
+            value = call_handler(
+                fn, message.params, context, message.timeout_seconds, self.overruns
+            )
         except HandlerTimeoutError as e:
             return "TIMED_OUT", str(e), None
         except BaseException as e:  # whatever a handler raises fails its run, not the worker

@@ -53,8 +53,13 @@ def test_the_secret_rotation_migration_goes_down_and_up_again(engine: Engine) ->
     assert rotation <= app_columns(engine)
 
 
+def worker_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in sa.inspect(engine).get_columns("workers")}
+
+
 def test_the_text_size_migration_goes_down_and_up_again_keeping_rows(engine: Engine) -> None:
     assert set(column_types(engine).values()) == {"MEDIUMTEXT"}
+    assert "overrun" in worker_columns(engine)
     with engine.begin() as conn:
         conn.execute(
             sa.text(
@@ -72,8 +77,10 @@ def test_the_text_size_migration_goes_down_and_up_again_keeping_rows(engine: Eng
         )
     downgrade(engine, "0003")
     assert set(column_types(engine).values()) == {"TEXT"}
+    assert "overrun" not in worker_columns(engine)
     migrate(engine)
     assert current_revision(engine) == HEAD
     assert set(column_types(engine).values()) == {"MEDIUMTEXT"}
+    assert "overrun" in worker_columns(engine)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT params FROM jobs")).scalar_one() == '{"€":1}'

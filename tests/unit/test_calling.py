@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from services.worker.calling import HandlerReturnError, HandlerTimeoutError, call_handler
+from services.worker.calling import (
+    HandlerCall,
+    HandlerReturnError,
+    HandlerTimeoutError,
+    call_handler,
+)
+from services.worker.overruns import Overruns
 from services.worker.registry import HandlerContext
 
 CONTEXT = HandlerContext(job_id=1, execution_id="ex-1", attempt=1, trigger_time=0)
@@ -57,7 +63,7 @@ def test_a_coroutine_runs_on_a_loop_of_its_own_that_is_closed_after() -> None:
         asyncio.get_running_loop()  # none left running in this thread
 
 
-def test_a_coroutine_that_ignores_its_cancellation_is_reported_running_on() -> None:
+def test_a_coroutine_that_ignores_its_cancellation_holds_its_slot_until_it_ends() -> None:
     release = threading.Event()
     ended = threading.Event()
 
@@ -71,19 +77,39 @@ def test_a_coroutine_that_ignores_its_cancellation_is_reported_running_on() -> N
         finally:
             ended.set()
 
-    with pytest.raises(HandlerTimeoutError, match=r"timed out after 1 s; .* runs on"):
-        call_handler(stubborn, {}, CONTEXT, 1)
+    overruns = Overruns()
+    freed = threading.Event()
+    overruns.on_release(freed.set)
+    with pytest.raises(HandlerTimeoutError, match="cancelled but has not ended"):
+        call_handler(stubborn, {}, CONTEXT, 1, overruns)
     assert not ended.is_set()
+    assert overruns.count == 1
     release.set()
-    assert ended.wait(30)
+    assert freed.wait(30) and ended.is_set()
+    assert overruns.count == 0
 
 
-def test_a_plain_function_past_its_timeout_runs_on() -> None:
+def test_a_plain_function_past_its_timeout_runs_on_holding_its_slot() -> None:
     release = threading.Event()
 
     def blocking(params: dict[str, Any], ctx: HandlerContext) -> None:
         release.wait(60)
 
-    with pytest.raises(HandlerTimeoutError, match="could not be stopped and runs on"):
-        call_handler(blocking, {}, CONTEXT, 1)
+    overruns = Overruns()
+    freed = threading.Event()
+    overruns.on_release(freed.set)
+    with pytest.raises(HandlerTimeoutError, match="cannot be stopped and runs on, holding"):
+        call_handler(blocking, {}, CONTEXT, 1, overruns)
+    assert overruns.count == 1
     release.set()
+    assert freed.wait(30)
+    assert overruns.count == 0
+
+
+def test_a_run_that_ended_is_not_held() -> None:
+    call = HandlerCall(add, {"a": 1, "b": 1}, CONTEXT)
+    call.start()
+    assert call.wait(30)
+    overruns = Overruns()
+    assert not overruns.hold(call)
+    assert overruns.count == 0
