@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from services.worker.local_runs import LocalRuns
 from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
+from services.worker.rendering import describe_error, render_result
 
 log = logging.getLogger(__name__)
 
@@ -276,22 +276,9 @@ class ExecutionRunner:
                 exc_info=e,
                 extra={"job_id": message.job_id, "execution_id": message.execution_id},
             )
-            return "FAILED", clip_utf8(describe_error(e)), None
-        if value is None:
-            return "SUCCEEDED", None, None
-        try:
-            return "SUCCEEDED", None, clip_utf8(json.dumps(value, default=str))
-        except (TypeError, ValueError):
-            return "SUCCEEDED", None, clip_utf8(repr(value))
-
-
-def describe_error(error: BaseException) -> str:
-    """``Type: text`` of an exception, even one whose ``__str__`` raises."""
-    try:
-        text = str(error)
-    except Exception:
-        text = "(its text cannot be read: __str__ raised)"
-    return f"{type(error).__name__}: {text}"
+            return "FAILED", describe_error(e), None
+        rendered = render_result(value)
+        return "SUCCEEDED", rendered.note, rendered.result
 
 
 def result_messages(

@@ -13,7 +13,7 @@ import redis
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.jsontext import MAX_STORED_TEXT_BYTES
+from common.jsontext import MAX_JSON_DEPTH, MAX_STORED_TEXT_BYTES, read_stored_json, utf8_size
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from services.worker.packs import Unreadable
@@ -64,6 +64,34 @@ async def async_forever(params: dict[str, Any], ctx: HandlerContext) -> None:
         raise
 
 
+def deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def cyclic() -> dict[str, Any]:
+    value: dict[str, Any] = {"name": "loop"}
+    value["self"] = value
+    return value
+
+
+RESULTS: dict[str, Any] = {
+    "deep": deep_list(150),  # JSON, but deeper than Kairos stores as JSON
+    "deeper-than-recursion": deep_list(5_000),
+    "surrogate": {"name": "caf\ud800"},
+    "nan": {"ratio": float("nan")},
+    "cycle": cyclic(),
+    "big": {"text": "€" * MAX_STORED_TEXT_BYTES},
+    "tuple-keys": {(1, 2): "x"},
+}
+
+
+def returns(params: dict[str, Any], ctx: HandlerContext) -> Any:
+    return RESULTS[params["which"]]
+
+
 def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
     handlers = dict(collect_handlers(["services.worker.demo"]))
     handlers["test.count"] = counting
@@ -73,6 +101,7 @@ def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> Exe
     handlers["test.awaitable"] = returns_awaitable
     handlers["test.async_raise"] = async_raising
     handlers["test.async_forever"] = async_forever
+    handlers["test.returns"] = returns
     return ExecutionRunner(
         worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
     )
@@ -205,7 +234,7 @@ def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
 def test_an_execution_the_worker_cannot_read_is_reported_failed_once(
     redis_client: redis.Redis, namespace: StoreSettings
 ) -> None:
-    unit = Unreadable("e-9", 9, 99, "handler: field required", {"execution_id": "e-9"})
+    unit = Unreadable("e-9", 9, 99, "handler: field required", '{"execution_id": "e-9"}')
     w1 = runner(redis_client, namespace, "w1")
     [admitted] = w1.admit([unit])
     outcome = w1.execute(admitted)
@@ -280,3 +309,31 @@ def test_a_handler_exception_is_logged_with_its_traceback_and_ids(
     assert "demo.fail" in record.getMessage()
     assert "DemoFailure: disk full" in caplog.text
     assert 'raise DemoFailure(str(params.get("message"' in caplog.text
+
+
+@pytest.mark.parametrize("which", sorted(RESULTS))
+def test_a_result_no_reader_could_take_as_json_is_stored_as_text_saying_why(
+    redis_client: redis.Redis, namespace: StoreSettings, which: str
+) -> None:
+    w1 = runner(redis_client, namespace, "w1")
+    outcome = w1.run(message("test.returns", {"which": which}))
+    assert outcome is not None and outcome.result is not None
+    assert outcome.status == "SUCCEEDED"
+    assert utf8_size(outcome.result) <= MAX_STORED_TEXT_BYTES
+    stored = read_stored_json(outcome.result)  # every reader reads it back
+    assert outcome.message is not None and "result" in outcome.message
+    if which == "surrogate":
+        assert stored == {"name": "caf\ufffd"}
+    else:
+        assert isinstance(stored, str) and stored
+    assert len(w1.report([outcome])) == 1  # and it travels
+
+
+def test_a_json_result_within_the_limits_is_stored_as_json(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    value = {"rows": 42, "name": "€ 😀", "nested": deep_list(MAX_JSON_DEPTH - 2)}
+    outcome = runner(redis_client, namespace, "w1").run(message("demo.echo", value))
+    assert outcome is not None and outcome.result is not None
+    assert (outcome.status, outcome.message) == ("SUCCEEDED", None)
+    assert read_stored_json(outcome.result) == value

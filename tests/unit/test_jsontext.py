@@ -11,6 +11,8 @@ from common.jsontext import (
     MAX_STORED_TEXT_BYTES,
     clip_utf8,
     json_depth,
+    json_elements,
+    json_members,
     read_stored_json,
     scrub,
     utf8_size,
@@ -76,3 +78,29 @@ def test_stored_json_within_the_limits_reads_back() -> None:
 def test_stored_json_no_reader_can_take_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         read_stored_json(text)
+
+
+def test_an_array_splits_into_its_elements_however_deep_they_nest() -> None:
+    deep = nested(100_000)
+    text = f' [1, "a,]", {{"b": [2, 3]}}, {deep} ] '
+    assert json_elements(text) == ["1", '"a,]"', '{"b": [2, 3]}', deep]
+    assert json_elements("[]") == []
+
+
+def test_an_object_splits_into_its_members_by_key() -> None:
+    text = '{"id": "e-1", "params": {"a": [1, 2]}, "n\\u00e9": 3, "s": "x:y,z"}'
+    assert json_members(text) == {
+        "id": '"e-1"',
+        "params": '{"a": [1, 2]}',
+        "né": "3",
+        "s": '"x:y,z"',
+    }
+    assert json_members("{}") == {}
+
+
+@pytest.mark.parametrize(
+    "text", ["", "[1, 2", "[1, 2,]", "[1]]", "{1: 2}", '{"a" 1}', '{"\\x": 1}', "42", '"[1]"']
+)
+def test_text_that_is_not_one_array_or_object_does_not_split(text: str) -> None:
+    assert json_elements(text) is None
+    assert json_members(text) is None

@@ -1,4 +1,4 @@
-"""A worker's slots on real RabbitMQ and Redis: a timed-out run holds its slot until it ends."""
+"""A worker's serving loop on real RabbitMQ and Redis: its slots, and packs with a bad item."""
 
 from __future__ import annotations
 
@@ -80,8 +80,10 @@ class WorkerInThread:
             dispatched_at=0,
             timeout_seconds=timeout,
         )
-        body = message.model_dump_json().encode()
-        self.publisher.publish([OutgoingMessage(DISPATCH_EXCHANGE, "w1", body, execution_id)])
+        self.send_raw(message.model_dump_json().encode(), execution_id)
+
+    def send_raw(self, body: bytes, message_id: str) -> None:
+        self.publisher.publish([OutgoingMessage(DISPATCH_EXCHANGE, "w1", body, message_id)])
 
     def result(self, execution_id: str) -> ExecutionResult:
         def found() -> ExecutionResult | None:
@@ -156,3 +158,22 @@ def test_kairos_workers_shows_the_overrunning_runs(
     header, row = list_workers(namespace).splitlines()
     columns = dict(zip(header.split(), row.split(), strict=False))
     assert (columns["ACTIVE"], columns["OVERRUN"]) == ("1", "1")
+
+
+def test_a_pack_with_one_unreadable_execution_runs_the_rest_and_fails_that_one(
+    worker: WorkerInThread,
+) -> None:
+    def item(n: int, params: str) -> str:
+        return (
+            f'{{"v":1,"execution_id":"p-{n}","job_id":{n},"attempt":1,"trigger_time":0,'
+            f'"handler":"t.count","params":{params},"dispatched_at":0,"ref":{n}}}'
+        )
+
+    poison = "[" * 5_000 + "]" * 5_000
+    items = [item(n, poison if n == 7 else "{}") for n in range(50)]
+    worker.send_raw(('{"v":1,"executions":[' + ",".join(items) + "]}").encode(), "pack")
+    outcomes = {n: worker.result(f"p-{n}") for n in range(50)}
+    failed = {n for n, outcome in outcomes.items() if outcome.status == "FAILED"}
+    assert failed == {7}
+    assert "cannot read its dispatch" in (outcomes[7].message or "")
+    assert sorted(RAN) == sorted(f"p-{n}" for n in range(50) if n != 7)
