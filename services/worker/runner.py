@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import redis
+from pydantic import ValidationError
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
@@ -227,7 +228,7 @@ class ExecutionRunner:
                 # the execution had no row yet (a claim that sent it rolled back): the
                 # copy's report lets the row, claimed again, end.
                 log.info("execution already ran on worker %s; reporting it", owner_id, extra=extra)
-                return ExecutionResult.model_validate_json(admitted.outcome)
+                return self._stored(admitted, extra)
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
         local = self._local.outcome(message.execution_id)
@@ -239,20 +240,37 @@ class ExecutionRunner:
         if admitted.outcome is not None:
             # An earlier process of this worker ran it and stored the result.
             log.info("execution ended before a restart; reporting it again", extra=extra)
-            return ExecutionResult.model_validate_json(admitted.outcome)
+            return self._stored(admitted, extra)
         # This worker's previous process took it and died before reporting: the handler
         # may have had effects, so it must not run again under the same execution id.
-        now = self._clock.now_ms()
         log.warning("execution was interrupted by a worker restart", extra=extra)
+        return self._lost(message, "interrupted: the worker stopped while running it")
+
+    def _stored(self, admitted: Admitted, extra: dict[str, object]) -> ExecutionResult:
+        """The outcome stored with the started key; LOST when it cannot be read (a newer
+        worker's, or damaged): raising would send the copy back to fail again for good."""
+        assert admitted.outcome is not None
+        try:
+            return ExecutionResult.model_validate_json(admitted.outcome)
+        except ValidationError as e:
+            log.error("the stored outcome of this execution cannot be read: %s", e, extra=extra)
+            return self._lost(
+                admitted.message,
+                f"its run ended on worker {admitted.owner}, but its stored outcome cannot be "
+                "read; see that worker's log",
+            )
+
+    def _lost(self, unit: Unit, text: str) -> ExecutionResult:
+        now = self._clock.now_ms()
         return ExecutionResult(
-            execution_id=message.execution_id,
-            job_id=message.job_id,
+            execution_id=unit.execution_id,
+            job_id=unit.job_id,
             worker_id=self._worker_id,
             status="LOST",
-            message="interrupted: the worker stopped while running it",
+            message=text,
             started_at=now,
             ended_at=now,
-            ref=message.ref,
+            ref=unit.ref,
         )
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:

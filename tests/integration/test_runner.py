@@ -337,3 +337,17 @@ def test_a_json_result_within_the_limits_is_stored_as_json(
     assert outcome is not None and outcome.result is not None
     assert (outcome.status, outcome.message) == ("SUCCEEDED", None)
     assert read_stored_json(outcome.result) == value
+
+
+@pytest.mark.parametrize("worker_id", ["w1", "w2"])
+def test_a_copy_whose_stored_outcome_cannot_be_read_is_reported_lost_not_retried_forever(
+    redis_client: redis.Redis, namespace: StoreSettings, worker_id: str
+) -> None:
+    CALLS.clear()
+    key = RedisKeys(namespace.namespace).execution_started("e-1")
+    redis_client.set(key, 'w1\n{"v": 9, "from": "a newer worker"}')
+    outcome = runner(redis_client, namespace, worker_id).run(message())
+    assert outcome is not None
+    assert outcome.status == "LOST"
+    assert outcome.message is not None and "stored outcome cannot be read" in outcome.message
+    assert CALLS == []
