@@ -64,6 +64,7 @@ from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import workers
 from common.namespace import create_app_credentials, prepare_namespace
+from services.stack import DEMO_HANDLERS
 
 WORKER_ID = "bench-api-w1"
 DUE_IN_MS = 3_600_000
@@ -128,7 +129,7 @@ def api_service(command: str | None, port: int, log_dir: Path) -> Service:
 
 def worker_service(log_dir: Path) -> Service:
     """One worker, run only to register the demo handlers in the workers table."""
-    argv = kairos_argv("worker", "--id", WORKER_ID, "--capacity", "1")
+    argv = kairos_argv("worker", "--id", WORKER_ID, "--capacity", "1", "--handlers", DEMO_HANDLERS)
     return Service(WORKER_ID, argv, log_dir / f"{WORKER_ID}.log")
 
 

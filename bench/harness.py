@@ -37,6 +37,7 @@ from common.namespace import prepare_namespace
 from common.ports import free_port as free_port
 from common.states import ExecutionStatus
 from common.vhost import drop_vhost
+from services.stack import DEMO_HANDLERS
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER_IDS = ("bench-w1", "bench-w2")
@@ -121,7 +122,7 @@ def build_services(port: int, log_dir: Path) -> list[Service]:
         "notifier": [kairos, "notifier"],
     }
     for worker_id in WORKER_IDS:
-        argvs[worker_id] = [kairos, "worker", "--id", worker_id]
+        argvs[worker_id] = [kairos, "worker", "--id", worker_id, "--handlers", DEMO_HANDLERS]
         argvs[worker_id] += ["--capacity", str(WORKER_CAPACITY)]
     return [Service(name, argv, log_dir / f"{name}.log") for name, argv in argvs.items()]
 

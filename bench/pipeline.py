@@ -47,6 +47,7 @@ from common.db.engine import make_engine
 from common.db.schema import executions, jobs
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
+from services.stack import DEMO_HANDLERS
 
 INSERT_CHUNK = 5_000
 
@@ -65,7 +66,7 @@ def pipeline_services(log_dir: Path) -> list[Service]:
     argvs = {"dispatcher": [kairos, "dispatcher"]}
     for worker_id in WORKER_IDS:
         argvs[worker_id] = [kairos, "worker", "--id", worker_id, "--capacity"]
-        argvs[worker_id].append(str(WORKER_CAPACITY))
+        argvs[worker_id] += [str(WORKER_CAPACITY), "--handlers", DEMO_HANDLERS]
     return [Service(name, argv, log_dir / f"{name}.log") for name, argv in argvs.items()]
 
 

@@ -79,7 +79,7 @@ from common.db.schema import executions, jobs, workers
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from common.states import ExecutionStatus
-from services.worker.main import BUILTIN_HANDLERS
+from services.stack import DEMO_HANDLERS
 from services.worker.registry import collect_handlers
 
 DUE_INDEX = "ix_jobs_status_next_trigger"
@@ -210,7 +210,10 @@ def scale_services(log_dir: Path) -> list[Service]:
     kairos = str(Path(sys.executable).parent / "kairos")
     argvs = {
         "dispatcher": [kairos, "dispatcher"],
-        WORKER_ID: [kairos, "worker", "--id", WORKER_ID, "--capacity", "16"],
+        WORKER_ID: [
+            *(kairos, "worker", "--id", WORKER_ID, "--capacity", "16"),
+            *("--handlers", DEMO_HANDLERS),
+        ],
     }
     return [Service(name, argv, log_dir / f"{name}.log") for name, argv in argvs.items()]
 
@@ -380,7 +383,7 @@ def measure(args: argparse.Namespace, settings: StoreSettings, log_dir: Path) ->
         app = app_pk(engine, credentials.app_id)
         log(f"filling {args.jobs:,} jobs, {args.rows_per_insert} rows per INSERT")
         fill_seconds = fill(engine, app, args.jobs, args.rows_per_insert, clock.now_ms())
-        handlers = sorted(collect_handlers([BUILTIN_HANDLERS]))
+        handlers = sorted(collect_handlers([DEMO_HANDLERS]))
         scans = measure_scans(engine, clock, handlers)
         rss = measure_dispatcher(args, settings, engine, app, log_dir)
     finally:

@@ -164,6 +164,11 @@ HANDLER_DURATION = Histogram(
     ["handler"],
     buckets=RUN_BUCKETS,
 )
+WORKER_OVERRUNS = Gauge(
+    "kairos_worker_overrunning_runs",
+    "Handler runs on this worker past their timeout (reported TIMED_OUT) whose thread "
+    "has not ended yet; each holds one of the worker's slots until it does.",
+)
 EXECUTION_START_LAG = Histogram(
     "kairos_execution_start_lag_seconds",
     "Cluster time a worker started a first attempt minus its trigger time: for a job "
@@ -291,6 +296,11 @@ def observe_run(handler: str, outcome: str, seconds: float) -> None:
     """Count one handler run and its duration."""
     WORKER_RUNS.labels(handler=handler, outcome=outcome).inc()
     HANDLER_DURATION.labels(handler=handler).observe(seconds)
+
+
+def observe_overruns(count: int) -> None:
+    """Show how many timed-out runs still hold a slot on this worker."""
+    WORKER_OVERRUNS.set(count)
 
 
 def _label_values(metric: Gauge, label: str) -> set[str]:

@@ -141,6 +141,10 @@ class PooledConsumer(Generic[U, P, T]):
 
     A unit whose run raised outside its own error handling is sent back alone as a
     message of its own; the delivery it came in is acked as usual.
+
+    ``occupied()``, when given, counts slots held outside the pool (a worker's timed-out
+    runs whose thread goes on): fewer units start while it is above zero, and ``wake``
+    looks for free slots again once it drops.
     """
 
     def __init__(
@@ -156,6 +160,7 @@ class PooledConsumer(Generic[U, P, T]):
         stats: ConsumerStats | None = None,
         prefetch: int | None = None,
         release: Callable[[Sequence[P]], object] | None = None,
+        occupied: Callable[[], int] | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -164,6 +169,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._run = run
         self._flush_fn = flush
         self._release = release
+        self._occupied = occupied
         self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
         self._runs = count()
@@ -194,6 +200,18 @@ class PooledConsumer(Generic[U, P, T]):
     def active(self) -> int:
         """How many units are running now or finished and not yet flushed."""
         return self._running + len(self._done)
+
+    @property
+    def waiting(self) -> int:
+        """How many units arrived and wait for a free slot."""
+        return len(self._arrived)
+
+    def wake(self) -> None:
+        """Start waiting units in slots freed outside the pool; safe from any thread."""
+        try:
+            self._connection.add_callback_threadsafe(self._admit)
+        except AMQPError:
+            pass  # the connection is gone; its deliveries go back to the queue
 
     def start(self) -> None:
         """Begin consuming; messages are handled while the connection processes events."""
@@ -248,6 +266,8 @@ class PooledConsumer(Generic[U, P, T]):
         """Start as many waiting units as there are free pool slots."""
         self._admit_scheduled = False
         free = self._pool_size - self._running
+        if self._occupied is not None:
+            free -= self._occupied()
         if free <= 0 or not self._arrived or self._stopping:
             return
         batch = [self._arrived.popleft() for _ in range(min(free, len(self._arrived)))]

@@ -143,7 +143,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole local stack as child processes."""
     from services.stack import run_stack
 
-    return run_stack(port=args.port, workers=args.workers, demo=args.demo)
+    return run_stack(port=args.port, workers=args.workers, demo=args.demo, handlers=args.handlers)
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
@@ -261,7 +261,9 @@ def _add_service_parsers(sub: Any) -> None:
     worker.add_argument("--capacity", type=int, help="env KAIROS_CAPACITY (default 8)")
     worker.add_argument("--prefetch", type=int, help="env KAIROS_PREFETCH (default 4 x capacity)")
     worker.add_argument(
-        "--handlers", help="env KAIROS_HANDLERS: modules to import, comma-separated"
+        "--handlers",
+        help="env KAIROS_HANDLERS: handler modules to import, comma-separated (at least one; "
+        "the demo handlers are services.worker.demo)",
     )
     _add_metrics_port(worker)
     worker.set_defaults(func=cmd_worker)
@@ -310,7 +312,16 @@ def _add_operator_parsers(sub: Any) -> None:
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
     up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
-    up.add_argument("--demo", action="store_true", help="create an app and submit a demo job")
+    up.add_argument(
+        "--handlers",
+        help="env KAIROS_HANDLERS: handler modules the workers import, comma-separated",
+    )
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="register the demo handlers (services.worker.demo) on the workers, create an "
+        "app and submit a demo job",
+    )
     up.set_defaults(func=cmd_up)
     sub.add_parser("workers", help="list workers with load scores").set_defaults(func=cmd_workers)
     callbacks = sub.add_parser("callbacks", help="callback operations").add_subparsers(

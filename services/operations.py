@@ -52,19 +52,20 @@ def _in_transaction(settings: StoreSettings, work: Callable[[Connection], T]) ->
 
 
 def list_workers(settings: StoreSettings) -> str:
-    """A table of workers: state, heartbeat age, capacity, active, cpu idle, avg ms, score."""
+    """A table of workers: state, heartbeat age, capacity, active runs (timed-out runs
+    still going included, and those alone as OVERRUN), cpu idle, avg ms, score."""
     rows = _in_transaction(settings, all_workers)
     now = wall_ms()
     lines = [
-        f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'IDLE%':>5} "
-        f"{'AVG_MS':>7} {'SCORE':>7}  HANDLERS"
+        f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'OVERRUN':>7} "
+        f"{'IDLE%':>5} {'AVG_MS':>7} {'SCORE':>7}  HANDLERS"
     ]
     for row in rows:
         load = WorkerLoad(row.worker_id, row.active, row.avg_ms, row.cpu_idle, frozenset())
         lines.append(
             f"{row.worker_id:24} {row.state:9} {(now - row.last_heartbeat) / 1000:6.1f} "
-            f"{row.capacity:4d} {row.active:6d} {row.cpu_idle:5d} {row.avg_ms:7d} "
-            f"{load_score(load):7.2f}  {','.join(json.loads(row.handlers))}"
+            f"{row.capacity:4d} {row.active:6d} {row.overrun:7d} {row.cpu_idle:5d} "
+            f"{row.avg_ms:7d} {load_score(load):7.2f}  {','.join(json.loads(row.handlers))}"
         )
     return "\n".join(lines)
 

@@ -15,7 +15,8 @@ from types import FrameType
 
 import httpx
 
-from common.config import StoreSettings
+from common.config import StoreSettings, WorkerSettings
+from common.errors import ConfigurationError
 from common.namespace import create_app_credentials, prepare_namespace
 
 STOP_GRACE_SECONDS = 40.0
@@ -24,6 +25,7 @@ RESTART_WINDOW_SECONDS = 60.0
 DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
+DEMO_HANDLERS = "services.worker.demo"
 
 
 @dataclass
@@ -46,7 +48,21 @@ class Child:
     metrics_port: int | None = None
 
 
-def _children(port: int, workers: int) -> list[Child]:
+def worker_handlers(setting: str, demo: bool) -> str:
+    """The ``--handlers`` of the stack's workers: the modules given, and with ``demo`` the
+    demo handlers; raises ``ConfigurationError`` when that names none."""
+    modules = [m.strip() for m in setting.split(",") if m.strip()]
+    if demo and DEMO_HANDLERS not in modules:
+        modules.append(DEMO_HANDLERS)
+    if not modules:
+        raise ConfigurationError(
+            "no handler modules for the workers: pass --handlers MODULE[,MODULE...] "
+            f"(KAIROS_HANDLERS), or --demo for the demo handlers ({DEMO_HANDLERS})"
+        )
+    return ",".join(modules)
+
+
+def _children(port: int, workers: int, handlers: str) -> list[Child]:
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
     stack = [Child("api", [*kairos, "api", "--port", str(port)])]
@@ -54,7 +70,8 @@ def _children(port: int, workers: int) -> list[Child]:
         _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT)
     )
     for n in range(1, workers + 1):
-        worker = Child(f"worker-{n}", [*kairos, "worker", "--id", f"{host}-w{n}"])
+        argv = [*kairos, "worker", "--id", f"{host}-w{n}", "--handlers", handlers]
+        worker = Child(f"worker-{n}", argv)
         # Worker ports stop short of the notifier's: workers past the tenth serve none.
         metrics_port = FIRST_WORKER_METRICS_PORT + n - 1
         fits = metrics_port < NOTIFIER_METRICS_PORT
@@ -137,8 +154,13 @@ def _stop_all(children: list[Child]) -> None:
             child.process.wait()
 
 
-def run_stack(port: int, workers: int, demo: bool) -> int:
-    """Run the stack until Ctrl-C or SIGTERM; a child that exits is restarted."""
+def run_stack(port: int, workers: int, demo: bool, handlers: str | None = None) -> int:
+    """Run the stack until Ctrl-C or SIGTERM; a child that exits is restarted.
+
+    Workers import ``handlers`` (default: KAIROS_HANDLERS), plus the demo handlers with
+    ``demo``.
+    """
+    modules = worker_handlers(WorkerSettings().handlers if handlers is None else handlers, demo)
     settings = StoreSettings()
     prepare_namespace(settings)
     stopping = False
@@ -149,7 +171,7 @@ def run_stack(port: int, workers: int, demo: bool) -> int:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    children = _children(port, workers)
+    children = _children(port, workers, modules)
     for child in children:
         child.process = subprocess.Popen(child.argv, env=_child_env())
     base = f"http://127.0.0.1:{port}"

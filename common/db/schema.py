@@ -1,7 +1,9 @@
 """The MySQL schema as SQLAlchemy Core tables; Alembic migrations create it.
 
 Times are epoch milliseconds (BIGINT) from the cluster clock, so that every process
-compares the same numbers whatever its host clock says.
+compares the same numbers whatever its host clock says. Columns that hold text a user or
+a handler supplies are MEDIUMTEXT (16 MiB): TEXT holds only 65,535 bytes, less than the
+64 KiB the API accepts once a character takes more than one byte.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects.mysql import MEDIUMTEXT
 
 metadata = MetaData()
 
@@ -43,7 +46,7 @@ jobs = Table(
     Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("job_name", String(200), nullable=False),
     Column("handler", String(200), nullable=False),
-    Column("params", Text, nullable=False),
+    Column("params", MEDIUMTEXT, nullable=False),
     Column("cron_expr", String(200), nullable=True),
     Column("next_trigger_time", BigInteger, nullable=True),
     Column("status", String(16), nullable=False),
@@ -81,8 +84,8 @@ executions = Table(
     Column("trigger_time", BigInteger, nullable=False),
     Column("worker_id", String(64), nullable=True),
     Column("status", String(16), nullable=False),
-    Column("message", Text, nullable=True),
-    Column("result", Text, nullable=True),
+    Column("message", MEDIUMTEXT, nullable=True),
+    Column("result", MEDIUMTEXT, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("dispatched_at", BigInteger, nullable=True),
     Column("started_at", BigInteger, nullable=True),
@@ -109,6 +112,7 @@ workers = Table(
     Column("state", String(16), nullable=False),
     Column("started_at", BigInteger, nullable=False),
     Column("last_heartbeat", BigInteger, nullable=False),
+    Column("overrun", Integer, nullable=False, server_default="0"),
 )
 
 callback_deliveries = Table(
@@ -120,11 +124,11 @@ callback_deliveries = Table(
     Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
     Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("url", String(2048), nullable=False),
-    Column("payload", Text, nullable=False),
+    Column("payload", MEDIUMTEXT, nullable=False),
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_status_code", Integer, nullable=True),
-    Column("last_error", Text, nullable=True),
+    Column("last_error", MEDIUMTEXT, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("delivered_at", BigInteger, nullable=True),

@@ -29,6 +29,8 @@ class Heartbeat:
     state: WorkerState
     started_at: int
     sent_at: int
+    overrun: int = 0
+    """Runs past their timeout whose thread goes on; counted in ``active`` too."""
 
     def as_dict(self) -> dict[str, str | int]:
         """The fields as plain values, for Redis and JSON."""
@@ -44,6 +46,7 @@ class Heartbeat:
             "state": str(self.state),
             "started_at": self.started_at,
             "last_heartbeat": self.sent_at,
+            "overrun": self.overrun,
         }
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from common.jsontext import read_stored_json
 from common.schedule import Schedule
 from common.states import JobStatus
 from common.timefmt import iso_ms
@@ -12,12 +12,24 @@ from services.api.schemas import ExecutionView, JobPoliciesView, JobView
 
 
 def _json_or_text(raw: str | None) -> Any:
+    """A stored result as JSON, or as its text when no JSON response could carry it
+    (not JSON, nested too deep, NaN, a lone surrogate: see ``read_stored_json``)."""
     if raw is None:
         return None
     try:
-        return json.loads(raw)
+        return read_stored_json(raw)
     except ValueError:
         return raw
+
+
+def _params(raw: str) -> dict[str, Any]:
+    """Stored params as JSON, or ``{"unrenderable": text}`` when no JSON response could
+    carry them (rows stored before the API refused such params)."""
+    try:
+        params = read_stored_json(raw)
+    except ValueError:
+        return {"unrenderable": raw}
+    return params if isinstance(params, dict) else {"unrenderable": raw}
 
 
 def execution_view(row: Any) -> ExecutionView:
@@ -84,7 +96,7 @@ def job_view(row: Any, last: Any | None, running: bool, preview: int = 0) -> Job
         jobId=row.id,
         jobName=row.job_name,
         jobHandler=row.handler,
-        params=json.loads(row.params),
+        params=_params(row.params),
         cronExpr=row.cron_expr,
         status=shown_status(row, running),
         nextTriggerTime=iso_ms(shown_next_trigger(row)),

@@ -1,7 +1,12 @@
-"""Built-in handlers for demos, tests and benchmarks; every worker registers them."""
+"""Demo handlers for first looks, tests and benchmarks.
+
+A worker registers them only when told to (``--handlers services.worker.demo``, which
+``kairos up --demo`` passes): on a shared cluster they would let any app hold run slots.
+"""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -23,12 +28,27 @@ def echo(params: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
     return params
 
 
+MAX_SLEEP_SECONDS = 60.0
+
+
 @handler("demo.sleep")
 def sleep(params: dict[str, Any], ctx: HandlerContext) -> dict[str, float]:
-    """Sleep ``params["seconds"]`` seconds."""
-    seconds = float(params.get("seconds", 1.0))
+    """Sleep ``params["seconds"]`` seconds (1 by default, at most ``MAX_SLEEP_SECONDS``)."""
+    asked = params.get("seconds", 1.0)
+    if isinstance(asked, bool) or not isinstance(asked, int | float):
+        raise DemoFailure(_sleep_refusal(asked))
+    seconds = float(asked)
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SLEEP_SECONDS):
+        raise DemoFailure(_sleep_refusal(asked))
     time.sleep(seconds)
     return {"slept": seconds}
+
+
+def _sleep_refusal(asked: object) -> str:
+    return (
+        f"demo.sleep sleeps between 0 and {MAX_SLEEP_SECONDS:g} seconds; "
+        f"params.seconds was {asked!r}"
+    )
 
 
 @handler("demo.fail")

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import psutil
@@ -31,6 +32,14 @@ def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_
     return int(sum(recent) / len(recent) * 1000) if recent else 0
 
 
+@dataclass(frozen=True)
+class Load:
+    """The runs holding a worker's slots: ``active`` counts ``overrun`` ones too."""
+
+    active: int
+    overrun: int
+
+
 class Heartbeater:
     """Sends a heartbeat every ``interval`` seconds from its own thread."""
 
@@ -39,7 +48,7 @@ class Heartbeater:
         worker_id: str,
         capacity: int,
         handlers: tuple[str, ...],
-        active: Callable[[], int],
+        load: Callable[[], Load],
         stats: ConsumerStats,
         stores: tuple[redis.Redis, Engine, RedisKeys, ClusterClock],
         interval: float,
@@ -48,7 +57,7 @@ class Heartbeater:
         self._worker_id = worker_id
         self._capacity = capacity
         self._handlers = handlers
-        self._active = active
+        self._load = load
         self._stats = stats
         self._held = held
         self._redis, self._engine, self._keys, self._clock = stores
@@ -61,18 +70,20 @@ class Heartbeater:
 
     def build(self) -> Heartbeat:
         """The heartbeat as of now."""
+        load = self._load()
         return Heartbeat(
             worker_id=self._worker_id,
             hostname=socket.gethostname(),
             pid=os.getpid(),
             capacity=self._capacity,
-            active=self._active(),
+            active=load.active,
             cpu_idle=int(100 - psutil.cpu_percent(interval=None)),
             avg_ms=average_ms(self._stats, time.monotonic()),
             handlers=self._handlers,
             state=self.state,
             started_at=self._started_at,
             sent_at=self._clock.now_ms(),
+            overrun=load.overrun,
         )
 
     def send(self) -> None:

@@ -17,7 +17,7 @@ from common.broker import connect
 from common.clock import ClusterClock
 from common.config import WorkerSettings
 from common.db.engine import make_engine, require_schema
-from common.errors import PublishFailedError, StoreUnavailableError
+from common.errors import ConfigurationError, PublishFailedError, StoreUnavailableError
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from common.logs import setup_logging
@@ -26,18 +26,28 @@ from common.metrics import start_metrics_server
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
-from services.worker.heartbeat import Heartbeater
+from services.worker.heartbeat import Heartbeater, Load
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
 
 log = logging.getLogger(__name__)
 
-BUILTIN_HANDLERS = "services.worker.demo"
 DRAIN_GRACE_SECONDS = 30.0
 # Deliveries held per run slot by default: the next run starts as soon as one ends
 # instead of a broker round trip later (the figure Celery uses as its default too).
 PREFETCH_PER_SLOT = 4
+
+
+def handler_modules(setting: str) -> list[str]:
+    """The handler modules named by ``--handlers`` (comma-separated); at least one."""
+    modules = [m.strip() for m in setting.split(",") if m.strip()]
+    if not modules:
+        raise ConfigurationError(
+            "no handler modules: pass --handlers MODULE[,MODULE...] (KAIROS_HANDLERS); "
+            "the demo handlers are in services.worker.demo"
+        )
+    return modules
 
 
 def _stop_on_signals() -> threading.Event:
@@ -63,8 +73,7 @@ def run_worker(settings: WorkerSettings) -> None:
     if settings.metrics_port is not None:
         start_metrics_server(settings.metrics_port, settings.metrics_host)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{int(time.time())}"
-    modules = [BUILTIN_HANDLERS, *[m.strip() for m in settings.handlers.split(",") if m.strip()]]
-    handlers = collect_handlers(modules)
+    handlers = collect_handlers(handler_modules(settings.handlers))
     client = redis.Redis.from_url(settings.redis_url)
     clock = ClusterClock(client)
     keys = RedisKeys(settings.namespace)
@@ -78,7 +87,7 @@ def run_worker(settings: WorkerSettings) -> None:
         worker_id,
         settings.capacity,
         tuple(sorted(handlers)),
-        serving.active,
+        serving.load,
         serving.stats,
         (client, engine, keys, clock),
         settings.heartbeat_seconds,
@@ -115,10 +124,18 @@ class _Serving:
         self.stats = stats
         self.consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None] | None
         self.consumer = None
+        runner.overruns.on_release(self._slot_freed)
 
-    def active(self) -> int:
-        """Runs going now on the current connection."""
-        return self.consumer.active if self.consumer is not None else 0
+    def load(self) -> Load:
+        """Runs going now on the current connection, and timed-out runs still going."""
+        overrun = self.runner.overruns.count
+        active = self.consumer.active if self.consumer is not None else 0
+        return Load(active + overrun, overrun)
+
+    def _slot_freed(self) -> None:
+        consumer = self.consumer
+        if consumer is not None:
+            consumer.wake()
 
     def held(self) -> int:
         """Dispatch messages held unacked on the current connection."""
@@ -144,6 +161,7 @@ class _Serving:
                 stats=self.stats,
                 prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
                 release=self.runner.release,
+                occupied=lambda: self.runner.overruns.count,
             )
             self.consumer.start()
             log.info(

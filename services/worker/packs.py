@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from common.jsontext import json_elements, json_members
 from common.messages import DispatchBatch, DispatchMessage
 
 log = logging.getLogger(__name__)
@@ -26,13 +27,14 @@ class Unreadable:
 
     It is reported FAILED with ``error`` (see ``ExecutionRunner.execute``) rather than
     dropped: its row would stay QUEUED, and a FORBID job would wait on it for good.
+    ``raw`` is its JSON text as it came, so it travels again unchanged.
     """
 
     execution_id: str
     job_id: int
     ref: int | None
     error: str
-    raw: Any
+    raw: str
 
 
 Unit = DispatchMessage | Unreadable
@@ -45,9 +47,11 @@ class DispatchPacking:
         """The executions in a dispatch body.
 
         When the body does not read as a whole, each execution is read on its own: one
-        from a newer dispatcher (or damaged) becomes ``Unreadable`` if its id, job and
-        row key can still be read, and is skipped (logged) if not. Raises
-        ``ValueError`` (a ``ValidationError``) when not one execution can be named.
+        that cannot be read (from a newer dispatcher, damaged, or with params nested
+        deeper than the JSON reader goes or holding a lone surrogate) becomes
+        ``Unreadable`` if its id, job and row key can still be read, and is skipped
+        (logged) if not; the others run. Raises ``ValueError`` (a ``ValidationError``)
+        when not one execution can be named.
         """
         try:
             message = _DISPATCH.validate_json(body)
@@ -62,33 +66,65 @@ class DispatchPacking:
 
     def repack(self, units: Sequence[Unit]) -> bytes:
         """One message carrying ``units`` (unreadable ones as they came)."""
-        items = [u.raw if isinstance(u, Unreadable) else u.model_dump(mode="json") for u in units]
-        return json.dumps({"v": 1, "executions": items}, separators=(",", ":")).encode()
+        items = [u.raw if isinstance(u, Unreadable) else u.model_dump_json() for u in units]
+        return ('{"v":1,"executions":[' + ",".join(items) + "]}").encode()
 
 
 def _one_by_one(body: bytes) -> list[Unit]:
+    """Each execution of the body read on its own. The body is split by counting brackets,
+    not parsed: a parse recurses, and one deeply nested item would fail them all."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
         return []
-    items = data.get("executions", [data]) if isinstance(data, dict) else []
+    members = json_members(text)
+    if members is None:
+        return []
+    if "executions" not in members:
+        items = [text]  # a lone dispatch message, as older dispatchers sent
+    else:
+        items = json_elements(members["executions"]) or []
     units: list[Unit] = []
-    for item in items if isinstance(items, list) else []:
-        try:
-            units.append(DispatchMessage.model_validate(item))
-        except ValidationError as e:
-            unreadable = _identify(item, str(e)[:MAX_ERROR])
-            if unreadable is None:
-                log.error("skipping an execution that names no execution id and job: %.500r", item)
-            else:
-                units.append(unreadable)
+    for item in items:
+        unit = _read(item)
+        if unit is None:
+            log.error("skipping an execution that names no execution id and job: %.500s", item)
+        else:
+            units.append(unit)
     return units
 
 
-def _identify(item: Any, error: str) -> Unreadable | None:
-    if not isinstance(item, dict):
+def _read(item: str) -> Unit | None:
+    try:
+        return DispatchMessage.model_validate_json(item)
+    except ValidationError as e:
+        return _identify(item, _reason(e))
+
+
+def _reason(error: ValidationError) -> str:
+    parts = []
+    for detail in error.errors(include_url=False):
+        where = ".".join(str(part) for part in detail["loc"])
+        parts.append(f"{where}: {detail['msg']}" if where else str(detail["msg"]))
+    return "; ".join(parts)[:MAX_ERROR]
+
+
+def _identify(item: str, error: str) -> Unreadable | None:
+    members = json_members(item)
+    if members is None:
         return None
-    execution_id, job_id, ref = item.get("execution_id"), item.get("job_id"), item.get("ref")
+    execution_id = _small_value(members.get("execution_id"))
+    job_id, ref = _small_value(members.get("job_id")), _small_value(members.get("ref"))
     if not isinstance(execution_id, str) or type(job_id) is not int:
         return None
     return Unreadable(execution_id, job_id, ref if type(ref) is int else None, error, item)
+
+
+def _small_value(raw: str | None) -> Any:
+    """A short JSON value parsed, or None (absent, too long to be an id, or not JSON)."""
+    if raw is None or len(raw) > 200:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

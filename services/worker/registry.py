@@ -1,4 +1,5 @@
-"""Handlers: plain functions marked with ``@handler("name")`` in modules a worker imports.
+"""Handlers: functions (plain or ``async def``) marked with ``@handler("name")`` in
+modules a worker imports.
 
 The decorator only marks the function; the worker collects marked functions from the
 modules it is told to import, so no registry lives in a global.
@@ -7,6 +8,7 @@ modules it is told to import, so no registry lives in a global.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -57,5 +59,15 @@ def collect_handlers(module_names: Iterable[str]) -> dict[str, HandlerFn]:
             if isinstance(name, str) and callable(value):
                 if name in found and found[name] is not value:
                     raise ConfigurationError(f"handler {name!r} is registered twice")
-                found[name] = value
+                found[name] = _runnable(name, value)
     return found
+
+
+def _runnable(name: str, fn: HandlerFn) -> HandlerFn:
+    """The handler, unless calling it would not run its body (a generator function)."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ConfigurationError(
+            f"handler {name!r} ({fn.__module__}.{fn.__qualname__}) is a generator function: "
+            "calling it would not run its body; return a value instead of yielding"
+        )
+    return fn

@@ -2,36 +2,33 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import redis
+from pydantic import ValidationError
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
+from common.jsontext import clip_utf8
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_message
 from common.started_mark import parse_started
+from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
+from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
+from services.worker.rendering import describe_error, render_result
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT = 64 * 1024
-
 Outcome = Literal["SUCCEEDED", "FAILED", "TIMED_OUT"]
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 def _text(value: object) -> str:
@@ -110,6 +107,7 @@ class ExecutionRunner:
         self._release = client.register_script(_RELEASE_SCRIPT)
         self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
+        self.overruns = Overruns()
 
     def admit(self, messages: Sequence[Unit]) -> list[Admitted]:
         """Mark executions started, in one Redis call.
@@ -214,7 +212,7 @@ class ExecutionRunner:
             job_id=unit.job_id,
             worker_id=self._worker_id,
             status="FAILED",
-            message=_clip(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
+            message=clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
             started_at=now,
             ended_at=now,
             ref=unit.ref,
@@ -230,7 +228,7 @@ class ExecutionRunner:
                 # the execution had no row yet (a claim that sent it rolled back): the
                 # copy's report lets the row, claimed again, end.
                 log.info("execution already ran on worker %s; reporting it", owner_id, extra=extra)
-                return ExecutionResult.model_validate_json(admitted.outcome)
+                return self._stored(admitted, extra)
             log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
             return None
         local = self._local.outcome(message.execution_id)
@@ -242,20 +240,37 @@ class ExecutionRunner:
         if admitted.outcome is not None:
             # An earlier process of this worker ran it and stored the result.
             log.info("execution ended before a restart; reporting it again", extra=extra)
-            return ExecutionResult.model_validate_json(admitted.outcome)
+            return self._stored(admitted, extra)
         # This worker's previous process took it and died before reporting: the handler
         # may have had effects, so it must not run again under the same execution id.
-        now = self._clock.now_ms()
         log.warning("execution was interrupted by a worker restart", extra=extra)
+        return self._lost(message, "interrupted: the worker stopped while running it")
+
+    def _stored(self, admitted: Admitted, extra: dict[str, object]) -> ExecutionResult:
+        """The outcome stored with the started key; LOST when it cannot be read (a newer
+        worker's, or damaged): raising would send the copy back to fail again for good."""
+        assert admitted.outcome is not None
+        try:
+            return ExecutionResult.model_validate_json(admitted.outcome)
+        except ValidationError as e:
+            log.error("the stored outcome of this execution cannot be read: %s", e, extra=extra)
+            return self._lost(
+                admitted.message,
+                f"its run ended on worker {admitted.owner}, but its stored outcome cannot be "
+                "read; see that worker's log",
+            )
+
+    def _lost(self, unit: Unit, text: str) -> ExecutionResult:
+        now = self._clock.now_ms()
         return ExecutionResult(
-            execution_id=message.execution_id,
-            job_id=message.job_id,
+            execution_id=unit.execution_id,
+            job_id=unit.job_id,
             worker_id=self._worker_id,
             status="LOST",
-            message="interrupted: the worker stopped while running it",
+            message=text,
             started_at=now,
             ended_at=now,
-            ref=message.ref,
+            ref=unit.ref,
         )
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:
@@ -266,55 +281,22 @@ class ExecutionRunner:
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
         try:
-            value = call_with_timeout(fn, message.params, context, message.timeout_seconds)
+            value = call_handler(
+                fn, message.params, context, message.timeout_seconds, self.overruns
+            )
         except HandlerTimeoutError as e:
             return "TIMED_OUT", str(e), None
-        except Exception as e:
-            return "FAILED", _clip(f"{type(e).__name__}: {e}"), None
-        if value is None:
-            return "SUCCEEDED", None, None
-        try:
-            return "SUCCEEDED", None, _clip(json.dumps(value, default=str))
-        except (TypeError, ValueError):
-            return "SUCCEEDED", None, _clip(repr(value))
-
-
-class HandlerTimeoutError(Exception):
-    """A handler ran past its job's timeout."""
-
-
-def call_with_timeout(
-    fn: HandlerFn, params: dict[str, Any], context: HandlerContext, timeout: int | None
-) -> Any:
-    """Call the handler; with a timeout, stop waiting for it once the time is up.
-
-    Python cannot kill a thread: a handler past its timeout keeps running in a daemon
-    thread while the worker reports TIMED_OUT and frees its slot, so handlers should
-    check their own deadline (``ctx.trigger_time``) for long work.
-    """
-    if timeout is None:
-        return fn(params, context)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(params, context)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name=f"handler-{context.execution_id}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        log.warning(
-            "handler passed its %d s timeout; no longer waiting for it",
-            timeout,
-            extra={"job_id": context.job_id, "execution_id": context.execution_id},
-        )
-        raise HandlerTimeoutError(f"timed out after {timeout} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+        except BaseException as e:  # whatever a handler raises fails its run, not the worker
+            log.error(
+                "handler %s raised %s",
+                message.handler,
+                type(e).__name__,
+                exc_info=e,
+                extra={"job_id": message.job_id, "execution_id": message.execution_id},
+            )
+            return "FAILED", describe_error(e), None
+        rendered = render_result(value)
+        return "SUCCEEDED", rendered.note, rendered.result
 
 
 def result_messages(

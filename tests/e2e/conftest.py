@@ -31,6 +31,8 @@ def processes(namespace: StoreSettings, tmp_path: Path) -> Iterator[Processes]:
             "KAIROS_LEASE_TTL_MS": "1500",
             "KAIROS_PENDING_REPUBLISH_MS": "2000",
             "KAIROS_RETRY_TIERS_SECONDS": "1,1",
+            # Workers (and `kairos up`'s workers) register the demo handlers most tests use.
+            "KAIROS_HANDLERS": "services.worker.demo",
         }
     )
     started = Processes(env, tmp_path)

@@ -1,4 +1,4 @@
-"""The schema migrations on real MariaDB: the newest goes down and up again cleanly."""
+"""The schema migrations on real MariaDB: each recent one goes down and up again cleanly."""
 
 from __future__ import annotations
 
@@ -10,21 +10,77 @@ from sqlalchemy.engine import Engine
 from common.db import engine as engine_module
 from common.db.engine import current_revision, migrate
 
+HEAD = "0004"
+TEXT_COLUMNS = {
+    ("jobs", "params"),
+    ("executions", "message"),
+    ("executions", "result"),
+    ("callback_deliveries", "payload"),
+    ("callback_deliveries", "last_error"),
+}
+
 
 def app_columns(engine: Engine) -> set[str]:
     return {c["name"] for c in sa.inspect(engine).get_columns("apps")}
 
 
-def test_the_secret_rotation_migration_goes_down_and_up_again(engine: Engine) -> None:
-    rotation = {"previous_signing_secret", "previous_secret_until"}
-    assert rotation <= app_columns(engine)
+def column_types(engine: Engine) -> dict[tuple[str, str], str]:
+    inspector = sa.inspect(engine)
+    return {
+        (table, column["name"]): str(column["type"])
+        for table, _ in TEXT_COLUMNS
+        for column in inspector.get_columns(table)
+        if (table, column["name"]) in TEXT_COLUMNS
+    }
+
+
+def downgrade(engine: Engine, revision: str) -> None:
     config = Config()
     config.set_main_option("script_location", str(engine_module._MIGRATIONS))
     with engine.begin() as conn:
         config.attributes["connection"] = conn
-        command.downgrade(config, "0002")
-    assert current_revision(engine) == "0002"
+        command.downgrade(config, revision)
+    assert current_revision(engine) == revision
+
+
+def test_the_secret_rotation_migration_goes_down_and_up_again(engine: Engine) -> None:
+    rotation = {"previous_signing_secret", "previous_secret_until"}
+    assert rotation <= app_columns(engine)
+    downgrade(engine, "0002")
     assert not rotation & app_columns(engine)
     migrate(engine)
-    assert current_revision(engine) == "0003"
+    assert current_revision(engine) == HEAD
     assert rotation <= app_columns(engine)
+
+
+def worker_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in sa.inspect(engine).get_columns("workers")}
+
+
+def test_the_text_size_migration_goes_down_and_up_again_keeping_rows(engine: Engine) -> None:
+    assert set(column_types(engine).values()) == {"MEDIUMTEXT"}
+    assert "overrun" in worker_columns(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('a', 'a', 'h', 's', 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO jobs (app_id, job_name, handler, params, status, version, "
+                "created_at, updated_at) VALUES (1, 'j', 'demo.noop', :params, 'WAITING', "
+                "0, 0, 0)"
+            ),
+            {"params": '{"€":1}'},
+        )
+    downgrade(engine, "0003")
+    assert set(column_types(engine).values()) == {"TEXT"}
+    assert "overrun" not in worker_columns(engine)
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    assert set(column_types(engine).values()) == {"MEDIUMTEXT"}
+    assert "overrun" in worker_columns(engine)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT params FROM jobs")).scalar_one() == '{"€":1}'

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 from typing import Any
 
+import pytest
 import redis
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.jsontext import MAX_JSON_DEPTH, MAX_STORED_TEXT_BYTES, read_stored_json, utf8_size
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from services.worker.packs import Unreadable
@@ -31,17 +35,83 @@ def gated(params: dict[str, Any], ctx: HandlerContext) -> None:
     GATE.wait(10)
 
 
+def raising_long(params: dict[str, Any], ctx: HandlerContext) -> None:
+    raise RuntimeError("€" * MAX_STORED_TEXT_BYTES)
+
+
+async def async_double(params: dict[str, Any], ctx: HandlerContext) -> dict[str, int]:
+    await asyncio.sleep(0)
+    return {"double": params["n"] * 2}
+
+
+def returns_awaitable(params: dict[str, Any], ctx: HandlerContext) -> Any:
+    return async_double(params, ctx)
+
+
+async def async_raising(params: dict[str, Any], ctx: HandlerContext) -> None:
+    await asyncio.sleep(0)
+    raise ValueError("no such account")
+
+
+CANCELLED = threading.Event()
+
+
+async def async_forever(params: dict[str, Any], ctx: HandlerContext) -> None:
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        CANCELLED.set()
+        raise
+
+
+def deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def cyclic() -> dict[str, Any]:
+    value: dict[str, Any] = {"name": "loop"}
+    value["self"] = value
+    return value
+
+
+RESULTS: dict[str, Any] = {
+    "deep": deep_list(150),  # JSON, but deeper than Kairos stores as JSON
+    "deeper-than-recursion": deep_list(5_000),
+    "surrogate": {"name": "caf\ud800"},
+    "nan": {"ratio": float("nan")},
+    "cycle": cyclic(),
+    "big": {"text": "€" * MAX_STORED_TEXT_BYTES},
+    "tuple-keys": {(1, 2): "x"},
+}
+
+
+def returns(params: dict[str, Any], ctx: HandlerContext) -> Any:
+    return RESULTS[params["which"]]
+
+
 def runner(client: redis.Redis, namespace: StoreSettings, worker_id: str) -> ExecutionRunner:
     handlers = dict(collect_handlers(["services.worker.demo"]))
     handlers["test.count"] = counting
     handlers["test.gated"] = gated
+    handlers["test.raise_long"] = raising_long
+    handlers["test.async"] = async_double
+    handlers["test.awaitable"] = returns_awaitable
+    handlers["test.async_raise"] = async_raising
+    handlers["test.async_forever"] = async_forever
+    handlers["test.returns"] = returns
     return ExecutionRunner(
         worker_id, handlers, client, RedisKeys(namespace.namespace), ClusterClock(client), 60
     )
 
 
 def message(
-    handler: str = "test.count", params: dict[str, Any] | None = None, execution_id: str = "e-1"
+    handler: str = "test.count",
+    params: dict[str, Any] | None = None,
+    execution_id: str = "e-1",
+    timeout: int | None = None,
 ) -> DispatchMessage:
     return DispatchMessage(
         execution_id=execution_id,
@@ -51,6 +121,7 @@ def message(
         handler=handler,
         params=params or {},
         dispatched_at=0,
+        timeout_seconds=timeout,
     )
 
 
@@ -163,7 +234,7 @@ def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
 def test_an_execution_the_worker_cannot_read_is_reported_failed_once(
     redis_client: redis.Redis, namespace: StoreSettings
 ) -> None:
-    unit = Unreadable("e-9", 9, 99, "handler: field required", {"execution_id": "e-9"})
+    unit = Unreadable("e-9", 9, 99, "handler: field required", '{"execution_id": "e-9"}')
     w1 = runner(redis_client, namespace, "w1")
     [admitted] = w1.admit([unit])
     outcome = w1.execute(admitted)
@@ -178,3 +249,105 @@ def test_an_execution_the_worker_cannot_read_is_reported_failed_once(
         )
         is None
     )
+
+
+def test_a_long_failure_message_is_clipped_by_bytes_to_valid_utf8(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(message("test.raise_long"))
+    assert outcome is not None and outcome.message is not None
+    assert outcome.message.startswith("RuntimeError: €€€")
+    assert len(outcome.message.encode("utf-8")) <= MAX_STORED_TEXT_BYTES
+    assert outcome.message.endswith("€...")
+
+
+@pytest.mark.parametrize("handler", ["test.async", "test.awaitable"])
+@pytest.mark.parametrize("timeout", [None, 30])
+def test_a_coroutine_handler_runs_to_completion(
+    redis_client: redis.Redis, namespace: StoreSettings, handler: str, timeout: int | None
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(
+        message(handler, {"n": 21}, timeout=timeout)
+    )
+    assert outcome is not None
+    assert (outcome.status, outcome.result) == ("SUCCEEDED", '{"double": 42}')
+
+
+def test_a_coroutine_handler_that_raises_is_failed_with_its_error(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    outcome = runner(redis_client, namespace, "w1").run(message("test.async_raise"))
+    assert outcome is not None
+    assert (outcome.status, outcome.message) == ("FAILED", "ValueError: no such account")
+
+
+def test_a_coroutine_past_its_timeout_is_cancelled(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    CANCELLED.clear()
+    outcome = runner(redis_client, namespace, "w1").run(message("test.async_forever", timeout=1))
+    assert outcome is not None
+    assert outcome.status == "TIMED_OUT"
+    assert outcome.message is not None and "timed out after 1 s" in outcome.message
+    assert CANCELLED.wait(30), "the coroutine was never cancelled"
+
+
+@pytest.mark.parametrize("timeout", [None, 30])
+def test_a_handler_exception_is_logged_with_its_traceback_and_ids(
+    redis_client: redis.Redis,
+    namespace: StoreSettings,
+    caplog: pytest.LogCaptureFixture,
+    timeout: int | None,
+) -> None:
+    caplog.set_level(logging.INFO, logger="services.worker")
+    body = message("demo.fail", {"message": "disk full"}, execution_id="e-7", timeout=timeout)
+    outcome = runner(redis_client, namespace, "w1").run(body)
+    assert outcome is not None and outcome.message == "DemoFailure: disk full"
+    [record] = [r for r in caplog.records if r.exc_info is not None]
+    assert record.levelno == logging.ERROR
+    assert (getattr(record, "job_id", None), getattr(record, "execution_id", None)) == (1, "e-7")
+    assert "demo.fail" in record.getMessage()
+    assert "DemoFailure: disk full" in caplog.text
+    assert 'raise DemoFailure(str(params.get("message"' in caplog.text
+
+
+@pytest.mark.parametrize("which", sorted(RESULTS))
+def test_a_result_no_reader_could_take_as_json_is_stored_as_text_saying_why(
+    redis_client: redis.Redis, namespace: StoreSettings, which: str
+) -> None:
+    w1 = runner(redis_client, namespace, "w1")
+    outcome = w1.run(message("test.returns", {"which": which}))
+    assert outcome is not None and outcome.result is not None
+    assert outcome.status == "SUCCEEDED"
+    assert utf8_size(outcome.result) <= MAX_STORED_TEXT_BYTES
+    stored = read_stored_json(outcome.result)  # every reader reads it back
+    assert outcome.message is not None and "result" in outcome.message
+    if which == "surrogate":
+        assert stored == {"name": "caf\ufffd"}
+    else:
+        assert isinstance(stored, str) and stored
+    assert len(w1.report([outcome])) == 1  # and it travels
+
+
+def test_a_json_result_within_the_limits_is_stored_as_json(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    value = {"rows": 42, "name": "€ 😀", "nested": deep_list(MAX_JSON_DEPTH - 2)}
+    outcome = runner(redis_client, namespace, "w1").run(message("demo.echo", value))
+    assert outcome is not None and outcome.result is not None
+    assert (outcome.status, outcome.message) == ("SUCCEEDED", None)
+    assert read_stored_json(outcome.result) == value
+
+
+@pytest.mark.parametrize("worker_id", ["w1", "w2"])
+def test_a_copy_whose_stored_outcome_cannot_be_read_is_reported_lost_not_retried_forever(
+    redis_client: redis.Redis, namespace: StoreSettings, worker_id: str
+) -> None:
+    CALLS.clear()
+    key = RedisKeys(namespace.namespace).execution_started("e-1")
+    redis_client.set(key, 'w1\n{"v": 9, "from": "a newer worker"}')
+    outcome = runner(redis_client, namespace, worker_id).run(message())
+    assert outcome is not None
+    assert outcome.status == "LOST"
+    assert outcome.message is not None and "stored outcome cannot be read" in outcome.message
+    assert CALLS == []

@@ -30,7 +30,7 @@ def test_missing_database_names_the_fix() -> None:
 
 def test_worker_on_unmigrated_namespace_exits_with_the_message() -> None:
     done = subprocess.run(
-        [KAIROS, "worker", "--id", "w1"],
+        [KAIROS, "worker", "--id", "w1", "--handlers", "services.worker.demo"],
         env={"KAIROS_NAMESPACE": "t_never_created_here", "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -152,6 +152,16 @@ def test_workers_have_distinct_ids(services: dict[str, dict[str, Any]]) -> None:
     assert len(set(ids)) == len(ids), f"worker ids must differ, got {ids}"
 
 
+@pytest.mark.parametrize("name", ["worker-1", "worker-2"])
+def test_workers_register_the_handlers_named_in_kairos_handlers_demo_by_default(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    command = _command(services[name])
+    assert "${KAIROS_HANDLERS" in " ".join(command), "operators name their own modules"
+    args = build_parser().parse_args([_interpolate(word) for word in command[1:]])
+    assert args.handlers == "services.worker.demo"
+
+
 @pytest.mark.parametrize("name", ["dispatcher", "worker-1", "worker-2", "notifier"])
 def test_non_http_services_serve_metrics_on_the_network(
     services: dict[str, dict[str, Any]], name: str

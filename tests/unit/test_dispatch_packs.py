@@ -86,3 +86,43 @@ def test_an_execution_that_cannot_be_read_is_named_and_the_rest_still_run() -> N
 def test_a_body_that_is_no_dispatch_is_refused(body: bytes) -> None:
     with pytest.raises(pydantic.ValidationError):
         DispatchPacking().unpack(body)
+
+
+def raw_item(n: int, params: str) -> str:
+    """One execution as the dispatcher writes it: the params are the stored JSON text."""
+    return (
+        f'{{"v":1,"execution_id":"e-{n}","job_id":{n},"attempt":1,"trigger_time":0,'
+        f'"handler":"demo.echo","params":{params},"dispatched_at":0,"ref":{100 + n}}}'
+    )
+
+
+POISON = {
+    3: "[" * 5_000 + "]" * 5_000,  # deeper than any recursive parser goes
+    10: '{"a":' * 250 + "1" + "}" * 250,
+    20: '{"name":"\\ud800"}',  # a lone surrogate: no UTF-8 text can carry it
+    30: '{"x":"\\udc00 and \\ud83d"}',
+}
+
+
+def test_one_unreadable_execution_in_a_pack_of_fifty_leaves_the_others_readable() -> None:
+    items = [raw_item(n, POISON.get(n, f'{{"n":{n}}}')) for n in range(50)]
+    body = ('{"v":1,"executions":[' + ",".join(items) + "]}").encode()
+    units = DispatchPacking().unpack(body)
+    assert [u.execution_id for u in units] == [f"e-{n}" for n in range(50)]
+    unreadable = [u for u in units if isinstance(u, Unreadable)]
+    assert [(u.execution_id, u.job_id, u.ref) for u in unreadable] == [
+        (f"e-{n}", n, 100 + n) for n in sorted(POISON)
+    ]
+    assert all(u.error for u in unreadable)
+    readable = [u for u in units if isinstance(u, DispatchMessage)]
+    assert [u.params for u in readable[:3]] == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
+def test_an_unreadable_execution_travels_again_as_it_came() -> None:
+    item = raw_item(3, POISON[3])
+    packing = DispatchPacking()
+    [unit] = packing.unpack(item.encode())
+    assert isinstance(unit, Unreadable)
+    good = DispatchMessage.model_validate_json(raw_item(4, "{}"))
+    again = packing.unpack(packing.repack([unit, good]))
+    assert again == [unit, good]

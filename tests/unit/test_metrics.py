@@ -36,6 +36,7 @@ EXPECTED = {
     "kairos_publish_failures": "counter",
     "kairos_worker_runs": "counter",
     "kairos_handler_duration_seconds": "histogram",
+    "kairos_worker_overrunning_runs": "gauge",
     "kairos_execution_start_lag_seconds": "histogram",
     "kairos_callback_attempts": "counter",
 }

@@ -6,6 +6,7 @@ import importlib
 import re
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,49 @@ def test_a_handler_imported_into_another_module_counts_once(write_module: Module
     handlers = collect_handlers(["services.worker.demo", name])
     assert handlers["demo.echo"] is demo.echo
     assert len(handlers) == 4
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def report(params, ctx):\n    yield params\n",
+        "async def report(params, ctx):\n    yield params\n",
+    ],
+)
+def test_a_generator_handler_is_refused_at_registration(
+    write_module: ModuleWriter, source: str
+) -> None:
+    body = "from services.worker.registry import handler\n\n@handler('gen.report')\n" + source
+    name = write_module("generator", body)
+    with pytest.raises(ConfigurationError, match=r"'gen\.report'.*generator.*return"):
+        collect_handlers([name])
+
+
+def test_a_coroutine_handler_is_collected(write_module: ModuleWriter) -> None:
+    source = """
+        from services.worker.registry import handler
+
+        @handler("co.report")
+        async def report(params, ctx):
+            return params
+        """
+    assert list(collect_handlers([write_module("coroutine", source)])) == ["co.report"]
+
+
+@pytest.mark.parametrize("seconds", [9e9, 61, -1, float("nan"), float("inf"), "soon", True])
+def test_demo_sleep_refuses_what_it_does_not_sleep(
+    seconds: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    with pytest.raises(demo.DemoFailure, match="between 0 and 60 seconds"):
+        demo.sleep({"seconds": seconds}, CONTEXT)
+    assert slept == []
+
+
+def test_demo_sleep_sleeps_up_to_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    assert demo.sleep({"seconds": 60}, CONTEXT) == {"slept": 60.0}
+    assert demo.sleep({}, CONTEXT) == {"slept": 1.0}
+    assert slept == [60.0, 1.0]

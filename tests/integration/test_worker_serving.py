@@ -1,0 +1,179 @@
+"""A worker's serving loop on real RabbitMQ and Redis: its slots, and packs with a bad item."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from prometheus_client import REGISTRY
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, OutgoingMessage, connect
+from common.clock import ClusterClock
+from common.config import StoreSettings, WorkerSettings
+from common.keys import RedisKeys
+from common.messages import DispatchMessage, ExecutionResult, ResultBatch
+from common.pooled_consumer import ConsumerStats
+from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
+from services.operations import list_workers
+from services.worker.heartbeat import Heartbeater, Load
+from services.worker.main import _Serving
+from services.worker.registry import HandlerContext, HandlerFn
+from services.worker.runner import ExecutionRunner
+
+GATE = threading.Event()
+RAN: list[str] = []
+
+
+def stuck(params: dict[str, Any], ctx: HandlerContext) -> None:
+    GATE.wait(60)
+
+
+def counted(params: dict[str, Any], ctx: HandlerContext) -> None:
+    RAN.append(ctx.execution_id)
+
+
+def wait_for(check: Callable[[], Any], what: str, seconds: float = 30) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return value
+
+
+class WorkerInThread:
+    """The worker's serving loop, wired as ``kairos worker`` wires it, in a thread."""
+
+    def __init__(
+        self, namespace: StoreSettings, client: redis.Redis, engine: Engine, capacity: int
+    ) -> None:
+        handlers: dict[str, HandlerFn] = {"t.stuck": stuck, "t.count": counted}
+        keys, clock = RedisKeys(namespace.namespace), ClusterClock(client)
+        settings = WorkerSettings(namespace=namespace.namespace, capacity=capacity)
+        self.runner = ExecutionRunner("w1", handlers, client, keys, clock, 60)
+        self.serving = _Serving(settings, "w1", self.runner, ConsumerStats())
+        stores = (client, engine, keys, clock)
+        self.heartbeat = Heartbeater(
+            "w1", capacity, tuple(handlers), self.serving.load, self.serving.stats, stores, 60
+        )
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
+        self.connection = connect(namespace, "test")
+        channel = self.connection.channel()
+        declare_core(channel)
+        declare_worker_queue(channel, "w1")
+        self.publisher = BatchPublisher(self.connection.channel())
+        self.results: dict[str, ExecutionResult] = {}
+
+    def send(self, execution_id: str, handler: str, timeout: int | None = None) -> None:
+        message = DispatchMessage(
+            execution_id=execution_id,
+            job_id=1,
+            attempt=1,
+            trigger_time=0,
+            handler=handler,
+            params={},
+            dispatched_at=0,
+            timeout_seconds=timeout,
+        )
+        self.send_raw(message.model_dump_json().encode(), execution_id)
+
+    def send_raw(self, body: bytes, message_id: str) -> None:
+        self.publisher.publish([OutgoingMessage(DISPATCH_EXCHANGE, "w1", body, message_id)])
+
+    def result(self, execution_id: str) -> ExecutionResult:
+        def found() -> ExecutionResult | None:
+            channel = self.connection.channel()
+            while True:
+                method, _props, body = channel.basic_get(RESULTS_QUEUE, auto_ack=True)
+                if method is None:
+                    break
+                for item in ResultBatch.model_validate_json(body).results:
+                    self.results[item.execution_id] = item
+            channel.close()
+            return self.results.get(execution_id)
+
+        outcome: ExecutionResult = wait_for(found, f"the result of {execution_id}")
+        return outcome
+
+    def close(self) -> None:
+        GATE.set()
+        self.stop.set()
+        self.thread.join(60)
+        self.connection.close()
+
+
+@pytest.fixture
+def worker(
+    namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
+) -> Iterator[WorkerInThread]:
+    GATE.clear()
+    RAN.clear()
+    running = WorkerInThread(namespace, redis_client, engine, capacity=1)
+    running.thread.start()
+    wait_for(lambda: running.serving.consumer is not None, "the worker to consume")
+    yield running
+    running.close()
+
+
+def overrunning() -> float | None:
+    return REGISTRY.get_sample_value("kairos_worker_overrunning_runs")
+
+
+def test_a_timed_out_run_holds_its_slot_until_its_thread_ends(
+    worker: WorkerInThread, namespace: StoreSettings
+) -> None:
+    worker.send("a", "t.stuck", timeout=1)
+    timed_out = worker.result("a")
+    assert timed_out.status == "TIMED_OUT"
+    assert timed_out.message is not None and "holding a worker slot" in timed_out.message
+    assert worker.serving.load() == Load(active=1, overrun=1)
+    assert overrunning() == 1
+    beat = worker.heartbeat.build()
+    assert (beat.active, beat.overrun) == (1, 1)
+
+    worker.send("b", "t.count")
+    consumer = worker.serving.consumer
+    assert consumer is not None
+    wait_for(lambda: RAN or consumer.waiting == 1, "b to arrive")
+    assert RAN == [], "b ran while a's thread still held the only slot"
+
+    GATE.set()  # a's thread ends: its slot is free, and b starts in it
+    assert worker.result("b").status == "SUCCEEDED"
+    assert RAN == ["b"]
+    wait_for(lambda: worker.serving.load() == Load(active=0, overrun=0), "the slots to free")
+    assert overrunning() == 0
+
+
+def test_kairos_workers_shows_the_overrunning_runs(
+    worker: WorkerInThread, namespace: StoreSettings
+) -> None:
+    worker.send("a", "t.stuck", timeout=1)
+    assert worker.result("a").status == "TIMED_OUT"
+    worker.heartbeat.send()
+    header, row = list_workers(namespace).splitlines()
+    columns = dict(zip(header.split(), row.split(), strict=False))
+    assert (columns["ACTIVE"], columns["OVERRUN"]) == ("1", "1")
+
+
+def test_a_pack_with_one_unreadable_execution_runs_the_rest_and_fails_that_one(
+    worker: WorkerInThread,
+) -> None:
+    def item(n: int, params: str) -> str:
+        return (
+            f'{{"v":1,"execution_id":"p-{n}","job_id":{n},"attempt":1,"trigger_time":0,'
+            f'"handler":"t.count","params":{params},"dispatched_at":0,"ref":{n}}}'
+        )
+
+    poison = "[" * 5_000 + "]" * 5_000
+    items = [item(n, poison if n == 7 else "{}") for n in range(50)]
+    worker.send_raw(('{"v":1,"executions":[' + ",".join(items) + "]}").encode(), "pack")
+    outcomes = {n: worker.result(f"p-{n}") for n in range(50)}
+    failed = {n for n, outcome in outcomes.items() if outcome.status == "FAILED"}
+    assert failed == {7}
+    assert "cannot read its dispatch" in (outcomes[7].message or "")
+    assert sorted(RAN) == sorted(f"p-{n}" for n in range(50) if n != 7)
