@@ -17,6 +17,8 @@ STORE_LOST: tuple[type[BaseException], ...] = (
     StoreUnavailableError,
     OperationalError,
     InterfaceError,
+    RedisConnectionError,
+    RedisTimeoutError,
 )
 
 # MySQL errors that say the server, the connection or the locks stood in the way, not

@@ -4,30 +4,21 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 
-import redis
 from pika.adapters.blocking_connection import BlockingConnection
-from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, connect
-from common.clock import ClusterClock
 from common.config import DispatcherSettings
-from common.db.engine import make_engine, require_schema
 from common.heap import freeze_startup_heap
-from common.keys import RedisKeys
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
-from common.logs import setup_logging
-from common.metrics import clear_worker_gauges, start_metrics_server
-from common.store_errors import STORE_LOST
-from common.stores import Stores
+from common.metrics import clear_worker_gauges
+from common.runtime import keep_serving, open_stores, start_service
 from common.topology import declare_core
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.trigger.claim import TriggerClaimer
@@ -69,21 +60,18 @@ class _Timers:
 class Dispatcher:
     """One dispatcher process: dispatches while it leads, consumes results always."""
 
-    def __init__(self, settings: DispatcherSettings) -> None:
+    def __init__(self, settings: DispatcherSettings, stop: threading.Event) -> None:
         self.settings = settings
         self.name = settings.dispatcher_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
-        self.clock = ClusterClock(self.redis)
-        self.keys = RedisKeys(settings.namespace)
         # No ping before each transaction (~3% of pipeline throughput): every loop of the
         # dispatcher starts again after a failed statement, and a disconnect drops the
         # whole pool, so a database restart costs one failed attempt per loop.
-        self.engine: Engine = make_engine(settings, pre_ping=False)
-        require_schema(self.engine, settings.namespace)
-        self.stores = Stores.build(settings, self.engine, self.redis)
+        self.stores = open_stores(settings, pool_size=5, pre_ping=False)
+        self.redis, self.engine = self.stores.redis, self.stores.engine
+        self.clock, self.keys = self.stores.clock, self.stores.keys
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
         self.leadership = Leadership(lease)
-        self.stop = threading.Event()
+        self.stop = stop
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
 
     def run(self) -> None:
@@ -94,22 +82,16 @@ class Dispatcher:
         self.leadership.start()
         self.wake.start()
         try:
-            while not self.stop.is_set():
-                if not self.leadership.is_leader.wait(0.2):
-                    continue
-                try:
-                    self._lead()
-                except STORE_LOST as e:
-                    # A store restarting is expected now and then: one line, no traceback.
-                    log.warning("dispatch loop lost a store (%r); starting again in 1 s", e)
-                    self.stop.wait(1.0)
-                except Exception:
-                    log.exception("dispatch loop failed; starting again in 1 s")
-                    self.stop.wait(1.0)
+            keep_serving("dispatch loop", self._lead_while_leader, self.stop)
         finally:
             self.leadership.stop()
             results_thread.join(timeout=10)
             self.engine.dispose()
+
+    def _lead_while_leader(self) -> None:
+        """Dispatch while this dispatcher holds the lease; return while it does not."""
+        if self.leadership.is_leader.wait(0.2):
+            self._lead()
 
     def _lead(self) -> None:
         connection = connect(self.settings, f"kairos dispatcher {self.name}")
@@ -202,18 +184,8 @@ class Dispatcher:
 
 def run_dispatcher(settings: DispatcherSettings) -> None:
     """Run a dispatcher until SIGTERM or SIGINT."""
-    setup_logging("dispatcher", settings.log_level, settings.log_json)
-    if settings.metrics_port is not None:
-        start_metrics_server(settings.metrics_port, settings.metrics_host)
-    dispatcher = Dispatcher(settings)
-
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        log.info("received signal %d; stopping", signum)
-        dispatcher.stop.set()
-        dispatcher.wake.event.set()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
+    stop = start_service("dispatcher", settings, settings.metrics_port, settings.metrics_host)
+    dispatcher = Dispatcher(settings, stop)
     log.info("dispatcher %s started", dispatcher.name)
     freeze_startup_heap()
     dispatcher.run()

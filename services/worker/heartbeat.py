@@ -7,19 +7,16 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import psutil
-import redis
-from sqlalchemy.engine import Engine
 
-from common.clock import ClusterClock
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
+from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
+from common.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -40,27 +37,39 @@ class Load:
     overrun: int
 
 
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """What a worker is: its id, how many runs it takes at once, which handlers it runs."""
+
+    worker_id: str
+    capacity: int
+    handlers: tuple[str, ...]
+
+
+class LoadSource(Protocol):
+    """Where the heartbeat reads the worker's load from (its serving loop)."""
+
+    stats: ConsumerStats
+
+    def load(self) -> Load:
+        """The runs holding the worker's slots now."""
+
+    def held(self) -> int:
+        """Dispatch messages held unacked now."""
+
+
 class Heartbeater:
     """Sends a heartbeat every ``interval`` seconds from its own thread."""
 
     def __init__(
-        self,
-        worker_id: str,
-        capacity: int,
-        handlers: tuple[str, ...],
-        load: Callable[[], Load],
-        stats: ConsumerStats,
-        stores: tuple[redis.Redis, Engine, RedisKeys, ClusterClock],
-        interval: float,
-        held: Callable[[], int] = lambda: 0,
+        self, identity: WorkerIdentity, source: LoadSource, stores: Stores, interval: float
     ) -> None:
-        self._worker_id = worker_id
-        self._capacity = capacity
-        self._handlers = handlers
-        self._load = load
-        self._stats = stats
-        self._held = held
-        self._redis, self._engine, self._keys, self._clock = stores
+        self._worker_id = identity.worker_id
+        self._capacity = identity.capacity
+        self._handlers = identity.handlers
+        self._source = source
+        self._redis, self._engine = stores.redis, stores.engine
+        self._keys, self._clock = stores.keys, stores.clock
         self._interval = interval
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
@@ -70,7 +79,7 @@ class Heartbeater:
 
     def build(self) -> Heartbeat:
         """The heartbeat as of now."""
-        load = self._load()
+        load = self._source.load()
         return Heartbeat(
             worker_id=self._worker_id,
             hostname=socket.gethostname(),
@@ -78,7 +87,7 @@ class Heartbeater:
             capacity=self._capacity,
             active=load.active,
             cpu_idle=int(100 - psutil.cpu_percent(interval=None)),
-            avg_ms=average_ms(self._stats, time.monotonic()),
+            avg_ms=average_ms(self._source.stats, time.monotonic()),
             handlers=self._handlers,
             state=self.state,
             started_at=self._started_at,
@@ -91,7 +100,7 @@ class Heartbeater:
         # The time is taken before the count: a reader that sees "nothing held" knows
         # this worker held nothing at some moment at or after ``held_at``.
         held_at = self._clock.now_ms()
-        held = {WORKER_HELD: self._held(), WORKER_HELD_AT: held_at}
+        held = {WORKER_HELD: self._source.held(), WORKER_HELD_AT: held_at}
         heartbeat = self.build()
         key = self._keys.worker(self._worker_id)
         pipe = self._redis.pipeline()

@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import threading
 import time
-from types import FrameType
 
-import redis
 from pika.adapters.blocking_connection import BlockingConnection
-from pika.exceptions import AMQPError
 
 from common.broker import connect
-from common.clock import ClusterClock
 from common.config import WorkerSettings
-from common.db.engine import make_engine, require_schema
-from common.errors import ConfigurationError, PublishFailedError, StoreUnavailableError
+from common.errors import ConfigurationError
 from common.heap import freeze_startup_heap
-from common.keys import RedisKeys
-from common.logs import setup_logging
 from common.messages import ExecutionResult
-from common.metrics import start_metrics_server
 from common.pooled_consumer import ConsumerStats, PooledConsumer
+from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
-from services.worker.heartbeat import Heartbeater, Load
+from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
@@ -50,61 +42,35 @@ def handler_modules(setting: str) -> list[str]:
     return modules
 
 
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        log.info("received signal %d; draining", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
-    return stop
-
-
 def run_worker(settings: WorkerSettings) -> None:
     """Run a worker until SIGTERM or SIGINT, then drain and stop.
 
-    A lost broker connection is opened again (every 2 s) instead of ending the process;
-    deliveries it held go back to the queue, and a run that was going when it dropped is
-    reported LOST when its message comes back (its handler may have had effects).
+    A lost broker connection is opened again (with a jittered backoff) instead of ending
+    the process; deliveries it held go back to the queue, and a run that was going when
+    it dropped is reported LOST when its message comes back (its handler may have had
+    effects).
     """
-    setup_logging("worker", settings.log_level, settings.log_json)
-    if settings.metrics_port is not None:
-        start_metrics_server(settings.metrics_port, settings.metrics_host)
+    stop = start_service("worker", settings, settings.metrics_port, settings.metrics_host)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{int(time.time())}"
     handlers = collect_handlers(handler_modules(settings.handlers))
-    client = redis.Redis.from_url(settings.redis_url)
-    clock = ClusterClock(client)
-    keys = RedisKeys(settings.namespace)
-    engine = make_engine(settings, pool_size=2)
-    require_schema(engine, settings.namespace)
+    stores = open_stores(settings, pool_size=2)
     runner = ExecutionRunner(
-        worker_id, handlers, client, keys, clock, settings.idempotency_ttl_seconds
+        worker_id,
+        handlers,
+        stores.redis,
+        stores.keys,
+        stores.clock,
+        settings.idempotency_ttl_seconds,
     )
     serving = _Serving(settings, worker_id, runner, ConsumerStats())
-    heartbeat = Heartbeater(
-        worker_id,
-        settings.capacity,
-        tuple(sorted(handlers)),
-        serving.load,
-        serving.stats,
-        (client, engine, keys, clock),
-        settings.heartbeat_seconds,
-        held=serving.held,
-    )
-    stop = _stop_on_signals()
+    identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
+    heartbeat = Heartbeater(identity, serving, stores, settings.heartbeat_seconds)
     freeze_startup_heap()
     heartbeat.start()
     log.info("worker %s runs handlers %s", worker_id, ", ".join(sorted(handlers)))
-    while not stop.is_set():
-        try:
-            serving.serve(stop, heartbeat)
-        except (AMQPError, PublishFailedError, StoreUnavailableError) as e:
-            log.warning("lost the broker connection (%r); reconnecting in 2 s", e)
-            stop.wait(2.0)
+    keep_serving("worker", lambda: serving.serve(stop, heartbeat), stop)
     heartbeat.stop(WorkerState.STOPPED)
-    engine.dispose()
+    stores.engine.dispose()
     log.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
 
 

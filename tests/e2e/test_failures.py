@@ -123,7 +123,9 @@ def test_worker_reconnects_when_the_broker_drops_its_connection(
     wait_until(lambda: all_succeeded(api, first), 20, what="a job before the drop")
     closed = close_connections(namespace, "kairos worker w1")
     assert closed >= 1
-    wait_until(lambda: "reconnecting" in processes.log("w1"), 15, what="the worker to notice")
+    wait_until(
+        lambda: "worker lost a store" in processes.log("w1"), 15, what="the worker to notice"
+    )
     later = noop_jobs(api, 3)
     wait_until(lambda: all_succeeded(api, later), 30, what="jobs after the reconnect")
     assert processes.running["w1"].poll() is None, "the worker process must survive"

@@ -18,9 +18,10 @@ from common.config import StoreSettings, WorkerSettings
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats
+from common.stores import Stores
 from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
 from services.operations import list_workers
-from services.worker.heartbeat import Heartbeater, Load
+from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.main import _Serving
 from services.worker.registry import HandlerContext, HandlerFn
 from services.worker.runner import ExecutionRunner
@@ -56,10 +57,9 @@ class WorkerInThread:
         settings = WorkerSettings(namespace=namespace.namespace, capacity=capacity)
         self.runner = ExecutionRunner("w1", handlers, client, keys, clock, 60)
         self.serving = _Serving(settings, "w1", self.runner, ConsumerStats())
-        stores = (client, engine, keys, clock)
-        self.heartbeat = Heartbeater(
-            "w1", capacity, tuple(handlers), self.serving.load, self.serving.stats, stores, 60
-        )
+        stores = Stores(namespace, engine, client, keys, clock)
+        identity = WorkerIdentity("w1", capacity, tuple(handlers))
+        self.heartbeat = Heartbeater(identity, self.serving, stores, 60)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
         self.connection = connect(namespace, "test")

@@ -18,7 +18,7 @@ from common.config import DispatcherSettings
 from common.messages import ExecutionResult, ResultBatch, read_message
 from common.metrics import RESULTS_SET_ASIDE
 from common.result_messages import results_message
-from common.store_errors import STORE_LOST
+from common.runtime import keep_serving
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import publish_deliveries
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
@@ -72,16 +72,7 @@ class ResultsConsumer:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; reconnect after broker or database errors."""
-        while not stop.is_set():
-            try:
-                self._consume(stop)
-            except STORE_LOST as e:
-                # A store restarting is expected now and then: one line, no traceback.
-                log.warning("results consumer lost a store (%r); reconnecting in 1 s", e)
-                stop.wait(1.0)
-            except Exception:
-                log.exception("results consumer failed; reconnecting in 1 s")
-                stop.wait(1.0)
+        keep_serving("results consumer", lambda: self._consume(stop), stop)
 
     def _consume(self, stop: threading.Event) -> None:
         connection = connect(self._settings, f"kairos dispatcher {self._name} results")
