@@ -47,6 +47,7 @@ format: install
 bench: install services
 	$(BIN)/pip install --quiet -r bench/requirements-peers.txt
 	$(BIN)/python bench/pipeline.py --jobs 20000
+	$(BIN)/python bench/pipeline.py --jobs 20000 --callback-share 0.33
 	$(BIN)/python bench/e2e.py --jobs 2000
 	$(BIN)/python bench/api.py
 	$(BIN)/python bench/trigger_lag.py --jobs 100

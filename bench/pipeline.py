@@ -7,7 +7,14 @@ times from that commit to the last SUCCEEDED execution (``ended_at``, cluster cl
 Every guarantee stays on: persistent messages committed to the broker, every
 execution and result written to MySQL.
 
+With ``--callback-share F`` that share of the jobs calls back to a local receiver
+answering 200, and ``kairos notifier`` runs too; the run then also waits for every
+callback to be DELIVERED and times the last one. Either way it reads the dispatcher's
+``kairos_executions_reconciled_total`` and ``kairos_results_set_aside_total`` at the
+end: both must stay at zero.
+
     .venv/bin/python bench/pipeline.py --jobs 20000
+    .venv/bin/python bench/pipeline.py --jobs 20000 --callback-share 0.33
 
 The last line printed is one JSON object with the figures.
 """
@@ -19,10 +26,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import redis
 import sqlalchemy as sa
+from callback_sink import CallbackSink
 from harness import (
     WORKER_CAPACITY,
     WORKER_IDS,
@@ -30,6 +41,7 @@ from harness import (
     Service,
     bench_namespace,
     drop_namespace,
+    free_port,
     git_commit_dirty,
     log,
     poll_until,
@@ -44,7 +56,7 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
-from common.db.schema import executions, jobs
+from common.db.schema import callback_deliveries, executions, jobs
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from services.stack import DEMO_HANDLERS
@@ -57,21 +69,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait")
+    parser.add_argument(
+        "--callback-share",
+        type=float,
+        default=0.0,
+        help="share of the jobs that call back to a local receiver (0 to 1; default 0)",
+    )
     return parser.parse_args(argv)
 
 
-def pipeline_services(log_dir: Path) -> list[Service]:
-    """One dispatcher and the benchmark's two workers."""
+def pipeline_services(log_dir: Path, metrics_port: int, notifier: bool) -> list[Service]:
+    """One dispatcher (serving metrics), the benchmark's two workers, and a notifier."""
     kairos = str(Path(sys.executable).parent / "kairos")
-    argvs = {"dispatcher": [kairos, "dispatcher"]}
+    argvs = {"dispatcher": [kairos, "dispatcher", "--metrics-port", str(metrics_port)]}
     for worker_id in WORKER_IDS:
         argvs[worker_id] = [kairos, "worker", "--id", worker_id, "--capacity"]
         argvs[worker_id] += [str(WORKER_CAPACITY), "--handlers", DEMO_HANDLERS]
+    if notifier:
+        argvs["notifier"] = [kairos, "notifier"]
     return [Service(name, argv, log_dir / f"{name}.log") for name, argv in argvs.items()]
 
 
-def insert_due_jobs(engine: Engine, app_pk: int, count: int, now_ms: int) -> None:
-    """Commit ``count`` demo.noop jobs due now, in multi-row INSERTs, one transaction."""
+def insert_due_jobs(
+    engine: Engine, app_pk: int, count: int, now_ms: int, callbacks: Callbacks
+) -> None:
+    """Commit ``count`` demo.noop jobs due now, in multi-row INSERTs, one transaction;
+    every ``callbacks.every``-th calls back to ``callbacks.url``."""
     row = {
         "app_id": app_pk,
         "job_name": "bench",
@@ -82,15 +105,48 @@ def insert_due_jobs(engine: Engine, app_pk: int, count: int, now_ms: int) -> Non
         "version": 0,
         "created_at": now_ms,
         "updated_at": now_ms,
+        "callback_url": None,
     }
+    rows = [
+        row if not callbacks.calls_back(n) else {**row, "callback_url": callbacks.url}
+        for n in range(count)
+    ]
     with engine.begin() as conn:
         for start in range(0, count, INSERT_CHUNK):
-            conn.execute(jobs.insert(), [row] * min(INSERT_CHUNK, count - start))
+            conn.execute(jobs.insert(), rows[start : start + INSERT_CHUNK])
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """Which jobs call back, and where."""
+
+    every: int
+    url: str
+
+    @classmethod
+    def of(cls, share: float, url: str) -> Callbacks:
+        """Every ``round(1 / share)``-th job; none when ``share`` is 0."""
+        return cls(round(1 / share) if share > 0 else 0, url)
+
+    def calls_back(self, n: int) -> bool:
+        """Whether job number ``n`` (from 0) calls back."""
+        return self.every > 0 and n % self.every == 0
+
+    def expected(self, count: int) -> int:
+        """How many of ``count`` jobs call back."""
+        return sum(1 for n in range(count) if self.calls_back(n))
 
 
 def succeeded(engine: Engine) -> int:
     """How many executions have SUCCEEDED."""
     query = sa.select(sa.func.count()).where(executions.c.status == "SUCCEEDED")
+    with engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def delivered(engine: Engine) -> int:
+    """How many callbacks were DELIVERED."""
+    query = sa.select(sa.func.count()).where(callback_deliveries.c.status == "DELIVERED")
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
 
@@ -101,27 +157,52 @@ def last_end(engine: Engine) -> int:
         return int(conn.execute(sa.select(sa.func.max(executions.c.ended_at))).scalar_one())
 
 
-def wait_all_done(engine: Engine, count: int, services: list[Service], deadline: float) -> None:
-    """Poll until ``count`` executions SUCCEEDED, with a progress line every second."""
+def last_delivery(engine: Engine) -> int:
+    """The latest ``delivered_at`` of any callback."""
+    query = sa.select(sa.func.max(callback_deliveries.c.delivered_at))
+    with engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def wait_all(
+    what: str, done: Callable[[], int], count: int, services: list[Service], deadline: float
+) -> None:
+    """Poll until ``done()`` reaches ``count``, with a progress line every second."""
     started = time.monotonic()
-    while (done := succeeded(engine)) < count:
+    while (now := done()) < count:
         if time.monotonic() - started > deadline:
-            raise BenchError(f"only {done}/{count} SUCCEEDED after {deadline:.0f} s")
+            raise BenchError(f"only {now}/{count} {what} after {deadline:.0f} s")
         poll_until("services alive", lambda: True, services, 1)
-        log(f"{done}/{count} succeeded")
+        log(f"{now}/{count} {what}")
         time.sleep(1.0)
 
 
-def run(settings: StoreSettings, count: int, log_dir: Path, deadline: float) -> dict[str, object]:
+def dispatcher_counter(port: int, name: str) -> float:
+    """The value of an unlabelled-or-summed counter on the dispatcher's metrics page."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and not line.startswith("#")
+    )
+
+
+def run(
+    settings: StoreSettings, count: int, log_dir: Path, deadline: float, share: float
+) -> dict[str, object]:
     """Start the pipeline, load it, and time it."""
     prepare_namespace(settings)
     create_app_credentials(settings, "bench")
     engine = make_engine(settings)
-    services = pipeline_services(log_dir)
+    metrics_port = free_port()
+    services = pipeline_services(log_dir, metrics_port, notifier=share > 0)
     client = redis.Redis.from_url(settings.redis_url)
     keys = RedisKeys(settings.namespace)
+    sink = CallbackSink()
+    callbacks = Callbacks.of(share, sink.url)
+    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
     try:
-        start_services(services, {**os.environ, "KAIROS_NAMESPACE": settings.namespace})
+        start_services(services, env)
         poll_until("workers registered", lambda: workers_registered(engine), services, 60)
         poll_until(
             "dispatcher leads", lambda: bool(client.get(keys.dispatcher_lease)), services, 60
@@ -131,25 +212,39 @@ def run(settings: StoreSettings, count: int, log_dir: Path, deadline: float) -> 
             app_pk = int(conn.execute(sa.text("SELECT id FROM apps")).scalar_one())
         clock = ClusterClock(client)
         begin = clock.now_ms()
-        insert_due_jobs(engine, app_pk, count, begin)
+        insert_due_jobs(engine, app_pk, count, begin, callbacks)
         committed = clock.now_ms()
         client.lpush(keys.wake, 1)
         log(f"{count} due jobs committed in {committed - begin} ms")
-        wait_all_done(engine, count, services, deadline)
+        wait_all("succeeded", lambda: succeeded(engine), count, services, deadline)
         elapsed_ms = last_end(engine) - committed
-        return {
+        figures: dict[str, object] = {
             "jobs": count,
             "insert_ms": committed - begin,
             "elapsed_s": round(elapsed_ms / 1000, 3),
             "jobs_per_s": round(count / (elapsed_ms / 1000), 1),
-            "commit": git_commit_dirty(),
         }
+        expected = callbacks.expected(count)
+        if expected:
+            wait_all("callbacks delivered", lambda: delivered(engine), expected, services, deadline)
+            figures["callbacks"] = expected
+            figures["callbacks_received"] = len(sink.ids)
+            figures["last_callback_s"] = round((last_delivery(engine) - committed) / 1000, 3)
+        figures["reconciled"] = dispatcher_counter(
+            metrics_port, "kairos_executions_reconciled_total"
+        )
+        figures["results_set_aside"] = dispatcher_counter(
+            metrics_port, "kairos_results_set_aside_total"
+        )
+        figures["commit"] = git_commit_dirty()
+        return figures
     except BenchError:
         print_log_tails(services)
         raise
     finally:
         stop_services(services)
         scan_logs(services)
+        sink.close()
         engine.dispose()
         client.close()
 
@@ -159,13 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings, log_dir = bench_namespace()
     try:
-        figures = run(settings, args.jobs, log_dir, args.deadline)
+        figures = run(settings, args.jobs, log_dir, args.deadline, args.callback_share)
     except BenchError as e:
         log(f"failed: {e}")
         return 1
     finally:
         drop_namespace(settings)
     print(f"{figures['jobs']} jobs in {figures['elapsed_s']} s: {figures['jobs_per_s']} jobs/s")
+    if "callbacks" in figures:
+        print(
+            f"{figures['callbacks']} callbacks, the last delivered "
+            f"{figures['last_callback_s']} s after the commit"
+        )
+    print(
+        f"reconciled {figures['reconciled']:g}, results set aside {figures['results_set_aside']:g}"
+    )
     print(json.dumps(figures))
     return 0
 
