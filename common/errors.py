@@ -27,7 +27,8 @@ class StoreUnavailableError(KairosError):
 
 
 class ValidationFailedError(KairosError):
-    """A job request is invalid; ``field`` names the offending input."""
+    """Input is invalid; ``field`` names the offending input (a job request's field, or
+    an operator command's flag)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -120,6 +121,38 @@ class UnknownHandlerError(ValidationFailedError):
             f"defines it (registered: {listed})",
         )
         self.name = name
+
+
+def _set_by_operator(app_id: str) -> str:
+    return f"an operator sets them with `kairos app handlers {app_id} --allow PATTERN`"
+
+
+class HandlerNotAllowedError(ValidationFailedError):
+    """A job names a handler outside its app's handler patterns; nothing was written."""
+
+    def __init__(self, name: str, app_id: str, patterns: str) -> None:
+        super().__init__(
+            "jobHandler",
+            f"this app may use only handlers matching {patterns}; {name!r} is not one of "
+            f"them ({_set_by_operator(app_id)})",
+        )
+        self.name = name
+        self.app_id = app_id
+
+
+class JobHandlerForbiddenError(KairosError):
+    """A request would run a stored job whose handler its app may no longer use (the
+    patterns changed after the job was stored); nothing was written."""
+
+    def __init__(self, job_id: int, action: str, name: str, app_id: str, patterns: str) -> None:
+        super().__init__(
+            f"job {job_id} runs handler {name!r}, which this app may no longer use (it may "
+            f"use only handlers matching {patterns}), so it cannot be {action}; pause, "
+            f"cancel or delete it, or ask an operator: {_set_by_operator(app_id)}"
+        )
+        self.job_id = job_id
+        self.name = name
+        self.app_id = app_id
 
 
 class ExecutionNotStuckError(KairosError):

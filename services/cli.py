@@ -10,11 +10,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from common.errors import KairosError
+
+if TYPE_CHECKING:
+    from common.handler_patterns import HandlerPatterns
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -95,6 +98,46 @@ def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def cmd_app_handlers(args: argparse.Namespace) -> int:
+    """Print, set (--allow) or lift (--all) the handler patterns an app's jobs may name."""
+    from common.config import ApiSettings, StoreSettings
+    from common.handler_patterns import EVERY_HANDLER, HandlerPatterns, checked_patterns
+    from services.operations import app_handler_patterns, set_app_handler_patterns
+
+    if args.allow is None and not args.all:
+        patterns = app_handler_patterns(StoreSettings(), args.app_id)
+    else:
+        # Checked before any store is touched, as a bad setting is.
+        allowed = checked_patterns(args.allow, "--allow") if args.allow else None
+        patterns = EVERY_HANDLER if allowed is None else HandlerPatterns(allowed)
+        cache_seconds = ApiSettings().auth_cache_seconds
+        outside = set_app_handler_patterns(StoreSettings(), args.app_id, patterns)
+        _say_handlers_changed(patterns, outside, cache_seconds)
+    listed = None if patterns.patterns is None else list(patterns.patterns)
+    print(json.dumps({"appId": args.app_id, "handlerPatterns": listed}))
+    return 0
+
+
+def _say_handlers_changed(
+    patterns: HandlerPatterns, outside: dict[str, int], cache_seconds: float
+) -> None:
+    """On stderr: when the API applies the change, and which live jobs it leaves out."""
+    what = "every handler" if patterns.patterns is None else "only handlers matching these patterns"
+    print(
+        f"kairos: the app's new jobs may name {what} once the API's key cache lets go of "
+        f"the app (KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here)",
+        file=sys.stderr,
+    )
+    if outside:
+        named = ", ".join(f"{handler} ({count})" for handler, count in outside.items())
+        print(
+            f"kairos: {sum(outside.values())} live jobs of this app name handlers outside "
+            f"these patterns: {named}; they keep their schedule, but cannot be triggered, "
+            "resumed or changed (the app can pause, cancel or delete them)",
+            file=sys.stderr,
+        )
 
 
 def cmd_api(args: argparse.Namespace) -> int:
@@ -309,6 +352,7 @@ def _add_operator_parsers(sub: Any) -> None:
         "secret at once)",
     )
     secret.set_defaults(func=cmd_app_rotate_secret)
+    _add_handlers_parser(app)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
     up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
@@ -331,6 +375,27 @@ def _add_operator_parsers(sub: Any) -> None:
     replay.add_argument("--limit", type=int, default=1000)
     replay.set_defaults(func=cmd_callbacks_replay)
     _add_execution_parsers(sub)
+
+
+def _add_handlers_parser(app: Any) -> None:
+    handlers = app.add_parser(
+        "handlers",
+        help="print an app's handler patterns, or restrict its jobs to handlers matching "
+        "them (--allow), or lift the restriction (--all)",
+    )
+    handlers.add_argument("app_id")
+    given = handlers.add_mutually_exclusive_group()
+    given.add_argument(
+        "--allow",
+        action="append",
+        metavar="PATTERN",
+        help="a handler name or glob pattern ('report.*', 'report.v?'); repeat for several; "
+        "replaces the app's patterns",
+    )
+    given.add_argument(
+        "--all", action="store_true", help="lift the restriction: every handler (the default)"
+    )
+    handlers.set_defaults(func=cmd_app_handlers)
 
 
 def _add_execution_parsers(sub: Any) -> None:

@@ -18,9 +18,12 @@ from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
 from common.db.apps import (
     all_apps,
+    handler_patterns,
+    live_job_handlers,
     previous_secret_until,
     rotate_api_key,
     rotate_signing_secret,
+    set_handler_patterns,
 )
 from common.db.engine import make_engine
 from common.db.stuck import find_unfinished
@@ -32,6 +35,7 @@ from common.execution_control import (
     list_stuck,
     requeue_execution,
 )
+from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys
 from common.loadbalance import WorkerLoad, load_score
 from common.messages import CallbackMessage
@@ -79,11 +83,42 @@ class SecretRotation:
 
 
 def list_apps(settings: StoreSettings) -> str:
-    """A table of apps: id, creation time, name."""
+    """A table of apps: id, creation time, handler patterns (``(all)`` when the app may
+    name every handler), name."""
     rows = _in_transaction(settings, all_apps)
-    lines = [f"{'APP_ID':22} {'CREATED':24}  NAME"]
-    lines += [f"{r.app_id:22} {iso_ms(r.created_at)!s:24}  {r.name}" for r in rows]
+    lines = [f"{'APP_ID':22} {'CREATED':24} {'HANDLERS':16}  NAME"]
+    for r in rows:
+        patterns = HandlerPatterns.from_stored(r.handler_patterns).patterns
+        shown = "(all)" if patterns is None else ",".join(patterns) or "(none)"
+        lines.append(f"{r.app_id:22} {iso_ms(r.created_at)!s:24} {shown:16}  {r.name}")
     return "\n".join(lines)
+
+
+def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPatterns:
+    """The handlers an app may name. Raises ``UnknownAppError``."""
+    found = _in_transaction(settings, lambda conn: handler_patterns(conn, app_id))
+    if found is None:
+        raise UnknownAppError(app_id)
+    return found
+
+
+def set_app_handler_patterns(
+    settings: StoreSettings, app_id: str, patterns: HandlerPatterns
+) -> dict[str, int]:
+    """Restrict an app to ``patterns`` (``EVERY_HANDLER`` lifts it); return how many of
+    its live jobs name each handler the patterns leave out (they keep their schedule).
+    Raises ``UnknownAppError``."""
+
+    def change(conn: Connection) -> dict[str, int] | None:
+        if not set_handler_patterns(conn, app_id, patterns):
+            return None
+        in_use = live_job_handlers(conn, app_id)
+        return {h: n for h, n in sorted(in_use.items()) if not patterns.allows(h)}
+
+    outside = _in_transaction(settings, change)
+    if outside is None:
+        raise UnknownAppError(app_id)
+    return outside
 
 
 def rotate_app_key(settings: StoreSettings, app_id: str) -> str:

@@ -1,4 +1,5 @@
-"""Apps: who may call the OpenAPI, with which API key, and how callbacks are signed."""
+"""Apps: who may call the OpenAPI, with which API key, which handlers their jobs may
+name, and how callbacks are signed."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db.control import ACTIVE
 from common.db.rows import AnyRow
-from common.db.schema import apps
+from common.db.schema import apps, jobs
+from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class App:
     id: int
     app_id: str
     name: str
+    handlers: HandlerPatterns = EVERY_HANDLER
 
 
 def hash_api_key(api_key: str) -> str:
@@ -76,20 +80,56 @@ def rotate_api_key(conn: Connection, app_id: str) -> str | None:
 
 
 def all_apps(conn: Connection) -> list[AnyRow]:
-    """Every app (id, name, creation time), oldest first; no secrets."""
-    return list(
-        conn.execute(sa.select(apps.c.app_id, apps.c.name, apps.c.created_at).order_by(apps.c.id))
-    )
+    """Every app (id, name, creation time, stored handler patterns), oldest first; no
+    secrets."""
+    columns = (apps.c.app_id, apps.c.name, apps.c.created_at, apps.c.handler_patterns)
+    return list(conn.execute(sa.select(*columns).order_by(apps.c.id)))
 
 
 def find_app_by_key(conn: Connection, api_key: str) -> App | None:
-    """The app that owns ``api_key``, if any."""
+    """The app that owns ``api_key``, with its handler patterns, if any."""
     row = conn.execute(
-        sa.select(apps.c.id, apps.c.app_id, apps.c.name).where(
+        sa.select(apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns).where(
             apps.c.api_key_hash == hash_api_key(api_key)
         )
     ).first()
-    return App(id=row.id, app_id=row.app_id, name=row.name) if row else None
+    if row is None:
+        return None
+    handlers = HandlerPatterns.from_stored(row.handler_patterns)
+    return App(id=row.id, app_id=row.app_id, name=row.name, handlers=handlers)
+
+
+def set_handler_patterns(conn: Connection, app_id: str, patterns: HandlerPatterns) -> bool:
+    """Restrict the app's jobs to handlers ``patterns`` allow (``EVERY_HANDLER`` lifts
+    the restriction); False if no such app."""
+    result = conn.execute(
+        apps.update().where(apps.c.app_id == app_id).values(handler_patterns=patterns.stored())
+    )
+    # SQLAlchemy's MySQL drivers count matched rows (CLIENT_FOUND_ROWS), so setting the
+    # patterns an app already has counts too.
+    return bool(result.rowcount)
+
+
+def handler_patterns(conn: Connection, app_id: str) -> HandlerPatterns | None:
+    """The handlers the app may name; None if no such app."""
+    row = conn.execute(sa.select(apps.c.handler_patterns).where(apps.c.app_id == app_id)).first()
+    return None if row is None else HandlerPatterns.from_stored(row.handler_patterns)
+
+
+def live_job_handlers(conn: Connection, app_id: str) -> dict[str, int]:
+    """How many of the app's live jobs (waiting, running or paused, not deleted) name
+    each handler; empty if no such app."""
+    query = (
+        sa.select(jobs.c.handler, sa.func.count())
+        .select_from(jobs.join(apps, jobs.c.app_id == apps.c.id))
+        .where(
+            apps.c.app_id == app_id,
+            jobs.c.status.in_([str(s) for s in ACTIVE]),
+            jobs.c.deleted_at.is_(None),
+        )
+        .group_by(jobs.c.handler)
+    )
+    return {str(handler): int(count) for handler, count in conn.execute(query)}
 
 
 def rotate_signing_secret(

@@ -37,6 +37,8 @@ apps = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("previous_signing_secret", String(128), nullable=True),
     Column("previous_secret_until", BigInteger, nullable=True),
+    # JSON array of glob patterns of the handlers the app may name; NULL: every handler.
+    Column("handler_patterns", Text, nullable=True),
 )
 
 jobs = Table(

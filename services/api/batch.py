@@ -91,7 +91,7 @@ def build_batch(
     errors: ItemErrors = []
     for index, body in enumerate(bodies):
         try:
-            built.append(build_job(body, app.id, handlers, max_params, now_ms))
+            built.append(build_job(body, app, handlers, max_params, now_ms))
         except ValidationFailedError as e:
             errors.append((index, e))
     errors += repeated_request_ids(bodies)

@@ -10,6 +10,11 @@
 - delete: any job (soft delete, as cancel does); a deleted job is gone (404).
 
 Anything else is refused with 409 (``InvalidTransitionError``) and changes nothing.
+What would run a job's handler anew (trigger, resume, update) is refused, and changes
+nothing, when the app may no longer use that handler (its handler patterns changed
+after the job was stored): 403 (``JobHandlerForbiddenError``) for trigger and resume,
+422 naming ``jobHandler`` for update. Pause, cancel and delete always work, so an app
+can stop what it may no longer start.
 
 Every transaction function may run again after a lock conflict (``retry_lock_conflicts``);
 each starts from a fresh read, so a repeat is safe.
@@ -38,6 +43,7 @@ from common.db.rows import AnyRow
 from common.documents import stored_text
 from common.errors import (
     InvalidTransitionError,
+    JobHandlerForbiddenError,
     JobNotFoundError,
     KairosError,
     ValidationFailedError,
@@ -92,6 +98,14 @@ def _status(row: AnyRow | None) -> str | None:
     return str(row.status) if row is not None else None
 
 
+def check_may_run(app: App, row: AnyRow, action: str) -> None:
+    """Refuse to run a stored job anew (``action``: "triggered", "resumed") when its app
+    may no longer use its handler."""
+    if not app.handlers.allows(row.handler):
+        shown = app.handlers.shown()
+        raise JobHandlerForbiddenError(int(row.id), action, row.handler, app.app_id, shown)
+
+
 def _held_again(conn: Connection, row: AnyRow) -> bool:
     """Whether a resumed job goes back to RUNNING: a one-shot job, or a recurring one
     under overlap policy QUEUE, whose own (not manual) run has not ended; the results
@@ -123,12 +137,14 @@ def pause_job(state: ApiState, app: App, job_id: int) -> None:
 
 
 @retry_lock_conflicts
-def _resume(engine: Engine, app_pk: int, job_id: int, now: int) -> AnyRow | None:
+def _resume(engine: Engine, app: App, job_id: int, now: int) -> AnyRow | None:
+    app_pk = app.id
     with engine.begin() as conn:
         row = db.lock_job(conn, app_pk, job_id)
         if not applies(RESUME, job_id, _status(row)):
             return None
         assert row is not None
+        check_may_run(app, row, "resumed")
         target = JobStatus.RUNNING if _held_again(conn, row) else JobStatus.WAITING
         moved = _skip_the_pause(conn, row, now)
         if moved is not None and moved.next_trigger is None and target is JobStatus.WAITING:
@@ -167,7 +183,7 @@ def resume_job(state: ApiState, app: App, job_id: int) -> None:
     one-shot job, or overlap policy QUEUE); it is released when the run ends.
     """
     now = state.clock.now_ms()
-    row = _resume(state.engine, app.id, job_id, now)
+    row = _resume(state.engine, app, job_id, now)
     if row is not None:
         log.info("job resumed", extra={"job_id": job_id})
         if row.next_trigger_time is not None:
@@ -205,12 +221,13 @@ def delete_job(state: ApiState, app: App, job_id: int) -> None:
 
 
 @retry_lock_conflicts
-def _trigger(engine: Engine, app_pk: int, job_id: int, now: int) -> tuple[AnyRow, NewExecution]:
+def _trigger(engine: Engine, app: App, job_id: int, now: int) -> tuple[AnyRow, NewExecution]:
     # The job row lock orders this with cancel: no SCHEDULED execution of a CANCELLED job.
     with engine.begin() as conn:
-        row = db.lock_job(conn, app_pk, job_id)
+        row = db.lock_job(conn, app.id, job_id)
         applies(TRIGGER, job_id, _status(row))
         assert row is not None
+        check_may_run(app, row, "triggered")
         return row, db.insert_manual_execution(conn, row, now)
 
 
@@ -218,7 +235,7 @@ def trigger_job(state: ApiState, app: App, job_id: int) -> NewExecution:
     """Run the job now, besides its schedule: a SCHEDULED manual execution the
     dispatcher fires at once. A manual run never moves the job's own status."""
     now = state.clock.now_ms()
-    _, execution = _trigger(state.engine, app.id, job_id, now)
+    _, execution = _trigger(state.engine, app, job_id, now)
     log.info(
         "job triggered by hand",
         extra={"job_id": job_id, "execution_id": execution.execution_id},
@@ -276,18 +293,19 @@ def check_schedule_kind(row: AnyRow, changes: dict[str, Any], merged: JobCreate)
 
 
 def patched_columns(
-    row: AnyRow, patch: JobPatch, handlers: Set[str], max_params_bytes: int, now: int
+    app: App, row: AnyRow, patch: JobPatch, handlers: Set[str], max_params_bytes: int, now: int
 ) -> dict[str, Any]:
     """The job columns a patch changes, validated as ``build_job`` validates a create.
 
     The handler cannot be patched, so the stored one counts as known even while no
-    worker registers it. A changed schedule of a recurring job fires next at its first
-    time after now.
+    worker registers it; it must still be one the app may use (its handler patterns
+    may have changed since the job was stored). A changed schedule of a recurring job
+    fires next at its first time after now.
     """
     changes = patch.model_dump(exclude_unset=True)
     merged = merged_request(row, changes)
     check_schedule_kind(row, changes, merged)
-    job = build_job(merged, int(row.app_id), handlers | {row.handler}, max_params_bytes, now)
+    job = build_job(merged, app, handlers | {row.handler}, max_params_bytes, now)
     columns: dict[str, Any] = {
         "job_name": job.job_name,
         "params": stored_text(job.params),
@@ -313,7 +331,7 @@ def _update(
         row = db.lock_job(conn, app.id, job_id)
         applies(UPDATE, job_id, _status(row))
         assert row is not None
-        columns = patched_columns(row, patch, handlers, max_bytes, now)
+        columns = patched_columns(app, row, patch, handlers, max_bytes, now)
         if columns and not _store_update(conn, app.id, job_id, columns, now):
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
         return row, columns

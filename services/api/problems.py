@@ -17,8 +17,10 @@ from common.documents import MAX_DEPTH
 from common.errors import (
     AuthenticationError,
     BatchRejectedError,
+    HandlerNotAllowedError,
     IdempotencyConflictError,
     InvalidTransitionError,
+    JobHandlerForbiddenError,
     JobNotFoundError,
     KairosError,
     RateLimitedError,
@@ -40,7 +42,9 @@ _STATUS: list[tuple[type[KairosError], int, str]] = [
     (TriggerBusyError, 409, "Trigger time taken"),
     (RateLimitedError, 429, "Too many requests"),
     (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
+    (JobHandlerForbiddenError, 403, "Handler not allowed"),
     (UnknownHandlerError, 422, "Unknown handler"),
+    (HandlerNotAllowedError, 422, "Handler not allowed"),
     (ValidationFailedError, 422, "Invalid job"),
     (StoreUnavailableError, 503, "A store is unavailable"),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
@@ -31,6 +32,8 @@ class ApiState:
     inserter: GroupInserter = field(init=False)
     # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
     rate_limiter: RateLimiter | None = None
+    # The clock the caches age by; tests move a fake one.
+    monotonic: Callable[[], float] = time.monotonic
     _handlers: frozenset[str] = frozenset()
     _handlers_at: float = -1e18
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)
@@ -39,27 +42,32 @@ class ApiState:
     def known_handlers(self) -> frozenset[str]:
         """Handler names some worker has registered, re-read every few seconds."""
         with self._lock:
-            if time.monotonic() - self._handlers_at > self.settings.handler_cache_seconds:
+            if self.monotonic() - self._handlers_at > self.settings.handler_cache_seconds:
                 with self.engine.connect() as conn:
                     self._handlers = frozenset(registered_handlers(conn))
-                self._handlers_at = time.monotonic()
+                self._handlers_at = self.monotonic()
             return self._handlers
 
     def caches_fresh(self) -> bool:
         """Whether the handler list and the cluster clock answer without a store."""
-        handlers_age = time.monotonic() - self._handlers_at
+        handlers_age = self.monotonic() - self._handlers_at
         return handlers_age <= self.settings.handler_cache_seconds and self.clock.fresh()
 
     def cached_app(self, api_key: str) -> App | None:
-        """The app owning ``api_key`` if a recent lookup found it; never touches MySQL."""
+        """The app owning ``api_key`` if a recent lookup found it; never touches MySQL.
+
+        The app comes with its handler patterns, so a change to them (``kairos app
+        handlers``) applies here once the entry is ``auth_cache_seconds`` old.
+        """
         cached = self._apps.get(api_key)
-        if cached and time.monotonic() - cached[0] < self.settings.auth_cache_seconds:
+        if cached and self.monotonic() - cached[0] < self.settings.auth_cache_seconds:
             return cached[1]
         return None
 
     def app_for_key(self, api_key: str) -> App | None:
-        """The app owning ``api_key``; hits are cached briefly, misses are not."""
-        now = time.monotonic()
+        """The app owning ``api_key``, with its handler patterns; hits are cached
+        briefly, misses are not."""
+        now = self.monotonic()
         cached = self.cached_app(api_key)
         if cached is not None:
             return cached

@@ -45,5 +45,5 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
 
 def _build(state: ApiState, app: App, body: JobCreate) -> tuple[int, NewJob]:
     now = state.clock.now_ms()
-    job = build_job(body, app.id, state.known_handlers(), state.settings.max_params_bytes, now)
+    job = build_job(body, app, state.known_handlers(), state.settings.max_params_bytes, now)
     return now, job

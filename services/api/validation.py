@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from common.cron import validate_cron, zone
+from common.db.apps import App
 from common.db.jobs import JobPolicies, NewJob
 from common.documents import document_problem, stored_size
-from common.errors import UnknownHandlerError, ValidationFailedError
+from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
 from services.api.schemas import JobCreate
@@ -137,21 +138,31 @@ def build_policies(body: JobCreate) -> JobPolicies:
     )
 
 
+def check_handler(name: str, app: App, known_handlers: Set[str]) -> None:
+    """Refuse a handler outside the app's handler patterns, then one no worker has
+    registered; the latter's message lists only the registered handlers the app may use,
+    so no app learns of the others."""
+    if not app.handlers.allows(name):
+        raise HandlerNotAllowedError(name, app.app_id, app.handlers.shown())
+    if name not in known_handlers:
+        usable = sorted(h for h in known_handlers if app.handlers.allows(h))
+        raise UnknownHandlerError(name, usable)
+
+
 def build_job(
     body: JobCreate,
-    app_pk: int,
+    app: App,
     known_handlers: Set[str],
     max_params_bytes: int,
     now_ms: int,
 ) -> NewJob:
-    """Validate every field and return the job to insert."""
-    if body.jobHandler not in known_handlers:
-        raise UnknownHandlerError(body.jobHandler, sorted(known_handlers))
+    """Validate every field for ``app`` and return the job to insert."""
+    check_handler(body.jobHandler, app, known_handlers)
     check_params(body, max_params_bytes)
     schedule = build_schedule(body)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
     return NewJob(
-        app_pk=app_pk,
+        app_pk=app.id,
         job_name=body.jobName,
         handler=body.jobHandler,
         params=body.params,

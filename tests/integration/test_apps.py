@@ -1,18 +1,25 @@
-"""Apps in MySQL: a rotated API key replaces the old one; listings show no secrets."""
+"""Apps in MySQL: a rotated API key replaces the old one; listings show no secrets;
+handler patterns are stored with the app."""
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.db.apps import (
     all_apps,
     create_app,
     find_app_by_key,
+    handler_patterns,
+    live_job_handlers,
     previous_secret_until,
     rotate_api_key,
     rotate_signing_secret,
+    set_handler_patterns,
     signing_secrets,
 )
+from common.db.jobs import NewJob, insert_job
+from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 
 
 def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) -> None:
@@ -54,3 +61,52 @@ def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends
         after = rotate_signing_secret(conn, created.app_id, 9_000, 10_000)  # overlap over
         assert after is not None
         assert signing_secrets(conn, app.id, 9_500) == [after, forced]
+
+
+def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: Engine) -> None:
+    restricted = HandlerPatterns(("report.*", "billing.export"))
+    with engine.begin() as conn:
+        created = create_app(conn, "billing", 5)
+        other = create_app(conn, "reports", 6)
+        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER  # the default
+        assert set_handler_patterns(conn, created.app_id, restricted)
+        assert handler_patterns(conn, created.app_id) == restricted
+        found = find_app_by_key(conn, created.api_key)
+        assert found is not None and found.handlers == restricted
+        untouched = find_app_by_key(conn, other.api_key)
+        assert untouched is not None and untouched.handlers == EVERY_HANDLER
+        listed = {r.app_id: HandlerPatterns.from_stored(r.handler_patterns) for r in all_apps(conn)}
+        assert listed == {created.app_id: restricted, other.app_id: EVERY_HANDLER}
+        assert set_handler_patterns(conn, created.app_id, restricted)  # the same again
+        assert set_handler_patterns(conn, created.app_id, EVERY_HANDLER)
+        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER
+        assert not set_handler_patterns(conn, "app_nope", restricted)
+        assert handler_patterns(conn, "app_nope") is None
+
+
+def test_live_jobs_are_counted_by_handler_for_one_app(engine: Engine) -> None:
+    with engine.begin() as conn:
+        created = create_app(conn, "billing", 5)
+        other = create_app(conn, "reports", 6)
+        pks = {
+            row.app_id: row.id for row in conn.execute(sa.text("SELECT id, app_id FROM apps")).all()
+        }
+        app_pk = pks[created.app_id]
+        for handler, status in [
+            ("a", "WAITING"),
+            ("a", "PAUSED"),
+            ("b", "RUNNING"),
+            ("c", "SUCCEEDED"),
+            ("d", "CANCELLED"),
+        ]:
+            job_id = insert_job(
+                conn, NewJob(app_pk, "j", handler, {}, None, 0, None, None, None), 0
+            )
+            conn.execute(
+                sa.text("UPDATE jobs SET status = :s WHERE id = :j"), {"s": status, "j": job_id}
+            )
+        deleted = insert_job(conn, NewJob(app_pk, "j", "e", {}, None, 0, None, None, None), 0)
+        conn.execute(sa.text("UPDATE jobs SET deleted_at = 1 WHERE id = :j"), {"j": deleted})
+        insert_job(conn, NewJob(pks[other.app_id], "j", "f", {}, None, 0, None, None, None), 0)
+        assert live_job_handlers(conn, created.app_id) == {"a": 2, "b": 1}
+        assert live_job_handlers(conn, "app_nope") == {}

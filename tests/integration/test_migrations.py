@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 from common.db import engine as engine_module
 from common.db.engine import current_revision, migrate
 
-HEAD = "0004"
+HEAD = "0005"
 TEXT_COLUMNS = {
     ("jobs", "params"),
     ("executions", "message"),
@@ -84,3 +84,25 @@ def test_the_text_size_migration_goes_down_and_up_again_keeping_rows(engine: Eng
     assert "overrun" in worker_columns(engine)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT params FROM jobs")).scalar_one() == '{"€":1}'
+
+
+def test_the_handler_patterns_migration_goes_down_and_up_again_keeping_apps(
+    engine: Engine,
+) -> None:
+    assert "handler_patterns" in app_columns(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at, "
+                "handler_patterns) VALUES ('a', 'billing', 'h', 's', 0, :patterns)"
+            ),
+            {"patterns": '["report.*"]'},
+        )
+    downgrade(engine, "0004")
+    assert "handler_patterns" not in app_columns(engine)
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT app_id, name, handler_patterns FROM apps")).one()
+    # Going down drops every restriction; coming up again starts unrestricted.
+    assert tuple(row) == ("a", "billing", None)

@@ -30,3 +30,36 @@ def test_an_overlap_outside_0_to_720_hours_is_refused_before_anything_changes(
         main(["app", "rotate-secret", "app_1", "--overlap-hours", hours])
     assert exited.value.code == 2
     assert "--overlap-hours" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the stores nowhere: a command that reached one would fail another way."""
+    monkeypatch.setenv("KAIROS_DATABASE_URL", "mysql+pymysql://nobody@127.0.0.1:1")
+    monkeypatch.setenv("KAIROS_REDIS_URL", "redis://127.0.0.1:1/0")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "says"),
+    [
+        (["report.*", "bad pattern"], "--allow: 'bad pattern' holds ' '"),
+        ([""], "--allow: '' is empty"),
+        (["x" * 201], "--allow: 'xxx"),
+        ([f"h{i}" for i in range(51)], "--allow: 51 patterns given; an app may have at most 50"),
+    ],
+)
+def test_a_bad_handler_pattern_names_the_flag_before_any_store_is_touched(
+    patterns: list[str], says: str, no_store: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["app", "handlers", "app_1"] + [arg for p in patterns for arg in ("--allow", p)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("kairos: ") and says in captured.err
+    assert captured.out == "" and "Traceback" not in captured.err
+
+
+def test_allow_and_all_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["app", "handlers", "app_1", "--allow", "report.*", "--all"])
+    assert exited.value.code == 2
+    assert "--all: not allowed with argument --allow" in capsys.readouterr().err

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from common.db.apps import App
 from common.db.jobs import NewJob
-from common.errors import UnknownHandlerError, ValidationFailedError
+from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
+from common.handler_patterns import HandlerPatterns
 from common.schedule import Schedule
 from services.api.schemas import JobCreate
 from services.api.validation import (
@@ -23,14 +25,19 @@ from services.api.validation import (
 HANDLERS = frozenset({"demo.echo", "demo.sleep"})
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 LIMIT = 1024
+APP = App(id=7, app_id="app_7", name="reports")
 
 
 def _body(**fields: Any) -> JobCreate:
     return JobCreate.model_validate({"jobName": "report", "jobHandler": "demo.echo", **fields})
 
 
-def _build(body: JobCreate) -> NewJob:
-    return build_job(body, app_pk=7, known_handlers=HANDLERS, max_params_bytes=LIMIT, now_ms=NOW_MS)
+def _build(body: JobCreate, app: App = APP) -> NewJob:
+    return build_job(body, app, known_handlers=HANDLERS, max_params_bytes=LIMIT, now_ms=NOW_MS)
+
+
+def _restricted(*patterns: str) -> App:
+    return App(id=7, app_id="app_7", name="reports", handlers=HandlerPatterns(patterns))
 
 
 def _params_of_size(size: int) -> dict[str, Any]:
@@ -76,6 +83,31 @@ def test_unknown_handler_is_rejected_by_name() -> None:
 def test_unknown_handler_is_reported_before_other_mistakes() -> None:
     with pytest.raises(UnknownHandlerError):
         _build(_body(jobHandler="demo.missing", cronExpr="nope", callbackUrl="ftp://x"))
+
+
+def test_a_handler_outside_the_apps_patterns_is_refused_naming_them() -> None:
+    with pytest.raises(HandlerNotAllowedError) as caught:
+        _build(_body(jobHandler="demo.sleep"), _restricted("demo.e*", "report.?"))
+    error = caught.value
+    assert error.field == "jobHandler" and error.name == "demo.sleep"
+    assert "'demo.e*', 'report.?'" in error.message
+    assert "kairos app handlers app_7" in error.message
+
+
+def test_a_handler_inside_the_apps_patterns_is_taken() -> None:
+    assert _build(_body(jobHandler="demo.echo"), _restricted("demo.e*")).handler == "demo.echo"
+
+
+def test_a_handler_not_allowed_is_refused_as_such_even_when_no_worker_has_it() -> None:
+    # The app learns nothing of handlers outside its patterns, registered or not.
+    with pytest.raises(HandlerNotAllowedError):
+        _build(_body(jobHandler="billing.missing"), _restricted("demo.*"))
+
+
+def test_an_unknown_handler_lists_only_the_registered_handlers_the_app_may_use() -> None:
+    with pytest.raises(UnknownHandlerError) as caught:
+        _build(_body(jobHandler="demo.missing"), _restricted("demo.e*", "demo.missing"))
+    assert "demo.echo" in caught.value.message and "demo.sleep" not in caught.value.message
 
 
 def test_build_job_rejects_an_invalid_cron() -> None:

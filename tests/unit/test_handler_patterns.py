@@ -1,0 +1,112 @@
+"""Handler patterns: which handlers an app may name, glob-style, and what a pattern may be."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.errors import ValidationFailedError
+from common.handler_patterns import (
+    EVERY_HANDLER,
+    MAX_PATTERN_LENGTH,
+    MAX_PATTERNS,
+    HandlerPatterns,
+    checked_patterns,
+    pattern_problem,
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "handler", "allowed"),
+    [
+        ("report.*", "report.generate", True),
+        ("report.*", "report.", True),
+        ("report.*", "report", False),
+        ("report.*", "billing.report.x", False),
+        ("report.*", "REPORT.generate", False),  # case counts, on every platform
+        ("billing.export", "billing.export", True),
+        ("billing.export", "billing.exports", False),
+        ("billing.export", "billing_export", False),  # '.' is no wildcard
+        ("report.v?", "report.v2", True),
+        ("report.v?", "report.v10", False),
+        ("*", "anything.at:all", True),
+        ("*.sync", "crm.contacts.sync", True),
+    ],
+)
+def test_a_pattern_matches_as_fnmatchcase_does(pattern: str, handler: str, allowed: bool) -> None:
+    assert HandlerPatterns((pattern,)).allows(handler) is allowed
+
+
+def test_any_pattern_of_several_admits_a_handler() -> None:
+    patterns = HandlerPatterns(("report.*", "billing.export"))
+    assert patterns.allows("report.daily") and patterns.allows("billing.export")
+    assert not patterns.allows("billing.import")
+
+
+def test_no_restriction_admits_every_handler_and_an_empty_list_none() -> None:
+    assert EVERY_HANDLER.allows("anything") and EVERY_HANDLER.patterns is None
+    assert not HandlerPatterns(()).allows("anything")
+
+
+def test_patterns_round_trip_through_their_stored_text() -> None:
+    patterns = HandlerPatterns(("report.*", "billing.export"))
+    assert HandlerPatterns.from_stored(patterns.stored()) == patterns
+    assert EVERY_HANDLER.stored() is None
+    assert HandlerPatterns.from_stored(None) == EVERY_HANDLER
+
+
+@pytest.mark.parametrize("stored", ["not json", "{}", '["a", 1]', '"report.*"'])
+def test_stored_text_that_cannot_be_read_admits_nothing(stored: str) -> None:
+    # A restriction that cannot be read must not turn into no restriction.
+    assert HandlerPatterns.from_stored(stored) == HandlerPatterns(())
+
+
+def test_patterns_are_shown_quoted_and_clipped() -> None:
+    assert EVERY_HANDLER.shown() == "every handler"
+    assert HandlerPatterns(("a.*", "b")).shown() == "'a.*', 'b'"
+    many = HandlerPatterns(tuple(f"h{i}" for i in range(15)))
+    assert many.shown().endswith("'h9' and 5 more")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["report.*", "billing.export", "a", "x?", "*", "crm:contacts/sync-v2_x", "A" * 200],
+)
+def test_sane_patterns_are_taken(pattern: str) -> None:
+    assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("", "is empty"),
+        ("a" * (MAX_PATTERN_LENGTH + 1), f"at most {MAX_PATTERN_LENGTH}"),
+        ("report [x]", "' '"),
+        ("report.[ab]", "'['"),  # fnmatch's character classes are not offered
+        ("report.!x", "'!'"),
+        ("rapport.été", "'é'"),
+        ("a\nb", "'\\n'"),
+        ("a\\*", "'\\\\'"),
+    ],
+)
+def test_a_bad_pattern_is_refused_with_the_reason(pattern: str, says: str) -> None:
+    problem = pattern_problem(pattern)
+    assert problem is not None and says in problem
+
+
+def test_checked_patterns_name_the_flag_and_the_bad_pattern() -> None:
+    with pytest.raises(ValidationFailedError) as caught:
+        checked_patterns(["report.*", "bad pattern"], "--allow")
+    assert caught.value.field == "--allow"
+    assert "'bad pattern'" in str(caught.value) and str(caught.value).startswith("--allow: ")
+
+
+def test_checked_patterns_drop_repeats_and_keep_the_order() -> None:
+    assert checked_patterns(["b.*", "a", "b.*"], "--allow") == ("b.*", "a")
+
+
+def test_checked_patterns_refuse_none_or_too_many() -> None:
+    with pytest.raises(ValidationFailedError, match="at least one"):
+        checked_patterns([], "--allow")
+    with pytest.raises(ValidationFailedError, match=f"at most {MAX_PATTERNS}"):
+        checked_patterns([f"h{i}" for i in range(MAX_PATTERNS + 1)], "--allow")
+    assert len(checked_patterns([f"h{i}" for i in range(MAX_PATTERNS)], "--allow")) == 50
