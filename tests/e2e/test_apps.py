@@ -87,3 +87,43 @@ def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secre
     assert verify(api.signing_secret, *signed, header)
     again = kairos(processes, "app", "rotate-secret", app_id)
     assert again.returncode == 2 and "still signs with its previous secret" in again.stderr
+
+
+def test_an_operator_restricts_an_apps_handlers_and_the_running_api_follows(
+    processes: Processes,
+) -> None:
+    port = free_port()
+    processes.start("api", "api", "--port", str(port), KAIROS_AUTH_CACHE_SECONDS="0.2")
+    processes.start("worker", "worker", "--id", "w1")  # registers the demo handlers
+    api = connect_api(processes, port)  # a job of demo.noop is accepted: no restriction
+    app_id = processes.run("app", "list").splitlines()[-1].split()[0]
+    shown = json.loads(processes.run("app", "handlers", app_id))
+    assert shown == {"appId": app_id, "handlerPatterns": None}
+
+    done = kairos(processes, "app", "handlers", app_id, "--allow", "demo.e*", "--allow", "x.?")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["handlerPatterns"] == ["demo.e*", "x.?"]
+    assert "KAIROS_AUTH_CACHE_SECONDS" in done.stderr
+    assert "1 live jobs of this app name handlers outside these patterns" in done.stderr
+    listed = processes.run("app", "list").splitlines()[-1].split()
+    assert listed[0] == app_id and listed[2] == "demo.e*,x.?"
+    body = {"jobName": "r", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    refused = wait_until(
+        lambda: (r := api.post_job(body)).status_code == 422 and r,
+        10,
+        what="the API to take the restriction",
+    )
+    assert refused.json()["errors"][0]["field"] == "jobHandler"
+    assert f"`kairos app handlers {app_id} --allow PATTERN`" in refused.json()["detail"]
+    assert api.post_job({**body, "jobHandler": "demo.echo"}).status_code == 202
+
+    bad = kairos(processes, "app", "handlers", app_id, "--allow", "demo.[ab]")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "--allow: 'demo.[ab]' holds '['" in bad.stderr
+    assert json.loads(processes.run("app", "handlers", app_id))["handlerPatterns"] == [
+        "demo.e*",
+        "x.?",
+    ]
+    lifted = json.loads(processes.run("app", "handlers", app_id, "--all"))
+    assert lifted["handlerPatterns"] is None
+    wait_until(lambda: api.post_job(body).status_code == 202, 10, what="the lift to apply")

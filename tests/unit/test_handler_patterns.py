@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from common.errors import ValidationFailedError
 from common.handler_patterns import (
@@ -110,3 +114,15 @@ def test_checked_patterns_refuse_none_or_too_many() -> None:
     with pytest.raises(ValidationFailedError, match=f"at most {MAX_PATTERNS}"):
         checked_patterns([f"h{i}" for i in range(MAX_PATTERNS + 1)], "--allow")
     assert len(checked_patterns([f"h{i}" for i in range(MAX_PATTERNS)], "--allow")) == 50
+
+
+_PATTERN_TEXT = st.text(alphabet="ab.*?-", min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PATTERN_TEXT, min_size=1, max_size=4), st.text(alphabet="ab.-\n", max_size=8))
+def test_allows_agrees_with_fnmatchcase_on_any_pattern_and_name(
+    patterns: list[str], handler: str
+) -> None:
+    expected = any(fnmatch.fnmatchcase(handler, p) for p in patterns)
+    assert HandlerPatterns(tuple(patterns)).allows(handler) is expected

@@ -25,6 +25,14 @@ _CHANGE: dict[int | str, dict[str, object]] = {
     **_ONE_JOB,
     409: {"model": Problem, "description": "Not allowed from the job's status; nothing changed"},
 }
+_RUN: dict[int | str, dict[str, object]] = {
+    **_CHANGE,
+    403: {
+        "model": Problem,
+        "description": "The app may no longer use the job's handler (its handler patterns "
+        "changed after the job was stored); nothing changed",
+    },
+}
 
 
 @router.get(
@@ -65,9 +73,7 @@ def pause_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
     return control.read_job_view(state, caller, job_id)
 
 
-@router.post(
-    "/{job_id}/resume", operation_id="resumeJob", response_model=JobView, responses=_CHANGE
-)
+@router.post("/{job_id}/resume", operation_id="resumeJob", response_model=JobView, responses=_RUN)
 def resume_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
     """Fire a paused job by schedule again, from its stored next trigger time.
 
@@ -82,7 +88,7 @@ def resume_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
     operation_id="triggerJob",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TriggerAccepted,
-    responses=_CHANGE,
+    responses=_RUN,
 )
 def trigger_job(job_id: int, state: StateDep, caller: CallerDep) -> TriggerAccepted:
     """Run the job once now, besides its schedule (a finished one-shot job too)."""
@@ -108,7 +114,14 @@ def cancel_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
     "/{job_id}",
     operation_id="updateJob",
     response_model=JobView,
-    responses={**_CHANGE, 422: {"model": Problem, "description": "Invalid; nothing written"}},
+    responses={
+        **_CHANGE,
+        422: {
+            "model": Problem,
+            "description": "Invalid, or the job's handler is one the app may no longer use; "
+            "nothing written",
+        },
+    },
 )
 def update_job(job_id: int, body: JobPatch, state: StateDep, caller: CallerDep) -> JobView:
     """Change fields of a live job, validated as at create.

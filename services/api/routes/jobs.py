@@ -27,7 +27,11 @@ router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": Problem, "description": "Missing or unknown API key"},
-    422: {"model": Problem, "description": "Invalid request; nothing was written"},
+    422: {
+        "model": Problem,
+        "description": "Invalid request (a handler outside the app's handler patterns "
+        "too); nothing was written",
+    },
 }
 
 
