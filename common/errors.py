@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from common.secrets_mask import mask_text, masked_url
+
 
 class KairosError(Exception):
     """Root of every error Kairos raises on purpose."""
@@ -21,9 +23,11 @@ class StoreUnavailableError(KairosError):
     """MySQL, Redis or RabbitMQ did not answer; the message says which and where."""
 
     def __init__(self, store: str, url: str, detail: str) -> None:
-        super().__init__(f"{store} at {url} is not reachable: {detail}")
+        # Credentials never reach a log line or an operator's terminal.
+        shown = masked_url(url)
+        super().__init__(f"{store} at {shown} is not reachable: {mask_text(detail)}")
         self.store = store
-        self.url = url
+        self.url = shown
 
 
 class ValidationFailedError(KairosError):

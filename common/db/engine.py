@@ -15,6 +15,10 @@ from common.config import StoreSettings
 from common.errors import ConfigurationError, StoreUnavailableError
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+# No MySQL call waits for ever: a half-open connection (a server gone without a reset)
+# fails its statement after this long instead of holding its thread for hours. The
+# read timeout bounds the longest statement Kairos runs, migrations included.
+CONNECT_ARGS = {"connect_timeout": 10, "read_timeout": 300, "write_timeout": 60}
 
 
 def server_url(settings: StoreSettings) -> sa.URL:
@@ -42,6 +46,10 @@ def make_engine(settings: StoreSettings, pool_size: int = 5, pre_ping: bool = Tr
         pool_pre_ping=pre_ping,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
+        # Errors carry the statement but not its parameters: those are job params,
+        # results and callback payloads, which logs must not hold.
+        hide_parameters=True,
+        connect_args=CONNECT_ARGS,
     )
 
 
