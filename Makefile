@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install services run test test-unit test-integration test-e2e lint format bench clean
+.PHONY: install services run test test-unit test-integration test-e2e chaos lint format bench clean
 
 $(BIN)/kairos: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kairos needs Python 3.11+"'
@@ -30,6 +30,12 @@ test: install services lint
 	$(BIN)/pytest tests/unit -q
 	$(BIN)/pytest tests/integration -q
 	$(BIN)/pytest tests/e2e -q
+	$(BIN)/pytest tests/chaos -q -m short
+
+# Every chaos scenario, server restarts included: run it when nothing else uses the
+# machine's MariaDB, Redis and RabbitMQ.
+chaos: install services
+	$(BIN)/pytest tests/chaos -q -rA
 
 test-unit: install
 	$(BIN)/pytest tests/unit -q

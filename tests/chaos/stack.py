@@ -1,0 +1,128 @@
+"""The chaos suite's stack: API, two dispatchers, three workers and a notifier, as real
+processes on the test's namespace, and the burst of jobs each scenario runs."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from common.clock import wall_ms
+from common.config import StoreSettings
+from tests.books import Books, Expectation, wait_for_books
+from tests.chaos.ledger import Ledger
+from tests.e2e.harness import (
+    Api,
+    CallbackReceiver,
+    Processes,
+    connect_api,
+    free_port,
+    wait_until,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+DISPATCHERS = ("d1", "d2")
+WORKERS = ("w1", "w2", "w3")
+HANDLERS = "tests.chaos.ledger"
+_LEASE = re.compile(r"(lease acquired|lease lost|stepping down)")
+
+
+@dataclass
+class ChaosStack:
+    """A running stack and what a scenario needs to drive it."""
+
+    processes: Processes
+    namespace: StoreSettings
+    ledger_path: Path
+    receiver: CallbackReceiver
+    api: Api
+
+    @classmethod
+    def start(
+        cls,
+        processes: Processes,
+        namespace: StoreSettings,
+        receiver: CallbackReceiver,
+        leader_env: dict[str, str] | None = None,
+    ) -> ChaosStack:
+        """Start every process; d1 leads (started first); return once jobs can run."""
+        ledger = processes.log_dir / "ledger.txt"
+        processes.env["KAIROS_CHAOS_LEDGER"] = str(ledger)
+        processes.start("d1", "dispatcher", "--id", "d1", **(leader_env or {}))
+        wait_until(lambda: "lease acquired" in processes.log("d1"), 30, what="d1 to lead")
+        processes.start("d2", "dispatcher", "--id", "d2")
+        for worker in WORKERS:
+            start_worker(processes, worker)
+        processes.start("notifier", "notifier")
+        port = free_port()
+        processes.start("api", "api", "--port", str(port))
+        api = connect_api(processes, port, probe_handler="chaos.effect")
+        wait_until(
+            lambda: all("consuming" in processes.log(w) for w in WORKERS),
+            30,
+            what="every worker to consume",
+        )
+        time.sleep(1.0)  # the leader's view of the live workers refreshes every 0.5 s
+        return cls(processes, namespace, ledger, receiver, api)
+
+    def leader(self) -> str:
+        """The dispatcher that holds the lease, by what the dispatchers logged last."""
+        for name in DISPATCHERS:
+            events = _LEASE.findall(self.processes.log(name))
+            if events and events[-1] == "lease acquired":
+                return name
+        raise AssertionError("no dispatcher leads")
+
+    def submit_burst(self, count: int, over_ms: int, seconds: float = 0.05) -> list[int]:
+        """``count`` one-shot jobs spread over ``over_ms`` from now, a third with a
+        callback; each may be retried, so a run lost to a fault runs again."""
+        start = wall_ms() + 300
+        bodies: list[dict[str, Any]] = []
+        for n in range(count):
+            body: dict[str, Any] = {
+                "jobName": f"chaos-{n}",
+                "jobHandler": "chaos.effect",
+                "params": {"seconds": seconds},
+                "triggerAt": start + n * over_ms // count,
+                "maxRetries": 5,
+                "retryBackoffSeconds": 1,
+                "retryBackoffMaxSeconds": 2,
+            }
+            if n % 3 == 0:
+                body["callbackUrl"] = self.receiver.url
+            bodies.append(body)
+        job_ids: list[int] = []
+        for start_at in range(0, count, 500):
+            response = httpx.post(
+                f"{self.api.base}/openapi/jobs/batch",
+                json={"jobs": bodies[start_at : start_at + 500]},
+                headers={"Authorization": f"Bearer {self.api.api_key}"},
+                timeout=60,
+            )
+            assert response.status_code == 202, response.text
+            job_ids += [int(item["jobId"]) for item in response.json()["jobs"]]
+        return job_ids
+
+    def settle(self, engine: Engine, job_ids: list[int], timeout: float) -> Books:
+        """Wait for the books to add up (or the time to run out); the last reading."""
+        return wait_for_books(engine, Expectation(job_ids), timeout)
+
+    def ledger(self) -> Ledger:
+        """The side effects completed so far."""
+        return Ledger.read(self.ledger_path)
+
+
+def start_worker(processes: Processes, worker: str, name: str | None = None) -> None:
+    """Start one worker of the stack under its fixed id (``name``: the process's name in
+    ``processes`` and its log, for a worker started again under the same id)."""
+    processes.start(
+        name or worker,
+        "worker",
+        *("--id", worker, "--capacity", "4", "--handlers", HANDLERS),
+        PYTHONPATH=str(REPO),
+    )
