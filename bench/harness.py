@@ -26,20 +26,28 @@ from types import FrameType
 from typing import IO, Any
 
 import httpx
-import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.engine import drop_database
 from common.db.schema import executions, workers
 from common.namespace import prepare_namespace
-from common.ports import free_port as free_port
 from common.states import ExecutionStatus
-from common.vhost import drop_vhost
 from services.stack import DEMO_HANDLERS
 
 REPO = Path(__file__).resolve().parent.parent
+# The namespace helpers the benchmarks share with the tests live in tests/stores.py, and
+# tests/ is not installed (only common/ and services/ are): it imports from the
+# repository root, which a script run as `python bench/x.py` does not have on sys.path.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests import stores  # noqa: E402
+
+# The scripts take these from here, where the path above is set.
+drop_redis_keys = stores.drop_redis_keys
+drop_vhost = stores.drop_vhost
+free_port = stores.free_port
+
 WORKER_IDS = ("bench-w1", "bench-w2")
 WORKER_CAPACITY = 16
 STARTUP_SECONDS = 60.0
@@ -305,7 +313,7 @@ def print_log_tails(services: list[Service], lines: int = 25) -> None:
 def drop_namespace(settings: StoreSettings) -> None:
     """Drop the namespace's database, vhost and Redis keys; report, never raise."""
     steps: list[tuple[str, Callable[[StoreSettings], None]]] = [
-        ("database", drop_database),
+        ("database", stores.drop_database),
         ("vhost", drop_vhost),
         ("redis keys", drop_redis_keys),
     ]
@@ -315,17 +323,6 @@ def drop_namespace(settings: StoreSettings) -> None:
         except Exception as e:
             log(f"could not drop {what} of {settings.namespace}: {e!r}")
     log(f"namespace {settings.namespace} dropped")
-
-
-def drop_redis_keys(settings: StoreSettings) -> None:
-    """Delete every Redis key under ``<namespace>:``."""
-    client = redis.Redis.from_url(settings.redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{settings.namespace}:*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 @contextmanager

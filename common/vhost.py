@@ -1,4 +1,4 @@
-"""Create and drop the RabbitMQ vhost of a namespace through the management API."""
+"""A namespace's RabbitMQ vhost through the management API: created, and its queues read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from common.config import StoreSettings
 from common.errors import StoreUnavailableError
 
 
-def _management(settings: StoreSettings) -> tuple[str, tuple[str, str]]:
+def management_api(settings: StoreSettings) -> tuple[str, tuple[str, str]]:
+    """The management API's base URL and credentials, from the settings' management URL."""
     parts = urlsplit(settings.amqp_management_url)
     base = f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}"
     return base, (parts.username or "guest", parts.password or "guest")
@@ -22,7 +23,7 @@ def _amqp_user(settings: StoreSettings) -> str:
 
 def ensure_vhost(settings: StoreSettings) -> None:
     """Create the namespace's vhost (if missing) and give the AMQP user full rights on it."""
-    base, auth = _management(settings)
+    base, auth = management_api(settings)
     vhost = quote(settings.namespace, safe="")
     user = quote(_amqp_user(settings), safe="")
     try:
@@ -40,18 +41,9 @@ def ensure_vhost(settings: StoreSettings) -> None:
         ) from e
 
 
-def drop_vhost(settings: StoreSettings) -> None:
-    """Delete the namespace's vhost with everything in it."""
-    base, auth = _management(settings)
-    with httpx.Client(auth=auth, timeout=10.0) as client:
-        response = client.delete(f"{base}/api/vhosts/{quote(settings.namespace, safe='')}")
-        if response.status_code not in (204, 404):
-            response.raise_for_status()
-
-
 def queue_stats(settings: StoreSettings, queue: str) -> dict[str, int]:
     """Ready, unacked and consumer counts of one queue, as the management API sees them."""
-    base, auth = _management(settings)
+    base, auth = management_api(settings)
     vhost = quote(settings.namespace, safe="")
     with httpx.Client(auth=auth, timeout=10.0) as client:
         response = client.get(f"{base}/api/queues/{vhost}/{quote(queue, safe='')}")

@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.engine import drop_database, ensure_database, make_engine, migrate, server_url
-from common.vhost import drop_vhost, ensure_vhost
+from common.db.engine import ensure_database, make_engine, migrate, server_url
+from common.vhost import ensure_vhost
+from tests.stores import drop_database, drop_redis_keys, drop_vhost
 
 TEMPLATE = "t_template_" + secrets.token_hex(4)
 
@@ -53,14 +54,6 @@ def _copy_schema(template: str, target: str, settings: StoreSettings) -> None:
     engine.dispose()
 
 
-def _clear_redis(settings: StoreSettings) -> None:
-    client = redis.Redis.from_url(settings.redis_url)
-    keys = list(client.scan_iter(match=f"{settings.namespace}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
 @pytest.fixture
 def namespace(template_namespace: str) -> Iterator[StoreSettings]:
     """Settings for a namespace no other test sees; everything in it is removed after."""
@@ -70,7 +63,7 @@ def namespace(template_namespace: str) -> Iterator[StoreSettings]:
     yield settings
     drop_vhost(settings)
     drop_database(settings)
-    _clear_redis(settings)
+    drop_redis_keys(settings)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from harness import (
     Service,
     check_alive,
     drop_redis_keys,
+    drop_vhost,
     log,
     poll_until,
     print_log_tails,
@@ -37,7 +38,7 @@ from harness import (
 )
 
 from common.config import StoreSettings
-from common.vhost import drop_vhost, ensure_vhost, queue_stats
+from common.vhost import ensure_vhost, queue_stats
 
 from . import (
     AMQP_URL_ENV,

@@ -70,16 +70,6 @@ def ensure_database(settings: StoreSettings) -> None:
         engine.dispose()
 
 
-def drop_database(settings: StoreSettings) -> None:
-    """Drop the namespace's database (tests and ``kairos namespace drop`` only)."""
-    engine = sa.create_engine(server_url(settings), poolclass=sa.NullPool)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{settings.namespace}`"))
-    finally:
-        engine.dispose()
-
-
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` with Alembic."""
     config = Config()

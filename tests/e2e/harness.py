@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from common.ports import free_port as free_port
+from tests.stores import free_port as free_port
 
 KAIROS = str(Path(sys.executable).parent / "kairos")
 

@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.errors import ConfigurationError
 from common.metrics import start_metrics_server
-from tests.e2e.harness import free_port, wait_until
+from tests.e2e.harness import wait_until
+from tests.stores import free_port
 
 
 def kairos_families(text: str) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from common.ports import LOWEST, ephemeral_start, free_port
+from tests.stores import LOWEST, ephemeral_start, free_port
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
