@@ -110,7 +110,7 @@ class ChaosStack:
 
     def settle(self, engine: Engine, job_ids: list[int], timeout: float) -> Books:
         """Wait for the books to add up (or the time to run out); the last reading."""
-        return wait_for_books(engine, Expectation(job_ids), timeout)
+        return wait_for_books(engine, Expectation(job_ids), timeout=timeout)
 
     def ledger(self) -> Ledger:
         """The side effects completed so far."""
