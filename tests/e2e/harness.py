@@ -99,6 +99,12 @@ class Api:
             f"{self.base}/openapi/jobs", json=body, headers=self._headers() | headers, timeout=10
         )
 
+    def act(self, job_id: int, action: str) -> httpx.Response:
+        """POST /openapi/jobs/{id}/{action}: pause, resume, trigger or cancel."""
+        return httpx.post(
+            f"{self.base}/openapi/jobs/{job_id}/{action}", headers=self._headers(), timeout=10
+        )
+
     def job(self, job_id: int) -> dict[str, Any]:
         """GET /openapi/jobs/{id} as JSON."""
         response = httpx.get(f"{self.base}/openapi/jobs/{job_id}", headers=self._headers())

@@ -8,8 +8,10 @@ import subprocess
 import time
 
 import httpx
+from sqlalchemy.engine import Engine
 
 from services.notifier.signing import verify
+from tests.books import Expectation, assert_books
 from tests.e2e.harness import (
     KAIROS,
     CallbackReceiver,
@@ -59,17 +61,20 @@ def test_rotating_the_key_or_secret_of_an_unknown_app_says_so(processes: Process
 
 
 def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secret(
-    processes: Processes, receiver: CallbackReceiver
+    processes: Processes, receiver: CallbackReceiver, engine: Engine
 ) -> None:
     port = free_port()
     processes.start("up", "up", "--port", str(port), KAIROS_SECRET_CACHE_SECONDS="0.5")
     api = connect_api(processes, port)
     app_id = processes.run("app", "list").splitlines()[-1].split()[0]  # the app just made
+    job_ids: list[int] = []
 
     def callback_signatures() -> tuple[tuple[str, int, str], str]:
         """Run a job with a callback; its signed fields and its signature header."""
         body = {"jobName": "r", "jobHandler": "demo.noop", "callbackUrl": receiver.url}
-        assert api.post_job(body).status_code == 202
+        created = api.post_job(body)
+        assert created.status_code == 202
+        job_ids.append(created.json()["jobId"])
         seen = len(receiver.received)
         wait_until(lambda: len(receiver.received) > seen, 30, what="the callback")
         callback = receiver.received[-1]
@@ -87,6 +92,7 @@ def test_after_a_secret_rotation_callbacks_verify_with_the_new_and_the_old_secre
     assert verify(api.signing_secret, *signed, header)
     again = kairos(processes, "app", "rotate-secret", app_id)
     assert again.returncode == 2 and "still signs with its previous secret" in again.stderr
+    assert_books(engine, Expectation(job_ids, execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def test_an_operator_restricts_an_apps_handlers_and_the_running_api_follows(

@@ -7,6 +7,7 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from tests.books import Expectation, assert_books
 from tests.e2e.harness import (
     Api,
     CallbackReceiver,
@@ -41,12 +42,15 @@ def test_failed_callback_is_retried_until_the_receiver_takes_it(
     receiver = CallbackReceiver(statuses=[500, 503])
     try:
         api = start_stack(processes)
-        api.post_job({"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url})
+        body = {"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url}
+        job_id = api.post_job(body).json()["jobId"]
         wait_until(lambda: delivery(engine).get("status") == "DELIVERED", 30, what="delivery")
         assert len(receiver.received) == 3
         ids = {r.headers["webhook-id"] for r in receiver.received}
         assert len(ids) == 1, "every attempt carries the same webhook-id"
         assert delivery(engine)["attempts"] == 3
+        expected = Expectation([job_id], execution_statuses={"SUCCEEDED"})
+        assert assert_books(engine, expected, timeout=30).deliveries == 1
     finally:
         receiver.close()
 
@@ -57,13 +61,18 @@ def test_undeliverable_callback_parks_in_dead_letters_and_replays(
     receiver = CallbackReceiver(statuses=[500, 500, 500])
     try:
         api = start_stack(processes)
-        api.post_job({"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url})
+        body = {"jobName": "cb", "jobHandler": "demo.noop", "callbackUrl": receiver.url}
+        job_id = api.post_job(body).json()["jobId"]
         wait_until(lambda: delivery(engine).get("status") == "DEAD", 30, what="dead letter")
         assert len(receiver.received) == 3, "1 attempt + 2 retry tiers"
         assert delivery(engine)["last_status_code"] == 500
+        refused = Expectation([job_id], execution_statuses={"SUCCEEDED"}, callbacks="dead")
+        assert_books(engine, refused, timeout=0)
         output = processes.run("callbacks", "replay")
         assert "replayed 1" in output
         wait_until(lambda: delivery(engine).get("status") == "DELIVERED", 30, what="replay")
         assert json.loads(receiver.received[-1].body)["status"] == "SUCCEEDED"
+        replayed = Expectation([job_id], execution_statuses={"SUCCEEDED"})
+        assert assert_books(engine, replayed, timeout=30).deliveries == 1
     finally:
         receiver.close()

@@ -7,8 +7,10 @@ import time
 from urllib.parse import quote
 
 import httpx
+from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
+from tests.books import Expectation, assert_books
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_healthy, wait_until
 
 
@@ -29,7 +31,9 @@ def all_succeeded(api: Api, job_ids: list[int]) -> bool:
     return all(api.job(j)["status"] == "SUCCEEDED" for j in job_ids)
 
 
-def test_second_dispatcher_takes_over_when_the_leader_is_killed(processes: Processes) -> None:
+def test_second_dispatcher_takes_over_when_the_leader_is_killed(
+    processes: Processes, engine: Engine
+) -> None:
     processes.start("worker", "worker", "--id", "w1")
     processes.start("d1", "dispatcher", "--id", "d1")
     wait_until(lambda: "lease acquired" in processes.log("d1"), 20, what="d1 to lead")
@@ -43,9 +47,12 @@ def test_second_dispatcher_takes_over_when_the_leader_is_killed(processes: Proce
     assert "lease acquired" in processes.log("d2")
     for job_id in first + second:
         assert len(api.executions(job_id)) == 1
+    assert_books(engine, Expectation(first + second, execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
-def test_killed_worker_loses_its_running_job_and_its_queue_moves(processes: Processes) -> None:
+def test_killed_worker_loses_its_running_job_and_its_queue_moves(
+    processes: Processes, engine: Engine
+) -> None:
     # Round robin splits the 4 jobs 2/2 for sure; the equal-cost score also weighs each
     # worker's CPU idle, which on one busy host can tip a pick either way.
     processes.start("d", "dispatcher", "--strategy", "round_robin")
@@ -84,9 +91,17 @@ def test_killed_worker_loses_its_running_job_and_its_queue_moves(processes: Proc
     assert outcomes[moved[0]] == "SUCCEEDED"
     assert api.executions(moved[0])[0]["workerId"] == "w2"
     assert sum(1 for s in outcomes.values() if s == "SUCCEEDED") == 3
+    # The run w1 died in is LOST and, with no retry allowed, fails its job; the rest
+    # (the one moved off w1 with them) each succeed in one execution.
+    assert_books(
+        engine,
+        Expectation(lost, {"FAILED"}, {"LOST"}),
+        Expectation([j for j in sleepers if j not in lost], execution_statuses={"SUCCEEDED"}),
+        timeout=30,
+    )
 
 
-def test_sigterm_drains_a_worker_before_it_exits(processes: Processes) -> None:
+def test_sigterm_drains_a_worker_before_it_exits(processes: Processes, engine: Engine) -> None:
     processes.start("d", "dispatcher")
     worker = processes.start("w1", "worker", "--id", "w1")
     api = start_api(processes)
@@ -98,9 +113,10 @@ def test_sigterm_drains_a_worker_before_it_exits(processes: Processes) -> None:
     processes.signal("w1", signal.SIGTERM)
     assert worker.wait(timeout=30) == 0
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
-def test_long_run_is_acked_early_and_still_reports(processes: Processes) -> None:
+def test_long_run_is_acked_early_and_still_reports(processes: Processes, engine: Engine) -> None:
     processes.start("d", "dispatcher")
     processes.start("w1", "worker", "--id", "w1", KAIROS_ACK_DEADLINE_SECONDS="1")
     api = start_api(processes)
@@ -111,10 +127,11 @@ def test_long_run_is_acked_early_and_still_reports(processes: Processes) -> None
     assert api.job(job_id)["status"] == "RUNNING"
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
     assert len(api.executions(job_id)) == 1
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def test_worker_reconnects_when_the_broker_drops_its_connection(
-    processes: Processes, namespace: StoreSettings
+    processes: Processes, namespace: StoreSettings, engine: Engine
 ) -> None:
     processes.start("d", "dispatcher")
     processes.start("w1", "worker", "--id", "w1")
@@ -129,6 +146,7 @@ def test_worker_reconnects_when_the_broker_drops_its_connection(
     later = noop_jobs(api, 3)
     wait_until(lambda: all_succeeded(api, later), 30, what="jobs after the reconnect")
     assert processes.running["w1"].poll() is None, "the worker process must survive"
+    assert_books(engine, Expectation(first + later, execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def close_connections(settings: StoreSettings, name: str) -> int:

@@ -8,7 +8,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tests.e2e.harness import Processes, wait_until
+from tests.books import Expectation, assert_books
+from tests.e2e.harness import Processes, connect_api, free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +33,15 @@ def test_a_worker_registers_its_own_modules_and_no_demo_handlers(
     )
     handlers = wait_until(lambda: registered(engine, "w1"), 30, what="w1's heartbeat")
     assert handlers == ["test.count"]
+    # It runs what it registered, and nothing takes a job for a demo handler.
+    processes.start("d", "dispatcher")
+    port = free_port()
+    processes.start("api", "api", "--port", str(port))
+    api = connect_api(processes, port, probe_handler="test.count")
+    assert api.post_job({"jobName": "demo", "jobHandler": "demo.noop"}).status_code == 422
+    job_id = api.post_job({"jobName": "counted", "jobHandler": "test.count"}).json()["jobId"]
+    assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def test_a_worker_with_no_handler_module_refuses_to_start(processes: Processes) -> None:

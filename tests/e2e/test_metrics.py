@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.engine import Engine
 
+from tests.books import Expectation, assert_books
 from tests.e2e.harness import Processes, connect_api, free_port, wait_until
 
 
@@ -21,7 +23,9 @@ def scrape(port: int) -> dict[str, float]:
     return totals
 
 
-def test_dispatcher_and_worker_count_the_jobs_they_run(processes: Processes) -> None:
+def test_dispatcher_and_worker_count_the_jobs_they_run(
+    processes: Processes, engine: Engine
+) -> None:
     dispatcher_port, worker_port, api_port = free_port(), free_port(), free_port()
     processes.start("d", "dispatcher", "--metrics-port", str(dispatcher_port))
     processes.start("w1", "worker", "--id", "w1", "--metrics-port", str(worker_port))
@@ -33,6 +37,7 @@ def test_dispatcher_and_worker_count_the_jobs_they_run(processes: Processes) -> 
     ]
     for job_id in jobs:
         assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"})["status"] == "SUCCEEDED"
+    assert_books(engine, Expectation(jobs, execution_statuses={"SUCCEEDED"}), timeout=30)
 
     def counted_all() -> dict[str, float] | None:
         found = scrape(dispatcher_port)

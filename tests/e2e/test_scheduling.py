@@ -5,7 +5,10 @@ from __future__ import annotations
 import signal
 import time
 
+from sqlalchemy.engine import Engine
+
 from common.timefmt import iso_ms, parse_instant
+from tests.books import CANCELLED_CRON, Expectation, assert_books
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
 
 
@@ -22,7 +25,9 @@ def final(api: Api, job_id: int, timeout: float = 40) -> dict[str, object]:
     return api.wait_status(job_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout)
 
 
-def test_failed_runs_are_retried_as_new_attempts_until_exhausted(processes: Processes) -> None:
+def test_failed_runs_are_retried_as_new_attempts_until_exhausted(
+    processes: Processes, engine: Engine
+) -> None:
     api = start(processes)
     job_id = api.post_job(
         {
@@ -39,9 +44,11 @@ def test_failed_runs_are_retried_as_new_attempts_until_exhausted(processes: Proc
     assert {r["status"] for r in runs} == {"FAILED"}
     assert len({r["executionId"] for r in runs}) == 3
     assert len({r["triggerTime"] for r in runs}) == 1
+    books = assert_books(engine, Expectation([job_id], {"FAILED"}, {"FAILED"}), timeout=30)
+    assert books.executions == 3
 
 
-def test_run_past_its_timeout_is_timed_out(processes: Processes) -> None:
+def test_run_past_its_timeout_is_timed_out(processes: Processes, engine: Engine) -> None:
     api = start(processes)
     job_id = api.post_job(
         {
@@ -55,9 +62,10 @@ def test_run_past_its_timeout_is_timed_out(processes: Processes) -> None:
     [run] = api.executions(job_id)
     assert run["status"] == "TIMED_OUT"
     assert "timed out after 1 s" in run["message"]
+    assert_books(engine, Expectation([job_id], {"FAILED"}, {"TIMED_OUT"}), timeout=30)
 
 
-def test_one_shot_never_fires_before_its_trigger_time(processes: Processes) -> None:
+def test_one_shot_never_fires_before_its_trigger_time(processes: Processes, engine: Engine) -> None:
     api = start(processes)
     at = int(time.time() * 1000) + 2_500
     job_id = api.post_job(
@@ -67,10 +75,11 @@ def test_one_shot_never_fires_before_its_trigger_time(processes: Processes) -> N
     [run] = api.executions(job_id)
     assert parse_instant(run["dispatchedAt"]) >= parse_instant(run["triggerTime"])
     assert run["triggerTime"] == iso_ms(at)
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def test_triggers_missed_while_no_dispatcher_ran_follow_the_misfire_policy(
-    processes: Processes,
+    processes: Processes, engine: Engine
 ) -> None:
     api = start(processes)
     common = {"jobHandler": "demo.noop", "cronExpr": "* * * * * *", "misfireThresholdSeconds": 1}
@@ -96,9 +105,14 @@ def test_triggers_missed_while_no_dispatcher_ran_follow_the_misfire_policy(
         and parse_instant(r["dispatchedAt"]) - parse_instant(r["triggerTime"]) > 2_000
     ]
     assert len(late) == 1, "FIRE_ONCE runs one missed trigger, not each of them"
+    for job_id in (skip, once):
+        assert api.act(job_id, "cancel").status_code == 200
+    assert_books(engine, Expectation([skip, once], {"CANCELLED"}, CANCELLED_CRON), timeout=30)
 
 
-def test_forbid_overlap_skips_triggers_while_the_last_run_goes(processes: Processes) -> None:
+def test_forbid_overlap_skips_triggers_while_the_last_run_goes(
+    processes: Processes, engine: Engine
+) -> None:
     api = start(processes)
     job_id = api.post_job(
         {
@@ -120,9 +134,13 @@ def test_forbid_overlap_skips_triggers_while_the_last_run_goes(processes: Proces
     assert all("FORBID" in (r["message"] or "") for r in runs if r["status"] == "SKIPPED")
     queued = [r for r in runs if r["status"] == "QUEUED"]
     assert len(queued) <= 1
+    assert api.act(job_id, "cancel").status_code == 200
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, CANCELLED_CRON), timeout=30)
 
 
-def test_get_previews_the_next_trigger_times_in_the_jobs_zone(processes: Processes) -> None:
+def test_get_previews_the_next_trigger_times_in_the_jobs_zone(
+    processes: Processes, engine: Engine
+) -> None:
     api = start(processes, dispatcher=False)
     job_id = api.post_job(
         {
@@ -143,3 +161,6 @@ def test_get_previews_the_next_trigger_times_in_the_jobs_zone(processes: Process
     times = response.json()["nextTriggerTimes"]
     assert len(times) == 5
     assert all(t.endswith(("T08:00:00.000Z", "T07:00:00.000Z")) for t in times)
+    # No dispatcher runs here: the job waits for its first trigger, with no execution.
+    books = assert_books(engine, Expectation([job_id], {"WAITING"}), timeout=0)
+    assert books.executions == 0

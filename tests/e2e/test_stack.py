@@ -8,8 +8,10 @@ from typing import Any
 
 import psutil
 import pytest
+from sqlalchemy.engine import Engine
 
 from services.notifier.signing import verify
+from tests.books import CANCELLED_CRON, Expectation, assert_books
 from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
 
 
@@ -21,7 +23,7 @@ def api(processes: Processes) -> Api:
 
 
 def test_one_shot_job_succeeds_and_its_signed_callback_arrives(
-    api: Api, receiver: CallbackReceiver
+    api: Api, receiver: CallbackReceiver, engine: Engine
 ) -> None:
     created = api.post_job(
         {
@@ -60,18 +62,23 @@ def test_one_shot_job_succeeds_and_its_signed_callback_arrives(
         "startedAt",
         "endedAt",
     }
+    books = assert_books(
+        engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30
+    )
+    assert (books.executions, books.deliveries) == (1, 1)
 
 
-def test_failing_handler_gives_failed_with_its_message(api: Api) -> None:
+def test_failing_handler_gives_failed_with_its_message(api: Api, engine: Engine) -> None:
     job_id = api.post_job(
         {"jobName": "f", "jobHandler": "demo.fail", "params": {"message": "no disk"}}
     ).json()["jobId"]
     job = api.wait_status(job_id, {"SUCCEEDED", "FAILED"})
     assert job["status"] == "FAILED"
     assert "no disk" in job["lastExecution"]["message"]
+    assert_books(engine, Expectation([job_id], {"FAILED"}, {"FAILED"}), timeout=30)
 
 
-def test_cron_job_runs_repeatedly(api: Api) -> None:
+def test_cron_job_runs_repeatedly(api: Api, engine: Engine) -> None:
     job_id = api.post_job(
         {"jobName": "tick", "jobHandler": "demo.noop", "cronExpr": "* * * * * *"}
     ).json()["jobId"]
@@ -84,9 +91,17 @@ def test_cron_job_runs_repeatedly(api: Api) -> None:
     times = [e["triggerTime"] for e in api.executions(job_id)]
     assert len(times) == len(set(times)), "a trigger ran twice"
     assert api.job(job_id)["status"] in {"WAITING", "RUNNING"}
+    # While it runs, a trigger may be under way, but none stuck; a run still QUEUED or
+    # due (FORBID overlap, the default) may make the next trigger SKIPPED.
+    running = Expectation(
+        [job_id], {"WAITING", "RUNNING"}, {"SUCCEEDED", "SKIPPED"}, in_flight_ms=15_000
+    )
+    assert_books(engine, running, timeout=30)
+    assert api.act(job_id, "cancel").status_code == 200
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, CANCELLED_CRON), timeout=30)
 
 
-def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api) -> None:
+def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api, engine: Engine) -> None:
     body = {"jobName": "once", "jobHandler": "demo.noop", "clientRequestId": "order-42"}
     first = api.post_job(body)
     again = api.post_job(body)
@@ -107,6 +122,8 @@ def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api) -> None:
         assert response.json()["detail"]
     next_id = api.post_job({"jobName": "after", "jobHandler": "demo.noop"}).json()["jobId"]
     assert next_id == first.json()["jobId"] + 1, "a rejected request wrote a row"
+    stored = Expectation([first.json()["jobId"], next_id], execution_statuses={"SUCCEEDED"})
+    assert_books(engine, stored, timeout=30)
 
 
 def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
@@ -120,7 +137,7 @@ def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
         assert line in log
 
 
-def test_up_restarts_a_child_that_dies(processes: Processes) -> None:
+def test_up_restarts_a_child_that_dies(processes: Processes, engine: Engine) -> None:
     port = free_port()
     up = processes.start("up", "up", "--port", str(port), "--workers", "1")
     api = connect_api(processes, port)
@@ -141,3 +158,4 @@ def test_up_restarts_a_child_that_dies(processes: Processes) -> None:
     assert "worker-1 exited with -9; restarting it" in processes.log("up")
     job_id = api.post_job({"jobName": "after", "jobHandler": "demo.noop"}).json()["jobId"]
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)["status"] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)

@@ -11,9 +11,11 @@ import httpx
 import pytest
 import redis
 import sqlalchemy as sa
+from sqlalchemy.engine import Engine
 
 from common.clock import wall_ms
 from common.config import StoreSettings
+from tests.books import Expectation, assert_books
 from tests.e2e.counting import runs_key
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
 
@@ -110,7 +112,9 @@ def assert_each_ran_once(api: Api, namespace: StoreSettings, job_ids: list[int])
 
 
 @pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl here")
-def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+def test_rabbitmq_restart_mid_run(
+    processes: Processes, namespace: StoreSettings, engine: Engine
+) -> None:
     api = start_counting_stack(processes)
     job_ids = submit_spread(api, 300, over_ms=8_000)
     # Running when the broker goes: their deliveries come back while they still run.
@@ -118,11 +122,15 @@ def test_rabbitmq_restart_mid_run(processes: Processes, namespace: StoreSettings
     time.sleep(3)
     restart_rabbitmq(down_seconds=3)
     assert_each_ran_once(api, namespace, job_ids)
+    assert_books(engine, Expectation(job_ids, execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
-def test_mysql_connections_dropped_mid_run(processes: Processes, namespace: StoreSettings) -> None:
+def test_mysql_connections_dropped_mid_run(
+    processes: Processes, namespace: StoreSettings, engine: Engine
+) -> None:
     api = start_counting_stack(processes)
     job_ids = submit_spread(api, 300, over_ms=8_000)
     time.sleep(2)
     assert kill_mysql_connections(namespace, rounds=6, every_s=0.5) > 0
     assert_each_ran_once(api, namespace, job_ids)
+    assert_books(engine, Expectation(job_ids, execution_statuses={"SUCCEEDED"}), timeout=30)

@@ -23,6 +23,7 @@ from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
+from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app
 
 RUN = ClaimUpdate(None, JobStatus.RUNNING)
@@ -195,6 +196,7 @@ def test_misfire_skip_records_a_skipped_trigger_and_jumps_ahead(
         job = get_job(conn, 1, job_id)
     assert job is not None
     assert job.next_trigger_time > now
+    assert_books(engine, Expectation([job_id], {"WAITING"}, {"SKIPPED"}), timeout=0)
 
 
 def test_misfire_fire_all_runs_each_missed_trigger_in_the_window(
@@ -229,6 +231,7 @@ def test_one_shot_misfire_skip_fails_the_job_without_running_it(
     assert job is not None
     assert job.status == JobStatus.FAILED
     assert executions_of(engine, job_id)[0][1] == "SKIPPED"
+    assert_books(engine, Expectation([job_id], {"FAILED"}, {"SKIPPED"}), timeout=0)
 
 
 def test_a_trigger_that_already_has_its_execution_is_not_created_again(
@@ -273,3 +276,4 @@ def test_a_job_whose_schedule_cannot_be_computed_ends_alone_and_the_batch_goes_o
         job = get_job(conn, 1, broken)
     assert job is not None and job.status == JobStatus.FAILED
     assert all(len(executions_of(engine, j)) == 1 for j in fine)
+    assert_books(engine, Expectation([broken], {"FAILED"}, {"FAILED"}), timeout=0)

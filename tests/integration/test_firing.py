@@ -21,6 +21,7 @@ from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
 from services.dispatcher.trigger.fire import WARM_UP_MS, Firer, FireSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
+from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -113,6 +114,7 @@ def test_retry_of_a_cancelled_job_is_cancelled_not_sent(
     fire.load()
     assert fire.fire_due() == 0
     assert statuses(engine) == {"e-retry": "CANCELLED"}
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"CANCELLED"}), timeout=0)
     frame = connection.channel().queue_declare("kairos.worker.w1", passive=True)
     assert frame.method.message_count == 0
 
@@ -221,6 +223,12 @@ def test_a_skip_at_fire_time_releases_the_job_as_a_finished_run_would(
     assert statuses(engine) == {"e-one-shot": "SKIPPED", "e-queue": "SKIPPED"}
     assert job_status(engine, one_shot) == "FAILED"
     assert job_status(engine, queued) == "WAITING"
+    assert_books(
+        engine,
+        Expectation([one_shot], {"FAILED"}, {"SKIPPED"}),
+        Expectation([queued], {"WAITING"}, {"SKIPPED"}),
+        timeout=0,
+    )
 
 
 def test_a_held_execution_is_sent_once_a_worker_runs_its_handler_and_its_message_clears(

@@ -16,6 +16,7 @@ from common.db.jobs import find_due_jobs
 from common.errors import InvalidTransitionError
 from common.states import ExecutionStatus
 from services.api import control
+from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FUTURE,
     add_execution,
@@ -70,6 +71,7 @@ def test_a_run_going_at_cancel_is_recorded_and_the_job_stays_cancelled(
     record(engine, redis_client, job_id, execution["execution_id"], "FAILED")
     assert [e["status"] for e in executions_of(engine, job_id)] == ["FAILED"]
     assert job_row(engine, job_id)["status"] == "CANCELLED"
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"FAILED"}), timeout=0)
 
 
 def test_cancel_again_changes_nothing(client: TestClient, engine: Engine) -> None:
@@ -139,3 +141,4 @@ def test_triggers_racing_a_cancel_leave_no_scheduled_run_of_the_cancelled_job(
     assert sorted(r["execution_id"] for r in rows) == sorted(accepted)
     assert {r["status"] for r in rows} == {"CANCELLED"}
     assert job_row(engine, job_id)["status"] == "CANCELLED"
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"CANCELLED"}), timeout=0)

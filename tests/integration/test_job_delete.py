@@ -8,6 +8,7 @@ import redis
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FUTURE,
     claim_due,
@@ -35,6 +36,7 @@ def test_delete_hides_the_job_and_cancels_its_scheduled_runs(
     assert client.get("/openapi/jobs").json()["jobs"] == []
     claim_due(engine, redis_client)
     assert [e["status"] for e in executions_of(engine, job_id)] == ["CANCELLED"]
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"CANCELLED"}), timeout=0)
 
 
 def test_a_deleted_job_answers_404_to_everything(client: TestClient) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from common.db.jobs import find_due_jobs
 from common.schedule import PAUSE_SKIP_ROWS, PAUSED_SKIP
+from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FINAL,
     FUTURE,
@@ -64,6 +65,7 @@ def test_pause_lets_a_claimed_run_go_on(
     assert execution["status"] == "SCHEDULED"
     record(engine, redis_client, job_id, execution["execution_id"], "SUCCEEDED")
     assert job_row(engine, job_id)["status"] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=0)
 
 
 def test_pause_again_changes_nothing(client: TestClient, engine: Engine) -> None:
@@ -129,6 +131,7 @@ def test_resume_of_a_cron_job_skips_the_triggers_inside_the_pause(
     assert row["status"] == "WAITING"
     assert row["next_trigger_time"] >= now - 1_000
     assert all(e["trigger_time"] < row["next_trigger_time"] for e in skipped)
+    assert_books(engine, Expectation([job_id], {"WAITING"}, {"SKIPPED"}), timeout=0)
 
 
 def test_a_long_pause_records_its_first_missed_triggers_and_says_there_were_more(
@@ -140,6 +143,7 @@ def test_a_long_pause_records_its_first_missed_triggers_and_says_there_were_more
     assert len(skipped) == PAUSE_SKIP_ROWS
     last = max(skipped, key=lambda e: e["trigger_time"])
     assert "the later triggers until the resume" in last["message"]
+    assert_books(engine, Expectation([job_id], {"WAITING"}, {"SKIPPED"}), timeout=0)
 
 
 def test_resume_of_a_one_shot_job_whose_run_is_pending_is_running(
@@ -154,6 +158,7 @@ def test_resume_of_a_one_shot_job_whose_run_is_pending_is_running(
     [execution] = executions_of(engine, job_id)
     record(engine, redis_client, job_id, execution["execution_id"], "FAILED")
     assert job_row(engine, job_id)["status"] == "FAILED"
+    assert_books(engine, Expectation([job_id], {"FAILED"}, {"FAILED"}), timeout=0)
 
 
 def test_resume_of_a_one_shot_job_with_only_a_manual_run_waits(
@@ -179,6 +184,7 @@ def test_resume_of_a_recurring_job_is_held_only_under_overlap_queue(
     assert job_row(engine, job_id)["status"] == expected
     record(engine, redis_client, job_id, execution["execution_id"], "SUCCEEDED")
     assert job_row(engine, job_id)["status"] == "WAITING"
+    assert_books(engine, Expectation([job_id], {"WAITING"}, {"SUCCEEDED"}), timeout=0)
 
 
 @pytest.mark.parametrize("status", ["WAITING", "RUNNING"])

@@ -9,10 +9,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
+from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FUTURE,
     api_state,
     assert_refused,
+    claim_due,
     create,
     executions_of,
     job_row,
@@ -90,10 +92,16 @@ def test_triggers_in_the_same_millisecond_get_the_next_free_trigger_time(
 def test_a_manual_run_leaves_a_finished_job_finished(
     client: TestClient, engine: Engine, redis_client: redis.Redis
 ) -> None:
-    job_id = create(client, triggerAt=FUTURE)
-    set_status(engine, job_id, "SUCCEEDED")
+    job_id = create(client)
+    claim_due(engine, redis_client)
+    [run] = executions_of(engine, job_id)
+    record(engine, redis_client, job_id, run["execution_id"], "SUCCEEDED")
+    assert job_row(engine, job_id)["status"] == "SUCCEEDED"
     execution_id = client.post(f"/openapi/jobs/{job_id}/trigger").json()["executionId"]
     record(engine, redis_client, job_id, execution_id, "FAILED")
     assert job_row(engine, job_id)["status"] == "SUCCEEDED"
     last = client.get(f"/openapi/jobs/{job_id}").json()["lastExecution"]
     assert (last["executionId"], last["status"]) == (execution_id, "FAILED")
+    # The trigger's own run decided the job; the manual run that failed after it did not.
+    expected = Expectation([job_id], {"SUCCEEDED"}, {"SUCCEEDED", "FAILED"})
+    assert assert_books(engine, expected, timeout=0).outcomes == {"SUCCEEDED": 1, "FAILED": 1}

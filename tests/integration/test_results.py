@@ -13,6 +13,7 @@ from common.messages import ExecutionResult
 from common.schedule import plan_trigger
 from services.dispatcher.outcomes.record import record_results
 from services.dispatcher.trigger.claim import claim_update
+from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app
 
 
@@ -65,6 +66,7 @@ def test_one_shot_job_ends_with_its_execution(engine: Engine, redis_client: redi
     assert job is not None
     assert job.status == "FAILED"
     assert tuple(execution) == ("FAILED", "boom")
+    assert_books(engine, Expectation([1], {"FAILED"}, {"FAILED"}), timeout=0)
 
 
 def test_a_result_seen_twice_is_recorded_once(engine: Engine, redis_client: redis.Redis) -> None:
@@ -78,6 +80,8 @@ def test_a_result_seen_twice_is_recorded_once(engine: Engine, redis_client: redi
         deliveries = conn.execute(sa.text("SELECT COUNT(*) FROM callback_deliveries")).scalar()
     assert executions(engine) == [(1, "SUCCEEDED")]
     assert deliveries == 1
+    expected = Expectation([1], execution_statuses={"SUCCEEDED"}, callbacks="recorded")
+    assert_books(engine, expected, timeout=0)
 
 
 def test_failed_attempt_with_retries_left_schedules_a_new_attempt(
@@ -108,6 +112,8 @@ def test_failed_attempt_with_retries_left_schedules_a_new_attempt(
         job = get_job(conn, 1, 1)
     assert job is not None
     assert job.status == "FAILED"
+    expected = Expectation([1], {"FAILED"}, {"FAILED", "TIMED_OUT"}, callbacks="recorded")
+    assert assert_books(engine, expected, timeout=0).deliveries == 1
 
 
 def test_cron_job_keeps_its_next_trigger_and_is_released(
@@ -121,6 +127,7 @@ def test_cron_job_keeps_its_next_trigger_and_is_released(
     assert job is not None
     assert job.status == "WAITING"
     assert job.next_trigger_time == 2_000
+    assert_books(engine, Expectation([1], {"WAITING"}, {"SUCCEEDED"}), timeout=0)
 
 
 def test_callback_payload_is_recorded_with_the_result(
@@ -131,6 +138,8 @@ def test_callback_payload_is_recorded_with_the_result(
     assert created[0].url == "http://127.0.0.1:9/hook"
     assert '"executionId":"e-1"' in created[0].payload
     assert '"status":"SUCCEEDED"' in created[0].payload
+    expected = Expectation([1], execution_statuses={"SUCCEEDED"}, callbacks="recorded")
+    assert_books(engine, expected, timeout=0)
 
 
 def test_a_cron_job_with_no_trigger_left_ends_with_its_last_run(
@@ -145,3 +154,4 @@ def test_a_cron_job_with_no_trigger_left_ends_with_its_last_run(
         job = get_job(conn, 1, 1)
     assert job is not None
     assert job.status == "SUCCEEDED"
+    assert_books(engine, Expectation([1], execution_statuses={"SUCCEEDED"}), timeout=0)

@@ -26,6 +26,7 @@ from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.outcomes.record import record_results
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
+from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app
 
 W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))
@@ -156,6 +157,7 @@ def test_a_result_carrying_a_rolled_back_key_is_recorded_by_execution_id(
     )
     record_results(engine, ClusterClock(redis_client), [result])
     assert rows(engine)[job_id][1] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=0)
 
 
 @pytest.mark.parametrize("other", ["QUEUED", "SCHEDULED"])
@@ -208,6 +210,7 @@ def test_a_result_with_a_rolled_back_key_waits_for_the_claim_still_open_with_it(
     second.send(BatchPublisher(channel.connection.channel()))
     recording.join(timeout=10)
     assert rows(engine)[job_id][1] == "SUCCEEDED"
+    assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=0)
 
 
 def test_a_claim_handed_over_after_the_lead_ended_is_rolled_back(
