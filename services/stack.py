@@ -82,16 +82,34 @@ def _children(port: int, workers: int, handlers: str) -> list[Child]:
 
 def _with_metrics(child: Child, port: int) -> Child:
     """Give the child a metrics port, unless it is taken (another stack, another program)."""
+    if not _port_free(port):
+        print(f"kairos up: port {port} is in use; {child.name} serves no metrics")
+        return child
+    child.argv += ["--metrics-port", str(port)]
+    child.metrics_port = port
+    return child
+
+
+def _port_free(port: int) -> bool:
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            print(f"kairos up: port {port} is in use; {child.name} serves no metrics")
-            return child
-    child.argv += ["--metrics-port", str(port)]
-    child.metrics_port = port
-    return child
+            return False
+    return True
+
+
+def _restart(child: Child) -> None:
+    """Start the child again, without its metrics port if another program holds it now: a
+    stack starting at the same moment may have seen it free too, and a service that
+    cannot bind its port exits, as it would on every restart."""
+    if child.metrics_port is not None and not _port_free(child.metrics_port):
+        print(f"kairos up: port {child.metrics_port} is in use; {child.name} serves no metrics")
+        at = child.argv.index("--metrics-port")
+        child.argv = child.argv[:at] + child.argv[at + 2 :]
+        child.metrics_port = None
+    child.process = subprocess.Popen(child.argv, env=_child_env())
 
 
 def _child_env() -> dict[str, str]:
@@ -204,6 +222,6 @@ def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
                 print(f"kairos up: {child.name} keeps exiting ({code}); stopping", file=sys.stderr)
                 return 1
             print(f"kairos up: {child.name} exited with {code}; restarting it", file=sys.stderr)
-            child.process = subprocess.Popen(child.argv, env=_child_env())
+            _restart(child)
         time.sleep(0.2)
     return 0

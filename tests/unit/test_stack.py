@@ -1,12 +1,16 @@
-"""``kairos up``: which handler modules its workers import."""
+"""``kairos up``: which handler modules its workers import, and its children's metrics ports."""
 
 from __future__ import annotations
+
+import socket
+import subprocess
+import sys
 
 import pytest
 
 from common.errors import ConfigurationError
 from services.cli import build_parser, main
-from services.stack import DEMO_HANDLERS, _children, worker_handlers
+from services.stack import DEMO_HANDLERS, Child, _children, _supervise, worker_handlers
 
 
 def test_demo_adds_the_demo_handlers_to_the_modules_given() -> None:
@@ -40,3 +44,29 @@ def test_up_without_handlers_stops_before_starting_anything(
     monkeypatch.delenv("KAIROS_HANDLERS", raising=False)
     assert main(["up"]) == 2
     assert "--demo" in capsys.readouterr().err
+
+
+# Exits 2 as a service does when it cannot bind its metrics port; runs without one.
+SERVES_IF_NO_PORT = "import sys, time\nif '--metrics-port' in sys.argv: sys.exit(2)\ntime.sleep(60)"
+
+
+def test_a_child_whose_metrics_port_was_taken_meanwhile_restarts_without_metrics(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Another stack starting at the same moment saw the port free too, and bound it first.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        child = Child("notifier", [sys.executable, "-c", SERVES_IF_NO_PORT])
+        child.argv += ["--metrics-port", str(port)]
+        child.metrics_port = port
+        child.process = subprocess.Popen(child.argv)
+        try:
+            assert _supervise([child], lambda: child.metrics_port is None) == 0
+            assert "--metrics-port" not in child.argv
+            assert child.process.poll() is None, "restarted, and running"
+        finally:
+            child.process.kill()
+            child.process.wait()
+    assert f"port {port} is in use; notifier serves no metrics" in capsys.readouterr().out
