@@ -7,9 +7,11 @@ import time
 from urllib.parse import quote
 
 import httpx
+import redis
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
+from common.keys import RedisKeys
 from tests.books import Expectation, assert_books
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_healthy, wait_until
 
@@ -99,6 +101,38 @@ def test_killed_worker_loses_its_running_job_and_its_queue_moves(
         Expectation([j for j in sleepers if j not in lost], execution_statuses={"SUCCEEDED"}),
         timeout=30,
     )
+
+
+def test_a_run_lost_with_its_killed_worker_is_retried_on_another(
+    processes: Processes, namespace: StoreSettings, engine: Engine
+) -> None:
+    processes.start("d", "dispatcher")
+    processes.start("w1", "worker", "--id", "w1", "--capacity", "1")
+    api = start_api(processes)
+    body = {
+        "jobName": "s",
+        "jobHandler": "demo.sleep",
+        "params": {"seconds": 3},
+        "maxRetries": 1,
+        "retryBackoffSeconds": 1,
+    }
+    job_id = api.post_job(body).json()["jobId"]
+    first = wait_until(lambda: api.job(job_id)["lastExecution"], 20, what="the first run")
+    client = redis.Redis.from_url(namespace.redis_url)
+    started = RedisKeys(namespace.namespace).execution_started(first["executionId"])
+    wait_until(lambda: client.exists(started), 20, what="w1 to start the run")
+    client.close()
+    processes.start("w2", "worker", "--id", "w2", "--capacity", "1")
+    wait_until(lambda: "consuming" in processes.log("w2"), 20, what="w2 to consume")
+    processes.signal("w1", signal.SIGKILL)
+    assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)["status"] == "SUCCEEDED"
+    retry, lost = api.executions(job_id)
+    assert (lost["attempt"], lost["status"], lost["workerId"]) == (1, "LOST", "w1")
+    assert (retry["attempt"], retry["status"], retry["workerId"]) == (2, "SUCCEEDED", "w2")
+    books = assert_books(
+        engine, Expectation([job_id], execution_statuses={"LOST", "SUCCEEDED"}), timeout=30
+    )
+    assert books.outcomes == {"LOST": 1, "SUCCEEDED": 1}
 
 
 def test_sigterm_drains_a_worker_before_it_exits(processes: Processes, engine: Engine) -> None:
