@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install services run test test-unit test-integration test-e2e chaos lint format bench clean
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: install services chromium run test test-unit test-integration test-e2e chaos lint format bench clean
 
 $(BIN)/kairos: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kairos needs Python 3.11+"'
@@ -18,6 +20,10 @@ install: $(BIN)/kairos
 services:
 	bash scripts/ensure-services.sh
 
+# The console's browser tests drive Debian's chromium; Playwright downloads no browser.
+chromium:
+	@[ -x $(CHROMIUM) ] || { apt-get update -qq && apt-get install -y chromium; }
+
 run: install services
 	$(BIN)/kairos up --demo
 
@@ -26,7 +32,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install services lint
+test: install services chromium lint
 	$(BIN)/pytest tests/unit -q
 	$(BIN)/pytest tests/integration -q
 	$(BIN)/pytest tests/e2e -q
@@ -43,7 +49,7 @@ test-unit: install
 test-integration: install services
 	$(BIN)/pytest tests/integration -q
 
-test-e2e: install services
+test-e2e: install services chromium
 	$(BIN)/pytest tests/e2e -q
 
 format: install

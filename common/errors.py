@@ -110,6 +110,33 @@ class RotationOpenError(KairosError):
         self.app_id = app_id
 
 
+class OperatorExistsError(KairosError):
+    """An operator with that name exists already."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"an operator named {name!r} exists already; `kairos operator list` shows them, "
+            "`kairos operator revoke NAME` removes one"
+        )
+        self.name = name
+
+
+class UnknownOperatorError(KairosError):
+    """No operator has that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no operator {name!r}; `kairos operator list` shows them")
+        self.name = name
+
+
+class WorkerNotLiveError(KairosError):
+    """An operator asked a worker that is not running to drain."""
+
+    def __init__(self, worker_id: str, why: str) -> None:
+        super().__init__(f"worker {worker_id!r} cannot be drained: {why}")
+        self.worker_id = worker_id
+
+
 class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
 

@@ -33,6 +33,16 @@ class RedisKeys:
         ``WORKER_HELD`` with ``WORKER_HELD_AT``)."""
         return self._key("worker", worker_id)
 
+    def worker_drain(self, worker_id: str) -> str:
+        """Set by an operator (the console) to ask a worker to drain and stop; the worker
+        takes it (GET and DEL) with its next heartbeat."""
+        return self._key("worker", worker_id, "drain")
+
+    def activity(self, minute_ms: int) -> str:
+        """A hash of one minute's activity (``common.activity``): outcomes recorded and
+        trigger-lag buckets, added to by every dispatcher."""
+        return self._key("activity", str(minute_ms))
+
     def rate_limit(self, app_id: str) -> str:
         """A hash with one app's token bucket (tokens left, when last counted)."""
         return self._key("ratelimit", "app", app_id)

@@ -191,20 +191,62 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_workers(args: argparse.Namespace) -> int:
     """List workers with their load and score."""
-    from common.config import StoreSettings
+    from common.config import DispatcherSettings
     from services.operations import list_workers
 
-    print(list_workers(StoreSettings()))
+    settings = DispatcherSettings()
+    print(list_workers(settings, settings.heartbeat_stale_ms))
     return 0
 
 
 def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     """Move dead-lettered callbacks back to the callbacks queue."""
     from common.config import StoreSettings
+    from common.topology import CALLBACKS_DEAD_QUEUE
     from services.operations import replay_dead_callbacks
 
-    moved = replay_dead_callbacks(StoreSettings(), args.limit)
-    print(f"replayed {moved} dead-lettered callbacks")
+    report = replay_dead_callbacks(StoreSettings(), args.limit)
+    print(f"replayed {report.replayed} dead-lettered callbacks")
+    if report.unreadable:
+        print(
+            f"kairos: {report.unreadable} messages in {CALLBACKS_DEAD_QUEUE} cannot be read "
+            "as callbacks and stay there (inspect them in the management UI)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_operator_create(args: argparse.Namespace) -> int:
+    """Create a console operator and print its token once."""
+    from common.config import StoreSettings
+    from services.operations import create_operator_token
+
+    token = create_operator_token(StoreSettings(), args.name)
+    print(json.dumps({"operator": args.name, "token": token}))
+    print(
+        "kairos: sign in to the console (/console on the API) with this token; it is "
+        "shown only now",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_operator_list(args: argparse.Namespace) -> int:
+    """List console operators."""
+    from common.config import StoreSettings
+    from services.operations import list_operators
+
+    print(list_operators(StoreSettings()))
+    return 0
+
+
+def cmd_operator_revoke(args: argparse.Namespace) -> int:
+    """Remove a console operator; its sessions end at once."""
+    from common.config import StoreSettings
+    from services.operations import revoke_operator
+
+    revoke_operator(StoreSettings(), args.name)
+    print(f"operator {args.name}: removed; its token no longer signs in, its sessions ended")
     return 0
 
 
@@ -375,6 +417,24 @@ def _add_operator_parsers(sub: Any) -> None:
     replay.add_argument("--limit", type=int, default=1000)
     replay.set_defaults(func=cmd_callbacks_replay)
     _add_execution_parsers(sub)
+    _add_operator_parser(sub)
+
+
+def _add_operator_parser(sub: Any) -> None:
+    operator = sub.add_parser(
+        "operator", help="people who may sign in to the web console (/console)"
+    ).add_subparsers(dest="operator_cmd", required=True)
+    create = operator.add_parser("create", help="create an operator; prints its token once")
+    create.add_argument("name", help="1 to 64 letters, digits, '.', '_', '@', '-'")
+    create.set_defaults(func=cmd_operator_create)
+    operator.add_parser("list", help="list operators (no tokens)").set_defaults(
+        func=cmd_operator_list
+    )
+    revoke = operator.add_parser(
+        "revoke", help="remove an operator: its token stops working, its sessions end"
+    )
+    revoke.add_argument("name")
+    revoke.set_defaults(func=cmd_operator_revoke)
 
 
 def _add_handlers_parser(app: Any) -> None:

@@ -1,9 +1,8 @@
-"""Operator commands: workers with load scores, apps and their keys, dead-lettered
-callbacks, stuck executions."""
+"""Operator commands: workers with load scores, apps and their keys, console operators,
+dead-lettered callbacks, stuck executions."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ from typing import TypeVar
 import redis
 from sqlalchemy.engine import Connection
 
-from common.broker import BatchPublisher, OutgoingMessage, connect
+from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
 from common.db.apps import (
@@ -26,9 +25,10 @@ from common.db.apps import (
     set_handler_patterns,
 )
 from common.db.engine import make_engine
+from common.db.operators import all_operators, create_operator, delete_operator
 from common.db.stuck import find_unfinished
-from common.db.workers import all_workers
-from common.errors import RotationOpenError, UnknownAppError
+from common.dead_letters import ReplayReport, replay_dead
+from common.errors import RotationOpenError, UnknownAppError, UnknownOperatorError
 from common.execution_control import (
     ExecutionStores,
     fail_execution,
@@ -37,10 +37,9 @@ from common.execution_control import (
 )
 from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys
-from common.loadbalance import WorkerLoad, load_score
-from common.messages import CallbackMessage
 from common.timefmt import iso_ms
-from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
+from common.topology import declare_core
+from common.worker_views import worker_views
 
 T = TypeVar("T")
 
@@ -55,21 +54,27 @@ def _in_transaction(settings: StoreSettings, work: Callable[[Connection], T]) ->
         engine.dispose()
 
 
-def list_workers(settings: StoreSettings) -> str:
-    """A table of workers: state, heartbeat age, capacity, active runs (timed-out runs
-    still going included, and those alone as OVERRUN), cpu idle, avg ms, score."""
-    rows = _in_transaction(settings, all_workers)
-    now = wall_ms()
+def list_workers(settings: StoreSettings, stale_ms: int = 15_000) -> str:
+    """A table of workers: state (``STALE`` when its heartbeat is older than
+    ``stale_ms``), heartbeat age by the cluster clock, capacity, active runs (timed-out
+    runs still going included, and those alone as OVERRUN), cpu idle, avg ms, and the
+    load score the dispatcher gives it (``common.worker_views``)."""
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        now = ClusterClock(client).now_ms()
+    finally:
+        client.close()
+    views = _in_transaction(settings, lambda conn: worker_views(conn, now, stale_ms))
     lines = [
         f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'OVERRUN':>7} "
         f"{'IDLE%':>5} {'AVG_MS':>7} {'SCORE':>7}  HANDLERS"
     ]
-    for row in rows:
-        load = WorkerLoad(row.worker_id, row.active, row.avg_ms, row.cpu_idle, frozenset())
+    for w in views:
+        state = "STALE" if w.stale else w.state.value
         lines.append(
-            f"{row.worker_id:24} {row.state:9} {(now - row.last_heartbeat) / 1000:6.1f} "
-            f"{row.capacity:4d} {row.active:6d} {row.overrun:7d} {row.cpu_idle:5d} "
-            f"{row.avg_ms:7d} {load_score(load):7.2f}  {','.join(json.loads(row.handlers))}"
+            f"{w.worker_id:24} {state:9} {w.age_ms / 1000:6.1f} "
+            f"{w.capacity:4d} {w.active:6d} {w.overrun:7d} {w.cpu_idle:5d} "
+            f"{w.avg_ms:7d} {w.score.total:7.2f}  {','.join(w.handlers)}"
         )
     return "\n".join(lines)
 
@@ -155,38 +160,37 @@ def rotate_app_secret(
     return SecretRotation(secret, until)
 
 
-def replay_dead_callbacks(settings: StoreSettings, limit: int) -> int:
-    """Move up to ``limit`` messages from the dead-letter queue back to the callbacks queue.
+def replay_dead_callbacks(settings: StoreSettings, limit: int) -> ReplayReport:
+    """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
+    queue (``common.dead_letters``); messages no notifier can read stay parked."""
+    with _execution_stores(settings) as stores:
+        connection = connect(settings, "kairos callbacks replay")
+        try:
+            return replay_dead(connection, stores.engine, stores.clock.now_ms(), limit)
+        finally:
+            connection.close()
 
-    Each replayed message starts again at attempt 1, so it walks the retry tiers anew.
-    The dead copy is acked only after the replayed copy is committed.
-    """
-    connection = connect(settings, "kairos callbacks replay")
-    try:
-        channel = connection.channel()
-        declare_core(channel)
-        publisher = BatchPublisher(connection.channel())
-        moved = 0
-        while moved < limit:
-            method, _props, body = channel.basic_get(CALLBACKS_DEAD_QUEUE, auto_ack=False)
-            if method is None:
-                break
-            message = CallbackMessage.model_validate_json(body).model_copy(update={"attempt": 1})
-            publisher.publish(
-                [
-                    OutgoingMessage(
-                        CALLBACKS_EXCHANGE,
-                        CALLBACKS_QUEUE,
-                        message.model_dump_json().encode(),
-                        message.delivery_id,
-                    )
-                ]
-            )
-            channel.basic_ack(method.delivery_tag)
-            moved += 1
-        return moved
-    finally:
-        connection.close()
+
+def create_operator_token(settings: StoreSettings, name: str) -> str:
+    """Create a console operator; return its token (shown once, stored hashed).
+    Raises ``OperatorExistsError``."""
+    return _in_transaction(settings, lambda conn: create_operator(conn, name, wall_ms()))
+
+
+def list_operators(settings: StoreSettings) -> str:
+    """A table of console operators: name, creation time, sessions held (no tokens)."""
+    rows = _in_transaction(settings, all_operators)
+    lines = [f"{'NAME':24} {'CREATED':24} SESSIONS"]
+    for r in rows:
+        lines.append(f"{r.name:24} {iso_ms(r.created_at)!s:24} {r.n}")
+    return "\n".join(lines)
+
+
+def revoke_operator(settings: StoreSettings, name: str) -> None:
+    """Remove a console operator: its token stops working, its sessions end at once.
+    Raises ``UnknownOperatorError``."""
+    if not _in_transaction(settings, lambda conn: delete_operator(conn, name)):
+        raise UnknownOperatorError(name)
 
 
 @contextmanager

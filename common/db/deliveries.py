@@ -117,3 +117,47 @@ def list_for_job(conn: Connection, job_id: int) -> list[AnyRow]:
             .order_by(deliveries.c.id.desc())
         ).all()
     )
+
+
+def recent_for_job(conn: Connection, job_id: int, limit: int) -> list[AnyRow]:
+    """A job's newest ``limit`` callback deliveries, newest first."""
+    return list(
+        conn.execute(
+            sa.select(deliveries)
+            .where(deliveries.c.job_id == job_id)
+            .order_by(deliveries.c.id.desc())
+            .limit(limit)
+        ).all()
+    )
+
+
+def dead_deliveries(conn: Connection, limit: int) -> list[AnyRow]:
+    """Deliveries parked after their last retry tier, most recently parked first."""
+    return list(
+        conn.execute(
+            sa.select(deliveries)
+            .where(deliveries.c.status == DeliveryStatus.DEAD)
+            .order_by(deliveries.c.updated_at.desc())
+            .limit(limit)
+        ).all()
+    )
+
+
+def count_dead(conn: Connection) -> int:
+    """How many deliveries are parked dead."""
+    query = sa.select(sa.func.count()).where(deliveries.c.status == DeliveryStatus.DEAD)
+    return int(conn.execute(query).scalar_one())
+
+
+def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> None:
+    """Dead deliveries whose message went back to the callbacks queue are QUEUED again."""
+    ids = list(delivery_ids)
+    if ids:
+        conn.execute(
+            deliveries.update()
+            .where(
+                deliveries.c.delivery_id.in_(ids),
+                deliveries.c.status == DeliveryStatus.DEAD,
+            )
+            .values(status=DeliveryStatus.QUEUED, updated_at=now_ms)
+        )

@@ -136,3 +136,28 @@ callback_deliveries = Table(
     Column("delivered_at", BigInteger, nullable=True),
     Index("ix_callback_deliveries_status_updated", "status", "updated_at"),
 )
+
+operators = Table(
+    "operators",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False, unique=True),
+    # SHA-256 of the operator's console token; the token itself is shown once.
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+operator_sessions = Table(
+    "operator_sessions",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    # SHA-256 of the session cookie's value; the value itself lives only in the browser.
+    Column("session_hash", String(64), nullable=False, unique=True),
+    Column(
+        "operator_id", BigInteger, ForeignKey("operators.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_operator_sessions_expires", "expires_at"),
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pika.adapters.blocking_connection import BlockingConnection
 
+from common.activity import ActivityPublisher
 from common.broker import BatchPublisher, connect
 from common.config import DispatcherSettings
 from common.heap import freeze_startup_heap
@@ -79,6 +80,12 @@ class Dispatcher:
         results = ResultsConsumer(self.settings, self.engine, self.clock, self.name)
         results_thread = threading.Thread(target=results.run, args=(self.stop,), name="results")
         results_thread.start()
+        # The console's overview reads what this process counted, minute by minute.
+        activity = ActivityPublisher(self.redis, self.keys, self.clock)
+        activity_thread = threading.Thread(
+            target=activity.run, args=(self.stop,), name="activity", daemon=True
+        )
+        activity_thread.start()
         self.leadership.start()
         self.wake.start()
         try:
@@ -86,6 +93,7 @@ class Dispatcher:
         finally:
             self.leadership.stop()
             results_thread.join(timeout=10)
+            activity_thread.join(timeout=5)
             self.engine.dispose()
 
     def _lead_while_leader(self) -> None:

@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -59,10 +60,20 @@ class LoadSource(Protocol):
 
 
 class Heartbeater:
-    """Sends a heartbeat every ``interval`` seconds from its own thread."""
+    """Sends a heartbeat every ``interval`` seconds from its own thread.
+
+    Each heartbeat also takes an operator's drain request (``RedisKeys.worker_drain``, set
+    from the console) and hands it to ``on_drain``: the worker then drains and stops as
+    on SIGTERM.
+    """
 
     def __init__(
-        self, identity: WorkerIdentity, source: LoadSource, stores: Stores, interval: float
+        self,
+        identity: WorkerIdentity,
+        source: LoadSource,
+        stores: Stores,
+        interval: float,
+        on_drain: Callable[[], None] = lambda: None,
     ) -> None:
         self._worker_id = identity.worker_id
         self._capacity = identity.capacity
@@ -71,6 +82,7 @@ class Heartbeater:
         self._redis, self._engine = stores.redis, stores.engine
         self._keys, self._clock = stores.keys, stores.clock
         self._interval = interval
+        self._on_drain = on_drain
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
@@ -103,15 +115,27 @@ class Heartbeater:
         held = {WORKER_HELD: self._source.held(), WORKER_HELD_AT: held_at}
         heartbeat = self.build()
         key = self._keys.worker(self._worker_id)
+        drain = self._keys.worker_drain(self._worker_id)
         pipe = self._redis.pipeline()
         pipe.hset(key, mapping=cast(Any, {**heartbeat.as_dict(), **held}))
         pipe.pexpire(key, int(self._interval * 3000))
-        pipe.execute()
+        pipe.get(drain)
+        pipe.delete(drain)
+        requested_by = pipe.execute()[2]
         with self._engine.begin() as conn:
             upsert_heartbeat(conn, heartbeat)
+        if requested_by is not None and self.state is WorkerState.ACTIVE:
+            log.info(
+                "drain requested by operator %s: finishing the runs going, then stopping",
+                requested_by.decode(errors="replace"),
+                extra={"worker_id": self._worker_id},
+            )
+            self._on_drain()
 
     def start(self) -> None:
-        """Send one heartbeat now, then keep sending in the background."""
+        """Send one heartbeat now, then keep sending in the background. A drain request
+        left from before this process started is not this process's to take."""
+        self._redis.delete(self._keys.worker_drain(self._worker_id))
         self.send()
         self._thread.start()
 

@@ -43,7 +43,8 @@ def handler_modules(setting: str) -> list[str]:
 
 
 def run_worker(settings: WorkerSettings) -> None:
-    """Run a worker until SIGTERM or SIGINT, then drain and stop.
+    """Run a worker until SIGTERM or SIGINT (or an operator's drain request), then drain
+    and stop.
 
     A lost broker connection is opened again (with a jittered backoff) instead of ending
     the process; deliveries it held go back to the queue, and a run that was going when
@@ -64,7 +65,9 @@ def run_worker(settings: WorkerSettings) -> None:
     )
     serving = _Serving(settings, worker_id, runner, ConsumerStats())
     identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
-    heartbeat = Heartbeater(identity, serving, stores, settings.heartbeat_seconds)
+    heartbeat = Heartbeater(
+        identity, serving, stores, settings.heartbeat_seconds, on_drain=stop.set
+    )
     freeze_startup_heap()
     heartbeat.start()
     log.info("worker %s runs handlers %s", worker_id, ", ".join(sorted(handlers)))

@@ -1,0 +1,139 @@
+"""Operators of the web console: who may sign in (a token, stored hashed) and the
+sessions they hold (a cookie value, stored hashed, with its CSRF token)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from common.db.rows import AnyRow
+from common.db.schema import operator_sessions as sessions
+from common.db.schema import operators
+from common.errors import OperatorExistsError, ValidationFailedError
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+TOKEN_PREFIX = "kop_"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A person who may use the console."""
+
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class OperatorSession:
+    """A signed-in browser: whose it is, the token its forms must carry, when it ends."""
+
+    operator: Operator
+    csrf_token: str
+    expires_at: int
+
+
+def digest(secret: str) -> str:
+    """The stored form of a token or session value: SHA-256, hex. Both are 256 random
+    bits, so a fast hash is enough: nothing can be guessed from it."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def checked_name(name: str) -> str:
+    """An operator name: 1 to 64 letters, digits, ``.``, ``_``, ``@``, ``-``."""
+    if not _NAME.fullmatch(name):
+        raise ValidationFailedError(
+            "NAME",
+            f"{name!r} is not an operator name: use 1 to 64 letters, digits, '.', '_', '@' "
+            "or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def create_operator(conn: Connection, name: str, now_ms: int) -> str:
+    """Create an operator and return its console token (shown once, stored hashed).
+
+    Raises ``OperatorExistsError`` when the name is taken."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        conn.execute(
+            operators.insert().values(
+                name=checked_name(name), token_hash=digest(token), created_at=now_ms
+            )
+        )
+    except IntegrityError as e:
+        raise OperatorExistsError(name) from e
+    return token
+
+
+def all_operators(conn: Connection) -> list[AnyRow]:
+    """Every operator (id, name, creation time) with how many sessions it holds."""
+    live = (
+        sa.select(sa.func.count())
+        .where(sessions.c.operator_id == operators.c.id)
+        .correlate(operators)
+        .scalar_subquery()
+    )
+    query = sa.select(operators.c.id, operators.c.name, operators.c.created_at, live.label("n"))
+    return list(conn.execute(query.order_by(operators.c.name)).all())
+
+
+def delete_operator(conn: Connection, name: str) -> bool:
+    """Remove an operator; its token stops working and its sessions end. False if none."""
+    found = conn.execute(sa.select(operators.c.id).where(operators.c.name == name)).scalar()
+    if found is None:
+        return False
+    conn.execute(sessions.delete().where(sessions.c.operator_id == found))
+    conn.execute(operators.delete().where(operators.c.id == found))
+    return True
+
+
+def operator_for_token(conn: Connection, token: str) -> Operator | None:
+    """The operator whose token this is, if any."""
+    row = conn.execute(
+        sa.select(operators.c.id, operators.c.name).where(operators.c.token_hash == digest(token))
+    ).first()
+    return Operator(int(row.id), str(row.name)) if row is not None else None
+
+
+def start_session(
+    conn: Connection, operator: Operator, now_ms: int, lifetime_ms: int
+) -> tuple[str, OperatorSession]:
+    """A new session for ``operator``: the cookie value to hand the browser (stored only
+    hashed) and the session with its CSRF token. Sessions already over are removed."""
+    conn.execute(sessions.delete().where(sessions.c.expires_at < now_ms))
+    value = secrets.token_urlsafe(32)
+    session = OperatorSession(operator, secrets.token_urlsafe(32), now_ms + lifetime_ms)
+    conn.execute(
+        sessions.insert().values(
+            session_hash=digest(value),
+            operator_id=operator.id,
+            csrf_token=session.csrf_token,
+            created_at=now_ms,
+            expires_at=session.expires_at,
+        )
+    )
+    return value, session
+
+
+def find_session(conn: Connection, value: str, now_ms: int) -> OperatorSession | None:
+    """The session a cookie value names, while it lasts and its operator exists."""
+    row = conn.execute(
+        sa.select(operators.c.id, operators.c.name, sessions.c.csrf_token, sessions.c.expires_at)
+        .select_from(sessions.join(operators, operators.c.id == sessions.c.operator_id))
+        .where(sessions.c.session_hash == digest(value), sessions.c.expires_at > now_ms)
+    ).first()
+    if row is None:
+        return None
+    operator = Operator(int(row.id), str(row.name))
+    return OperatorSession(operator, str(row.csrf_token), int(row.expires_at))
+
+
+def end_session(conn: Connection, value: str) -> None:
+    """Sign a browser out: its session is removed."""
+    conn.execute(sessions.delete().where(sessions.c.session_hash == digest(value)))

@@ -1,0 +1,102 @@
+"""Workers as operators see them: state, heartbeat age by the cluster clock, and the load
+score the dispatcher computes, with its parts.
+
+The CLI (``kairos workers``) and the console show the same figures from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from common.db.executions import inflight_by_worker
+from common.db.rows import AnyRow
+from common.db.workers import all_workers
+from common.loadbalance import WorkerLoad, load_score
+from common.states import WorkerState
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    """The equal-cost load score, term by term: lower is less loaded."""
+
+    runs: float
+    """(runs its heartbeat reports + executions QUEUED on it) x 10"""
+    avg_run: float
+    """its average run time in seconds (avg_ms / 1000)"""
+    cpu: float
+    """its CPU busy share / 10 ((100 - cpu_idle) / 10)"""
+
+    @property
+    def total(self) -> float:
+        """The score itself."""
+        return self.runs + self.avg_run + self.cpu
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """One worker row, read at ``now_ms`` on the cluster clock."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    state: WorkerState
+    capacity: int
+    active: int
+    overrun: int
+    queued: int
+    cpu_idle: int
+    avg_ms: int
+    handlers: tuple[str, ...]
+    age_ms: int
+    stale: bool
+
+    @property
+    def takes_work(self) -> bool:
+        """ACTIVE with a fresh heartbeat (the dispatcher also wants a consumer on its
+        queue, which only the broker knows)."""
+        return self.state is WorkerState.ACTIVE and not self.stale
+
+    @property
+    def score(self) -> ScoreParts:
+        """The load score as the dispatcher computes it for this worker."""
+        load = WorkerLoad(
+            self.worker_id, self.active + self.queued, self.avg_ms, self.cpu_idle, frozenset()
+        )
+        return ScoreParts(load.active * 10, load.avg_ms / 1000, (100 - load.cpu_idle) / 10)
+
+    @property
+    def score_total(self) -> float:
+        """The score the dispatcher's ``load_score`` gives this worker."""
+        load = WorkerLoad(
+            self.worker_id, self.active + self.queued, self.avg_ms, self.cpu_idle, frozenset()
+        )
+        return load_score(load)
+
+
+def worker_views(conn: Connection, now_ms: int, stale_ms: int) -> list[WorkerView]:
+    """Every worker, by id, with its heartbeat age and the executions QUEUED on it."""
+    queued = inflight_by_worker(conn)
+    return [_view(row, queued.get(row.worker_id, 0), now_ms, stale_ms) for row in all_workers(conn)]
+
+
+def _view(row: AnyRow, queued: int, now_ms: int, stale_ms: int) -> WorkerView:
+    age = max(0, now_ms - int(row.last_heartbeat))
+    state = WorkerState(row.state)
+    return WorkerView(
+        worker_id=str(row.worker_id),
+        hostname=str(row.hostname),
+        pid=int(row.pid),
+        state=state,
+        capacity=int(row.capacity),
+        active=int(row.active),
+        overrun=int(row.overrun),
+        queued=queued,
+        cpu_idle=int(row.cpu_idle),
+        avg_ms=int(row.avg_ms),
+        handlers=tuple(json.loads(row.handlers)),
+        age_ms=age,
+        stale=age > stale_ms and state in (WorkerState.ACTIVE, WorkerState.DRAINING),
+    )
