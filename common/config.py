@@ -82,6 +82,22 @@ class ApiSettings(StoreSettings):
         "second's worth of the rate (at least 1)",
     )
     handler_cache_seconds: float = 2.0
+    console_session_hours: float = Field(
+        default=12.0,
+        gt=0,
+        le=720,
+        description="how long a console sign-in lasts; an operator signs in again after it",
+    )
+    console_secure_cookies: bool = Field(
+        default=False,
+        description="mark console cookies Secure (sent over HTTPS only) even when the API "
+        "itself is reached over plain HTTP, as behind a TLS-terminating proxy",
+    )
+    heartbeat_stale_ms: int = Field(
+        default=15_000,
+        description="a worker heard from longer ago counts as stale in the console (the "
+        "dispatchers' KAIROS_HEARTBEAT_STALE_MS)",
+    )
     auth_cache_seconds: float = Field(
         default=30.0,
         ge=0,

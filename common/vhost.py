@@ -54,3 +54,30 @@ def queue_stats(settings: StoreSettings, queue: str) -> dict[str, int]:
         "unacked": int(data.get("messages_unacknowledged", 0)),
         "consumers": int(data.get("consumers", 0)),
     }
+
+
+def vhost_queues(settings: StoreSettings, timeout: float = 3.0) -> list[dict[str, int | str]]:
+    """Every queue of the namespace's vhost with its ready, unacked and consumer counts,
+    by name; ``StoreUnavailableError`` when the management API does not answer."""
+    base, auth = management_api(settings)
+    vhost = quote(settings.namespace, safe="")
+    columns = "name,messages_ready,messages_unacknowledged,consumers"
+    try:
+        with httpx.Client(auth=auth, timeout=timeout) as client:
+            response = client.get(f"{base}/api/queues/{vhost}", params={"columns": columns})
+            response.raise_for_status()
+            data = response.json()
+    except (httpx.HTTPError, ValueError) as e:
+        raise StoreUnavailableError("RabbitMQ management API", base, str(e)) from e
+    return sorted(
+        (
+            {
+                "name": str(q.get("name", "")),
+                "ready": int(q.get("messages_ready", 0) or 0),
+                "unacked": int(q.get("messages_unacknowledged", 0) or 0),
+                "consumers": int(q.get("consumers", 0) or 0),
+            }
+            for q in data
+        ),
+        key=lambda q: str(q["name"]),
+    )

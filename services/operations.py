@@ -160,13 +160,17 @@ def rotate_app_secret(
     return SecretRotation(secret, until)
 
 
-def replay_dead_callbacks(settings: StoreSettings, limit: int) -> ReplayReport:
+def replay_dead_callbacks(
+    settings: StoreSettings, limit: int, delivery_id: str | None = None
+) -> ReplayReport:
     """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
-    queue (``common.dead_letters``); messages no notifier can read stay parked."""
+    queue, or only the one of ``delivery_id`` (``common.dead_letters``); messages no
+    notifier can read stay parked."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos callbacks replay")
         try:
-            return replay_dead(connection, stores.engine, stores.clock.now_ms(), limit)
+            now = stores.clock.now_ms()
+            return replay_dead(connection, stores.engine, now, limit, delivery_id)
         finally:
             connection.close()
 

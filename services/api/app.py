@@ -15,6 +15,7 @@ from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.body_limit import BodyLimit
+from services.api.console import install_console
 from services.api.group_insert import GroupInserter
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
@@ -78,4 +79,5 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(control.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    install_console(app)
     return app

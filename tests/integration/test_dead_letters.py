@@ -31,7 +31,7 @@ def dead_delivery(engine: Engine, delivery_id: str) -> CallbackMessage:
                 created_at=0,
                 updated_at=0,
             )
-        ).inserted_primary_key[0]
+        ).lastrowid
         insert_deliveries(
             conn,
             [NewDelivery(delivery_id, f"e-{delivery_id}", job_id, app_pk, "http://x/", "{}")],
@@ -55,7 +55,7 @@ def park(connection: BlockingConnection, bodies: list[bytes]) -> None:
 
 def drain(connection: BlockingConnection, queue: str) -> list[bytes]:
     channel = connection.channel()
-    bodies = []
+    bodies: list[bytes] = []
     while True:
         method, _props, body = channel.basic_get(queue, auto_ack=True)
         if method is None:

@@ -1,0 +1,74 @@
+"""What the console reads across every app: jobs by filter, one job, the apps by key.
+
+The OpenAPI's reads are scoped to the calling app (``common.db.control``); an operator
+sees every app's jobs, so these queries take no app, or take it as a filter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from common.db.apps import App
+from common.db.rows import AnyRow
+from common.db.schema import apps, jobs
+from common.handler_patterns import HandlerPatterns
+from common.states import JobStatus
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """A console job list: filters (None: any) and the page."""
+
+    app_pk: int | None = None
+    status: JobStatus | None = None
+    handler: str | None = None
+    name_prefix: str | None = None
+    before_id: int | None = None
+    limit: int = 50
+
+
+def find_jobs(conn: Connection, query: JobQuery) -> list[AnyRow]:
+    """Live jobs matching ``query``, newest first; one row more than the limit tells
+    whether another page follows."""
+    select = (
+        sa.select(jobs)
+        .where(jobs.c.deleted_at.is_(None))
+        .order_by(jobs.c.id.desc())
+        .limit(query.limit + 1)
+    )
+    if query.app_pk is not None:
+        select = select.where(jobs.c.app_id == query.app_pk)
+    if query.before_id is not None:
+        select = select.where(jobs.c.id < query.before_id)
+    if query.status is not None:
+        select = select.where(jobs.c.status == query.status)
+    if query.handler:
+        select = select.where(jobs.c.handler == query.handler)
+    if query.name_prefix:
+        select = select.where(jobs.c.job_name.startswith(query.name_prefix, autoescape=True))
+    return list(conn.execute(select).all())
+
+
+def find_job(conn: Connection, job_id: int) -> AnyRow | None:
+    """One live job, whatever its app."""
+    return conn.execute(
+        sa.select(jobs).where(jobs.c.id == job_id, jobs.c.deleted_at.is_(None))
+    ).first()
+
+
+def apps_by_key(conn: Connection) -> dict[int, App]:
+    """Every app by its primary key, with its handler patterns."""
+    rows = conn.execute(
+        sa.select(apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns).order_by(
+            apps.c.name
+        )
+    )
+    return {
+        int(r.id): App(
+            int(r.id), str(r.app_id), str(r.name), HandlerPatterns.from_stored(r.handler_patterns)
+        )
+        for r in rows
+    }

@@ -1,0 +1,99 @@
+"""Dead callbacks: the deliveries parked after their last retry, with their last error;
+replay one or all (``common.dead_letters``, as ``kairos callbacks replay`` does)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from common.db.deliveries import count_dead, dead_deliveries
+from common.errors import KairosError, StoreUnavailableError
+from common.topology import CALLBACKS_DEAD_QUEUE
+from common.vhost import vhost_queues
+from services.api.console.render import page, redirect
+from services.api.console.routing import ConsoleRoute
+from services.api.console.session import SessionDep, check_form, console_state, read_form
+from services.api.state import ApiState
+from services.operations import replay_dead_callbacks
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+LISTED = 200
+REPLAY_ALL_LIMIT = 10_000
+BACK = "/console/callbacks/dead"
+
+
+def _queue_depth(state: ApiState) -> tuple[int | None, str | None]:
+    try:
+        queues = {q["name"]: q for q in vhost_queues(state.settings)}
+    except StoreUnavailableError as e:
+        return None, str(e)
+    found = queues.get(CALLBACKS_DEAD_QUEUE)
+    return (int(found["ready"]) + int(found["unacked"]) if found else 0), None
+
+
+def dead_context(state: ApiState) -> dict[str, Any]:
+    """The dead deliveries, newest first, and the dead queue's depth."""
+    with state.engine.connect() as conn:
+        rows = dead_deliveries(conn, LISTED)
+        total = count_dead(conn)
+    depth, error = _queue_depth(state)
+    return {
+        "deliveries": rows,
+        "total": total,
+        "depth": depth,
+        "queue_error": error,
+        "queue": CALLBACKS_DEAD_QUEUE,
+        "now": state.clock.now_ms(),
+    }
+
+
+@router.get("/callbacks/dead")
+def dead_page(request: Request, session: SessionDep) -> Response:
+    """The dead callbacks page."""
+    context = dead_context(console_state(request))
+    return page(request, "dead.html", session=session, nav="dead", **context)
+
+
+def _replay(state: ApiState, delivery_id: str | None, operator: str) -> str:
+    limit = 1 if delivery_id else REPLAY_ALL_LIMIT
+    report = replay_dead_callbacks(state.settings, limit, delivery_id)
+    log.info("console: operator %s replayed %d dead callbacks", operator, report.replayed)
+    if delivery_id and not report.replayed:
+        raise KairosError(
+            f"delivery {delivery_id} is not in {CALLBACKS_DEAD_QUEUE} (replayed already?)"
+        )
+    unreadable = (
+        f" {report.unreadable} messages no notifier can read stay in {CALLBACKS_DEAD_QUEUE}."
+        if report.unreadable
+        else ""
+    )
+    return f"Replayed {report.replayed} dead callbacks.{unreadable}"
+
+
+async def _replay_form(request: Request, session: Any, delivery_id: str | None) -> Response:
+    check_form(request, await read_form(request), session)
+    try:
+        done = await run_in_threadpool(
+            _replay, console_state(request), delivery_id, session.operator.name
+        )
+    except KairosError as e:
+        return redirect(BACK, str(e), error=True)
+    return redirect(BACK, done)
+
+
+@router.post("/callbacks/dead/replay")
+async def replay_all(request: Request, session: SessionDep) -> Response:
+    """Send every dead callback back through the retry tiers."""
+    return await _replay_form(request, session, None)
+
+
+@router.post("/callbacks/dead/{delivery_id}/replay")
+async def replay_one(delivery_id: str, request: Request, session: SessionDep) -> Response:
+    """Send one dead callback back through the retry tiers."""
+    return await _replay_form(request, session, delivery_id)

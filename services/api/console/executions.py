@@ -1,0 +1,109 @@
+"""Stuck executions (``common.execution_control``, as ``kairos executions`` uses it):
+list them, fail one with a reason, requeue one that never started."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from common.errors import KairosError, ValidationFailedError
+from common.execution_control import ExecutionStores, list_stuck, requeue_execution
+from services.api.console.render import page, redirect
+from services.api.console.routing import ConsoleRoute
+from services.api.console.session import SessionDep, check_form, console_state, read_form
+from services.api.state import ApiState
+from services.operations import fail_stuck
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+OLDER_THAN_CHOICES = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600}
+FAIL_WAIT_SECONDS = 5.0
+MAX_REASON = 500
+
+
+def _stores(state: ApiState) -> ExecutionStores:
+    return ExecutionStores(
+        state.engine, state.redis, state.keys, state.clock, state.settings.idempotency_ttl_seconds
+    )
+
+
+def stuck_context(state: ApiState, older: str) -> dict[str, Any]:
+    """Executions QUEUED or overdue SCHEDULED for longer than the chosen age."""
+    seconds = OLDER_THAN_CHOICES.get(older, 300)
+    return {
+        "stuck": list_stuck(_stores(state), seconds * 1000),
+        "older": older if older in OLDER_THAN_CHOICES else "5m",
+        "choices": list(OLDER_THAN_CHOICES),
+        "now": state.clock.now_ms(),
+    }
+
+
+@router.get("/executions/stuck")
+def stuck_page(
+    request: Request, session: SessionDep, older: Annotated[str, Query(max_length=8)] = "5m"
+) -> Response:
+    """The stuck executions page."""
+    context = stuck_context(console_state(request), older)
+    return page(request, "stuck.html", session=session, nav="stuck", **context)
+
+
+def _fail(state: ApiState, execution_id: str, reason: str, operator: str) -> str:
+    recorded = fail_stuck(state.settings, execution_id, f"{reason} ({operator})", FAIL_WAIT_SECONDS)
+    log.info(
+        "console: operator %s failed execution %s: %s",
+        operator,
+        execution_id,
+        reason,
+        extra={"execution_id": execution_id},
+    )
+    if recorded:
+        return f"Execution {execution_id} recorded FAILED (its job's retry policy applies)."
+    return f"Execution {execution_id}: FAILED sent; a dispatcher records it when it runs."
+
+
+def _requeue(state: ApiState, execution_id: str, operator: str) -> str:
+    requeue_execution(_stores(state), execution_id)
+    log.info(
+        "console: operator %s requeued execution %s",
+        operator,
+        execution_id,
+        extra={"execution_id": execution_id},
+    )
+    return f"Execution {execution_id} requeued: the leading dispatcher sends it now."
+
+
+@router.post("/executions/{execution_id}/fail")
+async def fail(execution_id: str, request: Request, session: SessionDep) -> Response:
+    """Record an unfinished execution FAILED with the reason the form gives."""
+    form = await read_form(request)
+    check_form(request, form, session)
+    back = "/console/executions/stuck"
+    reason = " ".join(form.get("reason", "").split())[:MAX_REASON]
+    try:
+        if not reason:
+            raise ValidationFailedError("reason", "say why the execution is failed")
+        done = await run_in_threadpool(
+            _fail, console_state(request), execution_id, reason, session.operator.name
+        )
+    except KairosError as e:
+        return redirect(back, str(e), error=True)
+    return redirect(back, done)
+
+
+@router.post("/executions/{execution_id}/requeue")
+async def requeue(execution_id: str, request: Request, session: SessionDep) -> Response:
+    """Send an execution that never started to a live worker again."""
+    check_form(request, await read_form(request), session)
+    back = "/console/executions/stuck"
+    try:
+        done = await run_in_threadpool(
+            _requeue, console_state(request), execution_id, session.operator.name
+        )
+    except KairosError as e:
+        return redirect(back, str(e), error=True)
+    return redirect(back, done)

@@ -1,0 +1,165 @@
+"""The console in process: signing in, sessions, CSRF, and every page rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.config import ApiSettings, StoreSettings
+from common.db.apps import AppCredentials
+from common.db.operators import delete_operator
+from common.db.schema import jobs
+from tests.integration.console_helpers import csrf_of, make_operator, sign_in
+
+PAGES = [
+    "/console/",
+    "/console/jobs",
+    "/console/workers",
+    "/console/executions/stuck",
+    "/console/callbacks/dead",
+]
+
+
+@pytest.fixture
+def console(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
+    """The API on the test's namespace, as a browser without a session."""
+    from services.api.app import create_app
+
+    with TestClient(create_app(ApiSettings(namespace=namespace.namespace))) as client:
+        yield client
+
+
+def a_job(client: TestClient, api_key: str) -> int:
+    body = {"jobName": "nightly", "jobHandler": "demo.noop", "cronExpr": "30 2 * * *"}
+    answer = client.post("/openapi/jobs", json=body, headers={"Authorization": f"Bearer {api_key}"})
+    assert answer.status_code == 202, answer.text
+    return int(answer.json()["jobId"])
+
+
+def status_of(engine: Engine, job_id: int) -> str:
+    with engine.connect() as conn:
+        return str(conn.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id)).scalar_one())
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/console/jobs/1"])
+def test_every_page_sends_a_browser_without_a_session_to_sign_in(
+    console: TestClient, path: str
+) -> None:
+    answer = console.get(path, follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/console/login?next=")
+
+
+def test_a_session_cookie_is_http_only_same_site_strict_and_for_the_console_only(
+    console: TestClient, engine: Engine
+) -> None:
+    token = make_operator(engine)
+    sign_in(console, token)
+    cookies = [c for c in console.cookies.jar if c.name == "kairos_console"]
+    assert len(cookies) == 1 and cookies[0].path == "/console"
+    # The cookie jar keeps no SameSite or HttpOnly: read them from a fresh sign-in.
+    form = console.get("/console/login").text
+    value = form.split('name="sign_in" value="')[1].split('"')[0]
+    answer = console.post(
+        "/console/login", data={"token": token, "sign_in": value}, follow_redirects=False
+    )
+    cookie = next(h for h in answer.headers.get_list("set-cookie") if "kairos_console=" in h)
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_an_unknown_token_or_a_sign_in_form_without_its_cookie_is_refused(
+    console: TestClient, engine: Engine
+) -> None:
+    token = make_operator(engine)
+    form = console.get("/console/login").text
+    value = form.split('name="sign_in" value="')[1].split('"')[0]
+    wrong = console.post("/console/login", data={"token": "kop_nope", "sign_in": value})
+    assert wrong.status_code == 401 and "not known" in wrong.text
+    console.cookies.clear()
+    forged = console.post("/console/login", data={"token": token, "sign_in": value})
+    assert forged.status_code == 403
+    assert console.get("/console/", follow_redirects=False).status_code == 303
+
+
+def test_every_page_renders_for_a_signed_in_operator(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    job_id = a_job(console, app_credentials.api_key)
+    sign_in(console, make_operator(engine))
+    for path in [*PAGES, f"/console/jobs/{job_id}"]:
+        answer = console.get(path)
+        assert answer.status_code == 200, (path, answer.text)
+        assert "alice" in answer.text
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert "at 02:30, every day (UTC)" in page
+    assert console.get("/console/jobs/999999").status_code == 404
+
+
+def test_an_action_without_the_session_csrf_token_changes_nothing(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    job_id = a_job(console, app_credentials.api_key)
+    csrf = sign_in(console, make_operator(engine))
+    refused = console.post(f"/console/jobs/{job_id}/pause", data={"csrf": "guess"})
+    assert refused.status_code == 403
+    elsewhere = console.post(
+        f"/console/jobs/{job_id}/pause",
+        data={"csrf": csrf},
+        headers={"origin": "https://evil.example"},
+    )
+    assert elsewhere.status_code == 403
+    assert status_of(engine, job_id) == "WAITING"
+    done = console.post(
+        f"/console/jobs/{job_id}/pause", data={"csrf": csrf, "back": "/console/jobs"}
+    )
+    assert done.status_code == 200 and f"Job {job_id} paused." in done.text
+    assert status_of(engine, job_id) == "PAUSED"
+
+
+def test_a_refused_transition_says_why_and_changes_nothing(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    job_id = a_job(console, app_credentials.api_key)
+    csrf = sign_in(console, make_operator(engine))
+    console.post(f"/console/jobs/{job_id}/cancel", data={"csrf": csrf})
+    answer = console.post(f"/console/jobs/{job_id}/resume", data={"csrf": csrf})
+    assert f"job {job_id} is CANCELLED; only a PAUSED job can be resumed" in answer.text
+    assert status_of(engine, job_id) == "CANCELLED"
+
+
+def test_signing_out_or_revoking_the_operator_ends_the_session(
+    console: TestClient, engine: Engine
+) -> None:
+    csrf = sign_in(console, make_operator(engine, "bob"))
+    assert console.post("/console/logout", data={"csrf": csrf}).status_code == 200
+    assert console.get("/console/", follow_redirects=False).status_code == 303
+    sign_in(console, make_operator(engine, "carol"))
+    with engine.begin() as conn:
+        assert delete_operator(conn, "carol")
+    assert console.get("/console/", follow_redirects=False).status_code == 303
+
+
+def test_sign_in_goes_back_to_the_page_asked_for_and_never_to_another_site(
+    console: TestClient, engine: Engine
+) -> None:
+    token = make_operator(engine)
+    for asked, landed in [
+        ("/console/workers", "/console/workers"),
+        ("https://evil.example/", "/console/"),
+        ("//evil.example", "/console/"),
+    ]:
+        console.cookies.clear()
+        form = console.get("/console/login").text
+        value = form.split('name="sign_in" value="')[1].split('"')[0]
+        answer = console.post(
+            "/console/login",
+            data={"token": token, "sign_in": value, "next": asked},
+            follow_redirects=False,
+        )
+        assert answer.headers["location"] == landed
+    assert csrf_of(console.get("/console/workers").text)
