@@ -46,3 +46,7 @@ def receiver() -> Iterator[CallbackReceiver]:
     server = CallbackReceiver()
     yield server
     server.close()
+
+
+# The console's browser tests: headless chromium and a tab that keeps screenshots.
+from tests.e2e.browser import browser, console_tab  # noqa: E402, F401

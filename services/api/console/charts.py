@@ -6,7 +6,7 @@ style (the Content-Security-Policy allows none).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -15,6 +15,7 @@ from markupsafe import Markup
 WIDTH = 600
 HEIGHT = 120
 TOP = 14  # room for the scale label
+BOTTOM = HEIGHT - 14  # room for the first and last labels below
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,18 @@ class Bar:
 def _svg(body: str, title: str, height: int = HEIGHT) -> Markup:
     return Markup(
         f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" '
-        f'preserveAspectRatio="none" aria-label="{escape(title)}"><title>{escape(title)}</title>'
-        f"{body}</svg>"
+        f'aria-label="{escape(title)}"><title>{escape(title)}</title>{body}</svg>'
+    )
+
+
+def _ends(labels: Sequence[str]) -> str:
+    """The first and last labels under the chart: the span it covers."""
+    if not labels:
+        return ""
+    return (
+        f'<text class="scale" x="2" y="{HEIGHT - 2}">{escape(labels[0])}</text>'
+        f'<text class="scale" x="{WIDTH - 2}" y="{HEIGHT - 2}" text-anchor="end">'
+        f"{escape(labels[-1])}</text>"
     )
 
 
@@ -40,39 +51,45 @@ def bar_chart(
     """Stacked bars, ``good`` below ``bad``, scaled to the tallest; each with a tooltip."""
     top = max([b.good + b.bad for b in bars] + [1])
     slot = WIDTH / max(len(bars), 1)
-    scale = (HEIGHT - TOP) / top
-    parts = [f'<text class="scale" x="2" y="10">{top}</text>']
+    scale = (BOTTOM - TOP) / top
+    parts = [f'<text class="scale" x="2" y="10">{top}</text>', _ends([b.label for b in bars])]
     for i, bar in enumerate(bars):
         x = i * slot + 1
         ok_h, bad_h = bar.good * scale, bar.bad * scale
         tip = escape(f"{bar.label}: {bar.good} {good}, {bar.bad} {bad}")
         parts.append(
             f"<g><title>{tip}</title>"
-            f'<rect class="good" x="{x:.1f}" y="{HEIGHT - ok_h:.1f}" width="{slot - 2:.1f}" '
+            f'<rect class="good" x="{x:.1f}" y="{BOTTOM - ok_h:.1f}" width="{slot - 2:.1f}" '
             f'height="{ok_h:.1f}"/>'
-            f'<rect class="bad" x="{x:.1f}" y="{HEIGHT - ok_h - bad_h:.1f}" '
+            f'<rect class="bad" x="{x:.1f}" y="{BOTTOM - ok_h - bad_h:.1f}" '
             f'width="{slot - 2:.1f}" height="{bad_h:.1f}"/>'
-            f'<rect class="hit" x="{x:.1f}" y="0" width="{slot - 2:.1f}" height="{HEIGHT}"/></g>'
+            f'<rect class="hit" x="{x:.1f}" y="0" width="{slot - 2:.1f}" height="{BOTTOM}"/></g>'
         )
     return _svg("".join(parts), title)
 
 
-def line_chart(points: Sequence[tuple[str, float | None]], title: str, unit: str) -> Markup:
-    """A line through the values (a gap where a value is None), scaled to the largest."""
+def line_chart(
+    points: Sequence[tuple[str, float | None]], title: str, shown: Callable[[float], str]
+) -> Markup:
+    """A line through the values (a gap where a value is None), scaled to the largest;
+    ``shown`` writes a value for the scale and the tooltips."""
     values = [v for _, v in points if v is not None]
     top = max([*values, 0.001])
-    step = WIDTH / max(len(points) - 1, 1)
-    scale = (HEIGHT - TOP) / top
-    parts = [f'<text class="scale" x="2" y="10">{top:.3g} {escape(unit)}</text>']
+    step = (WIDTH - 8) / max(len(points) - 1, 1)
+    scale = (BOTTOM - TOP) / top
+    parts = [
+        f'<text class="scale" x="2" y="10">{escape(shown(top))}</text>',
+        _ends([label for label, _ in points]),
+    ]
     run: list[str] = []
     for i, (label, value) in enumerate(points):
         if value is None:
             parts.append(_polyline(run))
             run = []
             continue
-        x, y = i * step, HEIGHT - value * scale
+        x, y = 4 + i * step, BOTTOM - value * scale
         run.append(f"{x:.1f},{y:.1f}")
-        tip = escape(f"{label}: {value:.3g} {unit}")
+        tip = escape(f"{label}: {shown(value)}")
         parts.append(
             f'<circle class="dot" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{tip}</title></circle>'
         )

@@ -26,7 +26,7 @@ from services.api.state import ApiState
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
 CHART_MINUTES = 30
-LAG_MINUTES = 5
+RECENT_MINUTES = 5
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _charts(minutes: list[MinuteActivity]) -> dict[str, Any]:
     finite = [(label, None if v is None or math.isinf(v) else v) for label, v in lags]
     return {
         "runs_chart": bar_chart(bars, "Runs finished per minute (failed on top)"),
-        "lag_chart": line_chart(finite, "Trigger lag p99 per minute", "s"),
+        "lag_chart": line_chart(finite, "Trigger lag p99 per minute", lambda v: span(v * 1000)),
     }
 
 
@@ -76,24 +76,25 @@ def lag_text(seconds: float | None) -> str:
 def overview_context(state: ApiState) -> dict[str, Any]:
     """Everything the overview shows, read now."""
     now = state.clock.now_ms()
-    minutes = read_activity(state.redis, state.keys, now, CHART_MINUTES + 1)
-    done = minutes[:-1]  # the current minute is still filling
+    minutes = read_activity(state.redis, state.keys, now, CHART_MINUTES)
+    recent = minutes[-RECENT_MINUTES:]  # the current minute, still filling, is the last
     with state.engine.connect() as conn:
         workers = worker_views(conn, now, state.settings.heartbeat_stale_ms)
         dead = count_dead(conn)
     present = [w for w in workers if w.state is not WorkerState.FORGOTTEN]
     return {
         "now": now,
-        "last_minute": done[-1],
-        "lag_text": lag_text(quantile(0.99, merged_buckets(minutes[-LAG_MINUTES:]))),
-        "lag_minutes": LAG_MINUTES,
+        "recent_finished": sum(m.succeeded + m.failed for m in recent),
+        "recent_failed": sum(m.failed for m in recent),
+        "lag_text": lag_text(quantile(0.99, merged_buckets(recent))),
+        "recent_minutes": RECENT_MINUTES,
         "live_workers": sum(1 for w in present if w.takes_work),
         "workers": len(present),
         "dead_callbacks": dead,
         "queues": _queues(state),
         "quiet": not any(m.finished or m.lag_buckets for m in minutes),
         "chart_minutes": CHART_MINUTES,
-        **_charts(done),
+        **_charts(minutes),
     }
 
 
