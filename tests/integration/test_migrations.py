@@ -106,3 +106,13 @@ def test_the_handler_patterns_migration_goes_down_and_up_again_keeping_apps(
         row = conn.execute(sa.text("SELECT app_id, name, handler_patterns FROM apps")).one()
     # Going down drops every restriction; coming up again starts unrestricted.
     assert tuple(row) == ("a", "billing", None)
+
+
+def test_the_operators_migration_goes_down_and_up_again(engine: Engine) -> None:
+    tables = {"operators", "operator_sessions"}
+    assert tables <= set(sa.inspect(engine).get_table_names())
+    downgrade(engine, "0005")
+    assert not tables & set(sa.inspect(engine).get_table_names())
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    assert tables <= set(sa.inspect(engine).get_table_names())
