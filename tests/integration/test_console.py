@@ -97,6 +97,9 @@ def test_every_page_renders_for_a_signed_in_operator(
         assert "alice" in answer.text
     page = console.get(f"/console/jobs/{job_id}").text
     assert "at 02:30, every day (UTC)" in page
+    assert "nightly" in console.get(f"/console/jobs?app={app_credentials.app_id}").text
+    unknown = console.get("/console/jobs?app=app_nope").text
+    assert "No app has the id app_nope" in unknown and "nightly" not in unknown
     assert console.get("/console/jobs/999999").status_code == 404
 
 

@@ -105,6 +105,9 @@ def jobs_page(
         app_pk, _status_filter(status), handler or None, name or None, before, PAGE_SIZE
     )
     lines, more, apps = _lines(state, query)
+    unknown_app = bool(app) and app_pk is None
+    if unknown_app:
+        lines, more = [], False  # an app that does not exist has no jobs
     filters = {"app": app, "status": status, "handler": handler, "name": name}
     return page(
         request,
@@ -118,7 +121,7 @@ def jobs_page(
         statuses=[s.value for s in JobStatus],
         back=back_path(request),
         now=state.clock.now_ms(),
-        unknown_app=bool(app) and app_pk is None,
+        unknown_app=unknown_app,
     )
 
 
