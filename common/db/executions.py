@@ -273,6 +273,29 @@ def reassign(
     return bool(result.rowcount)
 
 
+def unassign(
+    conn: Connection, execution_id: str, from_worker: str, message: str, now_ms: int
+) -> bool:
+    """Give a QUEUED execution of a dead worker back to the firer: SCHEDULED, due now, with
+    why in its message; False if it is no longer QUEUED on ``from_worker``."""
+    result = conn.execute(
+        executions.update()
+        .where(
+            executions.c.execution_id == execution_id,
+            executions.c.worker_id == from_worker,
+            executions.c.status == ExecutionStatus.QUEUED,
+        )
+        .values(
+            status=ExecutionStatus.SCHEDULED,
+            worker_id=None,
+            dispatched_at=None,
+            scheduled_at=now_ms,
+            message=message,
+        )
+    )
+    return bool(result.rowcount)
+
+
 def inflight_by_worker(conn: Connection) -> dict[str, int]:
     """How many executions each worker has in its queue or running."""
     rows = conn.execute(

@@ -41,10 +41,10 @@ def channel(engine: Engine, connection: BlockingConnection) -> BlockingChannel:
     return opened
 
 
-def queued_on(engine: Engine, execution_id: str, worker_id: str) -> int:
+def queued_on(engine: Engine, execution_id: str, worker_id: str, handler: str = "demo.noop") -> int:
     with engine.begin() as conn:
         job_id = insert_job(
-            conn, NewJob(1, execution_id, "demo.noop", {}, None, 0, None, None, None), 0
+            conn, NewJob(1, execution_id, handler, {}, None, 0, None, None, None), 0
         )
         insert_executions(conn, [NewExecution(execution_id, job_id, 1, 0, 0)], 0)
         mark_queued(conn, dict.fromkeys(primary_keys(conn, [execution_id]), worker_id), 10)
@@ -144,6 +144,41 @@ def test_work_moved_to_a_worker_the_broker_cannot_route_to_goes_back_to_the_fire
     make_recovery(engine, redis_client, connection, namespace, directory).rescue_dead_workers()
     # No queue took the message: left QUEUED on "gone" it would wait for good.
     assert execution_row(engine, "e-waiting") == ("SCHEDULED", None)
+
+
+def test_work_no_live_worker_runs_goes_back_to_the_firer_and_the_rest_is_moved(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Fewer rows per sweep than the dead worker holds of a handler no live worker runs:
+    # left QUEUED there, those rows would be read first at every sweep, for good.
+    monkeypatch.setattr(recovery_module, "SWEEP_LIMIT", 2)
+    make_app(engine)
+    clock = ClusterClock(redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "dead")
+    register_worker(engine, "dead", now_ms=0, handlers=("demo.noop", "only.dead"))
+    register_worker(engine, "live", now_ms=clock.now_ms())
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    orphans = ["e-orphan-1", "e-orphan-2"]
+    for execution_id in orphans:
+        queued_on(engine, execution_id, "dead", handler="only.dead")
+    queued_on(engine, "e-movable", "dead")
+    recovery = make_recovery(engine, redis_client, connection, namespace)
+    recovery.rescue_dead_workers()
+    recovery.rescue_dead_workers()
+    assert execution_row(engine, "e-movable") == ("QUEUED", "live")
+    for execution_id in orphans:
+        assert execution_row(engine, execution_id) == ("SCHEDULED", None)
+    with engine.connect() as conn:
+        messages = conn.execute(
+            sa.text("SELECT DISTINCT message FROM executions WHERE status = 'SCHEDULED'")
+        ).scalars()
+        assert list(messages) == ["waiting: no live worker runs handler 'only.dead'"]
 
 
 def test_a_row_that_ended_is_not_moved(engine: Engine) -> None:

@@ -24,6 +24,7 @@ from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.trigger.fire_rules import no_worker_reason
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
@@ -121,19 +122,21 @@ class Rescue:
         ended = [r for r in started if marks[r.execution_id][1] is not None]
         lost = [r for r in started if r not in ended]
         unstarted = [r for r in rows if r not in started]
-        log.warning(
-            "worker %s is dead: %d executions lost, %d ended unreported, %d moved",
-            worker_id,
-            len(lost),
-            len(ended),
-            len(unstarted),
-            extra={"worker_id": worker_id},
-        )
         now = self._clock.now_ms()
         self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
         why = f"worker {worker_id} died while running it"
         self._report(stand_in_results(lost, "LOST", why, now))
-        self._reroute(unstarted)
+        moved, held = self._reroute(unstarted)
+        log.warning(
+            "worker %s is dead: %d executions lost, %d ended unreported, %d moved, "
+            "%d back to the firer (no live worker runs their handler)",
+            worker_id,
+            len(lost),
+            len(ended),
+            moved,
+            held,
+            extra={"worker_id": worker_id},
+        )
         return True
 
     def _started_mark(self, execution_id: str) -> tuple[str | None, str | None]:
@@ -142,15 +145,26 @@ class Rescue:
     def _report(self, results: Sequence[ExecutionResult]) -> None:
         publish_results(self._publisher, STAND_IN_SENDER, results)
 
-    def _reroute(self, rows: list[Any]) -> None:
+    def _reroute(self, rows: list[Any]) -> tuple[int, int]:
+        """Move never-started executions to live workers; how many moved, and how many
+        went back to the firer because no live worker runs their handler.
+
+        Those must leave the dead worker: left QUEUED there, they would be read first
+        at every sweep, and the rest of its work behind them would never move. The
+        firer holds them, saying why, until a worker runs their handler.
+        """
         live = self._directory.live()
         moved: list[Assignment] = []
+        held = 0
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
             for row in rows:
                 worker = self._chooser.choose(live, row.handler)
                 # A row that ended since it was read stays as it is.
-                if worker is not None and executions.reassign(
+                if worker is None:
+                    reason = no_worker_reason(row.handler)
+                    held += executions.unassign(conn, row.execution_id, row.worker_id, reason, now)
+                elif executions.reassign(
                     conn, row.execution_id, row.worker_id, worker.worker_id, now
                 ):
                     moved.append(Assignment.of(row, worker.worker_id))
@@ -163,3 +177,4 @@ class Rescue:
                     log.warning(
                         "%d moved executions found no queue; firing them again", len(returned)
                     )
+        return len(moved), held
