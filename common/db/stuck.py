@@ -31,13 +31,24 @@ class StuckExecution:
     since_ms: int
 
 
+@dataclass(frozen=True)
+class Page:
+    """Where the previous page of a longest-first listing ended: its last row."""
+
+    since_ms: int
+    id: int
+
+
 _COLUMNS = "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.status, e.worker_id, j.handler, "
 
 
-def queued_before(conn: Connection, dispatched_before_ms: int, limit: int) -> list[StuckExecution]:
-    """QUEUED executions dispatched before the cut-off, longest waiting first."""
+def queued_before(
+    conn: Connection, dispatched_before_ms: int, limit: int, after: Page | None = None
+) -> list[StuckExecution]:
+    """QUEUED executions dispatched before the cut-off, longest waiting first; with
+    ``after``, only those that come after that row in this order (the next page)."""
     return _in_state_before(
-        conn, ExecutionStatus.QUEUED, "dispatched_at", dispatched_before_ms, limit
+        conn, ExecutionStatus.QUEUED, "dispatched_at", dispatched_before_ms, limit, after
     )
 
 
@@ -47,13 +58,22 @@ def scheduled_before(conn: Connection, due_before_ms: int, limit: int) -> list[S
 
 
 def _in_state_before(
-    conn: Connection, status: ExecutionStatus, column: str, before_ms: int, limit: int
+    conn: Connection,
+    status: ExecutionStatus,
+    column: str,
+    before_ms: int,
+    limit: int,
+    after: Page | None = None,
 ) -> list[StuckExecution]:
+    page, params = "", tuple[int, ...]()
+    if after is not None:
+        page = f"AND (e.{column} > %s OR (e.{column} = %s AND e.id > %s)) "
+        params = (after.since_ms, after.since_ms, after.id)
     rows = driver.fetch(
         conn,
         _COLUMNS + f"e.{column} AS since FROM executions e JOIN jobs j ON j.id = e.job_id "
-        f"WHERE e.status = %s AND e.{column} < %s ORDER BY e.{column} LIMIT %s",
-        (status.value, before_ms, limit),
+        f"WHERE e.status = %s AND e.{column} < %s {page}ORDER BY e.{column}, e.id LIMIT %s",
+        (status.value, before_ms, *params, limit),
     )
     return [_stuck(r) for r in rows]
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from prometheus_client import REGISTRY
 from sqlalchemy.engine import Engine
@@ -18,6 +19,7 @@ from common.messages import ExecutionResult
 from common.started_mark import RECONCILER, parse_started
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.upkeep import reconcile as reconcile_module
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
@@ -112,6 +114,32 @@ def test_a_run_still_going_is_left_alone(
         stack.heartbeat(held=0, later_ms=5_000)
     assert published_results(connection) == []
     assert stack.started("e-running") == "w1"
+
+
+def test_runs_still_going_do_not_keep_the_reconciler_from_the_rest(
+    engine: Engine, connection: BlockingConnection, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More long runs than one sweep reads, queued before the execution that slipped: read
+    # first at every sweep and left alone, they would hide it for good.
+    monkeypatch.setattr(reconcile_module, "SWEEP_LIMIT", 2)
+    for n in range(3):
+        queued_on(engine, f"e-running-{n}", "w1")
+        stack.client.set(stack.keys.execution_started(f"e-running-{n}"), "w1")
+    job_id = queued_on(engine, "e-ended", "w1")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE executions SET dispatched_at = id"))
+    stored = ExecutionResult(
+        execution_id="e-ended",
+        job_id=job_id,
+        worker_id="w1",
+        status="SUCCEEDED",
+        started_at=20,
+        ended_at=30,
+    )
+    stack.client.set(stack.keys.execution_started("e-ended"), "w1\n" + stored.model_dump_json())
+    for _ in range(2):
+        stack.reconciler.sweep()
+    assert published_results(connection) == [stored]
 
 
 def test_a_never_started_execution_is_lost_once_a_later_heartbeat_says_nothing_is_held(

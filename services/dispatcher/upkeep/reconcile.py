@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.broker import BatchPublisher
-from common.db.stuck import StuckExecution, queued_before
+from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
@@ -72,13 +72,23 @@ class Reconciler:
         # Worker id -> the cluster time its queue was first seen with no ready message,
         # in the run of sweeps that saw it so.
         self._quiet_since: dict[str, int] = {}
+        # A sweep reads one page of the long-QUEUED executions, the next sweep the page
+        # after it: runs still going (left alone) would otherwise fill every sweep's read
+        # and hide what slipped behind them. ``_seen``: the workers the pages of this
+        # round showed, whose quiet times the next round keeps.
+        self._page: Page | None = None
+        self._seen: set[str] = set()
 
     def sweep(self) -> None:
-        """Look at the longest-QUEUED executions once and settle what has slipped."""
+        """Look at the next page of the longest-QUEUED executions and settle what has
+        slipped; after the last page, start again from the first."""
         now = self._clock.now_ms()
         with self._engine.connect() as conn:
-            rows = queued_before(conn, now - self._settings.after_ms, SWEEP_LIMIT)
-        if not rows or self._directory.results_backlog() > RESULTS_BACKLOG_LIMIT:
+            rows = queued_before(conn, now - self._settings.after_ms, SWEEP_LIMIT, self._page)
+        self._next_page(rows)
+        if not rows:
+            return
+        if self._directory.results_backlog() > RESULTS_BACKLOG_LIMIT:
             self._quiet_since.clear()
             return
         marks = self._redis.mget([self._keys.execution_started(r.execution_id) for r in rows])
@@ -97,6 +107,17 @@ class Reconciler:
         self._record_stored(ended)
         self._settle_lost([*fenced, *self._fence(self._quiet(unstarted, now))], now)
 
+    def _next_page(self, rows: Sequence[StuckExecution]) -> None:
+        """Where the next sweep reads from; at the end of a round, forget the quiet times
+        of workers no page of it showed."""
+        self._seen.update(r.worker_id for r in rows if r.worker_id is not None)
+        if len(rows) == SWEEP_LIMIT:
+            self._page = Page(rows[-1].since_ms, rows[-1].id)
+            return
+        self._page = None
+        self._quiet_since = {w: t for w, t in self._quiet_since.items() if w in self._seen}
+        self._seen = set()
+
     def _record_stored(self, results: Sequence[ExecutionResult]) -> None:
         self._publish(
             results,
@@ -111,7 +132,6 @@ class Reconciler:
             if row.worker_id is not None:
                 by_worker.setdefault(row.worker_id, []).append(row)
         live = {w.worker_id for w in self._directory.live()}
-        self._quiet_since = {w: t for w, t in self._quiet_since.items() if w in by_worker}
         return [
             row
             for worker_id, waiting in by_worker.items()
