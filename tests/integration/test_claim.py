@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import redis
@@ -277,3 +278,32 @@ def test_a_job_whose_schedule_cannot_be_computed_ends_alone_and_the_batch_goes_o
     assert job is not None and job.status == JobStatus.FAILED
     assert all(len(executions_of(engine, j)) == 1 for j in fine)
     assert_books(engine, Expectation([broken], {"FAILED"}, {"FAILED"}), timeout=0)
+
+
+def test_a_job_ended_at_its_claim_calls_back_with_why(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    broken = add_job(engine, now - 10, cron="* * * * * *")
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE jobs SET cron_expr = 'R * * * *', "
+                "callback_url = 'https://example.com/hook' WHERE id = :j"
+            ),
+            {"j": broken},
+        )
+    claimer(engine, redis_client).claim({"demo.noop"})
+    [(_, status, message)] = executions_of(engine, broken)
+    with engine.connect() as conn:
+        [delivery] = conn.execute(
+            sa.text("SELECT url, payload, status FROM callback_deliveries WHERE job_id = :j"),
+            {"j": broken},
+        ).all()
+    # Recorded PENDING in the claim's transaction: the sweep that republishes deliveries
+    # never confirmed in the callbacks queue hands it to the notifier.
+    assert (delivery.url, delivery.status) == ("https://example.com/hook", "PENDING")
+    payload = json.loads(delivery.payload)
+    assert (payload["jobId"], payload["status"], payload["message"]) == (broken, status, message)
+    assert payload["attempt"] == 1

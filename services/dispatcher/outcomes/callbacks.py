@@ -8,19 +8,24 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
-from common.db.deliveries import NewDelivery
+from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.executions import NewExecution
+from common.db.jobs import trigger_settings
 from common.messages import CallbackMessage, ExecutionResult
+from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 
 log = logging.getLogger(__name__)
 
 REPUBLISH_LIMIT = 500
+# The worker id a callback names for a trigger no worker ran (its claim ended it).
+CLAIM_SENDER = "dispatcher"
 
 
 def callback_payload(result: ExecutionResult, attempt: int, trigger_time: int) -> str:
@@ -48,6 +53,34 @@ def new_delivery(result: ExecutionResult, app_pk: int, url: str, payload: str) -
         url=url,
         payload=payload,
     )
+
+
+def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_ms: int) -> None:
+    """Callback deliveries for triggers a claim itself ended FAILED (a schedule that cannot
+    be computed), as for any trigger's last attempt, in the claim's transaction.
+
+    They are recorded PENDING: the claim thread owns no broker channel, and the sweep
+    that publishes again deliveries never confirmed in the callbacks queue sends them.
+    """
+    failed = [e for e in ended if e.status is ExecutionStatus.FAILED]
+    jobs = trigger_settings(conn, [e.job_id for e in failed]) if failed else {}
+    wanted = []
+    for execution in failed:
+        job = jobs.get(execution.job_id)
+        if job is None or not job.callback_url:
+            continue
+        result = ExecutionResult(
+            execution_id=execution.execution_id,
+            job_id=execution.job_id,
+            worker_id=CLAIM_SENDER,
+            status="FAILED",
+            message=execution.message,
+            started_at=now_ms,
+            ended_at=now_ms,
+        )
+        payload = callback_payload(result, execution.attempt, execution.trigger_time)
+        wanted.append(new_delivery(result, job.app_pk, job.callback_url, payload))
+    insert_deliveries(conn, wanted, now_ms)
 
 
 def callback_message(delivery: NewDelivery) -> OutgoingMessage:

@@ -18,6 +18,7 @@ from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
+from services.dispatcher.outcomes.callbacks import record_claim_failures
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,7 @@ class TriggerClaimer:
             created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
             if skip_taken:
                 created = _without_taken(conn, created)
+            record_claim_failures(conn, created, now)
             sent, packs = self._sender.insert(conn, created, {j.id: j for j in due}, now)
             if not sent:
                 transaction.commit()
