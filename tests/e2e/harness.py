@@ -197,3 +197,51 @@ class CallbackReceiver:
         """Stop serving."""
         self._server.shutdown()
         self._server.server_close()
+
+
+class StallingReceiver:
+    """A callback receiver that never finishes an answer until ``release()``.
+
+    ``trickle=False``: it reads each request and then says nothing. ``trickle=True``: it
+    sends the status line one byte every half second, never reaching its end.
+    ``arrived`` counts the requests that reached it.
+    """
+
+    def __init__(self, trickle: bool = False) -> None:
+        self.arrived = 0
+        self.released = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                receiver.arrived += 1
+                line = b"HTTP/1.1 200 OK\r\n"
+                for n in range(600):
+                    if receiver.released.wait(0.5):
+                        break
+                    if trickle and n < len(line):
+                        try:
+                            self.wfile.write(line[n : n + 1])
+                            self.wfile.flush()
+                        except OSError:
+                            return  # the notifier gave up and closed the connection
+                self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Let every request held end (with no complete answer)."""
+        self.released.set()
+
+    def close(self) -> None:
+        """Release what is held and stop serving."""
+        self.release()
+        self._server.shutdown()
+        self._server.server_close()
