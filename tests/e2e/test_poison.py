@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -472,3 +473,33 @@ def test_every_poison_of_one_app_settles_alone(processes: Processes, engine: Eng
     finally:
         for receiver in receivers:
             receiver.close()
+
+
+def test_one_app_flooding_the_door_leaves_another_app_its_requests(
+    processes: Processes, engine: Engine
+) -> None:
+    port = free_port()
+    limits = {"KAIROS_RATE_LIMIT_PER_SECOND": "20", "KAIROS_RATE_LIMIT_BURST": "20"}
+    processes.start("api", "api", "--port", str(port), **limits)
+    base = wait_healthy(port)
+    a, b = tenant(processes, engine, base, "a"), tenant(processes, engine, base, "b")
+    too_big = b"{" + b" " * (2 * 1024 * 1024) + b"}"
+    for headers in ({}, {"Authorization": f"Bearer {a.api.api_key}"}):
+        response = httpx.post(f"{base}/openapi/jobs", content=too_big, headers=headers)
+        assert response.status_code == 413, response.text
+
+    def flood(_: int) -> list[httpx.Response]:
+        return [a.get("/openapi/jobs") for _ in range(40)]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        flooding = pool.map(flood, range(6))
+        # B asks at its own pace, inside its rate, while A floods.
+        answered = []
+        for _ in range(15):
+            answered.append(b.get("/openapi/jobs").status_code)
+            time.sleep(0.1)
+        a_answers = [response for responses in flooding for response in responses]
+    assert answered == [200] * 15
+    limited = [r for r in a_answers if r.status_code != 200]
+    assert {r.status_code for r in limited} == {429}, "A was never limited"
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in limited)
