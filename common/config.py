@@ -180,6 +180,12 @@ class NotifierSettings(StoreSettings):
     """Settings of ``kairos notifier``."""
 
     concurrency: int = 16
+    app_share: int | None = Field(
+        default=None,
+        ge=1,
+        description="callback attempts one app may have going at once; more only while as "
+        "many attempts stay free for other apps; default a quarter of the concurrency",
+    )
     request_timeout_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -185,6 +185,12 @@ CALLBACK_ATTEMPTS = Counter(
     ["outcome"],
 )
 
+CALLBACKS_DEFERRED = Counter(
+    "kairos_callbacks_deferred_total",
+    "Callbacks sent through the first retry tier without an attempt, because their app "
+    "held its share of the notifier's attempts (its receivers slow or hanging).",
+)
+
 
 class Dispatched(Protocol):
     """What ``observe_dispatched`` reads of an execution sent to a worker."""

@@ -15,10 +15,11 @@ from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.apps import signing_secrets
 from common.messages import CallbackMessage, read_message
-from common.metrics import CALLBACK_ATTEMPTS
+from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
-from services.notifier.posting import CallbackPoster, PostOutcome
+from services.notifier.posting import Poster, PostOutcome
+from services.notifier.shares import AppShares
 from services.notifier.signing import webhook_headers
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,11 @@ class CallbackDeliverer:
     def __init__(
         self,
         engine: Engine,
-        poster: CallbackPoster,
+        poster: Poster,
         clock: ClusterClock,
         retry_tiers: Sequence[int],
         secret_ttl: float = 30.0,
+        shares: AppShares | None = None,
     ) -> None:
         self._engine = engine
         self._poster = poster
@@ -50,17 +52,31 @@ class CallbackDeliverer:
         self._secret_ttl = secret_ttl
         self._secrets: dict[int, tuple[float, list[str]]] = {}
         self._lock = threading.Lock()
+        # Without a retry tier there is nowhere for an app's excess to wait.
+        self._shares = shares if self._tiers else None
 
     def deliver(self, body: bytes) -> Attempt | None:
         """POST the callback in ``body``; None when it was delivered before.
 
         A body that cannot be read is parked in the dead-letter queue as it is: sent
-        back to the callbacks queue it would come back for good.
+        back to the callbacks queue it would come back for good. A callback whose app
+        holds its share of the attempts (``AppShares``) waits in the first retry tier.
         """
         message = read_message(CallbackMessage, body)
         if message is None:
             log.error("parking a callback message that cannot be read: %r", body[:200])
             return Attempt(False, OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, "unreadable"))
+        if self._shares is None:
+            return self._attempt(message)
+        if not self._shares.take(message.app_id):
+            return self._defer(message)
+        try:
+            return self._attempt(message)
+        finally:
+            self._shares.give_back(message.app_id)
+
+    def _attempt(self, message: CallbackMessage) -> Attempt | None:
+        """One POST of the callback, recorded; None when it was delivered before."""
         with self._engine.connect() as conn:
             row = deliveries.get_delivery(conn, message.delivery_id)
         if row is None or row.status == DeliveryStatus.DELIVERED:
@@ -85,6 +101,21 @@ class CallbackDeliverer:
             extra={"delivery_id": message.delivery_id},
         )
         return Attempt(outcome.delivered, follow_up)
+
+    def _defer(self, message: CallbackMessage) -> Attempt:
+        """Send the callback through the first retry tier unattempted: its app holds its
+        share of the attempts already (its receivers are slow or hang)."""
+        CALLBACKS_DEFERRED.inc()
+        log.debug(
+            "callback deferred: app %d holds its share of attempts",
+            message.app_id,
+            extra={"delivery_id": message.delivery_id},
+        )
+        queue = retry_queue(self._tiers[0])
+        body = message.model_dump_json().encode()
+        return Attempt(
+            False, OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
+        )
 
     def _post(self, message: CallbackMessage) -> PostOutcome:
         headers = webhook_headers(

@@ -13,6 +13,7 @@ from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.posting import CallbackPoster
+from services.notifier.shares import AppShares, default_share
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ def run_notifier(settings: NotifierSettings) -> None:
         stores.clock,
         settings.retry_tiers(),
         settings.secret_cache_seconds,
+        AppShares(settings.concurrency, settings.app_share or default_share(settings.concurrency)),
     )
     freeze_startup_heap()
     keep_serving("notifier", lambda: _serve(settings, deliverer, stop), stop)

@@ -18,6 +18,7 @@ import asyncio
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 
@@ -36,6 +37,13 @@ class PostOutcome:
     def delivered(self) -> bool:
         """The receiver answered 2xx."""
         return self.status_code is not None and 200 <= self.status_code < 300
+
+
+class Poster(Protocol):
+    """What delivering a callback needs of the HTTP side (``CallbackPoster``, or a fake)."""
+
+    def post(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+        """POST ``body`` to ``url``; never raises."""
 
 
 class CallbackPoster:

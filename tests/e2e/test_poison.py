@@ -503,3 +503,25 @@ def test_one_app_flooding_the_door_leaves_another_app_its_requests(
     limited = [r for r in a_answers if r.status_code != 200]
     assert {r.status_code for r in limited} == {429}, "A was never limited"
     assert all(int(r.headers["Retry-After"]) >= 1 for r in limited)
+
+
+def test_an_app_whose_receiver_hangs_leaves_the_notifier_to_the_others(
+    processes: Processes, engine: Engine
+) -> None:
+    hang, hook_b = StallingReceiver(), CallbackReceiver()
+    try:
+        # Four attempts at once, each allowed far longer than this test waits for B.
+        notifier = {"KAIROS_CONCURRENCY": "4", "KAIROS_REQUEST_TIMEOUT_SECONDS": "300"}
+        a, b, _ = start_two_tenants(processes, engine, **notifier)
+        body = {"jobName": "a", "jobHandler": "demo.noop", "callbackUrl": hang.url}
+        a_jobs = [a.create(body) for _ in range(12)]
+        wait_until(lambda: hang.arrived >= 3, BOUND, what="A's attempts to hang")
+        b_jobs = ordinary_jobs(b, 6, hook_b.url, None)
+        wait_for_callbacks(hook_b, b_jobs, "while A's receiver hangs")
+        assert not hang.released.is_set()
+        hang.release()
+        books_of_b(engine, b_jobs)
+        books_of_a(engine, a_jobs)
+    finally:
+        hang.close()
+        hook_b.close()

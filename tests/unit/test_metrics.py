@@ -39,6 +39,7 @@ EXPECTED = {
     "kairos_worker_overrunning_runs": "gauge",
     "kairos_execution_start_lag_seconds": "histogram",
     "kairos_callback_attempts": "counter",
+    "kairos_callbacks_deferred": "counter",
 }
 
 
