@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
@@ -249,3 +251,42 @@ def test_a_held_execution_is_sent_once_a_worker_runs_its_handler_and_its_message
     with engine.connect() as conn:
         sent = conn.execute(sa.text("SELECT status, message FROM executions")).one()
     assert tuple(sent) == ("QUEUED", None)
+
+
+def test_a_skip_at_fire_time_waits_for_no_lock_a_claim_may_hold(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    """A FORBID cron's trigger skipped while its last run goes: no claim holds that job,
+    so there is nothing to release. A claim still open holds the job's row (it claimed
+    the next trigger) until the dispatch loop sends it: the dispatch loop, firing, must
+    not wait for that row, or both wait until MySQL gives up (50 s), again and again."""
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    job = job_with(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE jobs SET cron_expr = '* * * * * *', next_trigger_time = :t"),
+            {"t": now + 1_000},
+        )
+    scheduled(engine, job, "e-going", now - 2_000)
+    with engine.begin() as conn:
+        executions.mark_queued(
+            conn, dict.fromkeys(executions.primary_keys(conn, ["e-going"]), "w1"), now
+        )
+    scheduled(engine, job, "e-skipped", now - 1_000)
+    fire.load()
+
+    def short_lock_waits(dbapi_connection: Any, *_: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+
+    sa.event.listen(engine, "checkout", short_lock_waits)
+    try:
+        with engine.connect() as claim, claim.begin():  # an open claim of the next trigger
+            claim.execute(sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE"), {"j": job})
+            assert fire.fire_due() == 0
+    finally:
+        sa.event.remove(engine, "checkout", short_lock_waits)
+    assert statuses(engine)["e-skipped"] == "SKIPPED"
+    assert job_status(engine, job) == "WAITING"

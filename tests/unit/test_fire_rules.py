@@ -12,6 +12,7 @@ from services.dispatcher.trigger.fire_rules import (
     PAUSED_HOLD,
     decide,
     forbid_candidates,
+    release_on_skip,
 )
 
 NOW = 1_000_000
@@ -88,3 +89,14 @@ def test_forbid_skips_a_first_attempt_while_its_job_runs_and_sends_one_per_fire(
     decisions = decide(rows, NOW, busy_jobs={1})
     assert set(decisions.skipped) == {1, 3}
     assert [r.id for r in decisions.to_send] == [2, 4]
+
+
+def test_a_skip_releases_only_a_job_its_claim_held() -> None:
+    later = {"next_trigger_time": NOW + 1_000}
+    assert release_on_skip(row(1, recurring=False)) == (1, JobStatus.FAILED)
+    assert release_on_skip(row(2, next_trigger_time=None)) == (2, JobStatus.FAILED)  # last
+    assert release_on_skip(row(3, overlap_policy="QUEUE", **later)) == (3, None)
+    # Never held: its row may be held by an open claim of its next trigger.
+    assert release_on_skip(row(4, overlap_policy="FORBID", **later)) is None
+    assert release_on_skip(row(5, overlap_policy="ALLOW", **later)) is None
+    assert release_on_skip(row(6, manual=True, recurring=False)) is None

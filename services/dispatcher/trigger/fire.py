@@ -24,7 +24,7 @@ from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import WorkerChooser
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
-from common.states import ExecutionStatus, JobStatus
+from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
 from services.dispatcher.trigger.fire_rules import (
@@ -32,6 +32,7 @@ from services.dispatcher.trigger.fire_rules import (
     decide,
     forbid_candidates,
     no_worker_reason,
+    release_on_skip,
 )
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
@@ -172,13 +173,12 @@ class Firer:
         now: int,
     ) -> None:
         """Write what is not sent: cancelled, skipped (their job released as a finished
-        run releases it) and held (looked at again after ``hold_ms``)."""
+        run releases it, if anything holds it) and held (looked at again after
+        ``hold_ms``)."""
         executions.mark_skipped(conn, decisions.cancelled, now, ExecutionStatus.CANCELLED)
         executions.mark_skipped(conn, decisions.skipped, now)
-        skipped = [r for r in rows if r.id in decisions.skipped and not r.manual]
-        release_jobs(
-            conn, [(r.job_id, None if r.recurring else JobStatus.FAILED) for r in skipped], now
-        )
+        skipped = [release_on_skip(r) for r in rows if r.id in decisions.skipped]
+        release_jobs(conn, [end for end in skipped if end is not None], now)
         executions.hold_scheduled(conn, held, now + self._hold_ms)
 
     @staticmethod

@@ -112,6 +112,24 @@ def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> 
     )
 
 
+def release_on_skip(row: ExecutionWithJob) -> tuple[int, JobStatus | None] | None:
+    """What skipping this execution at fire time does to its job, as a finished run would:
+    ``(job id, final status)`` (None: back to waiting), or None when nothing holds the job.
+
+    A one-shot job, or a cron at its last trigger, was held by its claim and ends FAILED;
+    a recurring job under overlap policy QUEUE was held and waits for its next trigger.
+    Any other recurring job was never held, and its row is left alone: a claim of its
+    next trigger may hold it, open until the dispatch loop (which fires) sends it.
+    """
+    if row.manual:
+        return None
+    if not row.recurring or row.next_trigger_time is None:
+        return row.job_id, JobStatus.FAILED
+    if row.overlap_policy == OverlapPolicy.QUEUE:
+        return row.job_id, None
+    return None
+
+
 def no_worker_reason(handler: str) -> str:
     """The message of an execution held because no live worker runs its handler."""
     return f"waiting: no live worker runs handler {handler!r}"
