@@ -256,9 +256,16 @@ def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
 
 
 def find_due_jobs(
-    conn: Connection, until_ms: int, handlers: Iterable[str], limit: int, skip_locked: bool = False
+    conn: Connection,
+    until_ms: int,
+    handlers: Iterable[str],
+    limit: int,
+    skip_locked: bool = False,
+    since_ms: int | None = None,
+    latest_first: bool = False,
 ) -> list[DueJob]:
-    """WAITING jobs due by ``until_ms`` whose handler some live worker runs, soonest first.
+    """WAITING jobs due by ``until_ms`` (and not before ``since_ms``) whose handler some
+    live worker runs, soonest first (or, ``latest_first``, the latest first).
 
     With ``skip_locked`` the rows are locked as they are read and rows another
     transaction holds are passed over: a claim still open leaves its jobs to itself.
@@ -266,14 +273,23 @@ def find_due_jobs(
     names = list(handlers)
     if not names:
         return []
+    since = "" if since_ms is None else "AND next_trigger_time >= %s "
     rows = driver.fetch(
         conn,
         "SELECT id, version, handler, next_trigger_time, created_at, params, timeout_seconds, "
         f"{_POLICY_SQL} FROM jobs "
-        "WHERE status = %s AND next_trigger_time <= %s "
-        f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time LIMIT %s"
+        f"WHERE status = %s AND next_trigger_time <= %s {since}"
+        f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time"
+        + (" DESC" if latest_first else "")
+        + " LIMIT %s"
         + (" FOR UPDATE SKIP LOCKED" if skip_locked else ""),
-        (JobStatus.WAITING.value, until_ms, *names, limit),
+        (
+            JobStatus.WAITING.value,
+            until_ms,
+            *(() if since_ms is None else (since_ms,)),
+            *names,
+            limit,
+        ),
     )
     # Unpacked by position (the SELECT's order): by name, the attribute lookups and the
     # policy's conversions took a tenth of the claim thread's CPU.

@@ -525,3 +525,31 @@ def test_an_app_whose_receiver_hangs_leaves_the_notifier_to_the_others(
     finally:
         hang.close()
         hook_b.close()
+
+
+def test_an_app_catching_up_a_backlog_leaves_the_claims_to_on_time_triggers(
+    processes: Processes, engine: Engine
+) -> None:
+    hook_b = CallbackReceiver()
+    try:
+        # More jobs than one claim takes, each with an hour of every-second triggers to
+        # catch up: always due, always the oldest.
+        a, b, _ = start_two_tenants(processes, engine, KAIROS_BATCH_SIZE="50")
+        backlog = {
+            "jobHandler": "demo.noop",
+            "cronExpr": "* * * * * *",
+            "misfirePolicy": "FIRE_ALL",
+            "triggerAt": now_ms() - 3_000_000,
+        }
+        items = [{"jobName": f"catch-up {n}", **backlog} for n in range(400)]
+        response = a.post("/openapi/jobs/batch", json={"jobs": items})
+        assert response.status_code == 202, response.text
+        a_jobs = [int(j["jobId"]) for j in response.json()["jobs"]]
+        wait_until(lambda: len(executions(engine, a_jobs[-1])) >= 3, BOUND, what="A's catch-up")
+        b_jobs = ordinary_jobs(b, 10, hook_b.url, None)
+        wait_for_callbacks(hook_b, b_jobs, "while A catches up")
+        cancel(a, a_jobs)
+        books_of_b(engine, b_jobs)
+        books_of_a(engine, a_jobs)
+    finally:
+        hook_b.close()

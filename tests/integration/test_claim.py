@@ -307,3 +307,25 @@ def test_a_job_ended_at_its_claim_calls_back_with_why(
     payload = json.loads(delivery.payload)
     assert (payload["jobId"], payload["status"], payload["message"]) == (broken, status, message)
     assert payload["attempt"] == 1
+
+
+def test_a_backlog_of_catch_up_triggers_never_holds_back_the_others(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    """More jobs catching up (FIRE_ALL, every second, far behind) than one claim takes:
+    due again after every claim and always the oldest, they took every claim."""
+    make_app(engine)
+    now = ClusterClock(redis_client).now_ms()
+    catch_up = JobPolicies(misfire_policy=MisfirePolicy.FIRE_ALL, catch_up_window_seconds=7_200)
+    behind = [
+        add_job(engine, now - 3_600_000, cron="* * * * * *", policies=catch_up) for _ in range(3)
+    ]
+    on_time = add_job(engine, now)
+    late = add_job(engine, now - 30_000)  # after an outage, say
+    small = TriggerClaimer(
+        engine, ClusterClock(redis_client), 3, 1_000, ClaimSender(WorkerChooser())
+    )
+    small.claim({"demo.noop"})
+    claimed = {j for j in [*behind, on_time, late] if executions_of(engine, j)}
+    # The on-time trigger first, then the late ones, least late first.
+    assert {on_time, late} < claimed and len(claimed & set(behind)) == 1

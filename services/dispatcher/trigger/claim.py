@@ -23,6 +23,9 @@ from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 
 log = logging.getLogger(__name__)
 
+# Triggers due longer ago than this are a backlog, claimed after the ones on time.
+ON_TIME_MS = 5_000
+
 
 def claim_update(plan: TriggerPlan | Unplannable) -> ClaimUpdate:
     """What claiming a trigger with this plan does to its job."""
@@ -132,6 +135,32 @@ class TriggerClaimer:
                 raise
             return self._claim(handlers, keep_going, skip_taken=True)
 
+    def _due(self, conn: Connection, handlers: Iterable[str], now: int) -> list[DueJob]:
+        """The triggers this claim takes: those due from ``ON_TIME_MS`` ago to the window
+        ahead, soonest first; then, in the room left, those later than that, least late
+        first.
+
+        A trigger found late is claimed late, and a job catching up (FIRE_ALL) is due
+        again after each claim, its next trigger still the oldest of all: by age alone,
+        enough of them took every claim, and every other job waited until they caught
+        up. Least late first, a job merely late (an outage) comes before one far behind.
+        """
+        names = list(handlers)
+        found = find_due_jobs(
+            conn,
+            now + self._window_ms,
+            names,
+            self._batch_size,
+            skip_locked=True,
+            since_ms=now - ON_TIME_MS,
+        )
+        room = self._batch_size - len(found)
+        if room > 0:
+            found += find_due_jobs(
+                conn, now - ON_TIME_MS - 1, names, room, skip_locked=True, latest_first=True
+            )
+        return found
+
     @retry_lock_conflicts
     def _claim(
         self, handlers: Iterable[str], keep_going: Callable[[], bool], skip_taken: bool
@@ -140,13 +169,7 @@ class TriggerClaimer:
         conn = self._engine.connect()
         transaction = conn.begin()
         try:
-            due = find_due_jobs(
-                conn,
-                now + self._window_ms,
-                handlers,
-                self._batch_size,
-                skip_locked=True,
-            )
+            due = self._due(conn, handlers, now)
             plans = {job.id: _plan(job, now) for job in due}
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
             won = claim_jobs(conn, due, updates, now)
