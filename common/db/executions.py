@@ -127,15 +127,18 @@ def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
     )
 
 
-def lock_still_scheduled(conn: Connection, keys: Iterable[int]) -> set[int]:
-    """Lock these executions (by primary key) and return those still SCHEDULED."""
+def lock_still_scheduled(
+    conn: Connection, keys: Iterable[int], skip_locked: bool = False
+) -> set[int]:
+    """Lock these executions (by primary key) and return those still SCHEDULED; with
+    ``skip_locked``, those another transaction holds are passed over."""
     ordered = sorted(keys)
     if not ordered:
         return set()
     rows = driver.fetch(
         conn,
         f"SELECT id, status FROM executions WHERE id IN ({driver.ints(ordered)}) "
-        "ORDER BY id FOR UPDATE",
+        "ORDER BY id FOR UPDATE" + (" SKIP LOCKED" if skip_locked else ""),
     )
     return {int(r.id) for r in rows if r.status == ExecutionStatus.SCHEDULED}
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -12,7 +16,8 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db import executions, sendable
+from common.db import control, executions, sendable
+from common.db.engine import make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, insert_job
 from common.keys import RedisKeys
@@ -253,6 +258,22 @@ def test_a_held_execution_is_sent_once_a_worker_runs_its_handler_and_its_message
     assert tuple(sent) == ("QUEUED", None)
 
 
+@contextmanager
+def short_lock_waits(engine: Engine) -> Iterator[None]:
+    """The engine's connections give up a lock wait after 1 s (MySQL's default: 50 s),
+    so a firer that would wait shows it by failing."""
+
+    def shorten(dbapi_connection: Any, *_: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+
+    sa.event.listen(engine, "checkout", shorten)
+    try:
+        yield
+    finally:
+        sa.event.remove(engine, "checkout", shorten)
+
+
 def test_a_skip_at_fire_time_waits_for_no_lock_a_claim_may_hold(
     engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
 ) -> None:
@@ -277,16 +298,62 @@ def test_a_skip_at_fire_time_waits_for_no_lock_a_claim_may_hold(
     scheduled(engine, job, "e-skipped", now - 1_000)
     fire.load()
 
-    def short_lock_waits(dbapi_connection: Any, *_: Any) -> None:
-        with dbapi_connection.cursor() as cursor:
-            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
-
-    sa.event.listen(engine, "checkout", short_lock_waits)
-    try:
-        with engine.connect() as claim, claim.begin():  # an open claim of the next trigger
-            claim.execute(sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE"), {"j": job})
-            assert fire.fire_due() == 0
-    finally:
-        sa.event.remove(engine, "checkout", short_lock_waits)
+    with short_lock_waits(engine), engine.connect() as claim, claim.begin():
+        # An open claim of the job's next trigger.
+        claim.execute(sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE"), {"j": job})
+        assert fire.fire_due() == 0
     assert statuses(engine)["e-skipped"] == "SKIPPED"
     assert job_status(engine, job) == "WAITING"
+
+
+def test_firing_passes_over_an_execution_another_transaction_holds(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    """A cancel locks the job's SCHEDULED executions, then its row, which an open claim of
+    its next trigger may hold until the dispatch loop sends it: a firer waiting for that
+    execution would close the circle, and all three would wait until MySQL gives up."""
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    job = job_with(engine)
+    scheduled(engine, job, "e-due", now - 5)
+    other = new_job(engine)
+    scheduled(engine, other, "e-free", now - 5)
+    fire.load()
+    api = make_engine(namespace, pool_size=1)
+    with engine.connect() as claim, claim.begin():
+        claim.execute(sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE"), {"j": job})
+
+        def cancel() -> None:
+            with api.begin() as conn:
+                control.cancel_job(conn, 1, job, control.ACTIVE, now)
+
+        cancelling = threading.Thread(target=cancel)
+        cancelling.start()
+        wait_for_the_cancel_to_wait(engine)  # it holds e-due and waits for the job row
+        with short_lock_waits(engine):
+            assert fire.fire_due() == 1
+        assert statuses(engine)["e-free"] == "QUEUED"
+    cancelling.join(timeout=60)
+    api.dispose()
+    assert statuses(engine)["e-due"] == "CANCELLED"
+
+
+def wait_for_the_cancel_to_wait(engine: Engine) -> None:
+    """Return once the cancel's job UPDATE runs (its executions are locked by then)."""
+    for _ in range(600):
+        with engine.connect() as conn:
+            waiting = conn.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                    "WHERE DB = DATABASE() AND INFO LIKE :q"
+                ),
+                {"q": "UPDATE jobs SET status=%CANCELLED%"},
+            ).scalar_one()
+        if waiting:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the cancel never reached the job row")

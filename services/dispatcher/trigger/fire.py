@@ -136,7 +136,11 @@ class Firer:
     def _fire(self, due: Sequence[ExecutionWithJob]) -> int:
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
-            still = executions.lock_still_scheduled(conn, [r.id for r in due])
+            # Passed over, not waited for: an execution another transaction holds (a
+            # cancel, which then waits for its job's row) is fired on a later pass, if
+            # still SCHEDULED. Waiting could close a circle through an open claim, which
+            # only this loop commits, and stall it until MySQL gives up (50 s).
+            still = executions.lock_still_scheduled(conn, [r.id for r in due], skip_locked=True)
             rows = [r for r in due if r.id in still]
             busy = executions.jobs_with_runs(conn, forbid_candidates(rows))
             decisions = decide(rows, now, busy)
