@@ -108,6 +108,16 @@ def executions(engine: Engine, job_id: int) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in rows]
 
 
+def deliveries(engine: Engine, job_ids: list[int]) -> list[dict[str, Any]]:
+    """The callback deliveries of these jobs."""
+    statement = sa.text(
+        "SELECT job_id, url, status, attempts, last_status_code, last_error "
+        "FROM callback_deliveries WHERE job_id IN :ids"
+    ).bindparams(sa.bindparam("ids", expanding=True))
+    with engine.connect() as conn:
+        return [dict(row._mapping) for row in conn.execute(statement, {"ids": job_ids})]
+
+
 def job_status(engine: Engine, job_id: int) -> str:
     """The job's status in MySQL."""
     with engine.connect() as conn:

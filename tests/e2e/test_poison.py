@@ -38,6 +38,7 @@ from tests.e2e.poison_kit import (
     books_of_a,
     books_of_b,
     cancel,
+    deliveries,
     executions,
     job_count,
     job_status,
@@ -127,6 +128,33 @@ def refused_poisons(engine: Engine, a: Tenant) -> None:
     assert job_count(engine, a) == before, "a refused request wrote a row"
 
 
+def refused_patches(engine: Engine, a: Tenant, job_id: int) -> None:
+    """A PATCH the API cannot take is a 422 naming the field, and changes nothing."""
+    definition = sa.text(
+        "SELECT params, cron_expr, callback_url, timezone, max_retries, updated_at "
+        "FROM jobs WHERE id = :j"
+    )
+    with engine.connect() as conn:
+        before = conn.execute(definition, {"j": job_id}).one()
+    for field, value in (
+        ("cronExpr", "R * * * *"),
+        ("params", nested(40)),
+        ("callbackUrl", "http://[::1"),
+        ("timezone", "Nowhere/Atlantis"),
+        ("maxRetries", True),
+    ):
+        response = httpx.patch(
+            f"{a.api.base}/openapi/jobs/{job_id}",
+            json={field: value},
+            headers={"Authorization": f"Bearer {a.api.api_key}"},
+            timeout=30,
+        )
+        assert_refused(response, field)
+    with engine.connect() as conn:
+        after = conn.execute(definition, {"j": job_id}).one()
+    assert after[:5] == before[:5]
+
+
 # ---- input the API takes, that misbehaves later ---------------------------------------
 
 
@@ -164,6 +192,7 @@ TAKEN: dict[str, tuple[dict[str, Any], str, str | None]] = {
         "FAILED",
         "the coroutine was cancelled",
     ),
+    "a NUL in its name \x00 and an emoji 😀": ({"jobHandler": "demo.noop"}, "SUCCEEDED", None),
     "sleep 9e9": (
         {"jobHandler": "demo.sleep", "params": {"seconds": 9e9}},
         "FAILED",
@@ -229,6 +258,30 @@ def check_endings(
         assert job_status(engine, job_id) == status, (name, last)
         if text is not None:
             assert text in (last["message"] or ""), (name, last)
+
+
+def check_bad_receivers(engine: Engine, job_ids: list[int], good: str, bad: list[str]) -> None:
+    """Each callback to a receiver that hangs, trickles, answers 410 or 500, or sits at
+    a URL the HTTP client cannot use ended DEAD after every attempt, saying why; the
+    rest of A's callbacks were delivered."""
+    hang, trickle, gone, broken, _ = bad
+    expected = {
+        hang: (None, "no complete answer"),
+        trickle: (None, "no complete answer"),
+        gone: (410, None),
+        broken: (500, None),
+        "http://example.com:abc/": (None, "InvalidURL"),
+    }
+    found = deliveries(engine, job_ids)
+    assert {d["url"] for d in found} == {*expected, good}
+    for delivery in found:
+        if delivery["url"] == good:
+            assert delivery["status"] == "DELIVERED", delivery
+            continue
+        code, error = expected[delivery["url"]]
+        assert (delivery["status"], delivery["attempts"]) == ("DEAD", 3), delivery
+        assert delivery["last_status_code"] == code, delivery
+        assert error is None or error in (delivery["last_error"] or ""), delivery
 
 
 # ---- app B ---------------------------------------------------------------------------
@@ -326,7 +379,9 @@ def dst_crons(engine: Engine, a: Tenant) -> list[int]:
     """An every-second cron in Europe/Paris whose stored next trigger is the second before
     a spring-forward, and a paused one whose preview crosses it."""
     body = {"jobHandler": "demo.noop", "cronExpr": "* * * * * *", "timezone": "Europe/Paris"}
-    running, previewed = a.create({"jobName": "dst", **body}), a.create({"jobName": "dst2", **body})
+    # ALLOW: the late trigger runs even while the run of the trigger claimed at create goes.
+    running = a.create({"jobName": "dst", "overlapPolicy": "ALLOW", **body})
+    previewed = a.create({"jobName": "dst2", **body})
     assert a.post(f"/openapi/jobs/{previewed}/pause").status_code == 200
     with engine.begin() as conn:
         for job_id, at in (
@@ -428,6 +483,7 @@ def test_every_poison_of_one_app_settles_alone(processes: Processes, engine: Eng
         held, waiting = orphaned_work(processes, engine, a)
         dst, dst_paused = dst_crons(engine, a)
         cron = a.create({"jobName": "cron", "jobHandler": "demo.noop", "cronExpr": "* * * * * *"})
+        refused_patches(engine, a, cron)
         stormed = a.create({"jobName": "storm", "jobHandler": "demo.noop", "triggerAt": FAR})
         at = now_ms() + 6_000
         bad_urls = [hang.url, trickle.url, gone.url, broken.url, hook_a.url]
@@ -470,6 +526,7 @@ def test_every_poison_of_one_app_settles_alone(processes: Processes, engine: Eng
         cancel(a, [held, waiting, dst, dst_paused, cron, stormed, too_late])
         books_of_b(engine, first + second)
         books_of_a(engine, a_jobs)
+        check_bad_receivers(engine, [*taken.values(), *stored.values()], hook_a.url, bad_urls)
     finally:
         for receiver in receivers:
             receiver.close()
