@@ -69,3 +69,31 @@ def overrun(params: dict[str, Any], ctx: HandlerContext) -> dict[str, float]:
 async def async_overrun(params: dict[str, Any], ctx: HandlerContext) -> None:
     """A coroutine that waits past its job's timeout (it is cancelled)."""
     await asyncio.sleep(float(params.get("seconds", 60)))
+
+
+class Unprintable:
+    """An object no text can be made of."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ refuses")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("__repr__ refuses")
+
+
+@handler("poison.unprintable_result")
+def unprintable_result(params: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
+    """A result holding an object whose ``str()`` and ``repr()`` raise."""
+    return {"value": Unprintable()}
+
+
+@handler("poison.system_exit")
+def system_exit(params: dict[str, Any], ctx: HandlerContext) -> None:
+    """Raise SystemExit, as a handler calling ``sys.exit`` would."""
+    raise SystemExit(3)
+
+
+@handler("poison.blocking_coroutine")
+async def blocking_coroutine(params: dict[str, Any], ctx: HandlerContext) -> None:
+    """A coroutine that blocks its event loop past its timeout (cancelling cannot reach it)."""
+    time.sleep(float(params.get("seconds", 4)))

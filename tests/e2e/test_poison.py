@@ -192,6 +192,17 @@ TAKEN: dict[str, tuple[dict[str, Any], str, str | None]] = {
         "FAILED",
         "the coroutine was cancelled",
     ),
+    "unprintable result": (
+        {"jobHandler": "poison.unprintable_result"},
+        "SUCCEEDED",
+        "the result is stored as text",
+    ),
+    "SystemExit": ({"jobHandler": "poison.system_exit"}, "FAILED", "SystemExit: 3"),
+    "blocking coroutine": (
+        {"jobHandler": "poison.blocking_coroutine", "timeoutSeconds": 1},
+        "FAILED",
+        "cancelled but has not ended",
+    ),
     "a NUL in its name \x00 and an emoji 😀": ({"jobHandler": "demo.noop"}, "SUCCEEDED", None),
     "sleep 9e9": (
         {"jobHandler": "demo.sleep", "params": {"seconds": 9e9}},
