@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
+import pytest
 import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -12,6 +14,7 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.db.jobs import (
     ClaimUpdate,
+    DueJob,
     JobPolicies,
     NewJob,
     claim_jobs,
@@ -22,6 +25,7 @@ from common.db.jobs import (
 from common.loadbalance import WorkerChooser
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
+from services.dispatcher.trigger import claim as claim_module
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
 from tests.books import Expectation, assert_books
@@ -329,3 +333,30 @@ def test_a_backlog_of_catch_up_triggers_never_holds_back_the_others(
     claimed = {j for j in [*behind, on_time, late] if executions_of(engine, j)}
     # The on-time trigger first, then the late ones, least late first.
     assert {on_time, late} < claimed and len(claimed & set(behind)) == 1
+
+
+def test_an_empty_backlog_is_looked_at_again_only_after_a_while(
+    engine: Engine, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs due long ago whose handler no live worker runs stay in the backlog's range:
+    every look walks past them, so a look that found nothing waits before the next."""
+    make_app(engine)
+    clock = ClusterClock(redis_client)
+    now = [clock.now_ms()]
+    monkeypatch.setattr(clock, "now_ms", lambda: now[0])
+    add_job(engine, now[0] - 3_600_000, handler="gone.handler")
+    looks: list[bool] = []
+
+    def counting(*args: Any, **kwargs: Any) -> list[DueJob]:
+        looks.append(bool(kwargs.get("latest_first")))
+        return find_due_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(claim_module, "find_due_jobs", counting)
+    claiming = TriggerClaimer(engine, clock, 10, 1_000, ClaimSender(WorkerChooser()))
+    claiming.claim({"demo.noop"})
+    claiming.claim({"demo.noop"})
+    assert looks.count(True) == 1
+    late = add_job(engine, now[0] - 60_000)
+    now[0] += claim_module.BACKLOG_IDLE_MS
+    claiming.claim({"demo.noop"})
+    assert looks.count(True) == 2 and executions_of(engine, late)
