@@ -602,14 +602,14 @@ def test_an_app_catching_up_a_backlog_leaves_the_claims_to_on_time_triggers(
     try:
         # More jobs than one claim takes, each with an hour of every-second triggers to
         # catch up: always due, always the oldest.
-        a, b, _ = start_two_tenants(processes, engine, KAIROS_BATCH_SIZE="50")
+        a, b, _ = start_two_tenants(processes, engine, KAIROS_BATCH_SIZE="25")
         backlog = {
             "jobHandler": "demo.noop",
             "cronExpr": "* * * * * *",
             "misfirePolicy": "FIRE_ALL",
             "triggerAt": now_ms() - 3_000_000,
         }
-        items = [{"jobName": f"catch-up {n}", **backlog} for n in range(400)]
+        items = [{"jobName": f"catch-up {n}", **backlog} for n in range(200)]
         response = a.post("/openapi/jobs/batch", json={"jobs": items})
         assert response.status_code == 202, response.text
         a_jobs = [int(j["jobId"]) for j in response.json()["jobs"]]
