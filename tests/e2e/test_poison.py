@@ -109,7 +109,10 @@ REFUSED_RAW: list[tuple[str, str]] = [
     ("params", '{"jobName":"r","jobHandler":"demo.echo","params":{"\\udfff":1}}'),
     ("jobName", '{"jobName":"a\\ud800","jobHandler":"demo.echo"}'),
     ("params", '{"jobName":"r","jobHandler":"demo.echo","params":{"n":NaN}}'),
-    ("body", '{"jobName":"r","jobHandler":"demo.echo","params":{"a":' + "[" * 5000 + "]" * 5000),
+    (
+        "body",
+        '{"jobName":"r","jobHandler":"demo.echo","params":{"a":' + "[" * 5000 + "]" * 5000 + "}}",
+    ),
     ("body", '{"jobName":"r","jobHandler":"demo.echo","triggerAt":' + "9" * 5000 + "}"),
 ]
 
