@@ -98,6 +98,13 @@ class ApiSettings(StoreSettings):
         description="a worker heard from longer ago counts as stale in the console (the "
         "dispatchers' KAIROS_HEARTBEAT_STALE_MS)",
     )
+    idempotency_key_hours: float = Field(
+        default=24.0,
+        gt=0,
+        le=720,
+        description="how long a batch create's or a trigger's Idempotency-Key and its "
+        "first answer are remembered",
+    )
     auth_cache_seconds: float = Field(
         default=30.0,
         ge=0,

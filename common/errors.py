@@ -41,15 +41,32 @@ class ValidationFailedError(KairosError):
 
 
 class IdempotencyConflictError(KairosError):
-    """A clientRequestId was reused with a different request body."""
+    """An idempotency key (``clientRequestId`` or the ``Idempotency-Key`` header) was
+    reused with a different request; ``job_id`` is the job the first request made, when
+    it made one."""
 
-    def __init__(self, client_request_id: str, job_id: int) -> None:
+    def __init__(
+        self, key: str, job_id: int | None, name: str = "clientRequestId", what: str = ""
+    ) -> None:
+        first = what or (f"job {job_id}" if job_id is not None else "another request")
         super().__init__(
-            f"clientRequestId {client_request_id!r} was already used for job {job_id} "
-            "with a different body; send the original body or use a new clientRequestId"
+            f"{name} {key!r} was already used for {first} with a different body; send the "
+            f"original request or use a new {name}"
         )
-        self.client_request_id = client_request_id
+        self.client_request_id = key
         self.job_id = job_id
+
+
+class IdempotencyKeyInUseError(KairosError):
+    """A request with the same Idempotency-Key is still being answered; nothing was
+    written by this one."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"a request with Idempotency-Key {key!r} is still in progress; retry in a moment "
+            "with the same key to get its answer"
+        )
+        self.key = key
 
 
 class BatchRejectedError(KairosError):
@@ -75,6 +92,14 @@ class JobNotFoundError(KairosError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id} does not exist")
         self.job_id = job_id
+
+
+class ExecutionNotFoundError(KairosError):
+    """No execution with that id belongs to a job of the calling app."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(f"execution {execution_id} does not exist")
+        self.execution_id = execution_id
 
 
 class InvalidTransitionError(KairosError):
@@ -139,6 +164,17 @@ class WorkerNotLiveError(KairosError):
 
 class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
+
+
+class AppDisabledError(KairosError):
+    """The API key belongs to an app an operator disabled; nothing it asks is done."""
+
+    def __init__(self, app_id: str) -> None:
+        super().__init__(
+            f"app {app_id!r} is disabled; ask an operator to enable it (`kairos app enable "
+            f"{app_id}`)"
+        )
+        self.app_id = app_id
 
 
 class UnknownHandlerError(ValidationFailedError):

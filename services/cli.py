@@ -10,14 +10,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from common.errors import KairosError
-
-if TYPE_CHECKING:
-    from common.handler_patterns import HandlerPatterns
+from services.cli_apps import add_app_parsers
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -35,109 +33,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     prepare_namespace(settings)
     print(f"namespace {settings.namespace}: schema at head, vhost ready")
     return 0
-
-
-def cmd_app_create(args: argparse.Namespace) -> int:
-    """Create an app and print its credentials as JSON."""
-    from common.config import StoreSettings
-    from common.namespace import create_app_credentials
-
-    credentials = create_app_credentials(StoreSettings(), args.name)
-    print(
-        json.dumps(
-            {
-                "appId": credentials.app_id,
-                "apiKey": credentials.api_key,
-                "signingSecret": credentials.signing_secret,
-            }
-        )
-    )
-    return 0
-
-
-def cmd_app_list(args: argparse.Namespace) -> int:
-    """Print the apps."""
-    from common.config import StoreSettings
-    from services.operations import list_apps
-
-    print(list_apps(StoreSettings()))
-    return 0
-
-
-def cmd_app_rotate_key(args: argparse.Namespace) -> int:
-    """Give an app a new API key and print it as JSON; the old key stops working."""
-    from common.config import ApiSettings, StoreSettings
-    from services.operations import rotate_app_key
-
-    # Read before the rotation: a bad setting must not fail the command after it.
-    cache_seconds = ApiSettings().auth_cache_seconds
-    api_key = rotate_app_key(StoreSettings(), args.app_id)
-    print(json.dumps({"appId": args.app_id, "apiKey": api_key}))
-    print(
-        "kairos: the old key stops working once the API's key cache lets go of it "
-        f"(KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here)",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
-    """Give an app a new signing secret and print it as JSON."""
-    from common.config import StoreSettings
-    from common.timefmt import iso_ms
-    from services.operations import rotate_app_secret
-
-    rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours, args.force)
-    print(
-        json.dumps(
-            {
-                "appId": args.app_id,
-                "signingSecret": rotation.signing_secret,
-                "previousSecretSignsUntil": iso_ms(rotation.previous_valid_until_ms),
-            }
-        )
-    )
-    return 0
-
-
-def cmd_app_handlers(args: argparse.Namespace) -> int:
-    """Print, set (--allow) or lift (--all) the handler patterns an app's jobs may name."""
-    from common.config import ApiSettings, StoreSettings
-    from common.handler_patterns import EVERY_HANDLER, HandlerPatterns, checked_patterns
-    from services.operations import app_handler_patterns, set_app_handler_patterns
-
-    if args.allow is None and not args.all:
-        patterns = app_handler_patterns(StoreSettings(), args.app_id)
-    else:
-        # Checked before any store is touched, as a bad setting is.
-        allowed = checked_patterns(args.allow, "--allow") if args.allow else None
-        patterns = EVERY_HANDLER if allowed is None else HandlerPatterns(allowed)
-        cache_seconds = ApiSettings().auth_cache_seconds
-        outside = set_app_handler_patterns(StoreSettings(), args.app_id, patterns)
-        _say_handlers_changed(patterns, outside, cache_seconds)
-    listed = None if patterns.patterns is None else list(patterns.patterns)
-    print(json.dumps({"appId": args.app_id, "handlerPatterns": listed}))
-    return 0
-
-
-def _say_handlers_changed(
-    patterns: HandlerPatterns, outside: dict[str, int], cache_seconds: float
-) -> None:
-    """On stderr: when the API applies the change, and which live jobs it leaves out."""
-    what = "every handler" if patterns.patterns is None else "only handlers matching these patterns"
-    print(
-        f"kairos: the app's new jobs may name {what} once the API's key cache lets go of "
-        f"the app (KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here)",
-        file=sys.stderr,
-    )
-    if outside:
-        named = ", ".join(f"{handler} ({count})" for handler, count in outside.items())
-        print(
-            f"kairos: {sum(outside.values())} live jobs of this app name handlers outside "
-            f"these patterns: {named}; they keep their schedule, but cannot be triggered, "
-            "resumed or changed (the app can pause, cancel or delete them)",
-            file=sys.stderr,
-        )
 
 
 def cmd_api(args: argparse.Namespace) -> int:
@@ -304,20 +199,6 @@ def _duration(text: str) -> float:
     return value
 
 
-MAX_OVERLAP_HOURS = 720
-
-
-def _overlap_hours(text: str) -> float:
-    """An argparse type: hours from 0 to ``MAX_OVERLAP_HOURS``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= MAX_OVERLAP_HOURS:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {MAX_OVERLAP_HOURS}")
-    return value
-
-
 def _add_metrics_port(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
@@ -362,39 +243,7 @@ def _add_operator_parsers(sub: Any) -> None:
     sub.add_parser("migrate", help="create database and vhost, migrate the schema").set_defaults(
         func=cmd_migrate
     )
-    app = sub.add_parser("app", help="manage API apps").add_subparsers(
-        dest="app_cmd", required=True
-    )
-    create = app.add_parser("create", help="create an app; prints appId, apiKey, signingSecret")
-    create.add_argument("name")
-    create.set_defaults(func=cmd_app_create)
-    app.add_parser("list", help="list apps (id, created, name)").set_defaults(func=cmd_app_list)
-    rotate = app.add_parser(
-        "rotate-key", help="give an app a new API key; prints it; the old key stops working"
-    )
-    rotate.add_argument("app_id")
-    rotate.set_defaults(func=cmd_app_rotate_key)
-    secret = app.add_parser(
-        "rotate-secret",
-        help="give an app a new signing secret; prints it; callbacks carry a signature "
-        "with the old one too for --overlap-hours",
-    )
-    secret.add_argument("app_id")
-    secret.add_argument(
-        "--overlap-hours",
-        type=_overlap_hours,
-        default=24.0,
-        help="how long callbacks are signed with the old secret too (default 24, at most "
-        f"{MAX_OVERLAP_HOURS})",
-    )
-    secret.add_argument(
-        "--force",
-        action="store_true",
-        help="rotate even while an earlier rotation's overlap is open (drops the oldest "
-        "secret at once)",
-    )
-    secret.set_defaults(func=cmd_app_rotate_secret)
-    _add_handlers_parser(app)
+    add_app_parsers(sub)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
     up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
@@ -435,27 +284,6 @@ def _add_operator_parser(sub: Any) -> None:
     )
     revoke.add_argument("name")
     revoke.set_defaults(func=cmd_operator_revoke)
-
-
-def _add_handlers_parser(app: Any) -> None:
-    handlers = app.add_parser(
-        "handlers",
-        help="print an app's handler patterns, or restrict its jobs to handlers matching "
-        "them (--allow), or lift the restriction (--all)",
-    )
-    handlers.add_argument("app_id")
-    given = handlers.add_mutually_exclusive_group()
-    given.add_argument(
-        "--allow",
-        action="append",
-        metavar="PATTERN",
-        help="a handler name or glob pattern ('report.*', 'report.v?'); repeat for several; "
-        "replaces the app's patterns",
-    )
-    given.add_argument(
-        "--all", action="store_true", help="lift the restriction: every handler (the default)"
-    )
-    handlers.set_defaults(func=cmd_app_handlers)
 
 
 def _add_execution_parsers(sub: Any) -> None:

@@ -20,7 +20,6 @@ from common.db.apps import (
     handler_patterns,
     live_job_handlers,
     previous_secret_until,
-    rotate_api_key,
     rotate_signing_secret,
     set_handler_patterns,
 )
@@ -88,14 +87,15 @@ class SecretRotation:
 
 
 def list_apps(settings: StoreSettings) -> str:
-    """A table of apps: id, creation time, handler patterns (``(all)`` when the app may
-    name every handler), name."""
+    """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
+    patterns (``(all)`` when the app may name every handler), name."""
     rows = _in_transaction(settings, all_apps)
-    lines = [f"{'APP_ID':22} {'CREATED':24} {'HANDLERS':16}  NAME"]
+    lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
     for r in rows:
         patterns = HandlerPatterns.from_stored(r.handler_patterns).patterns
         shown = "(all)" if patterns is None else ",".join(patterns) or "(none)"
-        lines.append(f"{r.app_id:22} {iso_ms(r.created_at)!s:24} {shown:16}  {r.name}")
+        state = "enabled" if r.disabled_at is None else "disabled"
+        lines.append(f"{r.app_id:22} {iso_ms(r.created_at)!s:24} {state:8} {shown:16}  {r.name}")
     return "\n".join(lines)
 
 
@@ -124,14 +124,6 @@ def set_app_handler_patterns(
     if outside is None:
         raise UnknownAppError(app_id)
     return outside
-
-
-def rotate_app_key(settings: StoreSettings, app_id: str) -> str:
-    """Replace an app's API key; return the new one. Raises ``UnknownAppError``."""
-    api_key = _in_transaction(settings, lambda conn: rotate_api_key(conn, app_id))
-    if api_key is None:
-        raise UnknownAppError(app_id)
-    return api_key
 
 
 def rotate_app_secret(

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from common.db.control import ACTIVE
 from common.db.rows import AnyRow
-from common.db.schema import apps, jobs
+from common.db.schema import api_keys, apps, jobs
 from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 
 
@@ -24,6 +24,7 @@ class AppCredentials:
     app_id: str
     api_key: str
     signing_secret: str
+    key_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,19 @@ class App:
     app_id: str
     name: str
     handlers: HandlerPatterns = EVERY_HANDLER
+    # Set by `kairos app disable`: the API refuses every call (403).
+    disabled: bool = False
+    # How long after the lookup the key the request carried stops working (an
+    # overlapping rotation), in ms; None: until it is revoked.
+    key_expires_in_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class NewApiKey:
+    """A key just made: its public id (to revoke it by) and the key, shown once."""
+
+    key_id: str
+    api_key: str
 
 
 def hash_api_key(api_key: str) -> str:
@@ -51,52 +65,151 @@ def new_signing_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def new_key_id() -> str:
+    """The public id of an API key, which names it in `kairos app keys` and revoke-key."""
+    return "key_" + secrets.token_hex(8)
+
+
+def _add_key(conn: Connection, app_pk: int, api_key: str, now_ms: int) -> str:
+    key_id = new_key_id()
+    conn.execute(
+        api_keys.insert().values(
+            key_id=key_id, app_id=app_pk, key_hash=hash_api_key(api_key), created_at=now_ms
+        )
+    )
+    return key_id
+
+
 def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
     """Create an app with a fresh API key and a Standard Webhooks signing secret."""
-    credentials = AppCredentials(
-        app_id="app_" + secrets.token_hex(8),
-        api_key=new_api_key(),
-        signing_secret=new_signing_secret(),
-    )
-    conn.execute(
+    app_id = "app_" + secrets.token_hex(8)
+    api_key = new_api_key()
+    signing_secret = new_signing_secret()
+    result = conn.execute(
         apps.insert().values(
-            app_id=credentials.app_id,
+            app_id=app_id,
             name=name,
-            api_key_hash=hash_api_key(credentials.api_key),
-            signing_secret=credentials.signing_secret,
+            api_key_hash=hash_api_key(api_key),
+            signing_secret=signing_secret,
             created_at=now_ms,
         )
     )
-    return credentials
+    key = result.inserted_primary_key
+    assert key is not None
+    key_id = _add_key(conn, int(key[0]), api_key, now_ms)
+    return AppCredentials(app_id, api_key, signing_secret, key_id)
 
 
-def rotate_api_key(conn: Connection, app_id: str) -> str | None:
-    """Give the app a new API key, which replaces the old one; None if no such app."""
+def _app_pk(conn: Connection, app_id: str) -> int | None:
+    value = conn.execute(sa.select(apps.c.id).where(apps.c.app_id == app_id)).scalar()
+    return int(value) if value is not None else None
+
+
+def rotate_api_key(conn: Connection, app_id: str, now_ms: int, until_ms: int) -> NewApiKey | None:
+    """Give the app a new API key; its other keys keep working until ``until_ms`` (or
+    their own earlier end). None if no such app."""
+    app_pk = _app_pk(conn, app_id)
+    if app_pk is None:
+        return None
     api_key = new_api_key()
-    result = conn.execute(
-        apps.update().where(apps.c.app_id == app_id).values(api_key_hash=hash_api_key(api_key))
+    live = sa.and_(
+        api_keys.c.app_id == app_pk,
+        api_keys.c.revoked_at.is_(None),
+        sa.or_(api_keys.c.expires_at.is_(None), api_keys.c.expires_at > until_ms),
     )
-    return api_key if result.rowcount else None
+    conn.execute(api_keys.update().where(live).values(expires_at=until_ms))
+    key_id = _add_key(conn, app_pk, api_key, now_ms)
+    conn.execute(
+        apps.update().where(apps.c.id == app_pk).values(api_key_hash=hash_api_key(api_key))
+    )
+    return NewApiKey(key_id, api_key)
+
+
+def revoke_api_key(conn: Connection, app_id: str, key_id: str, now_ms: int) -> bool:
+    """Stop one of the app's keys; False if the app has no such key."""
+    app_pk = _app_pk(conn, app_id)
+    if app_pk is None:
+        return False
+    found = conn.execute(
+        sa.select(api_keys.c.revoked_at).where(
+            api_keys.c.app_id == app_pk, api_keys.c.key_id == key_id
+        )
+    ).first()
+    if found is None:
+        return False
+    if found.revoked_at is None:
+        conn.execute(
+            api_keys.update()
+            .where(api_keys.c.app_id == app_pk, api_keys.c.key_id == key_id)
+            .values(revoked_at=now_ms)
+        )
+    return True
+
+
+def app_keys(conn: Connection, app_id: str) -> list[AnyRow] | None:
+    """The app's API keys (id, created, expires, revoked; never the key), oldest first;
+    None if no such app."""
+    app_pk = _app_pk(conn, app_id)
+    if app_pk is None:
+        return None
+    columns = (api_keys.c.key_id, api_keys.c.created_at, api_keys.c.expires_at)
+    query = sa.select(*columns, api_keys.c.revoked_at).where(api_keys.c.app_id == app_pk)
+    return list(conn.execute(query.order_by(api_keys.c.id)))
+
+
+def set_disabled(conn: Connection, app_id: str, disabled_at: int | None) -> bool:
+    """Disable the app at ``disabled_at`` (None enables it); False if no such app."""
+    result = conn.execute(
+        apps.update().where(apps.c.app_id == app_id).values(disabled_at=disabled_at)
+    )
+    return bool(result.rowcount)
 
 
 def all_apps(conn: Connection) -> list[AnyRow]:
-    """Every app (id, name, creation time, stored handler patterns), oldest first; no
-    secrets."""
+    """Every app (id, name, creation time, stored handler patterns, when it was
+    disabled), oldest first; no secrets."""
     columns = (apps.c.app_id, apps.c.name, apps.c.created_at, apps.c.handler_patterns)
-    return list(conn.execute(sa.select(*columns).order_by(apps.c.id)))
+    return list(conn.execute(sa.select(*columns, apps.c.disabled_at).order_by(apps.c.id)))
+
+
+# The database's clock in epoch ms: keys end by it, so authentication needs only MySQL.
+DB_NOW_MS = sa.cast(sa.func.unix_timestamp(sa.func.now(3)) * 1000, sa.BigInteger)
+
+
+def database_now_ms(conn: Connection) -> int:
+    """The database's time in epoch ms, the clock API keys end by."""
+    return int(conn.execute(sa.select(DB_NOW_MS)).scalar_one())
 
 
 def find_app_by_key(conn: Connection, api_key: str) -> App | None:
-    """The app that owns ``api_key``, with its handler patterns, if any."""
+    """The app that owns ``api_key``, if the key is neither revoked nor past its end on
+    the database's clock, with its handler patterns and whether it is disabled."""
     row = conn.execute(
-        sa.select(apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns).where(
-            apps.c.api_key_hash == hash_api_key(api_key)
+        sa.select(
+            apps.c.id,
+            apps.c.app_id,
+            apps.c.name,
+            apps.c.handler_patterns,
+            apps.c.disabled_at,
+            (api_keys.c.expires_at - DB_NOW_MS).label("expires_in"),
+        )
+        .select_from(api_keys.join(apps, api_keys.c.app_id == apps.c.id))
+        .where(
+            api_keys.c.key_hash == hash_api_key(api_key),
+            api_keys.c.revoked_at.is_(None),
+            sa.or_(api_keys.c.expires_at.is_(None), api_keys.c.expires_at > DB_NOW_MS),
         )
     ).first()
     if row is None:
         return None
-    handlers = HandlerPatterns.from_stored(row.handler_patterns)
-    return App(id=row.id, app_id=row.app_id, name=row.name, handlers=handlers)
+    return App(
+        id=row.id,
+        app_id=row.app_id,
+        name=row.name,
+        handlers=HandlerPatterns.from_stored(row.handler_patterns),
+        disabled=row.disabled_at is not None,
+        key_expires_in_ms=None if row.expires_in is None else int(row.expires_in),
+    )
 
 
 def set_handler_patterns(conn: Connection, app_id: str, patterns: HandlerPatterns) -> bool:

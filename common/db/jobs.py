@@ -232,18 +232,11 @@ def find_by_client_requests(
 def earlier_rows(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[AnyRow | None]:
     """Per clientRequestId (None: none given), the app's job stored under it, else None.
 
-    One query finds them all. MySQL compares the ids under the column's collation, which
-    ignores case and accents, so a stored id that no key matches exactly is matched key
-    by key, as a single create would (rare: a client changing the case of its ids).
+    One query finds them all; the column compares exactly (binary, NO PAD collation),
+    so a stored id is found only by the same characters.
     """
     found = find_by_client_requests(conn, app_pk, [key for key in keys if key is not None])
-    rows = [None if key is None else found.get(key) for key in keys]
-    if len(found) == len({row.id for row in rows if row is not None}):
-        return rows
-    return [
-        row if row is not None or key is None else find_by_client_request(conn, app_pk, key)
-        for key, row in zip(keys, rows, strict=True)
-    ]
+    return [None if key is None else found.get(key) for key in keys]
 
 
 def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:

@@ -26,6 +26,10 @@ from sqlalchemy.dialects.mysql import MEDIUMTEXT
 
 metadata = MetaData()
 
+# Idempotency keys compare exactly: byte for byte, trailing spaces counting (NO PAD).
+# MariaDB's name; MySQL 8 migrates them to utf8mb4_0900_bin, its equivalent.
+EXACT_COLLATION = "utf8mb4_nopad_bin"
+
 apps = Table(
     "apps",
     metadata,
@@ -39,6 +43,23 @@ apps = Table(
     Column("previous_secret_until", BigInteger, nullable=True),
     # JSON array of glob patterns of the handlers the app may name; NULL: every handler.
     Column("handler_patterns", Text, nullable=True),
+    # Set by `kairos app disable`: every API call with the app's keys is refused (403).
+    Column("disabled_at", BigInteger, nullable=True),
+)
+
+# An app's API keys, stored as hashes: several at once, so a rotation can overlap.
+# apps.api_key_hash keeps the newest one for API processes older than schema 0007.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("key_id", String(40), nullable=False, unique=True),
+    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("revoked_at", BigInteger, nullable=True),
+    Index("ix_api_keys_app_id", "app_id", "id"),
 )
 
 jobs = Table(
@@ -55,7 +76,7 @@ jobs = Table(
     Column("owner_worker", String(64), nullable=True),
     Column("version", Integer, nullable=False, default=0),
     Column("callback_url", String(2048), nullable=True),
-    Column("client_request_id", String(128), nullable=True),
+    Column("client_request_id", String(128, collation=EXACT_COLLATION), nullable=True),
     Column("request_hash", String(64), nullable=True),
     Column("claim_token", String(32), nullable=True),
     Column("created_at", BigInteger, nullable=False),
@@ -160,4 +181,26 @@ operator_sessions = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
     Index("ix_operator_sessions_expires", "expires_at"),
+)
+
+# The first answer to a batch create or a trigger that carried an Idempotency-Key, so a
+# retry with the key gets it again instead of doing the work twice. (Single creates keep
+# their key on the job: jobs.client_request_id.)
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("idempotency_key", String(128, collation=EXACT_COLLATION), nullable=False),
+    Column("operation", String(32), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    Column("status_code", Integer, nullable=False),
+    Column("response", MEDIUMTEXT, nullable=False),
+    Column("location", String(255), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    UniqueConstraint(
+        "app_id", "operation", "idempotency_key", name="uq_idempotency_keys_app_operation_key"
+    ),
+    Index("ix_idempotency_keys_expires_at", "expires_at"),
 )

@@ -15,11 +15,14 @@ from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.body_limit import BodyLimit
+from services.api.docs_pages import install_docs_pages
 from services.api.console import install_console
 from services.api.group_insert import GroupInserter
+from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
-from services.api.routes import control, health, jobs, metrics
+from services.api.request_ids import RequestIds
+from services.api.routes import control, executions, health, jobs, metrics
 from services.api.state import ApiState
 from services.api.wake import announce_created
 
@@ -67,17 +70,26 @@ def create_app(settings: ApiSettings) -> FastAPI:
         version="1",
         description=(
             "Submit one-shot and cron jobs; read their status and executions. "
-            "Every /openapi call needs `Authorization: Bearer <apiKey>`."
+            "Every /openapi call needs `Authorization: Bearer <apiKey>`. Errors are "
+            "RFC 9457 problem details (`application/problem+json`) whose `type` is a "
+            "stable `urn:kairos:problem:<name>`; every answer carries a `Request-Id`."
         ),
         lifespan=_lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.kairos = _build_state(settings)
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.
+    app.add_middleware(RequestIds)
     app.include_router(jobs.router)
     app.include_router(control.router)
+    app.include_router(executions.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_console(app)
+    install_docs_pages(app)
+    install_document(app)
     return app

@@ -1,16 +1,21 @@
 """Submitting a batch of jobs all or nothing: validate every item, honour each item's
-clientRequestId, insert the new jobs with one statement, wake the dispatcher once."""
+clientRequestId and the batch's Idempotency-Key, insert the new jobs with one
+statement, wake the dispatcher once."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
-from common.db.jobs import NewJob, earlier_rows, insert_jobs
+from common.db.idempotency_keys import KeyedRequest, StoredAnswer
+from common.db.jobs import NewJob, insert_jobs
 from common.documents import stored_size
 from common.errors import (
     BatchRejectedError,
@@ -19,7 +24,9 @@ from common.errors import (
     ValidationFailedError,
 )
 from common.states import JobStatus
-from services.api.group_insert import Submitted
+from services.api.idempotency import Submitted, resolve_earlier
+from services.api.keyed_requests import answer_once
+from services.api.locations import job_location
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal, refused_row_number
@@ -34,26 +41,67 @@ MAX_BATCH_PARAMS_BYTES = 4 * 1024 * 1024
 
 UNIQUE_REQUEST_KEY = "uq_jobs_app_client_request"
 
+# The operation a batch's Idempotency-Key is remembered under.
+BATCH = "createJobsBatch"
+
 ItemErrors = list[tuple[int, KairosError]]
 
 
-def submit_batch(state: ApiState, app: App, bodies: Sequence[JobCreate]) -> list[Submitted]:
+@dataclass(frozen=True)
+class BatchAnswer:
+    """What a batch create answers: the stored answer, and whether it repeats an
+    earlier one (the batch's key was used before, or every item's clientRequestId)."""
+
+    answer: StoredAnswer
+    replayed: bool
+
+
+def batch_hash(bodies: Sequence[JobCreate]) -> str:
+    """A digest of the whole batch, to compare a keyed retry with the first request."""
+    items = [body.model_dump(mode="json") for body in bodies]
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def submit_batch(
+    state: ApiState, app: App, bodies: Sequence[JobCreate], key: str | None = None
+) -> BatchAnswer:
     """Store every job of the batch, or none; one answer per item, in request order.
 
     An item whose clientRequestId the app used before with the same body maps to that
     job. Bad items are reported together in a ``BatchRejectedError`` and nothing is
     written: every invalid item or clientRequestId repeated in the batch; or, once all
-    items are valid, every clientRequestId the app used before with another body.
+    items are valid, every clientRequestId the app used before with another body. With
+    ``key`` (the Idempotency-Key header) the whole answer is remembered and a repeat of
+    the batch gets it back (``keyed_requests``).
     """
     now = state.clock.now_ms()
     new_jobs = build_batch(state, app, bodies, now)
+    keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))
+    stored: list[list[Submitted]] = []
+
+    def work(conn: Connection) -> StoredAnswer:
+        stored[:] = [_store(conn, app, new_jobs, now)]
+        return _answer(stored[0])
+
     try:
-        answers = _store(state, app, new_jobs, now)
-    except IntegrityError:
+        answer, replayed = answer_once(state, keyed, work)
+    except IntegrityError as e:
+        if UNIQUE_REQUEST_KEY not in str(e.orig):
+            raise
         # A concurrent request took one of the clientRequestIds: it is found this time.
-        answers = _store_again(state, app, new_jobs, now)
-    _announce(state, new_jobs, answers, now)
-    return answers
+        answer, replayed = answer_once(state, keyed, work)
+    if stored and not replayed:
+        _announce(state, new_jobs, stored[0], now)
+        replayed = not any(item.created for item in stored[0])
+    return BatchAnswer(answer, replayed)
+
+
+def _answer(items: Sequence[Submitted]) -> StoredAnswer:
+    """The 202 of a stored batch; its Location names the first job."""
+    jobs = [{"jobId": item.job_id, "status": str(item.status)} for item in items]
+    location = job_location(items[0].job_id)
+    return StoredAnswer(202, json.dumps({"jobs": jobs}), location, "")
 
 
 def _announce(
@@ -63,22 +111,6 @@ def _announce(
     pairs = zip(new_jobs, answers, strict=True)
     created = [(job, answer.job_id) for job, answer in pairs if answer.created]
     announce_created(state, [job for job, _ in created], [i for _, i in created], now_ms)
-
-
-def _store_again(
-    state: ApiState, app: App, new_jobs: Sequence[NewJob], now_ms: int
-) -> list[Submitted]:
-    """The one retry after a duplicate clientRequestId; a second duplicate is the batch's."""
-    try:
-        return _store(state, app, new_jobs, now_ms)
-    except IntegrityError as e:
-        if UNIQUE_REQUEST_KEY not in str(e.orig):
-            raise
-        raise ValidationFailedError(
-            "jobs",
-            "two items' clientRequestIds are equal as the database compares them (it "
-            "ignores case, accents and trailing spaces); give each item its own",
-        ) from e
 
 
 def build_batch(
@@ -128,16 +160,15 @@ def check_total_params(new_jobs: Sequence[NewJob]) -> None:
         )
 
 
-def _store(state: ApiState, app: App, new_jobs: Sequence[NewJob], now_ms: int) -> list[Submitted]:
-    """In one transaction: find the items created before, insert the others."""
-    with state.engine.begin() as conn:
-        answers = earlier_jobs(conn, app, new_jobs)
-        fresh = [index for index, answer in enumerate(answers) if answer is None]
-        try:
-            ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
-        except Exception as e:
-            raise_refused_item(e, fresh)
-            raise
+def _store(conn: Connection, app: App, new_jobs: Sequence[NewJob], now_ms: int) -> list[Submitted]:
+    """In the caller's transaction: find the items created before, insert the others."""
+    answers = earlier_jobs(conn, app, new_jobs)
+    fresh = [index for index, answer in enumerate(answers) if answer is None]
+    try:
+        ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
+    except Exception as e:
+        raise_refused_item(e, fresh)
+        raise
     for index, job_id in zip(fresh, ids, strict=True):
         answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
     return [answer for answer in answers if answer is not None]
@@ -161,19 +192,19 @@ def earlier_jobs(conn: Connection, app: App, new_jobs: Sequence[NewJob]) -> list
     Raise, naming every such item, when a clientRequestId was used with another body or
     names the same job as an earlier item.
     """
-    rows = earlier_rows(conn, app.id, [job.client_request_id for job in new_jobs])
     answers: list[Submitted | None] = []
     conflicts: ItemErrors = []
     first_item: dict[int, int] = {}
-    for index, (job, row) in enumerate(zip(new_jobs, rows, strict=True)):
-        answers.append(None if row is None else Submitted(row.id, row.status, created=False))
-        if row is None:
-            continue
-        if row.request_hash != job.request_hash:
-            conflicts.append((index, IdempotencyConflictError(str(job.client_request_id), row.id)))
-        elif first_item.setdefault(row.id, index) != index:
-            message = f"names the same job as jobs[{first_item[row.id]}]; give each item its own"
+    for index, earlier in enumerate(resolve_earlier(conn, app.id, new_jobs)):
+        if isinstance(earlier, IdempotencyConflictError):
+            conflicts.append((index, earlier))
+            earlier = None
+        elif earlier is not None and first_item.setdefault(earlier.job_id, index) != index:
+            message = (
+                f"names the same job as jobs[{first_item[earlier.job_id]}]; give each item its own"
+            )
             conflicts.append((index, ValidationFailedError("clientRequestId", message)))
+        answers.append(earlier)
     if conflicts:
         raise BatchRejectedError(conflicts)
     return answers

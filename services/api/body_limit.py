@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.problems import problem
+from services.api.problem_types import ProblemType
+from services.api.problems import problem, request_id
 
 
 class BodyTooLarge(Exception):
@@ -63,10 +64,10 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int | None) -> None:
         said = f"says it is {size} bytes" if size is not None else "grew past the limit"
         response = problem(
-            413,
-            "Request body too large",
+            ProblemType.BODY_TOO_LARGE,
             f"the request body {said}; the API takes at most {self.max_bytes} bytes "
             "(KAIROS_MAX_BODY_BYTES): split a batch into smaller ones",
+            request_id(scope),
             {"Connection": "close"},
         )
         await response(scope, receive, send)

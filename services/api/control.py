@@ -36,7 +36,6 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import control as db
 from common.db import executions
 from common.db.apps import App
-from common.db.executions import NewExecution
 from common.db.jobs import get_job
 from common.db.retry import retry_lock_conflicts
 from common.db.rows import AnyRow
@@ -94,7 +93,8 @@ def applies(rule: Rule, job_id: int, status: str | None) -> bool:
     raise InvalidTransitionError(job_id, status, rule.action, rule.allowed)
 
 
-def _status(row: AnyRow | None) -> str | None:
+def status_of(row: AnyRow | None) -> str | None:
+    """The status of a job row; None for no row (gone)."""
     return str(row.status) if row is not None else None
 
 
@@ -122,7 +122,7 @@ def _held_again(conn: Connection, row: AnyRow) -> bool:
 @retry_lock_conflicts
 def _pause(engine: Engine, app_pk: int, job_id: int, now: int) -> bool:
     with engine.begin() as conn:
-        if not applies(PAUSE, job_id, _status(db.lock_job(conn, app_pk, job_id))):
+        if not applies(PAUSE, job_id, status_of(db.lock_job(conn, app_pk, job_id))):
             return False
         if db.set_status(conn, app_pk, job_id, PAUSE.allowed, JobStatus.PAUSED, now):
             return True
@@ -141,7 +141,7 @@ def _resume(engine: Engine, app: App, job_id: int, now: int) -> AnyRow | None:
     app_pk = app.id
     with engine.begin() as conn:
         row = db.lock_job(conn, app_pk, job_id)
-        if not applies(RESUME, job_id, _status(row)):
+        if not applies(RESUME, job_id, status_of(row)):
             return None
         assert row is not None
         check_may_run(app, row, "resumed")
@@ -218,30 +218,6 @@ def delete_job(state: ApiState, app: App, job_id: int) -> None:
     """Soft delete: CANCELLED as by ``cancel_job``, and gone from every read after."""
     cancelled = _cancel(state.engine, app.id, job_id, state.clock.now_ms(), DELETE)
     log.info("job deleted (%d scheduled executions)", cancelled or 0, extra={"job_id": job_id})
-
-
-@retry_lock_conflicts
-def _trigger(engine: Engine, app: App, job_id: int, now: int) -> tuple[AnyRow, NewExecution]:
-    # The job row lock orders this with cancel: no SCHEDULED execution of a CANCELLED job.
-    with engine.begin() as conn:
-        row = db.lock_job(conn, app.id, job_id)
-        applies(TRIGGER, job_id, _status(row))
-        assert row is not None
-        check_may_run(app, row, "triggered")
-        return row, db.insert_manual_execution(conn, row, now)
-
-
-def trigger_job(state: ApiState, app: App, job_id: int) -> NewExecution:
-    """Run the job now, besides its schedule: a SCHEDULED manual execution the
-    dispatcher fires at once. A manual run never moves the job's own status."""
-    now = state.clock.now_ms()
-    _, execution = _trigger(state.engine, app, job_id, now)
-    log.info(
-        "job triggered by hand",
-        extra={"job_id": job_id, "execution_id": execution.execution_id},
-    )
-    wake_dispatcher(state, execution.scheduled_at, now)
-    return execution
 
 
 def _stored_request(row: AnyRow) -> dict[str, Any]:
@@ -329,7 +305,7 @@ def _update(
     # An invalid patch raises inside the transaction: it rolls back, nothing is written.
     with state.engine.begin() as conn:
         row = db.lock_job(conn, app.id, job_id)
-        applies(UPDATE, job_id, _status(row))
+        applies(UPDATE, job_id, status_of(row))
         assert row is not None
         columns = patched_columns(app, row, patch, handlers, max_bytes, now)
         if columns and not _store_update(conn, app.id, job_id, columns, now):

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from common.db.apps import App
-from common.errors import AuthenticationError
+from common.errors import AppDisabledError, AuthenticationError
 from services.api.state import ApiState
 
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <apiKey>")
@@ -28,8 +28,8 @@ async def get_caller(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> App:
-    """The app whose API key the request carries; 401 otherwise; 429 when the app is
-    over its rate limit (``services.api.rate_limit``).
+    """The app whose API key the request carries; 401 otherwise, 403 when the app is
+    disabled; 429 when the app is over its rate limit (``services.api.rate_limit``).
 
     A cached key is answered on the event loop; only a lookup in MySQL goes to a thread.
     """
@@ -39,7 +39,12 @@ async def get_caller(
     if app is None:
         app = await run_in_threadpool(state.app_for_key, credentials.credentials)
     if app is None:
-        raise AuthenticationError("the API key is not known; create one with `kairos app create`")
+        raise AuthenticationError(
+            "the API key is not known, was revoked or has expired; ask an operator for a "
+            "key (`kairos app create`, `kairos app rotate-key`)"
+        )
+    if app.disabled:
+        raise AppDisabledError(app.app_id)
     if state.rate_limiter is not None:
         await state.rate_limiter.take(app)
     return app

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 
 def _whole_number(value: Any) -> Any:
@@ -35,3 +35,26 @@ WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 
 Instant = Annotated[str | int | None, BeforeValidator(_instant)]
 """ISO 8601 text or epoch milliseconds; booleans, fractions and other types refused."""
+
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time the API shows: ISO 8601 UTC with milliseconds (``2026-11-30T14:00:00.000Z``)."""
+
+Uri = Annotated[str, WithJsonSchema({"type": "string", "format": "uri"})]
+"""An absolute URI the API shows."""
+
+CallbackUrl = Annotated[
+    str,
+    Field(max_length=2048),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "uri",
+            "maxLength": 2048,
+            "description": "absolute http:// or https:// URL the outcome is POSTed to",
+        }
+    ),
+]
+"""A callback URL as a request gives it; ``validation`` checks the rest."""
+
+ExecutionId = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
+"""The public id of an execution, a UUID."""

@@ -8,15 +8,16 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from common.db.jobs import NewJob, earlier_rows, find_by_client_request, insert_job, insert_jobs
+from common.db.rows import AnyRow
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
 from common.store_errors import is_store_outage
+from services.api.idempotency import Submitted, match_earlier
 from services.api.store_refusals import as_refusal
 
 log = logging.getLogger(__name__)
@@ -24,15 +25,6 @@ log = logging.getLogger(__name__)
 MAX_GROUP = 500
 
 Announce = Callable[[Sequence[NewJob], Sequence[int], int], None]
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """The job a request maps to, and whether this request created it."""
-
-    job_id: int
-    status: str
-    created: bool
 
 
 Answer = Submitted | Exception
@@ -160,18 +152,11 @@ class GroupInserter:
             return refusal
 
 
-def _match(job: NewJob, row: Any) -> Answer:
-    """The answer for ``job`` whose clientRequestId names the stored ``row``."""
-    if row.request_hash != job.request_hash:
-        return IdempotencyConflictError(str(job.client_request_id), int(row.id))
-    return Submitted(int(row.id), str(row.status), created=False)
-
-
 def _earlier(conn: Connection, job: NewJob) -> Answer | None:
     if job.client_request_id is None:
         return None
     row = find_by_client_request(conn, job.app_pk, job.client_request_id)
-    return None if row is None else _match(job, row)
+    return None if row is None else match_earlier(job, row)
 
 
 def _earlier_or_insert(conn: Connection, job: NewJob, now_ms: int) -> Answer:
@@ -201,11 +186,11 @@ def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
             repeats[index] = seen
         else:
             keyed.setdefault(job.app_pk, []).append(index)
-    stored: dict[int, Any] = {}
+    stored: dict[int, AnyRow] = {}
     for app_pk, indexes in keyed.items():
         rows = earlier_rows(conn, app_pk, [new_jobs[i].client_request_id for i in indexes])
         stored.update((i, row) for i, row in zip(indexes, rows, strict=True) if row is not None)
-    answers: dict[int, Answer] = {i: _match(new_jobs[i], row) for i, row in stored.items()}
+    answers: dict[int, Answer] = {i: match_earlier(new_jobs[i], row) for i, row in stored.items()}
     fresh = [i for i in range(len(new_jobs)) if i not in stored and i not in repeats]
     ids = insert_jobs(conn, [new_jobs[i] for i in fresh], now_ms)
     for index, job_id in zip(fresh, ids, strict=True):
@@ -213,7 +198,7 @@ def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     for index, original in repeats.items():
         job = new_jobs[index]
         if original in stored:
-            answers[index] = _match(job, stored[original])
+            answers[index] = match_earlier(job, stored[original])
         elif job.request_hash != new_jobs[original].request_hash:
             job_id = ids[fresh.index(original)]
             answers[index] = IdempotencyConflictError(str(job.client_request_id), job_id)

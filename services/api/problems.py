@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -12,13 +13,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from common.documents import MAX_DEPTH
 from common.errors import (
+    AppDisabledError,
     AuthenticationError,
     BatchRejectedError,
+    ExecutionNotFoundError,
     HandlerNotAllowedError,
     IdempotencyConflictError,
+    IdempotencyKeyInUseError,
     InvalidTransitionError,
     JobHandlerForbiddenError,
     JobNotFoundError,
@@ -29,42 +34,77 @@ from common.errors import (
     UnknownHandlerError,
     ValidationFailedError,
 )
+from services.api.problem_types import ProblemType, for_status
+
+log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 
 _PHRASES = {status.value for status in HTTPStatus}
 
-_STATUS: list[tuple[type[KairosError], int, str]] = [
-    (AuthenticationError, 401, "Unauthorized"),
-    (BatchRejectedError, 422, "Invalid batch; nothing was written"),
-    (JobNotFoundError, 404, "Job not found"),
-    (InvalidTransitionError, 409, "Invalid transition"),
-    (TriggerBusyError, 409, "Trigger time taken"),
-    (RateLimitedError, 429, "Too many requests"),
-    (IdempotencyConflictError, 422, "clientRequestId reused with a different body"),
-    (JobHandlerForbiddenError, 403, "Handler not allowed"),
-    (UnknownHandlerError, 422, "Unknown handler"),
-    (HandlerNotAllowedError, 422, "Handler not allowed"),
-    (ValidationFailedError, 422, "Invalid job"),
-    (StoreUnavailableError, 503, "A store is unavailable"),
+_TYPES: list[tuple[type[KairosError], ProblemType]] = [
+    (AuthenticationError, ProblemType.UNAUTHORIZED),
+    (AppDisabledError, ProblemType.APP_DISABLED),
+    (BatchRejectedError, ProblemType.BATCH_REJECTED),
+    (JobNotFoundError, ProblemType.JOB_NOT_FOUND),
+    (ExecutionNotFoundError, ProblemType.EXECUTION_NOT_FOUND),
+    (InvalidTransitionError, ProblemType.INVALID_TRANSITION),
+    (TriggerBusyError, ProblemType.TRIGGER_BUSY),
+    (IdempotencyKeyInUseError, ProblemType.IDEMPOTENCY_KEY_IN_USE),
+    (RateLimitedError, ProblemType.RATE_LIMITED),
+    (IdempotencyConflictError, ProblemType.IDEMPOTENCY_CONFLICT),
+    (JobHandlerForbiddenError, ProblemType.HANDLER_FORBIDDEN),
+    (UnknownHandlerError, ProblemType.UNKNOWN_HANDLER),
+    (HandlerNotAllowedError, ProblemType.HANDLER_NOT_ALLOWED),
+    (ValidationFailedError, ProblemType.VALIDATION_FAILED),
+    (StoreUnavailableError, ProblemType.STORE_UNAVAILABLE),
 ]
 
 
 # Seconds a client is told to wait before retrying while a store is away.
 RETRY_AFTER_SECONDS = 1
 
+INSTANCE_PREFIX = "urn:kairos:request:"
+
 
 def problem(
-    status: int, title: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+    kind: ProblemType,
+    detail: str,
+    request_id: str,
+    headers: dict[str, str] | None = None,
+    status: int | None = None,
+    **extra: Any,
 ) -> JSONResponse:
-    """A problem+json response."""
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    """A problem+json response of ``kind`` (``status`` overrides its status), whose
+    ``instance`` names the request."""
+    code = status or kind.kind.status
+    title = kind.kind.title if status is None else _title(kind, code)
+    body = {
+        "type": kind.kind.uri,
+        "title": title,
+        "status": code,
+        "detail": detail,
+        "instance": INSTANCE_PREFIX + request_id,
+        **extra,
+    }
     headers = dict(headers or {})
-    if status == 401:
+    if code == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if status == 503:
+    if code == 503:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    return JSONResponse(body, status_code=code, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _title(kind: ProblemType, status: int) -> str:
+    if kind.kind.status == status:
+        return kind.kind.title
+    return HTTPStatus(status).phrase if status in _PHRASES else kind.kind.title
+
+
+def request_id(scope: Scope) -> str:
+    """The id ``services.api.request_ids.RequestIds`` gave the request of ``scope``."""
+    state = scope.get("state") or {}
+    return str(state.get("request_id", ""))
 
 
 def _batch_entry(index: int, error: KairosError) -> dict[str, Any]:
@@ -78,13 +118,20 @@ def _batch_entry(index: int, error: KairosError) -> dict[str, Any]:
 
 
 def _extra(exc: KairosError) -> dict[str, Any]:
-    """The members a problem adds for this kind of error (``errors``, ``jobId``)."""
+    """The extension members a problem adds for this kind of error (``errors``,
+    ``jobId``, ``jobStatus``, ``executionId``), as the Problem schema types them."""
     if isinstance(exc, BatchRejectedError):
         return {"errors": [_batch_entry(index, error) for index, error in exc.items]}
     if isinstance(exc, ValidationFailedError):
         return {"errors": [{"field": exc.field, "message": exc.message}]}
-    if isinstance(exc, IdempotencyConflictError):
+    if isinstance(exc, IdempotencyConflictError) and exc.job_id is not None:
         return {"jobId": exc.job_id}
+    if isinstance(exc, InvalidTransitionError):
+        return {"jobId": exc.job_id, "jobStatus": exc.status}
+    if isinstance(exc, JobNotFoundError | TriggerBusyError | JobHandlerForbiddenError):
+        return {"jobId": exc.job_id}
+    if isinstance(exc, ExecutionNotFoundError):
+        return {"executionId": exc.execution_id}
     return {}
 
 
@@ -94,15 +141,32 @@ def _headers(exc: KairosError) -> dict[str, str]:
     return {}
 
 
-async def _kairos_error(_request: Request, exc: Exception) -> JSONResponse:
-    for kind, status, title in _STATUS:
+def _detail(exc: KairosError) -> str:
+    """What the client reads; a store's host and driver message stay in the log."""
+    if isinstance(exc, StoreUnavailableError):
+        return _store_detail(exc.store)
+    return str(exc)
+
+
+async def _kairos_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KairosError)
+    rid = request_id(request.scope)
+    for kind, problem_type in _TYPES:
         if isinstance(exc, kind):
-            assert isinstance(exc, KairosError)
-            return problem(status, title, str(exc), _headers(exc), **_extra(exc))
-    return problem(500, "Internal error", str(exc))
+            if isinstance(exc, StoreUnavailableError):
+                log.warning("request %s: %s", rid, exc, extra={"request_id": rid})
+            return problem(problem_type, _detail(exc), rid, _headers(exc), **_extra(exc))
+    log.error("request %s: unmapped error %r", rid, exc, extra={"request_id": rid})
+    return problem(ProblemType.INTERNAL_ERROR, _INTERNAL, rid)
 
 
-def _unreadable_body(cause: BaseException) -> JSONResponse:
+_INTERNAL = (
+    "the API met an error it did not expect (logged with this request's id); retry, and "
+    "report the request id if it happens again"
+)
+
+
+def _unreadable_body(cause: BaseException, rid: str) -> JSONResponse:
     """A JSON body the reader gave up on (nested too deep, a number too long): a 422
     naming the body, as for any other JSON that cannot be read."""
     if isinstance(cause, RecursionError):
@@ -113,28 +177,35 @@ def _unreadable_body(cause: BaseException) -> JSONResponse:
     else:
         message = f"the JSON cannot be read ({cause})"
     errors = [{"field": "body", "message": message}]
-    return problem(422, "Invalid request", f"body: {message}", errors=errors)
+    return problem(ProblemType.VALIDATION_FAILED, f"body: {message}", rid, errors=errors)
 
 
-async def _http_error(_request: Request, exc: Exception) -> Response:
+_STARLETTE_DETAILS = {
+    404: "no such path; the operations are listed at /openapi.json and /docs",
+    405: "this path does not take this method; the Allow header lists those it takes",
+}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors (no such route, method not allowed, unreadable body) as
     problem details, like every other error of the API."""
     assert isinstance(exc, StarletteHTTPException)
+    rid = request_id(request.scope)
     if exc.status_code in (204, 304):
         return Response(status_code=exc.status_code, headers=exc.headers)
     if exc.status_code == 400 and exc.__cause__ is not None:
-        return _unreadable_body(exc.__cause__)
-    detail = str(exc.detail)
-    title = HTTPStatus(exc.status_code).phrase if exc.status_code in _PHRASES else "Error"
-    return problem(exc.status_code, title, detail, dict(exc.headers or {}))
+        return _unreadable_body(exc.__cause__, rid)
+    detail = _STARLETTE_DETAILS.get(exc.status_code, str(exc.detail))
+    kind = for_status(exc.status_code)
+    return problem(kind, detail, rid, dict(exc.headers or {}), status=exc.status_code)
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
     """A request location as a field path: ``("body", "jobs", 3, "cronExpr")`` is
-    ``jobs[3].cronExpr``."""
+    ``jobs[3].cronExpr``; a header or query parameter is named as sent."""
     name = ""
     for part in location:
-        if part == "body":
+        if part in ("body", "query", "header", "path"):
             continue
         if isinstance(part, int):
             name += f"[{part}]"
@@ -143,31 +214,38 @@ def _field_name(location: tuple[Any, ...]) -> str:
     return name or "body"
 
 
-async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
+async def _request_invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
         {"field": _field_name(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
         for e in exc.errors()
     ]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-    return problem(422, "Invalid request", detail, errors=errors)
+    rid = request_id(request.scope)
+    return problem(ProblemType.VALIDATION_FAILED, detail, rid, errors=errors)
 
 
-async def _store_away(_request: Request, exc: Exception) -> JSONResponse:
-    store = "Redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "MySQL"
-    reason = getattr(exc, "orig", None) or exc
-    detail = (
-        f"{store} did not answer ({reason}); retry later (a create that carries a "
-        "clientRequestId is never stored twice)"
+def _store_detail(store: str) -> str:
+    return (
+        f"{store} is unavailable; retry later with the same Idempotency-Key (or "
+        "clientRequestId): a create is never stored twice"
     )
-    return problem(503, "A store is unavailable", detail)
+
+
+async def _store_away(request: Request, exc: Exception) -> JSONResponse:
+    store = "Redis" if isinstance(exc, RedisConnectionError | RedisTimeoutError) else "MySQL"
+    rid = request_id(request.scope)
+    reason = getattr(exc, "orig", None) or exc
+    # The host and the driver's words help an operator, not a client: logged only.
+    log.warning("request %s: %s did not answer: %s", rid, store, reason, extra={"request_id": rid})
+    return problem(ProblemType.STORE_UNAVAILABLE, _store_detail(store), rid)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     """Route Kairos errors, request validation errors and lost stores to problem details.
 
     A store that does not answer is a 503 with Retry-After, not a bare 500: the request
-    is safe to retry (with its clientRequestId, a create is never stored twice).
+    is safe to retry (with its idempotency key, a create is never stored twice).
     """
     app.add_exception_handler(KairosError, _kairos_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

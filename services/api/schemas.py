@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from common.schedule import MisfirePolicy, OverlapPolicy
-from services.api.fields import Instant, WholeNumber
+from common.states import ExecutionStatus, JobStatus
+from services.api.fields import CallbackUrl, ExecutionId, Instant, Timestamp, Uri, WholeNumber
 
 
 class JobCreate(BaseModel):
@@ -42,8 +44,14 @@ class JobCreate(BaseModel):
         description="ISO 8601 (without an offset: a wall time in `timezone`) or epoch ms, "
         "1970 through 9999; absent means now",
     )
-    callbackUrl: str | None = Field(default=None, max_length=2048)
-    clientRequestId: str | None = Field(default=None, min_length=1, max_length=128)
+    callbackUrl: CallbackUrl | None = None
+    clientRequestId: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="idempotency key of the job, unique per app and compared exactly "
+        "(`Report-1` is not `report-1`); the Idempotency-Key header is the same key",
+    )
     timezone: str = Field(
         default="UTC", max_length=64, description="IANA zone for cronExpr and triggerAt"
     )
@@ -73,7 +81,7 @@ class JobAccepted(BaseModel):
     """The answer to a create: the job id and its status."""
 
     jobId: int
-    status: str
+    status: JobStatus
 
 
 MAX_BATCH_JOBS = 1_000
@@ -112,17 +120,19 @@ class JobBatchAccepted(BaseModel):
 class ExecutionView(BaseModel):
     """One attempt at one trigger."""
 
-    executionId: str
+    executionId: ExecutionId
+    jobId: int
     attempt: int
-    triggerTime: str | None
+    manual: bool = Field(description="made by POST .../trigger, besides the schedule")
+    triggerTime: Timestamp | None
     workerId: str | None
-    status: str
-    scheduledAt: str | None = None
-    dispatchedAt: str | None = None
-    startedAt: str | None
-    endedAt: str | None
+    status: ExecutionStatus
+    scheduledAt: Timestamp | None = None
+    dispatchedAt: Timestamp | None = None
+    startedAt: Timestamp | None
+    endedAt: Timestamp | None
     message: str | None
-    result: Any = None
+    result: Any = Field(default=None, description="the handler's return value, as JSON")
 
 
 class JobPoliciesView(BaseModel):
@@ -130,10 +140,10 @@ class JobPoliciesView(BaseModel):
 
     timezone: str
     fixedRateSeconds: int | None
-    misfirePolicy: str
+    misfirePolicy: MisfirePolicy
     misfireThresholdSeconds: int
     catchUpWindowSeconds: int
-    overlapPolicy: str
+    overlapPolicy: OverlapPolicy
     maxRetries: int
     retryBackoffSeconds: int
     retryBackoffMaxSeconds: int
@@ -148,34 +158,63 @@ class JobView(BaseModel):
     jobHandler: str
     params: dict[str, Any]
     cronExpr: str | None
-    status: str
-    nextTriggerTime: str | None
-    nextTriggerTimes: list[str] | None = Field(
+    status: JobStatus
+    nextTriggerTime: Timestamp | None
+    nextTriggerTimes: list[Timestamp] | None = Field(
         default=None, description="the next trigger times, with ?preview=N"
     )
     policies: JobPoliciesView
-    callbackUrl: str | None
+    callbackUrl: Uri | None
     clientRequestId: str | None
-    createdAt: str | None
-    updatedAt: str | None
+    createdAt: Timestamp | None
+    updatedAt: Timestamp | None
     lastExecution: ExecutionView | None
 
 
 class ExecutionList(BaseModel):
-    """A job's executions, newest first."""
+    """One page of a job's executions, newest first."""
 
     jobId: int
     executions: list[ExecutionView]
+    nextCursor: str | None = Field(
+        default=None, description="pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class FieldError(BaseModel):
+    """One input a problem names: the field (``jobs[3].cronExpr`` in a batch) and what
+    is wrong with it."""
+
+    field: str = Field(description="the request field, query parameter or header at fault")
+    message: str
+    jobId: int | SkipJsonSchema[None] = Field(
+        default=None, description="the job an idempotency key already names (batch items)"
+    )
 
 
 class Problem(BaseModel):
-    """An RFC 9457 problem detail."""
+    """An RFC 9457 problem detail: ``type`` is a stable URI to switch on (README,
+    "Problem types"), ``instance`` names the request (its ``Request-Id``)."""
 
-    type: str = "about:blank"
+    model_config = ConfigDict(extra="allow")
+
+    type: Uri = Field(description="stable problem type, `urn:kairos:problem:<name>`")
     title: str
-    status: int
-    detail: str
-    errors: list[dict[str, Any]] | None = None
+    status: int = Field(ge=100, le=599)
+    detail: str = Field(description="what went wrong and what to do about it")
+    instance: Uri = Field(description="`urn:kairos:request:<Request-Id>`")
+    errors: list[FieldError] | SkipJsonSchema[None] = Field(
+        default=None, description="each input at fault (422)"
+    )
+    jobId: int | SkipJsonSchema[None] = Field(
+        default=None, description="the job concerned (404, 409, 403, 422 idempotency-conflict)"
+    )
+    jobStatus: JobStatus | SkipJsonSchema[None] = Field(
+        default=None, description="the job's status that refused the action (409)"
+    )
+    executionId: ExecutionId | SkipJsonSchema[None] = Field(
+        default=None, description="the execution concerned (404)"
+    )
 
 
 _NOT_NULL = (
@@ -221,7 +260,7 @@ class JobPatch(BaseModel):
     retryBackoffSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400)
     retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
-    callbackUrl: str | None = Field(default=None, max_length=2048)
+    callbackUrl: CallbackUrl | None = None
 
     @field_validator(*_NOT_NULL)
     @classmethod
@@ -244,5 +283,5 @@ class TriggerAccepted(BaseModel):
     """The answer to a manual trigger: the execution that will run."""
 
     jobId: int
-    executionId: str
-    status: str
+    executionId: ExecutionId
+    status: ExecutionStatus

@@ -56,13 +56,21 @@ class ApiState:
     def cached_app(self, api_key: str) -> App | None:
         """The app owning ``api_key`` if a recent lookup found it; never touches MySQL.
 
-        The app comes with its handler patterns, so a change to them (``kairos app
-        handlers``) applies here once the entry is ``auth_cache_seconds`` old.
+        The app comes with its handler patterns and whether it is disabled, so a change
+        to them (``kairos app handlers``, ``disable``, ``revoke-key``) applies here once
+        the entry is ``auth_cache_seconds`` old. A key's own end (an overlapping
+        rotation) applies at once, by the database's clock read at the lookup.
         """
         cached = self._apps.get(api_key)
-        if cached and self.monotonic() - cached[0] < self.settings.auth_cache_seconds:
-            return cached[1]
-        return None
+        if not cached:
+            return None
+        age = self.monotonic() - cached[0]
+        app = cached[1]
+        if age >= self.settings.auth_cache_seconds:
+            return None
+        if app.key_expires_in_ms is not None and age * 1000 >= app.key_expires_in_ms:
+            return None
+        return app
 
     def app_for_key(self, api_key: str) -> App | None:
         """The app owning ``api_key``, with its handler patterns; hits are cached

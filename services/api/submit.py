@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from common.db.apps import App
 from common.db.jobs import NewJob
 from common.errors import ValidationFailedError
-from services.api.group_insert import Submitted
+from services.api.idempotency import Submitted
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.validation import build_job

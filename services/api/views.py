@@ -36,7 +36,9 @@ def execution_view(row: Any) -> ExecutionView:
     """An execution row as the API shows it."""
     return ExecutionView(
         executionId=row.execution_id,
+        jobId=row.job_id,
         attempt=row.attempt,
+        manual=bool(row.manual),
         triggerTime=iso_ms(row.trigger_time),
         workerId=row.worker_id,
         status=row.status,
@@ -49,11 +51,11 @@ def execution_view(row: Any) -> ExecutionView:
     )
 
 
-def shown_status(row: Any, running: bool) -> str:
+def shown_status(row: Any, running: bool) -> JobStatus:
     """The job status a client sees: a waiting recurring job with a run going is RUNNING."""
     if row.status == JobStatus.WAITING and running:
-        return JobStatus.RUNNING.value
-    return str(row.status)
+        return JobStatus.RUNNING
+    return JobStatus(row.status)
 
 
 def shown_next_trigger(row: Any) -> int | None:

@@ -49,9 +49,10 @@ def test_same_client_request_id_and_body_returns_the_same_job(
 ) -> None:
     first = client.post("/openapi/jobs", json=body(clientRequestId="r-1"))
     again = client.post("/openapi/jobs", json=body(clientRequestId="r-1"))
-    assert first.status_code == 202
-    assert again.status_code == 200
-    assert again.json()["jobId"] == first.json()["jobId"]
+    assert first.status_code == 202 and "idempotent-replayed" not in first.headers
+    assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json() == {"jobId": first.json()["jobId"], "status": "WAITING"}
+    assert again.headers["location"] == first.headers["location"]
     assert job_count(engine) == 1
 
 
@@ -69,7 +70,7 @@ def test_same_client_request_id_with_other_body_is_422_and_writes_nothing(
 def test_idempotency_key_header_acts_as_client_request_id(client: TestClient) -> None:
     first = client.post("/openapi/jobs", json=body(), headers={"Idempotency-Key": "k-1"})
     again = client.post("/openapi/jobs", json=body(), headers={"Idempotency-Key": "k-1"})
-    assert again.status_code == 200
+    assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
     assert again.json()["jobId"] == first.json()["jobId"]
 
 
@@ -165,7 +166,8 @@ def test_mysql_not_answering_is_a_503_problem_with_retry_after(namespace: StoreS
     assert response.status_code == 503, response.text
     assert response.headers["content-type"] == "application/problem+json"
     assert response.headers["retry-after"] == "1"
-    assert response.json()["detail"].startswith("MySQL did not answer")
+    assert response.json()["detail"].startswith("MySQL is unavailable")
+    assert "127.0.0.1" not in response.text and "Can't connect" not in response.text
 
 
 def test_params_with_nan_or_infinity_are_a_422_and_write_nothing(

@@ -75,10 +75,10 @@ def test_the_app_list_shows_each_apps_patterns(
     code, out, _ = run(capsys, "app", "list")
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split() == ["APP_ID", "CREATED", "HANDLERS", "NAME"]
-    by_app = {row.split()[0]: row.split(maxsplit=3) for row in rows}
-    assert by_app[restricted.app_id][2:] == ["report.*,b?", "billing"]
-    assert by_app[free.app_id][2:] == ["(all)", "crm sync"]
+    assert header.split() == ["APP_ID", "CREATED", "STATE", "HANDLERS", "NAME"]
+    by_app = {row.split()[0]: row.split(maxsplit=4) for row in rows}
+    assert by_app[restricted.app_id][2:] == ["enabled", "report.*,b?", "billing"]
+    assert by_app[free.app_id][2:] == ["enabled", "(all)", "crm sync"]
 
 
 def test_live_jobs_outside_the_new_patterns_are_named_on_stderr(

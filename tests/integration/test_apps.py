@@ -26,13 +26,13 @@ def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) ->
     with engine.begin() as conn:
         created = create_app(conn, "billing", 5)
         other = create_app(conn, "reports", 6)
-        new_key = rotate_api_key(conn, created.app_id)
-        assert new_key is not None and new_key != created.api_key
+        rotated = rotate_api_key(conn, created.app_id, 10, 10)
+        assert rotated is not None and rotated.api_key != created.api_key
         assert find_app_by_key(conn, created.api_key) is None
-        found = find_app_by_key(conn, new_key)
+        found = find_app_by_key(conn, rotated.api_key)
         assert found is not None and found.app_id == created.app_id
         assert find_app_by_key(conn, other.api_key) is not None  # others untouched
-        assert rotate_api_key(conn, "app_nope") is None
+        assert rotate_api_key(conn, "app_nope", 10, 10) is None
         listed = [(r.app_id, r.name, r.created_at) for r in all_apps(conn)]
     assert listed == [(created.app_id, "billing", 5), (other.app_id, "reports", 6)]
 

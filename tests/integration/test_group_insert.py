@@ -19,7 +19,8 @@ from common.db.jobs import NewJob
 from common.errors import IdempotencyConflictError, ValidationFailedError
 from services.api import group_insert
 from services.api import submit as submit_module
-from services.api.group_insert import Announce, GroupInserter, Submitted, _Pending, store_group
+from services.api.group_insert import Announce, GroupInserter, _Pending, store_group
+from services.api.idempotency import Submitted
 from services.api.validation import build_job
 from tests.integration.helpers import make_app
 
@@ -160,18 +161,21 @@ def test_the_same_id_in_two_apps_is_two_jobs(engine: Engine) -> None:
     assert a.created and b.created and a.job_id != b.job_id
 
 
-def test_ids_the_collation_equates_fall_back_to_one_transaction_each(engine: Engine) -> None:
+def test_ids_differing_in_case_or_trailing_spaces_are_different_keys(engine: Engine) -> None:
     app_pk = new_app(engine)
     inserter = GroupInserter(engine, recorder([]))
-    pending = [
-        _Pending(keyed(app_pk, "Req-1", "a"), 1_000),
-        _Pending(keyed(app_pk, "req-1", "a"), 1_000),
-    ]
+    keys = ["Req-1", "req-1", "req-1 ", "réq-1"]
+    pending = [_Pending(keyed(app_pk, key, "a"), 1_000) for key in keys]
     inserter._store(pending)
-    first, second = (p.stored.result(timeout=10) for p in pending)
-    assert first.created
-    assert second.job_id == first.job_id and not second.created
-    assert stored_count(engine) == 1
+    answers = [p.stored.result(timeout=10) for p in pending]
+    assert all(answer.created for answer in answers)
+    assert len({answer.job_id for answer in answers}) == len(keys)
+    assert stored_count(engine) == len(keys)
+    again = [_Pending(keyed(app_pk, key, "a"), 1_000) for key in keys]
+    inserter._store(again)
+    replayed = [p.stored.result(timeout=10) for p in again]
+    assert [a.job_id for a in replayed] == [a.job_id for a in answers]
+    assert not any(a.created for a in replayed)
 
 
 def test_one_row_mysql_refuses_fails_only_its_own_caller(engine: Engine) -> None:

@@ -3,6 +3,7 @@ with it, a run already going is recorded, and triggers racing the cancel leave n
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -15,7 +16,7 @@ from common.db.apps import AppCredentials
 from common.db.jobs import find_due_jobs
 from common.errors import InvalidTransitionError
 from common.states import ExecutionStatus
-from services.api import control
+from services.api import control, trigger
 from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FUTURE,
@@ -116,7 +117,9 @@ def test_triggers_racing_a_cancel_leave_no_scheduled_run_of_the_cancelled_job(
         start.wait()
         for _ in range(15):
             try:
-                accepted.append(control.trigger_job(state, app, job_id).execution_id)
+                accepted.append(
+                    json.loads(trigger.trigger_job(state, app, job_id)[0].response)["executionId"]
+                )
                 first_accepted.set()
             except InvalidTransitionError:
                 return

@@ -2,44 +2,40 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import JSONResponse
 
 from common.db.control import JobFilter
 from common.states import JobStatus
-from services.api import control
+from services.api import control, trigger
 from services.api.deps import CallerDep, StateDep
-from services.api.schemas import JobList, JobPatch, JobView, Problem, TriggerAccepted
+from services.api.idempotency_header import parse_key
+from services.api.keyed_requests import response_headers
+from services.api.openapi_doc import problem_responses
+from services.api.routes.jobs import IdempotencyKeyHeader, JobId
+from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
-_AUTH: dict[int | str, dict[str, object]] = {
-    401: {"model": Problem, "description": "Missing or unknown API key"},
-}
-_ONE_JOB: dict[int | str, dict[str, object]] = {
-    **_AUTH,
-    404: {"model": Problem, "description": "No such job (or deleted)"},
-}
-_CHANGE: dict[int | str, dict[str, object]] = {
-    **_ONE_JOB,
-    409: {"model": Problem, "description": "Not allowed from the job's status; nothing changed"},
-}
-_RUN: dict[int | str, dict[str, object]] = {
-    **_CHANGE,
-    403: {
-        "model": Problem,
-        "description": "The app may no longer use the job's handler (its handler patterns "
-        "changed after the job was stored); nothing changed",
-    },
-}
+_NOT_FOUND = "No such job (or deleted)"
+_REFUSED = "Not allowed from the job's status (`jobStatus` says which); nothing changed"
+_ONE_JOB = problem_responses(404, s404=_NOT_FOUND)
+_CHANGE = problem_responses(404, 409, s404=_NOT_FOUND, s409=_REFUSED)
+_FORBIDDEN = (
+    "The app is disabled, or may no longer use the job's handler (its handler patterns "
+    "changed after the job was stored); nothing changed"
+)
+_RUN = problem_responses(403, 404, 409, s403=_FORBIDDEN, s404=_NOT_FOUND, s409=_REFUSED)
 
 
 @router.get(
     "",
     operation_id="listJobs",
     response_model=JobList,
-    responses={**_AUTH, 422: {"model": Problem, "description": "Invalid filter or cursor"}},
+    responses=problem_responses(422, s422="Invalid filter or cursor"),
 )
 def list_jobs(
     state: StateDep,
@@ -66,42 +62,59 @@ def list_jobs(
     return control.list_jobs(state, caller, where, limit, cursor)
 
 
-@router.post("/{job_id}/pause", operation_id="pauseJob", response_model=JobView, responses=_CHANGE)
-def pause_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
+@router.post("/{jobId}/pause", operation_id="pauseJob", response_model=JobView, responses=_CHANGE)
+def pause_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Stop firing the job by schedule; runs already going continue. Repeat: no change."""
     control.pause_job(state, caller, job_id)
     return control.read_job_view(state, caller, job_id)
 
 
-@router.post("/{job_id}/resume", operation_id="resumeJob", response_model=JobView, responses=_RUN)
-def resume_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
-    """Fire a paused job by schedule again, from its stored next trigger time.
-
-    A trigger time passed while paused is handled by the job's misfire policy.
-    """
+@router.post("/{jobId}/resume", operation_id="resumeJob", response_model=JobView, responses=_RUN)
+def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
+    """Fire a paused job by schedule again; a recurring job's triggers that fell inside
+    the pause are recorded SKIPPED."""
     control.resume_job(state, caller, job_id)
     return control.read_job_view(state, caller, job_id)
 
 
 @router.post(
-    "/{job_id}/trigger",
+    "/{jobId}/trigger",
     operation_id="triggerJob",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TriggerAccepted,
-    responses=_RUN,
+    responses={
+        **_RUN,
+        **problem_responses(
+            409,
+            422,
+            s409=f"{_REFUSED}; or no free trigger time was found "
+            "(`urn:kairos:problem:trigger-busy`: try again); or a request with the same "
+            "Idempotency-Key is in progress",
+            s422="Invalid Idempotency-Key, or one used for a trigger of another job",
+        ),
+    },
 )
-def trigger_job(job_id: int, state: StateDep, caller: CallerDep) -> TriggerAccepted:
-    """Run the job once now, besides its schedule (a finished one-shot job too)."""
-    execution = control.trigger_job(state, caller, job_id)
-    return TriggerAccepted(
-        jobId=job_id, executionId=execution.execution_id, status=execution.status
+def trigger_job(
+    job_id: JobId,
+    state: StateDep,
+    caller: CallerDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response:
+    """Run the job once now, besides its schedule (a finished one-shot job too).
+
+    With an ``Idempotency-Key``, a repeat within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry
+    after a timeout) answers with the same execution and runs nothing more.
+    """
+    answer, replayed = trigger.trigger_job(state, caller, job_id, parse_key(idempotency_key))
+    return JSONResponse(
+        json.loads(answer.response),
+        status_code=answer.status_code,
+        headers=response_headers(answer.location, replayed),
     )
 
 
-@router.post(
-    "/{job_id}/cancel", operation_id="cancelJob", response_model=JobView, responses=_CHANGE
-)
-def cancel_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
+@router.post("/{jobId}/cancel", operation_id="cancelJob", response_model=JobView, responses=_CHANGE)
+def cancel_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Stop the job for good; its runs not yet sent to a worker are cancelled too.
 
     Runs already on a worker finish and are recorded. Repeat: no change.
@@ -111,19 +124,18 @@ def cancel_job(job_id: int, state: StateDep, caller: CallerDep) -> JobView:
 
 
 @router.patch(
-    "/{job_id}",
+    "/{jobId}",
     operation_id="updateJob",
     response_model=JobView,
     responses={
         **_CHANGE,
-        422: {
-            "model": Problem,
-            "description": "Invalid, or the job's handler is one the app may no longer use; "
-            "nothing written",
-        },
+        **problem_responses(
+            422,
+            s422="Invalid, or the job's handler is one the app may no longer use; nothing written",
+        ),
     },
 )
-def update_job(job_id: int, body: JobPatch, state: StateDep, caller: CallerDep) -> JobView:
+def update_job(job_id: JobId, body: JobPatch, state: StateDep, caller: CallerDep) -> JobView:
     """Change fields of a live job, validated as at create.
 
     A new schedule fires first at its next time after now.
@@ -133,12 +145,15 @@ def update_job(job_id: int, body: JobPatch, state: StateDep, caller: CallerDep) 
 
 
 @router.delete(
-    "/{job_id}",
+    "/{jobId}",
     operation_id="deleteJob",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     responses=_ONE_JOB,
 )
-def delete_job(job_id: int, state: StateDep, caller: CallerDep) -> None:
-    """Cancel the job and hide it: it never fires again and every read answers 404."""
+def delete_job(job_id: JobId, state: StateDep, caller: CallerDep) -> None:
+    """Cancel the job and hide it: it never fires again and every read answers 404.
+
+    Its clientRequestId stays taken: a create repeating it answers as the first did.
+    """
     control.delete_job(state, caller, job_id)

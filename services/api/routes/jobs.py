@@ -1,16 +1,23 @@
-"""/openapi/jobs: create a job, read it, list its executions."""
+"""/openapi/jobs: create jobs (one or a batch), read a job, page through its executions."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from common.db import executions, jobs
 from common.errors import JobNotFoundError
+from common.states import ExecutionStatus
+from services.api import execution_reads
 from services.api.batch import submit_batch
 from services.api.deps import CallerDep, StateDep
+from services.api.idempotency_header import HEADER, MAX_HEADER_CHARS, parse_key
+from services.api.keyed_requests import response_headers
+from services.api.locations import job_location
+from services.api.openapi_doc import problem_responses
 from services.api.schemas import (
     ExecutionList,
     JobAccepted,
@@ -18,21 +25,31 @@ from services.api.schemas import (
     JobBatchCreate,
     JobCreate,
     JobView,
-    Problem,
 )
 from services.api.submit import merge_idempotency_key, submit
-from services.api.views import execution_view, job_view
+from services.api.views import job_view
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    401: {"model": Problem, "description": "Missing or unknown API key"},
-    422: {
-        "model": Problem,
-        "description": "Invalid request (a handler outside the app's handler patterns "
-        "too); nothing was written",
-    },
-}
+JobId = Annotated[int, Path(alias="jobId", ge=1, le=2**63 - 1, description="the job's id")]
+
+_INVALID = (
+    "Invalid request (a handler outside the app's handler patterns too; a key reused with "
+    "another body: `urn:kairos:problem:idempotency-conflict`); nothing was written"
+)
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias=HEADER,
+        min_length=1,
+        max_length=MAX_HEADER_CHARS,
+        description="Idempotency key (IETF idempotency-key draft): 1 to 128 printable ASCII "
+        'characters, plain (`report-1`) or as a structured-field string (`"report-1"`); '
+        "compared exactly. A repeat answers as the first request did, with "
+        "`Idempotent-Replayed: true`",
+    ),
+]
 
 
 @router.post(
@@ -40,23 +57,27 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     operation_id="createJob",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobAccepted,
-    responses={
-        **_ERRORS,
-        200: {"model": JobAccepted, "description": "Same clientRequestId: the earlier job"},
-    },
+    responses=problem_responses(422, s422=_INVALID),
 )
 async def create_job(
     body: JobCreate,
     state: StateDep,
     caller: CallerDep,
-    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response:
-    """Store a job and answer at once; it runs at ``triggerAt`` (now when absent) or by cron."""
-    submitted = await submit(state, caller, merge_idempotency_key(body, idempotency_key))
+    """Store a job and answer at once; it runs at ``triggerAt`` (now when absent) or by cron.
+
+    A repeat with the same `clientRequestId` (or `Idempotency-Key`) and body answers 202
+    with the same job, as the first did, and `Idempotent-Replayed: true`; that holds
+    for as long as the job's row exists, even after the job was deleted.
+    """
+    key = parse_key(idempotency_key)
+    submitted = await submit(state, caller, merge_idempotency_key(body, key))
     # Built directly: validating our own two fields against the model cost ~9% of a create.
     return JSONResponse(
         {"jobId": submitted.job_id, "status": submitted.status},
-        status_code=status.HTTP_202_ACCEPTED if submitted.created else status.HTTP_200_OK,
+        status_code=status.HTTP_202_ACCEPTED,
+        headers=response_headers(job_location(submitted.job_id), not submitted.created),
     )
 
 
@@ -65,43 +86,45 @@ async def create_job(
     operation_id="createJobsBatch",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobBatchAccepted,
-    responses={
-        **_ERRORS,
-        200: {
-            "model": JobBatchAccepted,
-            "description": "Every item's clientRequestId was used before: the earlier jobs",
-        },
-        422: {
-            "model": Problem,
-            "description": "Some item is invalid (`errors` name each by index, as "
-            "`jobs[3].cronExpr`) or the batch is too large; nothing was written",
-        },
-    },
+    responses=problem_responses(
+        409,
+        422,
+        s409="A request with the same Idempotency-Key is in progress",
+        s422="Some item is invalid (`errors` name each by index, as `jobs[3].cronExpr`), the "
+        "batch is too large, or its Idempotency-Key was used for another batch; nothing "
+        "was written",
+    ),
 )
 def create_jobs_batch(
-    body: JobBatchCreate, state: StateDep, caller: CallerDep, response: Response
-) -> JobBatchAccepted:
+    body: JobBatchCreate,
+    state: StateDep,
+    caller: CallerDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response:
     """Store 1 to 1,000 jobs all or nothing; answer their ids in request order.
 
     Each item is checked as a single create checks it, and may carry its own
     ``clientRequestId``: an item sent before with the same body maps to the earlier job.
+    An ``Idempotency-Key`` keys the whole batch: a repeat within
+    `KAIROS_IDEMPOTENCY_KEY_HOURS` gets the first answer back. ``Location`` names the
+    first job.
     """
-    submitted = submit_batch(state, caller, body.jobs)
-    if not any(item.created for item in submitted):
-        response.status_code = status.HTTP_200_OK
-    return JobBatchAccepted(
-        jobs=[JobAccepted(jobId=item.job_id, status=item.status) for item in submitted]
+    done = submit_batch(state, caller, body.jobs, parse_key(idempotency_key))
+    return JSONResponse(
+        json.loads(done.answer.response),
+        status_code=done.answer.status_code,
+        headers=response_headers(done.answer.location, done.replayed),
     )
 
 
 @router.get(
-    "/{job_id}",
+    "/{jobId}",
     operation_id="getJob",
     response_model=JobView,
-    responses={**_ERRORS, 404: {"model": Problem, "description": "No such job"}},
+    responses=problem_responses(404, s404="No such job (or deleted)"),
 )
 def get_job(
-    job_id: int,
+    job_id: JobId,
     state: StateDep,
     caller: CallerDep,
     preview: Annotated[int, Query(ge=0, le=100, description="list N next trigger times")] = 0,
@@ -117,20 +140,33 @@ def get_job(
 
 
 @router.get(
-    "/{job_id}/executions",
+    "/{jobId}/executions",
     operation_id="listJobExecutions",
     response_model=ExecutionList,
-    responses={**_ERRORS, 404: {"model": Problem, "description": "No such job"}},
+    responses=problem_responses(404, s404="No such job (or deleted)"),
 )
 def list_executions(
-    job_id: int,
+    job_id: JobId,
     state: StateDep,
     caller: CallerDep,
+    execution_status: Annotated[
+        list[ExecutionStatus] | None,
+        Query(alias="status", description="only these statuses (repeat for several)"),
+    ] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=40,
+            description="only triggers at or after this time: ISO 8601 (UTC without an "
+            "offset) or epoch ms",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=64, description="nextCursor of the previous page")
+    ] = None,
 ) -> ExecutionList:
-    """The job's executions, newest first."""
-    with state.engine.connect() as conn:
-        if jobs.get_job(conn, caller.id, job_id) is None:
-            raise JobNotFoundError(job_id)
-        rows = executions.list_for_job(conn, job_id, limit)
-    return ExecutionList(jobId=job_id, executions=[execution_view(r) for r in rows])
+    """The job's executions, newest first (trigger time, then attempt), one page at a time."""
+    return execution_reads.list_executions(
+        state, caller, job_id, execution_status or (), since, limit, cursor
+    )

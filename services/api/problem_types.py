@@ -1,0 +1,72 @@
+"""The problem types of the API: a stable URI per kind of error, for clients to switch on.
+
+Each ``type`` is a URN that never changes once published (README, "Problem types");
+``title`` is its short human summary. A new kind of error gets a new entry here, never
+a changed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+_PREFIX = "urn:kairos:problem:"
+
+
+@dataclass(frozen=True)
+class ProblemKind:
+    """One kind of problem: its HTTP status, its type URI and its title."""
+
+    status: int
+    name: str
+    title: str
+
+    @property
+    def uri(self) -> str:
+        """The stable ``type`` member of the problem: ``urn:kairos:problem:<name>``."""
+        return _PREFIX + self.name
+
+
+class ProblemType(Enum):
+    """Every problem the API answers with, by what went wrong."""
+
+    BAD_REQUEST = ProblemKind(400, "bad-request", "Bad request")
+    UNAUTHORIZED = ProblemKind(401, "unauthorized", "Missing, unknown or revoked API key")
+    APP_DISABLED = ProblemKind(403, "app-disabled", "App disabled")
+    HANDLER_FORBIDDEN = ProblemKind(403, "handler-forbidden", "Handler not allowed")
+    NOT_FOUND = ProblemKind(404, "not-found", "No such resource")
+    JOB_NOT_FOUND = ProblemKind(404, "job-not-found", "Job not found")
+    EXECUTION_NOT_FOUND = ProblemKind(404, "execution-not-found", "Execution not found")
+    METHOD_NOT_ALLOWED = ProblemKind(405, "method-not-allowed", "Method not allowed")
+    NOT_ACCEPTABLE = ProblemKind(406, "not-acceptable", "Not acceptable")
+    INVALID_TRANSITION = ProblemKind(409, "invalid-transition", "Invalid transition")
+    TRIGGER_BUSY = ProblemKind(409, "trigger-busy", "Trigger time taken")
+    IDEMPOTENCY_KEY_IN_USE = ProblemKind(
+        409, "idempotency-key-in-use", "A request with this Idempotency-Key is in progress"
+    )
+    BODY_TOO_LARGE = ProblemKind(413, "body-too-large", "Request body too large")
+    UNSUPPORTED_MEDIA_TYPE = ProblemKind(415, "unsupported-media-type", "Unsupported media type")
+    VALIDATION_FAILED = ProblemKind(422, "validation-failed", "Invalid request")
+    UNKNOWN_HANDLER = ProblemKind(422, "unknown-handler", "Unknown handler")
+    HANDLER_NOT_ALLOWED = ProblemKind(422, "handler-not-allowed", "Handler not allowed")
+    BATCH_REJECTED = ProblemKind(422, "batch-rejected", "Invalid batch; nothing was written")
+    IDEMPOTENCY_CONFLICT = ProblemKind(
+        422, "idempotency-conflict", "Idempotency key reused with a different request"
+    )
+    RATE_LIMITED = ProblemKind(429, "rate-limited", "Too many requests")
+    INTERNAL_ERROR = ProblemKind(500, "internal-error", "Internal error")
+    STORE_UNAVAILABLE = ProblemKind(503, "store-unavailable", "A store is unavailable")
+
+    @property
+    def kind(self) -> ProblemKind:
+        """The status, URI and title of this problem type."""
+        value: ProblemKind = self.value
+        return value
+
+
+def for_status(status: int) -> ProblemType:
+    """The generic problem type of an HTTP error status (Starlette's own errors)."""
+    for problem_type in ProblemType:
+        if problem_type.kind.status == status:
+            return problem_type
+    return ProblemType.BAD_REQUEST if status < 500 else ProblemType.INTERNAL_ERROR

@@ -1,0 +1,71 @@
+"""A manual trigger: run a job now, besides its schedule, at most once per
+Idempotency-Key.
+
+The job row lock orders a trigger with cancel (no SCHEDULED execution of a CANCELLED
+job); the key, taken in the same transaction, makes a retried trigger (a client that
+timed out and sent it again) answer with the first execution instead of a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from sqlalchemy.engine import Connection
+
+from common.db import control as db
+from common.db.apps import App
+from common.db.idempotency_keys import KeyedRequest, StoredAnswer
+from services.api.control import TRIGGER, applies, check_may_run, status_of
+from services.api.keyed_requests import answer_once
+from services.api.locations import execution_location
+from services.api.state import ApiState
+from services.api.wake import wake_dispatcher
+
+log = logging.getLogger(__name__)
+
+# The operation a trigger's Idempotency-Key is remembered under.
+TRIGGER_OPERATION = "triggerJob"
+
+
+def _keyed(app: App, job_id: int, key: str | None) -> KeyedRequest | None:
+    if key is None:
+        return None
+    digest = hashlib.sha256(f"trigger:{job_id}".encode()).hexdigest()
+    return KeyedRequest(app.id, TRIGGER_OPERATION, key, digest)
+
+
+def _insert(conn: Connection, app: App, job_id: int, now: int) -> tuple[StoredAnswer, int]:
+    row = db.lock_job(conn, app.id, job_id)
+    applies(TRIGGER, job_id, status_of(row))
+    assert row is not None
+    check_may_run(app, row, "triggered")
+    execution = db.insert_manual_execution(conn, row, now)
+    body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
+    answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
+    log.info(
+        "job triggered by hand",
+        extra={"job_id": job_id, "execution_id": execution.execution_id},
+    )
+    return answer, execution.scheduled_at
+
+
+def trigger_job(
+    state: ApiState, app: App, job_id: int, key: str | None = None
+) -> tuple[StoredAnswer, bool]:
+    """Run the job now: a SCHEDULED manual execution the dispatcher fires at once (a
+    manual run never moves the job's own status). With ``key``, a repeat gets the first
+    answer back (second of the pair: True) and nothing runs again."""
+    now = state.clock.now_ms()
+    scheduled: list[int] = []
+
+    def work(conn: Connection) -> StoredAnswer:
+        answer, at = _insert(conn, app, job_id, now)
+        scheduled[:] = [at]
+        return answer
+
+    answer, replayed = answer_once(state, _keyed(app, job_id, key), work)
+    if scheduled and not replayed:
+        wake_dispatcher(state, scheduled[0], now)
+    return answer, replayed

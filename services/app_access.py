@@ -1,0 +1,108 @@
+"""Operator commands on who may call the API: an app's API keys (rotate with an
+overlap, revoke, list) and disabling or enabling an app.
+
+Times are on the database's clock, the one the API checks keys against (so that
+authentication needs MySQL alone), not on the clock of the host the command runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy.engine import Connection
+
+from common.config import StoreSettings
+from common.db.apps import (
+    NewApiKey,
+    app_keys,
+    database_now_ms,
+    revoke_api_key,
+    rotate_api_key,
+    set_disabled,
+)
+from common.db.engine import make_engine
+from common.errors import UnknownAppError
+from common.timefmt import iso_ms
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class KeyRotation:
+    """A new API key, and until when the app's earlier keys still work."""
+
+    key: NewApiKey
+    others_until_ms: int
+
+
+def _at_database_time(settings: StoreSettings, work: Callable[[Connection, int], T]) -> T:
+    """Run ``work(conn, now_ms)`` in one transaction, ``now_ms`` from the database."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            return work(conn, database_now_ms(conn))
+    finally:
+        engine.dispose()
+
+
+def rotate_key(settings: StoreSettings, app_id: str, overlap_hours: float) -> KeyRotation:
+    """Give an app a new API key; its other keys keep working for ``overlap_hours`` (0:
+    they stop at once). Raises ``UnknownAppError``."""
+
+    def rotate(conn: Connection, now: int) -> KeyRotation | None:
+        until = now + int(overlap_hours * 3_600_000)
+        key = rotate_api_key(conn, app_id, now, until)
+        return None if key is None else KeyRotation(key, until)
+
+    rotation = _at_database_time(settings, rotate)
+    if rotation is None:
+        raise UnknownAppError(app_id)
+    return rotation
+
+
+def revoke_key(settings: StoreSettings, app_id: str, key_id: str) -> bool:
+    """Stop one API key of an app; False if the app has no such key. Raises
+    ``UnknownAppError``."""
+
+    def revoke(conn: Connection, now: int) -> bool | None:
+        if app_keys(conn, app_id) is None:
+            return None
+        return revoke_api_key(conn, app_id, key_id, now)
+
+    revoked = _at_database_time(settings, revoke)
+    if revoked is None:
+        raise UnknownAppError(app_id)
+    return revoked
+
+
+def keys_table(settings: StoreSettings, app_id: str) -> str:
+    """A table of an app's API keys: id, creation, end, state now.
+    Raises ``UnknownAppError``."""
+    found = _at_database_time(settings, lambda conn, now: (app_keys(conn, app_id), now))
+    rows, now = found
+    if rows is None:
+        raise UnknownAppError(app_id)
+    lines = [f"{'KEY_ID':22} {'CREATED':24} {'ENDS':24} STATE"]
+    for r in rows:
+        if r.revoked_at is not None:
+            state = "revoked"
+        elif r.expires_at is not None and r.expires_at <= now:
+            state = "expired"
+        else:
+            state = "active"
+        ends = iso_ms(r.revoked_at if r.revoked_at is not None else r.expires_at) or "-"
+        lines.append(f"{r.key_id:22} {iso_ms(r.created_at)!s:24} {ends:24} {state}")
+    return "\n".join(lines)
+
+
+def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool) -> None:
+    """Disable an app (every API call with its keys is refused) or enable it again.
+    Raises ``UnknownAppError``."""
+
+    def change(conn: Connection, now: int) -> bool:
+        return set_disabled(conn, app_id, now if disabled else None)
+
+    if not _at_database_time(settings, change):
+        raise UnknownAppError(app_id)
