@@ -33,6 +33,12 @@ def _instant(value: Any) -> Any:
 WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 """An integer; ``true`` and ``false`` are refused (fractions are, as for any int)."""
 
+
+NOT_BOOLEAN = BeforeValidator(_whole_number)
+"""For an integer bounded inside the type (``Annotated[int, Field(ge=..), NOT_BOOLEAN]``),
+so the document shows the bounds even where the field is a union."""
+
+
 Instant = Annotated[str | int | None, BeforeValidator(_instant)]
 """ISO 8601 text or epoch milliseconds; booleans, fractions and other types refused."""
 

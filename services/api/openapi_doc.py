@@ -127,7 +127,22 @@ def _universal(path: str, operation: Document) -> list[int]:
     return statuses
 
 
+def _without_null(parameter: Document) -> None:
+    """An optional parameter is left out, never sent as null: drop FastAPI's null branch."""
+    schema = parameter.get("schema", {})
+    branches = schema.get("anyOf")
+    if branches and {"type": "null"} in branches:
+        kept = [b for b in branches if b != {"type": "null"}]
+        del schema["anyOf"]
+        if len(kept) == 1:
+            schema.update(kept[0])
+        else:
+            schema["anyOf"] = kept
+
+
 def _complete_operation(path: str, operation: Document) -> None:
+    for parameter in operation.get("parameters", []):
+        _without_null(parameter)
     responses: Document = operation["responses"]
     for status in _universal(path, operation):
         responses.setdefault(str(status), problem_responses(status)[status])
@@ -135,21 +150,26 @@ def _complete_operation(path: str, operation: Document) -> None:
         content = response.get("content", {})
         if code[0] in "45" and PROBLEM_JSON not in content and path != "/readyz":
             response["content"] = {PROBLEM_JSON: {"schema": _PROBLEM_REF}}
-        headers = response.setdefault("headers", {})
-        headers["Request-Id"] = _ref("RequestId")
-        if code in ("429", "503"):
-            headers["Retry-After"] = _ref("RetryAfter")
-        if code == "401":
-            headers["WWW-Authenticate"] = _ref("WWWAuthenticate")
-        if code == "202":
-            headers["Location"] = _ref("Location")
-        if code in ("200", "202") and _takes_idempotency_key(operation):
-            headers[REPLAYED_HEADER] = _ref("IdempotentReplayed")
+        response["headers"] = _headers(code, operation)
         links = _LINKS.get((operation.get("operationId", ""), code))
         if links:
             response["links"] = links
     if path.startswith("/openapi/"):
         operation["security"] = [{"HTTPBearer": []}]
+
+
+def _headers(code: str, operation: Document) -> Document:
+    """The response headers of an answer with status ``code``."""
+    headers = {"Request-Id": _ref("RequestId")}
+    if code in ("429", "503"):
+        headers["Retry-After"] = _ref("RetryAfter")
+    if code == "401":
+        headers["WWW-Authenticate"] = _ref("WWWAuthenticate")
+    if code == "202":
+        headers["Location"] = _ref("Location")
+    if code in ("200", "202") and _takes_idempotency_key(operation):
+        headers[REPLAYED_HEADER] = _ref("IdempotentReplayed")
+    return headers
 
 
 def _takes_idempotency_key(operation: Document) -> bool:

@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import Scope
 
 from common.documents import MAX_DEPTH
@@ -197,7 +198,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         return _unreadable_body(exc.__cause__, rid)
     detail = _STARLETTE_DETAILS.get(exc.status_code, str(exc.detail))
     kind = for_status(exc.status_code)
-    return problem(kind, detail, rid, dict(exc.headers or {}), status=exc.status_code)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return problem(kind, detail, rid, headers, status=exc.status_code)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at the request's path: the routers of one path
+    (a job is read by one and changed by another) each know only their own."""
+    path = request.scope.get("path", "")
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def _field_name(location: tuple[Any, ...]) -> str:

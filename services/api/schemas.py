@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
-from services.api.fields import CallbackUrl, ExecutionId, Instant, Timestamp, Uri, WholeNumber
+from services.api.fields import (
+    NOT_BOOLEAN,
+    CallbackUrl,
+    ExecutionId,
+    Instant,
+    Timestamp,
+    Uri,
+    WholeNumber,
+)
 
 
 class JobCreate(BaseModel):
@@ -53,7 +61,10 @@ class JobCreate(BaseModel):
         "(`Report-1` is not `report-1`); the Idempotency-Key header is the same key",
     )
     timezone: str = Field(
-        default="UTC", max_length=64, description="IANA zone for cronExpr and triggerAt"
+        default="UTC",
+        min_length=1,
+        max_length=64,
+        description="IANA zone for cronExpr and triggerAt",
     )
     fixedRateSeconds: WholeNumber | None = Field(
         default=None, ge=1, le=366 * 86_400, description="repeat every N seconds (not with cron)"
@@ -217,6 +228,8 @@ class Problem(BaseModel):
     )
 
 
+NotNull = SkipJsonSchema[None]
+
 _NOT_NULL = (
     "jobName",
     "params",
@@ -243,22 +256,26 @@ class JobPatch(BaseModel):
         json_schema_extra={"examples": [{"cronExpr": "30 2 * * *", "maxRetries": 3}]},
     )
 
-    jobName: str | None = Field(default=None, min_length=1, max_length=200)
-    params: dict[str, Any] | None = None
+    # A field that may not be null: null is refused with a message, and left out of the
+    # document (the constraints sit on the value's own type, not on the union).
+    jobName: Annotated[str, Field(min_length=1, max_length=200)] | SkipJsonSchema[None] = None
+    params: dict[str, Any] | SkipJsonSchema[None] = None
     cronExpr: str | None = Field(
         default=None,
         max_length=200,
         description="a new schedule for a cron job (a one-shot job cannot become recurring)",
     )
-    timezone: str | None = Field(default=None, max_length=64)
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] | SkipJsonSchema[None] = None
     fixedRateSeconds: WholeNumber | None = Field(default=None, ge=1, le=366 * 86_400)
-    misfirePolicy: MisfirePolicy | None = None
-    misfireThresholdSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
-    catchUpWindowSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
-    overlapPolicy: OverlapPolicy | None = None
-    maxRetries: WholeNumber | None = Field(default=None, ge=0, le=100)
-    retryBackoffSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400)
-    retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
+    misfirePolicy: MisfirePolicy | SkipJsonSchema[None] = None
+    misfireThresholdSeconds: Annotated[int, Field(ge=0, le=86_400 * 31), NOT_BOOLEAN] | NotNull = (
+        None
+    )
+    catchUpWindowSeconds: Annotated[int, Field(ge=0, le=86_400 * 31), NOT_BOOLEAN] | NotNull = None
+    overlapPolicy: OverlapPolicy | SkipJsonSchema[None] = None
+    maxRetries: Annotated[int, Field(ge=0, le=100), NOT_BOOLEAN] | NotNull = None
+    retryBackoffSeconds: Annotated[int, Field(ge=0, le=86_400), NOT_BOOLEAN] | NotNull = None
+    retryBackoffMaxSeconds: Annotated[int, Field(ge=0, le=7 * 86_400), NOT_BOOLEAN] | NotNull = None
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: CallbackUrl | None = None
 

@@ -50,7 +50,12 @@ def list_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[
-        str | None, Query(max_length=64, description="nextCursor of the previous page")
+        str | None,
+        Query(
+            max_length=64,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="nextCursor of the previous page",
+        ),
     ] = None,
 ) -> JobList:
     """The app's jobs, newest first, one page at a time.
@@ -62,14 +67,18 @@ def list_jobs(
     return control.list_jobs(state, caller, where, limit, cursor)
 
 
-@router.post("/{jobId}/pause", operation_id="pauseJob", response_model=JobView, responses=_CHANGE)
+@router.post(
+    "/{jobId:int}/pause", operation_id="pauseJob", response_model=JobView, responses=_CHANGE
+)
 def pause_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Stop firing the job by schedule; runs already going continue. Repeat: no change."""
     control.pause_job(state, caller, job_id)
     return control.read_job_view(state, caller, job_id)
 
 
-@router.post("/{jobId}/resume", operation_id="resumeJob", response_model=JobView, responses=_RUN)
+@router.post(
+    "/{jobId:int}/resume", operation_id="resumeJob", response_model=JobView, responses=_RUN
+)
 def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Fire a paused job by schedule again; a recurring job's triggers that fell inside
     the pause are recorded SKIPPED."""
@@ -78,7 +87,7 @@ def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
 
 
 @router.post(
-    "/{jobId}/trigger",
+    "/{jobId:int}/trigger",
     operation_id="triggerJob",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TriggerAccepted,
@@ -113,7 +122,9 @@ def trigger_job(
     )
 
 
-@router.post("/{jobId}/cancel", operation_id="cancelJob", response_model=JobView, responses=_CHANGE)
+@router.post(
+    "/{jobId:int}/cancel", operation_id="cancelJob", response_model=JobView, responses=_CHANGE
+)
 def cancel_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Stop the job for good; its runs not yet sent to a worker are cancelled too.
 
@@ -124,7 +135,7 @@ def cancel_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
 
 
 @router.patch(
-    "/{jobId}",
+    "/{jobId:int}",
     operation_id="updateJob",
     response_model=JobView,
     responses={
@@ -145,7 +156,7 @@ def update_job(job_id: JobId, body: JobPatch, state: StateDep, caller: CallerDep
 
 
 @router.delete(
-    "/{jobId}",
+    "/{jobId:int}",
     operation_id="deleteJob",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,

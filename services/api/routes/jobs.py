@@ -44,6 +44,7 @@ IdempotencyKeyHeader = Annotated[
         alias=HEADER,
         min_length=1,
         max_length=MAX_HEADER_CHARS,
+        pattern=r"^[ -~]+$",
         description="Idempotency key (IETF idempotency-key draft): 1 to 128 printable ASCII "
         'characters, plain (`report-1`) or as a structured-field string (`"report-1"`); '
         "compared exactly. A repeat answers as the first request did, with "
@@ -118,7 +119,7 @@ def create_jobs_batch(
 
 
 @router.get(
-    "/{jobId}",
+    "/{jobId:int}",
     operation_id="getJob",
     response_model=JobView,
     responses=problem_responses(404, s404="No such job (or deleted)"),
@@ -140,7 +141,7 @@ def get_job(
 
 
 @router.get(
-    "/{jobId}/executions",
+    "/{jobId:int}/executions",
     operation_id="listJobExecutions",
     response_model=ExecutionList,
     responses=problem_responses(404, s404="No such job (or deleted)"),
@@ -163,7 +164,12 @@ def list_executions(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
-        str | None, Query(max_length=64, description="nextCursor of the previous page")
+        str | None,
+        Query(
+            max_length=64,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="nextCursor of the previous page",
+        ),
     ] = None,
 ) -> ExecutionList:
     """The job's executions, newest first (trigger time, then attempt), one page at a time."""
