@@ -14,6 +14,7 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
+from services.api.allow import AllowedMethods
 from services.api.body_limit import BodyLimit
 from services.api.docs_pages import install_docs_pages
 from services.api.console import install_console
@@ -84,11 +85,10 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.
     app.add_middleware(RequestIds)
-    app.include_router(jobs.router)
-    app.include_router(control.router)
-    app.include_router(executions.router)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
+    routers = (jobs.router, control.router, executions.router, health.router, metrics.router)
+    for router in routers:
+        app.include_router(router)
+    app.state.allowed_methods = AllowedMethods(routers)
     install_console(app)
     install_docs_pages(app)
     install_document(app)

@@ -13,7 +13,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
 from starlette.types import Scope
 
 from common.documents import MAX_DEPTH
@@ -200,19 +199,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     kind = for_status(exc.status_code)
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        headers["Allow"] = ", ".join(allowed_methods(request))
+        allowed = getattr(request.app.state, "allowed_methods", None)
+        methods = allowed.at(request.scope.get("path", "")) if allowed is not None else []
+        if methods:  # else Starlette's own Allow (a path outside the /openapi routers)
+            headers["Allow"] = ", ".join(methods)
     return problem(kind, detail, rid, headers, status=exc.status_code)
-
-
-def allowed_methods(request: Request) -> list[str]:
-    """Every method some route takes at the request's path: the routers of one path
-    (a job is read by one and changed by another) each know only their own."""
-    path = request.scope.get("path", "")
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
-            methods |= route.methods
-    return sorted(methods)
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
