@@ -29,7 +29,7 @@ def status_with(base: str, api_key: str) -> int:
     return httpx.get(f"{base}/openapi/jobs/999999", headers=headers, timeout=10).status_code
 
 
-def test_a_rotated_key_replaces_the_old_one(processes: Processes) -> None:
+def test_a_rotated_key_overlaps_the_old_one_or_replaces_it_at_once(processes: Processes) -> None:
     port = free_port()
     processes.start("api", "api", "--port", str(port), KAIROS_AUTH_CACHE_SECONDS="0.2")
     base = wait_healthy(port)
@@ -42,7 +42,17 @@ def test_a_rotated_key_replaces_the_old_one(processes: Processes) -> None:
     rotated = json.loads(processes.run("app", "rotate-key", created["appId"]))
     assert rotated["appId"] == created["appId"] and rotated["apiKey"] != old_key
     assert status_with(base, rotated["apiKey"]) == 404
-    wait_until(lambda: status_with(base, old_key) == 401, 10, what="the old key to stop working")
+    assert status_with(base, old_key) == 404  # the default overlap: both work for 24 h
+    at_once = json.loads(
+        processes.run("app", "rotate-key", created["appId"], "--overlap-hours", "0")
+    )
+    assert status_with(base, at_once["apiKey"]) == 404
+    olds = (old_key, rotated["apiKey"])
+    wait_until(
+        lambda: all(status_with(base, old) == 401 for old in olds),
+        10,
+        what="the old keys to stop working",
+    )
 
 
 def kairos(processes: Processes, *args: str) -> subprocess.CompletedProcess[str]:
