@@ -8,9 +8,9 @@ import binascii
 import re
 from collections.abc import Sequence
 
-from common.db import executions, jobs
+from common.db import execution_reads, jobs
 from common.db.apps import App
-from common.db.executions import ExecutionPage
+from common.db.execution_reads import ExecutionPage
 from common.errors import ExecutionNotFoundError, JobNotFoundError, ValidationFailedError
 from common.states import ExecutionStatus
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
@@ -75,7 +75,7 @@ def list_executions(
     with state.engine.connect() as conn:
         if jobs.get_job(conn, app.id, job_id) is None:
             raise JobNotFoundError(job_id)
-        rows = executions.page_for_job(conn, job_id, page)
+        rows = execution_reads.page_for_job(conn, job_id, page)
     shown = rows[:limit]
     more = len(rows) > limit
     last = shown[-1] if shown else None
@@ -89,7 +89,7 @@ def list_executions(
 def get_execution(state: ApiState, app: App, execution_id: str) -> ExecutionView:
     """The execution with this id, if a live job of the app owns it; 404 otherwise."""
     with state.engine.connect() as conn:
-        row = executions.find_for_app(conn, app.id, execution_id)
+        row = execution_reads.find_for_app(conn, app.id, execution_id)
     if row is None:
         raise ExecutionNotFoundError(execution_id)
     return execution_view(row)

@@ -38,14 +38,12 @@ class ProblemType(Enum):
     JOB_NOT_FOUND = ProblemKind(404, "job-not-found", "Job not found")
     EXECUTION_NOT_FOUND = ProblemKind(404, "execution-not-found", "Execution not found")
     METHOD_NOT_ALLOWED = ProblemKind(405, "method-not-allowed", "Method not allowed")
-    NOT_ACCEPTABLE = ProblemKind(406, "not-acceptable", "Not acceptable")
     INVALID_TRANSITION = ProblemKind(409, "invalid-transition", "Invalid transition")
     TRIGGER_BUSY = ProblemKind(409, "trigger-busy", "Trigger time taken")
     IDEMPOTENCY_KEY_IN_USE = ProblemKind(
         409, "idempotency-key-in-use", "A request with this Idempotency-Key is in progress"
     )
     BODY_TOO_LARGE = ProblemKind(413, "body-too-large", "Request body too large")
-    UNSUPPORTED_MEDIA_TYPE = ProblemKind(415, "unsupported-media-type", "Unsupported media type")
     VALIDATION_FAILED = ProblemKind(422, "validation-failed", "Invalid request")
     UNKNOWN_HANDLER = ProblemKind(422, "unknown-handler", "Unknown handler")
     HANDLER_NOT_ALLOWED = ProblemKind(422, "handler-not-allowed", "Handler not allowed")
