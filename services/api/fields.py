@@ -34,9 +34,21 @@ WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 """An integer; ``true`` and ``false`` are refused (fractions are, as for any int)."""
 
 
-NOT_BOOLEAN = BeforeValidator(_whole_number)
-"""For an integer bounded inside the type (``Annotated[int, Field(ge=..), NOT_BOOLEAN]``),
-so the document shows the bounds even where the field is a union."""
+_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def standard_bounds(schema: Any) -> None:
+    """Rename the bounds pydantic leaves in its own words (``ge``, ``le``: an optional
+    ``WholeNumber``, whose validator hides the integer) to JSON Schema's, in place."""
+    if isinstance(schema, dict):
+        for ours, standard in _BOUNDS.items():
+            if ours in schema:
+                schema[standard] = schema.pop(ours)
+        for value in schema.values():
+            standard_bounds(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            standard_bounds(item)
 
 
 Instant = Annotated[str | int | None, BeforeValidator(_instant)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -10,34 +10,35 @@ from pydantic.json_schema import SkipJsonSchema
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from services.api.fields import (
-    NOT_BOOLEAN,
     CallbackUrl,
     ExecutionId,
     Instant,
     Timestamp,
     Uri,
     WholeNumber,
+    standard_bounds,
 )
+
+
+def _create_schema(schema: dict[str, Any]) -> None:
+    """JobCreate's document: an example, and bounds in JSON Schema's words."""
+    schema["examples"] = [
+        {
+            "jobName": "nightly report",
+            "jobHandler": "demo.echo",
+            "params": {"day": "2026-11-30"},
+            "cronExpr": "0 2 * * *",
+            "callbackUrl": "https://example.com/hooks/kairos",
+            "clientRequestId": "report-2026-11-30",
+        }
+    ]
+    standard_bounds(schema)
 
 
 class JobCreate(BaseModel):
     """A job to schedule: one-shot at ``triggerAt`` (now when absent) or cron."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "jobName": "nightly report",
-                    "jobHandler": "demo.echo",
-                    "params": {"day": "2026-11-30"},
-                    "cronExpr": "0 2 * * *",
-                    "callbackUrl": "https://example.com/hooks/kairos",
-                    "clientRequestId": "report-2026-11-30",
-                }
-            ]
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_create_schema)
 
     jobName: str = Field(min_length=1, max_length=200)
     jobHandler: str = Field(min_length=1, max_length=200)
@@ -228,8 +229,6 @@ class Problem(BaseModel):
     )
 
 
-NotNull = SkipJsonSchema[None]
-
 _NOT_NULL = (
     "jobName",
     "params",
@@ -244,6 +243,20 @@ _NOT_NULL = (
 )
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """JobPatch's document: the fields that refuse null are shown without a null."""
+    schema["examples"] = [{"cronExpr": "30 2 * * *", "maxRetries": 3}]
+    for name in _NOT_NULL:
+        field = schema["properties"][name]
+        branches = [b for b in field.pop("anyOf", []) if b != {"type": "null"}]
+        if len(branches) == 1:
+            field.update(branches[0])
+        elif branches:
+            field["anyOf"] = branches
+        field.pop("default", None)
+    standard_bounds(schema)
+
+
 class JobPatch(BaseModel):
     """Fields of a job to change, with the limits of ``JobCreate``.
 
@@ -251,31 +264,24 @@ class JobPatch(BaseModel):
     timeoutSeconds or callbackUrl and is refused for the other fields.
     """
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={"examples": [{"cronExpr": "30 2 * * *", "maxRetries": 3}]},
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
 
-    # A field that may not be null: null is refused with a message, and left out of the
-    # document (the constraints sit on the value's own type, not on the union).
-    jobName: Annotated[str, Field(min_length=1, max_length=200)] | SkipJsonSchema[None] = None
-    params: dict[str, Any] | SkipJsonSchema[None] = None
+    jobName: str | None = Field(default=None, min_length=1, max_length=200)
+    params: dict[str, Any] | None = None
     cronExpr: str | None = Field(
         default=None,
         max_length=200,
         description="a new schedule for a cron job (a one-shot job cannot become recurring)",
     )
-    timezone: Annotated[str, Field(min_length=1, max_length=64)] | SkipJsonSchema[None] = None
+    timezone: str | None = Field(default=None, min_length=1, max_length=64)
     fixedRateSeconds: WholeNumber | None = Field(default=None, ge=1, le=366 * 86_400)
-    misfirePolicy: MisfirePolicy | SkipJsonSchema[None] = None
-    misfireThresholdSeconds: Annotated[int, Field(ge=0, le=86_400 * 31), NOT_BOOLEAN] | NotNull = (
-        None
-    )
-    catchUpWindowSeconds: Annotated[int, Field(ge=0, le=86_400 * 31), NOT_BOOLEAN] | NotNull = None
-    overlapPolicy: OverlapPolicy | SkipJsonSchema[None] = None
-    maxRetries: Annotated[int, Field(ge=0, le=100), NOT_BOOLEAN] | NotNull = None
-    retryBackoffSeconds: Annotated[int, Field(ge=0, le=86_400), NOT_BOOLEAN] | NotNull = None
-    retryBackoffMaxSeconds: Annotated[int, Field(ge=0, le=7 * 86_400), NOT_BOOLEAN] | NotNull = None
+    misfirePolicy: MisfirePolicy | None = None
+    misfireThresholdSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
+    catchUpWindowSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
+    overlapPolicy: OverlapPolicy | None = None
+    maxRetries: WholeNumber | None = Field(default=None, ge=0, le=100)
+    retryBackoffSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400)
+    retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: CallbackUrl | None = None
 

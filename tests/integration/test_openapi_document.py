@@ -98,3 +98,22 @@ def test_the_document_links_creates_to_their_job_and_triggers_to_their_execution
         if p["in"] == "header"
     )
     assert header["name"] == "Idempotency-Key" and "anyOf" not in header["schema"]
+
+
+def test_bounds_are_in_json_schema_words(document: dict[str, Any]) -> None:
+    def keys(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            return set(node) | {k for value in node.values() for k in keys(value)}
+        if isinstance(node, list):
+            return {k for item in node for k in keys(item)}
+        return set()
+
+    assert not keys(document["components"]["schemas"]) & {"ge", "le", "gt", "lt"}
+    patch = document["components"]["schemas"]["JobPatch"]["properties"]
+    assert patch["maxRetries"] == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 100,
+        "title": "Maxretries",
+    }
+    assert "anyOf" not in patch["params"]  # null is refused: the document does not offer it
