@@ -122,7 +122,7 @@ def test_an_operator_restricts_an_apps_handlers_and_the_running_api_follows(
     assert "KAIROS_AUTH_CACHE_SECONDS" in done.stderr
     assert "1 live jobs of this app name handlers outside these patterns" in done.stderr
     listed = processes.run("app", "list").splitlines()[-1].split()
-    assert listed[0] == app_id and listed[2] == "demo.e*,x.?"
+    assert listed[0] == app_id and listed[2:4] == ["enabled", "demo.e*,x.?"]
     body = {"jobName": "r", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
     refused = wait_until(
         lambda: (r := api.post_job(body)).status_code == 422 and r,
