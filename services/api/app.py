@@ -16,8 +16,8 @@ from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
 from services.api.body_limit import BodyLimit
-from services.api.docs_pages import install_docs_pages
 from services.api.console import install_console
+from services.api.docs_pages import install_docs_pages
 from services.api.group_insert import GroupInserter
 from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 
@@ -12,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from common.db.apps import App
 from common.db.operator_reads import apps_by_key, find_job
 from common.errors import JobNotFoundError, KairosError
-from services.api import control
+from services.api import control, trigger
 from services.api.console.render import redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import (
@@ -40,8 +41,9 @@ def _resume(state: ApiState, app: App, job_id: int) -> str:
 
 
 def _trigger(state: ApiState, app: App, job_id: int) -> str:
-    execution = control.trigger_job(state, app, job_id)
-    return f"Job {job_id} triggered: execution {execution.execution_id}."
+    answer, _ = trigger.trigger_job(state, app, job_id)
+    execution_id = json.loads(answer.response)["executionId"]
+    return f"Job {job_id} triggered: execution {execution_id}."
 
 
 def _cancel(state: ApiState, app: App, job_id: int) -> str:
