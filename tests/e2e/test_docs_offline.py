@@ -3,28 +3,13 @@ with every request off this machine refused renders every operation of the docum
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Route, sync_playwright
+from playwright.sync_api import Browser, Page, Route
 
 from tests.e2e.harness import Processes, free_port, wait_healthy
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium driven by Playwright; Playwright downloads no browser of its own."""
-    if shutil.which("chromium") is None:
-        pytest.fail("no chromium on PATH: run `make chromium` (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def offline_page(browser: Browser, base: str, outside: list[str]) -> Page:
