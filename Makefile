@@ -8,11 +8,13 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: install services chromium run test test-unit test-integration test-e2e chaos lint format bench clean
 
-$(BIN)/kairos: pyproject.toml
+# The client (clients/python, its own distribution) goes into the same .venv: the e2e
+# tests drive the stack through it.
+$(BIN)/kairos: pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kairos needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e './clients/python[dev]'
 	touch $(BIN)/kairos
 
 install: $(BIN)/kairos
@@ -34,6 +36,7 @@ lint: install
 
 test: install services chromium lint
 	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest clients/python/tests -q
 	$(BIN)/pytest tests/integration -q
 	$(BIN)/pytest tests/e2e -q
 	$(BIN)/pytest tests/chaos -q -m short
@@ -45,6 +48,7 @@ chaos: install services
 
 test-unit: install
 	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest clients/python/tests -q
 
 test-integration: install services
 	$(BIN)/pytest tests/integration -q

@@ -1,0 +1,198 @@
+"""``AsyncClient``: the Kairos OpenAPI from asyncio code, with retries."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from kairos_client import operations as ops
+from kairos_client._session import (
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+    base_url_of,
+    client_headers,
+    finished,
+    merged_headers,
+    next_poll,
+)
+from kairos_client.callbacks import CallbackDelivery
+from kairos_client.enums import ExecutionStatus, JobStatus
+from kairos_client.errors import ConnectionFailedError, WaitTimeoutError
+from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
+from kairos_client.retries import RetryPolicy
+from kairos_client.specs import JobChanges, JobSpec, TriggerTime
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """``Client``'s twin for asyncio: the same methods, awaited
+    (``async with AsyncClient(url, key) as kairos: await kairos.get_job(7)``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            base_url=base_url_of(base_url),
+            headers=client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def _send(self, call: ops.Call[T]) -> T:
+        retry = 0
+        while True:
+            retry += 1
+            try:
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    params=tuple(call.query),
+                    json=call.body,
+                    headers=merged_headers(call.headers),
+                )
+            except httpx.TransportError as e:
+                delay = self.retry.after_error(retry, e, call.repeatable)
+                if delay is None:
+                    raise ConnectionFailedError(f"{call.method} {call.path}: {e!r}") from e
+            else:
+                delay = self.retry.after_answer(retry, response, call.repeatable)
+                if delay is None:
+                    return call.answer(response, repeated=retry > 1)
+            await self._sleep(delay)
+
+    async def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+        """Submit one job (see ``Client.create_job``)."""
+        return await self._send(ops.create_job(spec, idempotency_key))
+
+    async def create_jobs(
+        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+    ) -> BatchAccepted:
+        """Submit 1 to 1,000 jobs, all or nothing (see ``Client.create_jobs``)."""
+        return await self._send(ops.create_jobs(specs, idempotency_key))
+
+    async def get_job(self, job_id: int, *, preview: int = 0) -> Job:
+        """One job, with its next ``preview`` trigger times."""
+        return await self._send(ops.get_job(job_id, preview))
+
+    async def list_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        handler: str | None = None,
+        name_prefix: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> AsyncIterator[Job]:
+        """Every job of the app that matches, newest first, page by page
+        (``async for job in kairos.list_jobs(): ...``)."""
+        cursor: str | None = None
+        while True:
+            call = ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
+            jobs, cursor = await self._send(call)
+            for job in jobs:
+                yield job
+            if cursor is None:
+                return
+
+    async def list_executions(
+        self,
+        job_id: int,
+        *,
+        status: Iterable[ExecutionStatus | str] = (),
+        since: TriggerTime | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> AsyncIterator[Execution]:
+        """The job's executions, newest first, page by page (see
+        ``Client.list_executions``)."""
+        statuses = list(status)
+        cursor: str | None = None
+        while True:
+            call = ops.list_executions_page(job_id, statuses, since, page_size, cursor)
+            executions, cursor = await self._send(call)
+            for execution in executions:
+                yield execution
+            if cursor is None:
+                return
+
+    async def get_execution(self, execution_id: str) -> Execution:
+        """One execution of the app's jobs."""
+        return await self._send(ops.get_execution(execution_id))
+
+    async def pause(self, job_id: int) -> Job:
+        """Stop claiming the job's triggers; the job as paused."""
+        return await self._send(ops.job_action(job_id, "pause"))
+
+    async def resume(self, job_id: int) -> Job:
+        """Claim the paused job's triggers again; the job as resumed."""
+        return await self._send(ops.job_action(job_id, "resume"))
+
+    async def cancel(self, job_id: int) -> Job:
+        """End the job: its scheduled runs are cancelled, running ones finish."""
+        return await self._send(ops.job_action(job_id, "cancel"))
+
+    async def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
+        """Run the job now, keyed so that a retry runs it once."""
+        return await self._send(ops.trigger(job_id, idempotency_key))
+
+    async def update(self, job_id: int, changes: JobChanges) -> Job:
+        """Change the fields set in ``changes``; the job as changed."""
+        return await self._send(ops.update(job_id, changes))
+
+    async def delete(self, job_id: int) -> None:
+        """Cancel the job and hide it."""
+        await self._send(ops.delete(job_id))
+
+    async def callbacks(self, job_id: int) -> list[CallbackDelivery]:
+        """The job's callback deliveries: state, every attempt, the next one's time."""
+        found: list[CallbackDelivery] = []
+        cursor: str | None = None
+        while True:
+            deliveries, cursor = await self._send(ops.callbacks_page(job_id, cursor))
+            found.extend(deliveries)
+            if cursor is None:
+                return found
+
+    async def wait(self, job_id: int, timeout: float, *, poll_interval: float = 0.5) -> Job:
+        """Read the job until it is SUCCEEDED, FAILED or CANCELLED (see
+        ``Client.wait``); ``WaitTimeoutError`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        polls = 0
+        while True:
+            job = await self.get_job(job_id)
+            remaining = deadline - time.monotonic()
+            if finished(job):
+                return job
+            if remaining <= 0:
+                raise WaitTimeoutError(job_id, timeout, job)
+            await self._sleep(next_poll(poll_interval, polls, remaining))
+            polls += 1

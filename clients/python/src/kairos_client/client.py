@@ -1,0 +1,204 @@
+"""``Client``: the Kairos OpenAPI from synchronous code, with retries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from kairos_client import operations as ops
+from kairos_client._session import (
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT,
+    base_url_of,
+    client_headers,
+    finished,
+    merged_headers,
+    next_poll,
+)
+from kairos_client.callbacks import CallbackDelivery
+from kairos_client.enums import ExecutionStatus, JobStatus
+from kairos_client.errors import ConnectionFailedError, WaitTimeoutError
+from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
+from kairos_client.retries import RetryPolicy
+from kairos_client.specs import JobChanges, JobSpec, TriggerTime
+
+T = TypeVar("T")
+
+
+class Client:
+    """A Kairos app's access to the API: ``Client("http://127.0.0.1:8000", api_key)``.
+
+    Thread-safe; use it as a context manager, or ``close()`` it, to release its
+    connections. ``transport`` replaces the network (``httpx.MockTransport`` in tests);
+    ``sleep`` replaces ``time.sleep`` between retries and polls.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=base_url_of(base_url),
+            headers=client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def _send(self, call: ops.Call[T]) -> T:
+        retry = 0
+        while True:
+            retry += 1
+            try:
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    params=tuple(call.query),
+                    json=call.body,
+                    headers=merged_headers(call.headers),
+                )
+            except httpx.TransportError as e:
+                delay = self.retry.after_error(retry, e, call.repeatable)
+                if delay is None:
+                    raise ConnectionFailedError(f"{call.method} {call.path}: {e!r}") from e
+            else:
+                delay = self.retry.after_answer(retry, response, call.repeatable)
+                if delay is None:
+                    return call.answer(response, repeated=retry > 1)
+            self._sleep(delay)
+
+    def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+        """Submit one job. Retried safely: unless the spec has a ``client_request_id``
+        or a key is given, a random ``Idempotency-Key`` is sent (and becomes the job's
+        ``client_request_id``)."""
+        return self._send(ops.create_job(spec, idempotency_key))
+
+    def create_jobs(
+        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+    ) -> BatchAccepted:
+        """Submit 1 to 1,000 jobs, all or nothing, keyed as a whole (a random key
+        unless given)."""
+        return self._send(ops.create_jobs(specs, idempotency_key))
+
+    def get_job(self, job_id: int, *, preview: int = 0) -> Job:
+        """One job, with its next ``preview`` trigger times (0 to 100)."""
+        return self._send(ops.get_job(job_id, preview))
+
+    def list_jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        handler: str | None = None,
+        name_prefix: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> Iterator[Job]:
+        """Every job of the app that matches, newest first, read page by page (each
+        page of ``page_size``, 1 to 200, is fetched when the iteration reaches it)."""
+        cursor: str | None = None
+        while True:
+            call = ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
+            jobs, cursor = self._send(call)
+            yield from jobs
+            if cursor is None:
+                return
+
+    def list_executions(
+        self,
+        job_id: int,
+        *,
+        status: Iterable[ExecutionStatus | str] = (),
+        since: TriggerTime | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> Iterator[Execution]:
+        """The job's executions, newest first, page by page; ``status`` keeps those in
+        any of the statuses given, ``since`` those triggered at or after it."""
+        statuses = list(status)
+        cursor: str | None = None
+        while True:
+            call = ops.list_executions_page(job_id, statuses, since, page_size, cursor)
+            executions, cursor = self._send(call)
+            yield from executions
+            if cursor is None:
+                return
+
+    def get_execution(self, execution_id: str) -> Execution:
+        """One execution of the app's jobs."""
+        return self._send(ops.get_execution(execution_id))
+
+    def pause(self, job_id: int) -> Job:
+        """Stop claiming the job's triggers; the job as paused."""
+        return self._send(ops.job_action(job_id, "pause"))
+
+    def resume(self, job_id: int) -> Job:
+        """Claim the paused job's triggers again; the job as resumed."""
+        return self._send(ops.job_action(job_id, "resume"))
+
+    def cancel(self, job_id: int) -> Job:
+        """End the job: its scheduled runs are cancelled, running ones finish."""
+        return self._send(ops.job_action(job_id, "cancel"))
+
+    def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
+        """Run the job now, besides its schedule. Keyed (a random key unless given), so
+        a retry after a lost answer runs it once."""
+        return self._send(ops.trigger(job_id, idempotency_key))
+
+    def update(self, job_id: int, changes: JobChanges) -> Job:
+        """Change the fields set in ``changes``; the job as changed."""
+        return self._send(ops.update(job_id, changes))
+
+    def delete(self, job_id: int) -> None:
+        """Cancel the job and hide it."""
+        self._send(ops.delete(job_id))
+
+    def callbacks(self, job_id: int) -> list[CallbackDelivery]:
+        """The job's callback deliveries: state, every attempt, the next one's time."""
+        found: list[CallbackDelivery] = []
+        cursor: str | None = None
+        while True:
+            deliveries, cursor = self._send(ops.callbacks_page(job_id, cursor))
+            found.extend(deliveries)
+            if cursor is None:
+                return found
+
+    def wait(self, job_id: int, timeout: float, *, poll_interval: float = 0.5) -> Job:
+        """Read the job until it is SUCCEEDED, FAILED or CANCELLED and return it; raise
+        ``WaitTimeoutError`` after ``timeout`` seconds. A recurring job finishes only
+        when cancelled or at its last trigger: poll ``get_execution`` for one run."""
+        deadline = time.monotonic() + timeout
+        polls = 0
+        while True:
+            job = self.get_job(job_id)
+            remaining = deadline - time.monotonic()
+            if finished(job):
+                return job
+            if remaining <= 0:
+                raise WaitTimeoutError(job_id, timeout, job)
+            self._sleep(next_poll(poll_interval, polls, remaining))
+            polls += 1
