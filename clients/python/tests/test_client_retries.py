@@ -152,3 +152,11 @@ def test_retry_after_as_an_http_date_is_read() -> None:
     with api.client(NO_WAIT) as kairos:
         kairos.get_job(7)
     assert api.slept[0] <= 0.1
+
+
+def test_a_batch_whose_answer_was_lost_is_sent_again_under_its_key() -> None:
+    api = Scripted([httpx.WriteTimeout("slow"), ok({"jobs": [{"jobId": 7, "status": "WAITING"}]})])
+    with api.client() as kairos:
+        assert kairos.create_jobs([JobSpec("a", "demo.echo")]).jobs[0].job_id == 7
+    keys = [r.headers["idempotency-key"] for r in api.requests]
+    assert len(keys) == 2 and keys[0] == keys[1]
