@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from kairos_client import (
@@ -28,6 +33,7 @@ from sqlalchemy.engine import Engine
 from tests.books import Expectation, assert_books
 from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
 
+ROOT = Path(__file__).resolve().parents[2]
 FAR = "2100-01-01T00:00:00Z"
 OTHER_SECRET = "whsec_" + base64.b64encode(b"not-the-apps-secret-0123456789ab").decode()
 
@@ -164,3 +170,56 @@ def test_the_callbacks_of_a_job_as_the_app_sees_them(
         assert delivery.execution_id == job.last_execution.execution_id
         assert delivery.next_attempt_at is None and delivery.attempts
         assert delivery.attempts[-1].status_code == 204
+
+
+def readme_example(name: str) -> str:
+    """The code block of the README's "Python client" section whose first line names it."""
+    section = (ROOT / "README.md").read_text().split("## Python client\n", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    found: str = next(b for b in blocks if b.startswith(f"# {name}\n"))
+    return found
+
+
+def test_the_readme_example_submits_waits_and_verifies_its_callback(
+    processes: Processes, tmp_path: Path
+) -> None:
+    api = start_stack(processes)
+    port = free_port()
+    receiver_code = readme_example("receiver.py").replace("8080", str(port))
+    submit_code = readme_example("submit.py").replace("8080", str(port))
+    submit_code = submit_code.replace("http://127.0.0.1:8000", api.base)
+    (tmp_path / "receiver.py").write_text(receiver_code)
+    (tmp_path / "submit.py").write_text(submit_code)
+    env = {"KAIROS_API_KEY": api.api_key, "KAIROS_SIGNING_SECRETS": api.signing_secret}
+    env = {**os.environ, **env}
+    log = tmp_path / "receiver.log"
+    with log.open("wb") as out:
+        receiver = subprocess.Popen(
+            [sys.executable, "-u", str(tmp_path / "receiver.py")],
+            env=env,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        submitted = subprocess.run(
+            [sys.executable, str(tmp_path / "submit.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        assert submitted.stdout == "SUCCEEDED {'day': '2026-11-30'}\n"
+        printed = wait_until(
+            lambda: (text := log.read_text()).endswith("\n") and text,
+            30,
+            what="the receiver to print the event",
+        )
+        job_id, _, status, result = printed.split(" ", 3)
+        assert status == "SUCCEEDED"
+        # Standard Webhooks' envelope carries the result; the flat body before it did not.
+        assert result in ("{'day': '2026-11-30'}\n", "None\n")
+        assert api.job(int(job_id))["status"] == "SUCCEEDED"
+    finally:
+        receiver.terminate()
+        receiver.wait(timeout=10)
