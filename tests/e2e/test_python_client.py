@@ -30,7 +30,7 @@ from kairos_client import (
 )
 from sqlalchemy.engine import Engine
 
-from tests.books import Expectation, assert_books
+from tests.books import CANCELLED_CRON, Expectation, assert_books
 from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_every_control_call_listing_and_error_through_the_client(
     assert_books(
         engine,
         Expectation(waiting, {"WAITING"}),
-        Expectation([cron], {"CANCELLED"}, {"SUCCEEDED"}),
+        Expectation([cron], {"CANCELLED"}, CANCELLED_CRON),
         timeout=30,
     )
 

@@ -84,6 +84,34 @@ def _replayed(response: httpx.Response) -> bool:
     return str(response.headers.get("idempotent-replayed", "")).lower() == "true"
 
 
+def _job(response: httpx.Response) -> Job:
+    return Job.from_json(_json(response))
+
+
+def _execution(response: httpx.Response) -> Execution:
+    return Execution.from_json(_json(response))
+
+
+def _accepted(response: httpx.Response) -> JobAccepted:
+    return JobAccepted.from_json(_json(response), _replayed(response))
+
+
+def _batch(response: httpx.Response) -> BatchAccepted:
+    return BatchAccepted.from_json(_json(response), _replayed(response))
+
+
+def _triggered(response: httpx.Response) -> TriggerAccepted:
+    return TriggerAccepted.from_json(_json(response), _replayed(response))
+
+
+def _deliveries(response: httpx.Response) -> tuple[list[CallbackDelivery], str | None]:
+    return deliveries_of(_json(response))
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
 def idempotency_header(key: str | None) -> dict[str, str]:
     """The ``Idempotency-Key`` header for ``key`` (a new random key when None), sent as
     a structured-field string so that the server reads back exactly ``key``."""
@@ -107,7 +135,7 @@ def create_job(spec: JobSpec, idempotency_key: str | None) -> Call[JobAccepted]:
     return Call(
         "POST",
         JOBS,
-        lambda r: JobAccepted.from_json(_json(r), _replayed(r)),
+        _accepted,
         body=spec.to_json(),
         headers={} if keyed_by_body else idempotency_header(idempotency_key),
         repeatable=True,
@@ -119,7 +147,7 @@ def create_jobs(specs: Iterable[JobSpec], idempotency_key: str | None) -> Call[B
     return Call(
         "POST",
         f"{JOBS}/batch",
-        lambda r: BatchAccepted.from_json(_json(r), _replayed(r)),
+        _batch,
         body={"jobs": [spec.to_json() for spec in specs]},
         headers=idempotency_header(idempotency_key),
         repeatable=True,
@@ -129,7 +157,7 @@ def create_jobs(specs: Iterable[JobSpec], idempotency_key: str | None) -> Call[B
 def get_job(job_id: int, preview: int) -> Call[Job]:
     """``GET /openapi/jobs/{jobId}``, with the next ``preview`` trigger times."""
     query: Query = [("preview", str(preview))] if preview else []
-    return Call("GET", _job_path(job_id), lambda r: Job.from_json(_json(r)), query, repeatable=True)
+    return Call("GET", _job_path(job_id), _job, query, repeatable=True)
 
 
 def list_jobs_page(
@@ -194,14 +222,14 @@ def _page_of(
 def get_execution(execution_id: str) -> Call[Execution]:
     """``GET /openapi/executions/{executionId}``."""
     path = f"/openapi/executions/{quote(str(execution_id), safe='')}"
-    return Call("GET", path, lambda r: Execution.from_json(_json(r)), repeatable=True)
+    return Call("GET", path, _execution, repeatable=True)
 
 
 def job_action(job_id: int, action: str) -> Call[Job]:
     """``POST /openapi/jobs/{jobId}/{pause|resume|cancel}``: the job after the action.
 
     Not repeatable: a repeat of a pause whose answer was lost would be a 409."""
-    return Call("POST", _job_path(job_id, action), lambda r: Job.from_json(_json(r)))
+    return Call("POST", _job_path(job_id, action), _job)
 
 
 def trigger(job_id: int, idempotency_key: str | None) -> Call[TriggerAccepted]:
@@ -209,7 +237,7 @@ def trigger(job_id: int, idempotency_key: str | None) -> Call[TriggerAccepted]:
     return Call(
         "POST",
         _job_path(job_id, "trigger"),
-        lambda r: TriggerAccepted.from_json(_json(r), _replayed(r)),
+        _triggered,
         headers=idempotency_header(idempotency_key),
         repeatable=True,
     )
@@ -218,14 +246,12 @@ def trigger(job_id: int, idempotency_key: str | None) -> Call[TriggerAccepted]:
 def update(job_id: int, changes: JobChanges) -> Call[Job]:
     """``PATCH /openapi/jobs/{jobId}``: the job as changed."""
     body = changes.to_json()
-    return Call(
-        "PATCH", _job_path(job_id), lambda r: Job.from_json(_json(r)), body=body, repeatable=True
-    )
+    return Call("PATCH", _job_path(job_id), _job, body=body, repeatable=True)
 
 
 def delete(job_id: int) -> Call[None]:
     """``DELETE /openapi/jobs/{jobId}``; a repeat that finds the job gone is done."""
-    return Call("DELETE", _job_path(job_id), lambda r: None, repeatable=True, gone_is_done=True)
+    return Call("DELETE", _job_path(job_id), _nothing, repeatable=True, gone_is_done=True)
 
 
 def callbacks_page(
@@ -233,5 +259,4 @@ def callbacks_page(
 ) -> Call[tuple[list[CallbackDelivery], str | None]]:
     """``GET /openapi/jobs/{jobId}/callbacks``: the job's callback deliveries."""
     query: Query = [] if cursor is None else [("cursor", cursor)]
-    read = lambda r: deliveries_of(_json(r))  # noqa: E731
-    return Call("GET", _job_path(job_id, "callbacks"), read, query, repeatable=True)
+    return Call("GET", _job_path(job_id, "callbacks"), _deliveries, query, repeatable=True)
