@@ -124,6 +124,17 @@ class UnknownAppError(KairosError):
         self.app_id = app_id
 
 
+class AmbiguousAppError(KairosError):
+    """An app named by its name, which several apps share."""
+
+    def __init__(self, name: str, app_ids: Sequence[str]) -> None:
+        super().__init__(
+            f"{len(app_ids)} apps are named {name!r} ({', '.join(app_ids)}); name one by its app id"
+        )
+        self.name = name
+        self.app_ids = tuple(app_ids)
+
+
 class RotationOpenError(KairosError):
     """A signing-secret rotation is still in its overlap; another would end it early."""
 

@@ -10,14 +10,21 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Any
 
 from pydantic import ValidationError
 
-from common.errors import KairosError
+from common.errors import KairosError, StoreUnavailableError
 from services.cli_apps import add_app_parsers
+from services.cli_cluster import add_cluster_parsers
+from services.cli_completion import add_completion_parser
+from services.cli_jobs import add_jobs_parser
 
 Command = Callable[[argparse.Namespace], int]
+
+STORE_DOWN_EXIT = 3
+"""The exit status when a store does not answer (2: any other refusal)."""
 
 
 def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
@@ -82,16 +89,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     from services.stack import run_stack
 
     return run_stack(port=args.port, workers=args.workers, demo=args.demo, handlers=args.handlers)
-
-
-def cmd_workers(args: argparse.Namespace) -> int:
-    """List workers with their load and score."""
-    from common.config import DispatcherSettings
-    from services.operations import list_workers
-
-    settings = DispatcherSettings()
-    print(list_workers(settings, settings.heartbeat_stale_ms))
-    return 0
 
 
 def cmd_callbacks_replay(args: argparse.Namespace) -> int:
@@ -258,7 +255,8 @@ def _add_operator_parsers(sub: Any) -> None:
         "app and submit a demo job",
     )
     up.set_defaults(func=cmd_up)
-    sub.add_parser("workers", help="list workers with load scores").set_defaults(func=cmd_workers)
+    add_jobs_parser(sub)
+    add_cluster_parsers(sub)
     callbacks = sub.add_parser("callbacks", help="callback operations").add_subparsers(
         dest="callbacks_cmd", required=True
     )
@@ -324,10 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
             "Redis key prefix and vhost (default kairos)."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_service_parsers(sub)
     _add_operator_parsers(sub)
+    add_completion_parser(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("kairos")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Command = args.func
     try:
         return func(args)
+    except StoreUnavailableError as e:
+        print(f"kairos: {e}", file=sys.stderr)
+        return STORE_DOWN_EXIT
     except KairosError as e:
         print(f"kairos: {e}", file=sys.stderr)
         return 2
@@ -344,6 +354,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _print_setting_errors(e)
         return 2
+    except Exception as e:
+        from common.config import StoreSettings
+        from services.cli_failures import as_store_outage
+
+        outage = as_store_outage(e, StoreSettings())
+        if outage is None:
+            raise
+        print(f"kairos: {outage}", file=sys.stderr)
+        return STORE_DOWN_EXIT
 
 
 def _print_setting_errors(error: ValidationError) -> None:

@@ -1,5 +1,5 @@
-"""Operator commands: workers with load scores, apps and their keys, console operators,
-dead-lettered callbacks, stuck executions."""
+"""Operator commands: apps and their keys, console operators, dead-lettered callbacks,
+stuck executions."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys
 from common.timefmt import iso_ms
 from common.topology import declare_core
-from common.worker_views import worker_views
 
 T = TypeVar("T")
 
@@ -51,31 +50,6 @@ def _in_transaction(settings: StoreSettings, work: Callable[[Connection], T]) ->
             return work(conn)
     finally:
         engine.dispose()
-
-
-def list_workers(settings: StoreSettings, stale_ms: int = 15_000) -> str:
-    """A table of workers: state (``STALE`` when its heartbeat is older than
-    ``stale_ms``), heartbeat age by the cluster clock, capacity, active runs (timed-out
-    runs still going included, and those alone as OVERRUN), cpu idle, avg ms, and the
-    load score the dispatcher gives it (``common.worker_views``)."""
-    client = redis.Redis.from_url(settings.redis_url)
-    try:
-        now = ClusterClock(client).now_ms()
-    finally:
-        client.close()
-    views = _in_transaction(settings, lambda conn: worker_views(conn, now, stale_ms))
-    lines = [
-        f"{'WORKER':24} {'STATE':9} {'AGE_S':>6} {'CAP':>4} {'ACTIVE':>6} {'OVERRUN':>7} "
-        f"{'IDLE%':>5} {'AVG_MS':>7} {'SCORE':>7}  HANDLERS"
-    ]
-    for w in views:
-        state = "STALE" if w.stale else w.state.value
-        lines.append(
-            f"{w.worker_id:24} {state:9} {w.age_ms / 1000:6.1f} "
-            f"{w.capacity:4d} {w.active:6d} {w.overrun:7d} {w.cpu_idle:5d} "
-            f"{w.avg_ms:7d} {w.score.total:7.2f}  {','.join(w.handlers)}"
-        )
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

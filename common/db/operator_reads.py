@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from common.db.apps import App
 from common.db.rows import AnyRow
-from common.db.schema import apps, jobs
+from common.db.schema import apps, executions, jobs
 from common.handler_patterns import HandlerPatterns
 from common.states import JobStatus
 
@@ -72,3 +72,18 @@ def apps_by_key(conn: Connection) -> dict[int, App]:
         )
         for r in rows
     }
+
+
+def executions_of_job(
+    conn: Connection, job_id: int, limit: int, status: str | None = None
+) -> list[AnyRow]:
+    """A job's newest ``limit`` executions, only those in ``status`` when given."""
+    select = (
+        sa.select(executions)
+        .where(executions.c.job_id == job_id)
+        .order_by(executions.c.trigger_time.desc(), executions.c.attempt.desc())
+        .limit(limit)
+    )
+    if status is not None:
+        select = select.where(executions.c.status == status)
+    return list(conn.execute(select).all())

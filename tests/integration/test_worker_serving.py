@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from common.messages import DispatchMessage, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats
 from common.stores import Stores
 from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
-from services.operations import list_workers
+from services.cli import main
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.main import _Serving
 from services.worker.registry import HandlerContext, HandlerFn
@@ -150,14 +151,19 @@ def test_a_timed_out_run_holds_its_slot_until_its_thread_ends(
 
 
 def test_kairos_workers_shows_the_overrunning_runs(
-    worker: WorkerInThread, namespace: StoreSettings
+    worker: WorkerInThread,
+    namespace: StoreSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     worker.send("a", "t.stuck", timeout=1)
     assert worker.result("a").status == "TIMED_OUT"
     worker.heartbeat.send()
-    header, row = list_workers(namespace).splitlines()
-    columns = dict(zip(header.split(), row.split(), strict=False))
-    assert (columns["ACTIVE"], columns["OVERRUN"]) == ("1", "1")
+    monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
+    capsys.readouterr()
+    assert main(["workers", "-o", "json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["workers"]
+    assert (shown["active"], shown["overrun"]) == (1, 1)
 
 
 def test_a_pack_with_one_unreadable_execution_runs_the_rest_and_fails_that_one(

@@ -2,89 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from common.cron_words import describe_schedule
-from common.db import control as job_control
-from common.db.apps import App
-from common.db.deliveries import recent_for_job
-from common.db.executions import jobs_with_runs, list_for_job
-from common.db.operator_reads import JobQuery, apps_by_key, find_job, find_jobs
+from common.db.operator_reads import JobQuery, apps_by_key
 from common.db.rows import AnyRow
-from common.errors import JobNotFoundError
-from common.schedule import Schedule
 from common.states import JobStatus
 from services.api.console.charts import Mark, timeline
 from services.api.console.render import page
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, back_path, console_state
-from services.api.views import shown_next_trigger, shown_status
+from services.api.state import ApiState
+from services.job_operations import job_detail, job_lines
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
 PAGE_SIZE = 50
 EXECUTIONS_SHOWN = 50
 CALLBACKS_SHOWN = 20
-NEXT_TRIGGERS = 5
 Text = Annotated[str, Query(max_length=200)]
-
-
-@dataclass(frozen=True)
-class JobLine:
-    """One job as the console lists it."""
-
-    row: AnyRow
-    app: App | None
-    status: str
-    next_trigger: int | None
-    last: AnyRow | None
-
-    @property
-    def actions(self) -> list[str]:
-        """The actions the job's stored status allows (the rules of services.api.control)."""
-        return allowed_actions(str(self.row.status))
-
-
-def allowed_actions(status: str) -> list[str]:
-    """Pause, resume, trigger, cancel: those a job in ``status`` may take."""
-    found = []
-    if status in (JobStatus.WAITING, JobStatus.RUNNING):
-        found.append("pause")
-    if status == JobStatus.PAUSED:
-        found.append("resume")
-    if status != JobStatus.CANCELLED:
-        found.append("trigger")
-    if status in job_control.ACTIVE:
-        found.append("cancel")
-    return found
 
 
 def _status_filter(text: str) -> JobStatus | None:
     return JobStatus(text) if text in JobStatus.__members__ else None
-
-
-def _lines(state: Any, query: JobQuery) -> tuple[list[JobLine], bool, dict[int, App]]:
-    with state.engine.connect() as conn:
-        apps = apps_by_key(conn)
-        rows = find_jobs(conn, query)
-        shown = rows[: query.limit]
-        ids = [int(r.id) for r in shown]
-        last = job_control.last_executions(conn, ids)
-        running = jobs_with_runs(conn, ids)
-    lines = [
-        JobLine(
-            r,
-            apps.get(int(r.app_id)),
-            shown_status(r, int(r.id) in running),
-            shown_next_trigger(r),
-            last.get(int(r.id)),
-        )
-        for r in shown
-    ]
-    return lines, len(rows) > query.limit, apps
 
 
 @router.get("/jobs")
@@ -100,14 +41,14 @@ def jobs_page(
     """Every app's jobs, newest first, narrowed by app, status, handler and name."""
     state = console_state(request)
     with state.engine.connect() as conn:
-        app_pk = next((a.id for a in apps_by_key(conn).values() if a.app_id == app), None)
-    query = JobQuery(
-        app_pk, _status_filter(status), handler or None, name or None, before, PAGE_SIZE
-    )
-    lines, more, apps = _lines(state, query)
-    unknown_app = bool(app) and app_pk is None
-    if unknown_app:
-        lines, more = [], False  # an app that does not exist has no jobs
+        apps = apps_by_key(conn)
+        app_pk = next((a.id for a in apps.values() if a.app_id == app), None)
+        unknown_app = bool(app) and app_pk is None
+        query = JobQuery(
+            app_pk, _status_filter(status), handler or None, name or None, before, PAGE_SIZE
+        )
+        # An app that does not exist has no jobs.
+        lines, more = ([], False) if unknown_app else job_lines(conn, query, apps)
     filters = {"app": app, "status": status, "handler": handler, "name": name}
     return page(
         request,
@@ -125,15 +66,6 @@ def jobs_page(
     )
 
 
-def _next_triggers(row: AnyRow) -> list[int]:
-    start = shown_next_trigger(row)
-    if start is None:
-        return []
-    return Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds).preview(
-        start, NEXT_TRIGGERS
-    )
-
-
 def _marks(executions: list[AnyRow]) -> list[Mark]:
     return [
         Mark(
@@ -145,26 +77,21 @@ def _marks(executions: list[AnyRow]) -> list[Mark]:
     ]
 
 
-def job_context(state: Any, job_id: int) -> dict[str, Any]:
-    """Everything a job's page shows."""
-    with state.engine.connect() as conn:
-        row = find_job(conn, job_id)
-        if row is None:
-            raise JobNotFoundError(job_id)
-        app = apps_by_key(conn).get(int(row.app_id))
-        executions = list_for_job(conn, job_id, EXECUTIONS_SHOWN)
-        running = bool(jobs_with_runs(conn, [job_id]))
-        callbacks = recent_for_job(conn, job_id, CALLBACKS_SHOWN)
+def job_context(state: ApiState, job_id: int) -> dict[str, Any]:
+    """Everything a job's page shows (``services.job_operations.job_detail``)."""
+    detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN)
     return {
-        "job": row,
-        "app": app,
-        "job_status": shown_status(row, running),
-        "schedule": describe_schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds),
-        "next_triggers": _next_triggers(row),
-        "executions": executions,
-        "timeline": timeline(_marks(list(reversed(executions))), "Executions by trigger time"),
-        "callbacks": callbacks,
-        "actions": allowed_actions(str(row.status)),
+        "job": detail.row,
+        "app": detail.app,
+        "job_status": detail.status,
+        "schedule": detail.schedule,
+        "next_triggers": detail.next_triggers,
+        "executions": detail.executions,
+        "timeline": timeline(
+            _marks(list(reversed(detail.executions))), "Executions by trigger time"
+        ),
+        "callbacks": detail.callbacks,
+        "actions": detail.actions,
         "now": state.clock.now_ms(),
     }
 

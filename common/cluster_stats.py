@@ -1,0 +1,107 @@
+"""The cluster at a glance, for ``kairos stats``: runs finished and failed and their
+rates, trigger lag percentiles, workers, dead callbacks and queue depths.
+
+Runs and lag come from the activity every dispatcher publishes per minute
+(``common.activity``); queue depths from RabbitMQ's management API, which may be down
+while the rest answers, so its error is kept beside the figures instead of failing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis
+from sqlalchemy.engine import Engine
+
+from common.activity import (
+    FAILED_OUTCOMES,
+    MINUTE_MS,
+    MinuteActivity,
+    merged_buckets,
+    quantile,
+    read_activity,
+)
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.db.deliveries import count_dead
+from common.errors import StoreUnavailableError
+from common.keys import RedisKeys
+from common.states import WorkerState
+from common.vhost import vhost_queues
+from common.worker_views import worker_views
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """What ``read_cluster_stats`` found, at ``now_ms`` on the cluster clock."""
+
+    now_ms: int
+    minutes: int
+    seconds: float
+    """The span the counts cover: whole minutes before this one, and this one so far."""
+    finished: dict[str, int]
+    lag: dict[float, float | None]
+    """Trigger lag of first attempts by quantile, in seconds: None with no dispatch,
+    ``inf`` past the histogram's last bucket."""
+    workers_live: int
+    workers_stale: int
+    workers_known: int
+    dead_callbacks: int
+    queues: list[dict[str, int | str]] = field(default_factory=list)
+    queue_error: str | None = None
+
+    @property
+    def succeeded(self) -> int:
+        """Runs recorded SUCCEEDED in the span."""
+        return self.finished.get("SUCCEEDED", 0)
+
+    @property
+    def failed(self) -> int:
+        """Runs recorded FAILED, LOST or TIMED_OUT in the span."""
+        return sum(self.finished.get(status, 0) for status in FAILED_OUTCOMES)
+
+    def per_second(self, count: int) -> float:
+        """``count`` over the span, per second."""
+        return count / self.seconds if self.seconds > 0 else 0.0
+
+
+def _finished(minutes: list[MinuteActivity]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for minute in minutes:
+        for status, count in minute.finished.items():
+            total[status] = total.get(status, 0) + count
+    return dict(sorted(total.items()))
+
+
+def read_cluster_stats(
+    settings: StoreSettings, engine: Engine, client: redis.Redis, stale_ms: int, minutes: int
+) -> ClusterStats:
+    """The cluster's figures over the last ``minutes`` minutes (this one included)."""
+    clock = ClusterClock(client)
+    now = clock.now_ms()
+    activity = read_activity(client, RedisKeys(settings.namespace), now, minutes)
+    buckets = merged_buckets(activity)
+    with engine.connect() as conn:
+        workers = [
+            w for w in worker_views(conn, now, stale_ms) if w.state is not WorkerState.FORGOTTEN
+        ]
+        dead = count_dead(conn)
+    try:
+        queues, queue_error = vhost_queues(settings), None
+    except StoreUnavailableError as e:
+        queues, queue_error = [], str(e)
+    return ClusterStats(
+        now_ms=now,
+        minutes=minutes,
+        seconds=((minutes - 1) * MINUTE_MS + now % MINUTE_MS) / 1000,
+        finished=_finished(activity),
+        lag={q: quantile(q, buckets) for q in QUANTILES},
+        workers_live=sum(1 for w in workers if w.takes_work),
+        workers_stale=sum(1 for w in workers if w.stale),
+        workers_known=len(workers),
+        dead_callbacks=dead,
+        queues=queues,
+        queue_error=queue_error,
+    )

@@ -1,0 +1,321 @@
+"""``kairos jobs``: list, show, pause, resume, trigger and cancel any app's jobs, and
+read a job's executions (``services.job_operations``, as the console does)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from typing import TYPE_CHECKING, Any
+
+from common.states import ExecutionStatus, JobStatus
+from services.cli_render import (
+    Column,
+    make_console,
+    one_line,
+    print_facts,
+    print_json,
+    print_table,
+    seconds_text,
+    when_text,
+)
+
+if TYPE_CHECKING:
+    from common.db.rows import AnyRow
+    from services.job_operations import JobDetail, JobLine
+
+# Parsing stays light: the stores' drivers and the API's code load only when a
+# command runs.
+JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
+
+MAX_LIMIT = 1000
+
+
+def _limit(text: str) -> int:
+    """An argparse type: 1 to ``MAX_LIMIT``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
+    return value
+
+
+def _job_id(text: str) -> int:
+    """An argparse type: a job id (a positive whole number)."""
+    if not text.isascii() or not text.isdigit() or not 0 < int(text) < 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a positive whole number)")
+    return int(text)
+
+
+def _schedule_text(row: AnyRow) -> str:
+    from common.cron_words import every_interval
+
+    if row.cron_expr is not None:
+        return str(row.cron_expr)
+    if row.fixed_rate_seconds is not None:
+        return every_interval(int(row.fixed_rate_seconds))
+    return "once"
+
+
+def _last_text(last: AnyRow | None, now_ms: int) -> str:
+    if last is None:
+        return "-"
+    moment = last.ended_at or last.started_at or last.trigger_time
+    ago = seconds_text(max(0, now_ms - int(moment)) / 1000)
+    return f"{last.status} {ago} ago"
+
+
+def _line_json(line: JobLine) -> dict[str, Any]:
+    from services.api.views import job_view
+
+    running = line.status != str(line.row.status)
+    view = job_view(line.row, line.last, running).model_dump(mode="json")
+    app = line.app
+    return {"appId": app.app_id if app else None, "appName": app.name if app else None, **view}
+
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    """List every app's jobs, newest first, by app, status, handler and name."""
+    from common.config import ApiSettings
+    from common.db.operator_reads import JobQuery
+    from services.job_operations import list_jobs, operator_state
+
+    query = JobQuery(None, args.status, args.handler, args.name, args.before, args.limit)
+    with operator_state(ApiSettings()) as state:
+        page = list_jobs(state, query, args.app)
+        now = state.clock.now_ms()
+    if args.output == "json":
+        older = page.lines[-1].row.id if page.more else None
+        print_json({"jobs": [_line_json(line) for line in page.lines], "nextBefore": older})
+        return 0
+    rows = [
+        [
+            str(line.row.id),
+            line.app.name if line.app else "?",
+            one_line(line.row.job_name, 60),
+            str(line.row.handler),
+            line.status,
+            _schedule_text(line.row),
+            when_text(line.next_trigger, now),
+            _last_text(line.last, now),
+        ]
+        for line in page.lines
+    ]
+    columns = [
+        Column("JOB", "id"),
+        Column("APP", "text", keep=5),
+        Column("NAME", "text", keep=6),
+        Column("HANDLER", keep=4),
+        Column("STATUS", keep=9),
+        Column("SCHEDULE", "text", keep=3),
+        Column("NEXT", keep=7),
+        Column("LAST", keep=5),
+    ]
+    console = make_console()
+    print_table(columns, rows, "no job matches", console)
+    if page.more:
+        console.print(f"more: --before {page.lines[-1].row.id}", markup=False)
+    return 0
+
+
+def _execution_rows(runs: list[AnyRow], now_ms: int) -> list[list[str]]:
+    rows = []
+    for e in runs:
+        took = "-"
+        if e.started_at is not None and e.ended_at is not None:
+            took = seconds_text(max(0, int(e.ended_at) - int(e.started_at)) / 1000)
+        rows.append(
+            [
+                str(e.execution_id),
+                when_text(int(e.trigger_time), now_ms),
+                str(e.attempt),
+                str(e.status),
+                str(e.worker_id or "-"),
+                took,
+                one_line(e.message),
+            ]
+        )
+    return rows
+
+
+EXECUTION_COLUMNS = [
+    Column("EXECUTION", "id"),
+    Column("TRIGGER", keep=6),
+    Column("TRY", "num", keep=3),
+    Column("STATUS", keep=9),
+    Column("WORKER", keep=5),
+    Column("TOOK", "num", keep=4),
+    Column("MESSAGE", "text", keep=2),
+]
+
+
+def _callback_json(c: AnyRow) -> dict[str, Any]:
+    from common.timefmt import iso_ms
+
+    return {
+        "deliveryId": c.delivery_id,
+        "executionId": c.execution_id,
+        "url": c.url,
+        "status": c.status,
+        "attempts": c.attempts,
+        "lastStatusCode": c.last_status_code,
+        "lastError": c.last_error,
+        "updatedAt": iso_ms(c.updated_at),
+        "deliveredAt": iso_ms(c.delivered_at),
+    }
+
+
+def _detail_json(detail: JobDetail) -> dict[str, Any]:
+    from common.timefmt import iso_ms
+    from services.api.views import execution_view, job_view
+
+    last = detail.executions[0] if detail.executions else None
+    running = detail.status != str(detail.row.status)
+    view = job_view(detail.row, last, running).model_dump(mode="json")
+    return {
+        "appId": detail.app.app_id if detail.app else None,
+        "appName": detail.app.name if detail.app else None,
+        **view,
+        "schedule": detail.schedule,
+        "nextTriggerTimes": [iso_ms(t) for t in detail.next_triggers],
+        "actions": detail.actions,
+        "executions": [execution_view(e).model_dump(mode="json") for e in detail.executions],
+        "callbacks": [_callback_json(c) for c in detail.callbacks],
+    }
+
+
+def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
+    row = detail.row
+    schedule = detail.schedule + (f"  [{row.cron_expr}]" if row.cron_expr else "")
+    upcoming = [when_text(t, now) for t in detail.next_triggers]
+    retries = f"{row.max_retries} (backoff {row.retry_backoff_seconds}s to "
+    retries += f"{row.retry_backoff_max_seconds}s)"
+    app = f"{detail.app.name} ({detail.app.app_id})" if detail.app else "?"
+    return [
+        ("job", f"{row.id} {row.job_name}"),
+        ("app", app),
+        ("handler", str(row.handler)),
+        ("status", detail.status),
+        ("schedule", schedule),
+        ("next", "\n".join(upcoming) or "none: it does not fire again by schedule"),
+        ("misfire", f"{row.misfire_policy} (after {row.misfire_threshold_seconds}s)"),
+        ("overlap", str(row.overlap_policy)),
+        ("retries", retries),
+        ("timeout", f"{row.timeout_seconds}s" if row.timeout_seconds else "none"),
+        ("callback", str(row.callback_url or "none")),
+        ("created", when_text(int(row.created_at), now)),
+        ("actions", ", ".join(detail.actions) or "none"),
+    ]
+
+
+def cmd_jobs_show(args: argparse.Namespace) -> int:
+    """One job: its schedule in words and next triggers, its executions, its callbacks."""
+    from common.config import ApiSettings
+    from services.job_operations import job_detail, operator_state
+
+    with operator_state(ApiSettings()) as state:
+        detail = job_detail(state, args.job_id, args.executions, args.callbacks)
+        now = state.clock.now_ms()
+    if args.output == "json":
+        print_json(_detail_json(detail))
+        return 0
+    console = make_console()
+    print_facts(_facts(detail, now), console)
+    console.print(f"\nexecutions (newest first, at most {args.executions}):", markup=False)
+    print_table(EXECUTION_COLUMNS, _execution_rows(detail.executions, now), "none yet", console)
+    console.print("\ncallbacks (newest first):", markup=False)
+    rows = [
+        [
+            str(c.execution_id),
+            str(c.status),
+            str(c.attempts),
+            str(c.last_status_code or "-"),
+            one_line(c.last_error),
+        ]
+        for c in detail.callbacks
+    ]
+    columns = [
+        Column("EXECUTION", "id"),
+        Column("STATUS", keep=9),
+        Column("ATTEMPTS", "num", keep=5),
+        Column("ANSWER", "num", keep=4),
+        Column("LAST ERROR", "text", keep=3),
+    ]
+    empty = "none" if detail.row.callback_url else "none: the job has no callback URL"
+    print_table(columns, rows, empty, console)
+    return 0
+
+
+def cmd_jobs_executions(args: argparse.Namespace) -> int:
+    """A job's executions, newest first."""
+    from common.config import ApiSettings
+    from services.api.views import execution_view
+    from services.job_operations import job_executions, operator_state
+
+    with operator_state(ApiSettings()) as state:
+        runs = job_executions(state, args.job_id, args.limit, args.status)
+        now = state.clock.now_ms()
+    if args.output == "json":
+        executions = [execution_view(e).model_dump(mode="json") for e in runs]
+        print_json({"jobId": args.job_id, "executions": executions})
+        return 0
+    print_table(EXECUTION_COLUMNS, _execution_rows(runs, now), "no execution matches")
+    return 0
+
+
+def cmd_jobs_act(args: argparse.Namespace) -> int:
+    """Pause, resume, trigger or cancel one job, as its app's own call would."""
+    from common.config import ApiSettings
+    from services.job_operations import act_on_job, operator_state
+
+    with operator_state(ApiSettings()) as state:
+        done = act_on_job(state, args.job_id, args.jobs_cmd, f"{getpass.getuser()} (cli)")
+    print(done)
+    return 0
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="default table"
+    )
+
+
+_ACTION_HELP = {
+    "pause": "stop claiming the job's triggers (a WAITING or RUNNING job)",
+    "resume": "claim a PAUSED job's triggers again; those that fell inside the pause are skipped",
+    "trigger": "run the job now, besides its schedule (a manual execution)",
+    "cancel": "end the job; its scheduled runs become CANCELLED, running ones finish",
+}
+
+
+def add_jobs_parser(sub: Any) -> None:
+    """``kairos jobs ...``."""
+    jobs = sub.add_parser(
+        "jobs", help="every app's jobs: list, show, executions; pause, resume, trigger, cancel"
+    ).add_subparsers(dest="jobs_cmd", required=True)
+    listing = jobs.add_parser("list", help="jobs, newest first, by app, status, handler, name")
+    listing.add_argument("--app", help="an app id, or an app's name")
+    listing.add_argument("--status", choices=[s.value for s in JobStatus])
+    listing.add_argument("--handler", help="handler name (exact)")
+    listing.add_argument("--name", help="job name prefix")
+    listing.add_argument("--limit", type=_limit, default=50, help="default 50, at most 1000")
+    listing.add_argument("--before", type=_job_id, help="only jobs older than this job id")
+    _add_output(listing)
+    listing.set_defaults(func=cmd_jobs_list)
+    show = jobs.add_parser("show", help="one job: schedule, next triggers, executions, callbacks")
+    show.add_argument("job_id", type=_job_id)
+    show.add_argument("--executions", type=_limit, default=10, help="how many (default 10)")
+    show.add_argument("--callbacks", type=_limit, default=10, help="how many (default 10)")
+    _add_output(show)
+    show.set_defaults(func=cmd_jobs_show)
+    runs = jobs.add_parser("executions", help="a job's executions, newest first")
+    runs.add_argument("job_id", type=_job_id)
+    runs.add_argument("--status", choices=[s.value for s in ExecutionStatus])
+    runs.add_argument("--limit", type=_limit, default=50, help="default 50, at most 1000")
+    _add_output(runs)
+    runs.set_defaults(func=cmd_jobs_executions)
+    for action in JOB_ACTIONS:
+        acting = jobs.add_parser(action, help=_ACTION_HELP[action])
+        acting.add_argument("job_id", type=_job_id)
+        acting.set_defaults(func=cmd_jobs_act)

@@ -1,0 +1,262 @@
+"""Jobs as operators see them, across every app: a filtered list, one job in full, its
+executions, and pause, resume, trigger and cancel applied by the rules the job's app's
+own calls follow (``services.api.control``).
+
+``kairos jobs`` and the console read and act through here, so both show the same
+figures and refuse the same things.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy.engine import Connection
+
+from common.clock import ClusterClock
+from common.config import ApiSettings
+from common.cron_words import describe_schedule
+from common.db import control as job_control
+from common.db.apps import App
+from common.db.deliveries import recent_for_job
+from common.db.engine import make_engine
+from common.db.executions import jobs_with_runs, list_for_job
+from common.db.operator_reads import (
+    JobQuery,
+    apps_by_key,
+    executions_of_job,
+    find_job,
+    find_jobs,
+)
+from common.db.rows import AnyRow
+from common.errors import AmbiguousAppError, JobNotFoundError, UnknownAppError
+from common.keys import RedisKeys
+from common.schedule import Schedule
+from common.states import JobStatus
+from services.api import control, trigger
+from services.api.state import ApiState
+from services.api.views import shown_next_trigger, shown_status
+
+log = logging.getLogger(__name__)
+
+NEXT_TRIGGERS = 5
+JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
+
+
+@contextmanager
+def operator_state(settings: ApiSettings) -> Iterator[ApiState]:
+    """Short-lived stores for one operator command, shaped as the API's own state so
+    the job control of ``services.api.control`` runs unchanged."""
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    engine = make_engine(settings, pool_size=1)
+    try:
+        yield ApiState(
+            settings=settings,
+            engine=engine,
+            redis=client,
+            clock=ClusterClock(client),
+            keys=RedisKeys(settings.namespace),
+        )
+    finally:
+        engine.dispose()
+        client.close()
+
+
+def allowed_actions(status: str) -> list[str]:
+    """Pause, resume, trigger, cancel: those a job in stored ``status`` may take."""
+    found = []
+    if status in (JobStatus.WAITING, JobStatus.RUNNING):
+        found.append("pause")
+    if status == JobStatus.PAUSED:
+        found.append("resume")
+    if status != JobStatus.CANCELLED:
+        found.append("trigger")
+    if status in job_control.ACTIVE:
+        found.append("cancel")
+    return found
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One job as an operator lists it: its row, its app, the status a client sees, its
+    next trigger (None: it does not fire again by schedule) and its newest execution."""
+
+    row: AnyRow
+    app: App | None
+    status: str
+    next_trigger: int | None
+    last: AnyRow | None
+
+    @property
+    def actions(self) -> list[str]:
+        """The actions the job's stored status allows."""
+        return allowed_actions(str(self.row.status))
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of jobs, newest first; ``more`` when an older page follows."""
+
+    lines: list[JobLine]
+    more: bool
+    apps: dict[int, App]
+
+
+def find_app(apps: dict[int, App], wanted: str) -> App:
+    """The app whose id, or else whose name, is ``wanted``. Raises ``UnknownAppError``,
+    and ``AmbiguousAppError`` when several apps share that name."""
+    by_id = [a for a in apps.values() if a.app_id == wanted]
+    if by_id:
+        return by_id[0]
+    by_name = [a for a in apps.values() if a.name == wanted]
+    if len(by_name) > 1:
+        raise AmbiguousAppError(wanted, [a.app_id for a in by_name])
+    if not by_name:
+        raise UnknownAppError(wanted)
+    return by_name[0]
+
+
+def job_lines(
+    conn: Connection, query: JobQuery, apps: dict[int, App]
+) -> tuple[list[JobLine], bool]:
+    """The jobs ``query`` finds, with their newest execution, and whether more follow."""
+    rows = find_jobs(conn, query)
+    shown = rows[: query.limit]
+    ids = [int(r.id) for r in shown]
+    last = job_control.last_executions(conn, ids)
+    running = jobs_with_runs(conn, ids)
+    lines = [
+        JobLine(
+            r,
+            apps.get(int(r.app_id)),
+            shown_status(r, int(r.id) in running),
+            shown_next_trigger(r),
+            last.get(int(r.id)),
+        )
+        for r in shown
+    ]
+    return lines, len(rows) > query.limit
+
+
+def list_jobs(state: ApiState, query: JobQuery, app: str | None = None) -> JobPage:
+    """Every app's live jobs matching ``query``, newest first; ``app`` (an app id or a
+    unique name) narrows them to one app's. Raises ``UnknownAppError``."""
+    with state.engine.connect() as conn:
+        apps = apps_by_key(conn)
+        if app is not None:
+            query = JobQuery(
+                find_app(apps, app).id,
+                query.status,
+                query.handler,
+                query.name_prefix,
+                query.before_id,
+                query.limit,
+            )
+        lines, more = job_lines(conn, query, apps)
+    return JobPage(lines, more, apps)
+
+
+def next_triggers(row: AnyRow, count: int = NEXT_TRIGGERS) -> list[int]:
+    """The job's next ``count`` trigger times by its schedule (none once it is done)."""
+    start = shown_next_trigger(row)
+    if start is None:
+        return []
+    return Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds).preview(start, count)
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """One job in full: when it runs next, where and how it ran, whether its callbacks
+    arrived."""
+
+    row: AnyRow
+    app: App | None
+    status: str
+    schedule: str
+    next_triggers: list[int]
+    executions: list[AnyRow]
+    callbacks: list[AnyRow]
+
+    @property
+    def actions(self) -> list[str]:
+        """The actions the job's stored status allows."""
+        return allowed_actions(str(self.row.status))
+
+
+def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) -> JobDetail:
+    """A job of any app with its newest ``executions`` and ``callbacks``. Raises
+    ``JobNotFoundError``."""
+    with state.engine.connect() as conn:
+        row = find_job(conn, job_id)
+        if row is None:
+            raise JobNotFoundError(job_id)
+        app = apps_by_key(conn).get(int(row.app_id))
+        runs = list_for_job(conn, job_id, executions)
+        running = bool(jobs_with_runs(conn, [job_id]))
+        sent = recent_for_job(conn, job_id, callbacks)
+    return JobDetail(
+        row,
+        app,
+        shown_status(row, running),
+        describe_schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds),
+        next_triggers(row),
+        runs,
+        sent,
+    )
+
+
+def job_executions(
+    state: ApiState, job_id: int, limit: int, status: str | None = None
+) -> list[AnyRow]:
+    """A job's newest executions (only those in ``status`` when given), newest first.
+    Raises ``JobNotFoundError``."""
+    with state.engine.connect() as conn:
+        if find_job(conn, job_id) is None:
+            raise JobNotFoundError(job_id)
+        return executions_of_job(conn, job_id, limit, status)
+
+
+def _pause(state: ApiState, app: App, job_id: int) -> str:
+    control.pause_job(state, app, job_id)
+    return f"Job {job_id} paused."
+
+
+def _resume(state: ApiState, app: App, job_id: int) -> str:
+    control.resume_job(state, app, job_id)
+    return f"Job {job_id} resumed."
+
+
+def _trigger(state: ApiState, app: App, job_id: int) -> str:
+    answer, _ = trigger.trigger_job(state, app, job_id)
+    execution_id = json.loads(answer.response)["executionId"]
+    return f"Job {job_id} triggered: execution {execution_id}."
+
+
+def _cancel(state: ApiState, app: App, job_id: int) -> str:
+    control.cancel_job(state, app, job_id)
+    return f"Job {job_id} cancelled."
+
+
+ACTIONS: dict[str, Callable[[ApiState, App, int], str]] = {
+    "pause": _pause,
+    "resume": _resume,
+    "trigger": _trigger,
+    "cancel": _cancel,
+}
+
+
+def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
+    """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
+    what was done. Raises what the OpenAPI answers as 404, 403 or 409."""
+    with state.engine.connect() as conn:
+        row = find_job(conn, job_id)
+        app = apps_by_key(conn).get(int(row.app_id)) if row is not None else None
+    if row is None or app is None:
+        raise JobNotFoundError(job_id)
+    done = ACTIONS[action](state, app, job_id)
+    log.info("operator %s: %s", operator, done, extra={"job_id": job_id})
+    return done

@@ -1,0 +1,145 @@
+"""kairos jobs: list by app, status and handler; show; executions; pause, resume,
+trigger, cancel by the rules the app's own calls follow; JSON on every read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.config import StoreSettings
+from common.db.apps import AppCredentials
+from services.cli import main
+from tests.integration.helpers import make_app
+
+
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, namespace: StoreSettings, capsys: pytest.CaptureFixture[str]
+) -> Any:
+    """Run ``kairos ARGS`` on the test's namespace; return (status, stdout, stderr)."""
+    monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = main(list(args))
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return run
+
+
+def submit(client: TestClient, **body: Any) -> int:
+    answer = client.post("/openapi/jobs", json={"jobHandler": "demo.noop", **body})
+    assert answer.status_code == 202, answer.text
+    return int(answer.json()["jobId"])
+
+
+def listed(cli: Any, *filters: str) -> list[dict[str, Any]]:
+    status, out, _ = cli("jobs", "list", "-o", "json", *filters)
+    assert status == 0
+    jobs: list[dict[str, Any]] = json.loads(out)["jobs"]
+    return jobs
+
+
+def test_jobs_list_filters_by_app_status_handler_and_name(
+    cli: Any, client: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    nightly = submit(client, jobName="nightly", cronExpr="30 2 * * *")
+    once = submit(client, jobName="once", jobHandler="demo.echo", triggerAt="2099-01-01T00:00:00Z")
+    other = make_app(engine, "billing")
+    other_client = TestClient(client.app)
+    other_client.headers["Authorization"] = f"Bearer {other.api_key}"
+    theirs = submit(other_client, jobName="invoice", cronExpr="0 * * * *")
+    assert client.post(f"/openapi/jobs/{once}/pause").status_code == 200
+
+    assert [j["jobId"] for j in listed(cli)] == [theirs, once, nightly]
+    assert [j["jobId"] for j in listed(cli, "--app", "billing")] == [theirs]
+    assert [j["jobId"] for j in listed(cli, "--app", app_credentials.app_id)] == [once, nightly]
+    assert [j["jobId"] for j in listed(cli, "--status", "PAUSED")] == [once]
+    assert [j["jobId"] for j in listed(cli, "--handler", "demo.echo")] == [once]
+    assert [j["jobId"] for j in listed(cli, "--name", "nig")] == [nightly]
+    first = listed(cli, "--app", "billing")[0]
+    assert (first["appId"], first["appName"], first["cronExpr"]) == (
+        other.app_id,
+        "billing",
+        "0 * * * *",
+    )
+
+    status, out, _ = cli("jobs", "list")
+    assert status == 0
+    header, *rows = [line for line in out.splitlines() if line.strip() and "─" not in line]
+    assert header.split()[:5] == ["JOB", "APP", "NAME", "HANDLER", "STATUS"]
+    assert [row.split()[0] for row in rows] == [str(theirs), str(once), str(nightly)]
+
+    status, _, err = cli("jobs", "list", "--app", "nobody")
+    assert status == 2 and "no app 'nobody'" in err
+
+
+def test_jobs_list_pages_with_before(cli: Any, client: TestClient) -> None:
+    ids = [submit(client, jobName=f"j{n}", cronExpr="0 0 * * *") for n in range(3)]
+    _, out, _ = cli("jobs", "list", "--limit", "2", "-o", "json")
+    page = json.loads(out)
+    assert [j["jobId"] for j in page["jobs"]] == [ids[2], ids[1]]
+    assert page["nextBefore"] == ids[1]
+    assert [j["jobId"] for j in listed(cli, "--before", str(ids[1]))] == [ids[0]]
+    _, out, _ = cli("jobs", "list", "--limit", "2")
+    assert f"more: --before {ids[1]}" in out
+
+
+def test_jobs_show_says_when_it_runs_next_in_words(cli: Any, client: TestClient) -> None:
+    job = submit(client, jobName="weekday", cronExpr="0 9 * * MON-FRI", timezone="Europe/Paris")
+    status, out, _ = cli("jobs", "show", str(job), "-o", "json")
+    assert status == 0
+    shown = json.loads(out)
+    assert shown["jobId"] == job and shown["status"] == "WAITING"
+    assert shown["schedule"] == "at 09:00, Monday through Friday (Europe/Paris time)"
+    assert len(shown["nextTriggerTimes"]) == 5
+    assert shown["actions"] == ["pause", "trigger", "cancel"]
+    assert shown["executions"] == [] and shown["callbacks"] == []
+
+    status, out, _ = cli("jobs", "show", str(job))
+    assert status == 0
+    assert "at 09:00, Monday through Friday (Europe/Paris time)" in out
+    assert "executions (newest first" in out and "the job has no callback URL" in out
+
+    status, _, err = cli("jobs", "show", "999999")
+    assert status == 2 and err.strip() == "kairos: job 999999 does not exist"
+
+
+def test_pause_resume_trigger_cancel_follow_the_apps_rules(cli: Any, client: TestClient) -> None:
+    job = submit(client, jobName="hourly", cronExpr="0 * * * *")
+    assert cli("jobs", "pause", str(job))[:2] == (0, f"Job {job} paused.\n")
+    assert listed(cli, "--status", "PAUSED")[0]["jobId"] == job
+    assert cli("jobs", "resume", str(job))[:2] == (0, f"Job {job} resumed.\n")
+    status, out, _ = cli("jobs", "trigger", str(job))
+    assert status == 0 and out.startswith(f"Job {job} triggered: execution ")
+    manual = out.strip().rsplit(" ", 1)[1].rstrip(".")
+
+    status, out, _ = cli("jobs", "executions", str(job), "-o", "json")
+    runs = json.loads(out)["executions"]
+    assert [r["executionId"] for r in runs] == [manual]
+    assert runs[0]["status"] == "SCHEDULED"
+    status, out, _ = cli("jobs", "executions", str(job), "--status", "SUCCEEDED", "-o", "json")
+    assert json.loads(out)["executions"] == []
+    status, out, _ = cli("jobs", "executions", str(job))
+    assert manual in out and "SCHEDULED" in out
+
+    assert cli("jobs", "cancel", str(job))[:2] == (0, f"Job {job} cancelled.\n")
+    status, _, err = cli("jobs", "resume", str(job))
+    assert status == 2
+    assert err.strip() == f"kairos: job {job} is CANCELLED; only a PAUSED job can be resumed"
+    assert client.get(f"/openapi/jobs/{job}").json()["status"] == "CANCELLED"
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "1.5"])
+def test_a_job_id_that_is_not_one_is_refused_before_any_store_is_touched(
+    cli: Any, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["jobs", "show", bad])
+    assert exited.value.code == 2
+    assert "is not a job id" in capsys.readouterr().err
