@@ -10,7 +10,8 @@ Where each service exposes them:
 
 - ``kairos api``: ``GET /metrics`` on the API port.
 - ``kairos dispatcher``, ``kairos worker``, ``kairos notifier``: an HTTP server on
-  ``KAIROS_METRICS_PORT`` (``--metrics-port``), started by ``start_metrics_server``.
+  ``KAIROS_METRICS_PORT`` (``--metrics-port``), started by ``common.probes.serve_probes``
+  with ``/healthz`` and ``/readyz`` beside the metrics.
 
 Every metric is defined in every process; each process feeds only its own, so a
 dispatcher's page shows worker metrics with no samples. Names carry their unit
@@ -27,7 +28,6 @@ from typing import Protocol
 import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
-from common.errors import ConfigurationError
 from common.loadbalance import WorkerLoad, load_score
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,35 @@ WORKER_QUEUE_DEPTH = Gauge(
     ["worker_id"],
 )
 
+QUEUE_DEPTH = Gauge(
+    "kairos_queue_depth_messages",
+    "Messages ready in each of the namespace's own queues (kairos.results, "
+    "kairos.results.dead, kairos.callbacks, kairos.callbacks.dead), from the leading "
+    "dispatcher's look at them about once a second.",
+    ["queue"],
+)
+HANDLER_LIVE_WORKERS = Gauge(
+    "kairos_handler_live_workers",
+    "Live workers running each handler that a worker not yet forgotten has registered, as "
+    "the leading dispatcher sees them; 0 means executions of that handler are held.",
+    ["handler"],
+)
+
+# --- api -----------------------------------------------------------------------------
+
+API_REQUESTS = Counter(
+    "kairos_api_requests_total",
+    "HTTP requests the API answered, by method, route template (/openapi/jobs/{job_id}; "
+    "<unmatched> for paths no route serves) and status code.",
+    ["method", "route", "status"],
+)
+API_LATENCY = Histogram(
+    "kairos_api_request_duration_seconds",
+    "From a request's arrival to the end of its answer, by method and route template.",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
+
 # --- every service that publishes ----------------------------------------------------
 
 PUBLISH_CONFIRM = Histogram(
@@ -208,18 +237,6 @@ class Dispatched(Protocol):
     def trigger_time(self) -> int: ...
 
 
-def start_metrics_server(port: int, host: str = "127.0.0.1") -> None:
-    """Serve this process's metrics at ``http://host:port/metrics`` from a daemon thread."""
-    try:
-        prometheus_client.start_http_server(port, addr=host)
-    except OSError as e:
-        raise ConfigurationError(
-            f"cannot serve metrics on {host}:{port} ({e.strerror or e}); "
-            "pick another KAIROS_METRICS_PORT (--metrics-port)"
-        ) from e
-    log.info("metrics at http://%s:%d/metrics", host, port)
-
-
 def exposition() -> bytes:
     """This process's metrics in the Prometheus text format (``EXPOSITION_CONTENT_TYPE``)."""
     return prometheus_client.generate_latest()
@@ -287,9 +304,34 @@ def set_queue_depth(worker_id: str, messages: int | None) -> None:
 
 
 def clear_worker_gauges() -> None:
-    """Drop every per-worker gauge: a dispatcher that stops leading no longer sees workers."""
+    """Drop every gauge only the leader sets: a dispatcher that stops leading no longer
+    sees workers or queues."""
     for gauge in (WORKER_LOAD_SCORE, WORKER_ACTIVE, WORKER_QUEUE_DEPTH):
         gauge.clear()
+    QUEUE_DEPTH.clear()
+    HANDLER_LIVE_WORKERS.clear()
+
+
+def set_core_queue_depth(queue: str, messages: int | None) -> None:
+    """Show one of the namespace's own queues' depth; None when it cannot be read."""
+    if messages is not None:
+        QUEUE_DEPTH.labels(queue=queue).set(messages)
+    elif queue in _label_values(QUEUE_DEPTH, "queue"):
+        QUEUE_DEPTH.remove(queue)
+
+
+def set_handler_live_workers(counts: dict[str, int]) -> None:
+    """Show how many live workers run each known handler; drop handlers no longer known."""
+    for handler, count in counts.items():
+        HANDLER_LIVE_WORKERS.labels(handler=handler).set(count)
+    for handler in _label_values(HANDLER_LIVE_WORKERS, "handler") - set(counts):
+        HANDLER_LIVE_WORKERS.remove(handler)
+
+
+def observe_request(method: str, route: str, status: int, seconds: float) -> None:
+    """Count one answered API request and how long it took."""
+    API_REQUESTS.labels(method=method, route=route, status=str(status)).inc()
+    API_LATENCY.labels(method=method, route=route).observe(seconds)
 
 
 def observe_start(trigger_time: int, started_ms: int, attempt: int) -> None:

@@ -20,7 +20,7 @@ import redis
 from common.config import StoreSettings
 from common.db.engine import make_engine, require_schema
 from common.logs import setup_logging
-from common.metrics import start_metrics_server
+from common.probes import Health, serve_probes, store_probes
 from common.store_errors import STORE_LOST
 from common.stores import Stores
 
@@ -35,14 +35,26 @@ RECONNECT_MAX_SECONDS = 10.0
 HEALTHY_SECONDS = 30.0
 
 
+class ServiceStop(threading.Event):
+    """Set by SIGTERM or SIGINT (or a drain request) when the service is to stop; carries
+    the health its metrics port reports, which ``keep_serving`` keeps up to date."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.health = Health(self)
+
+
 def start_service(
     name: str, settings: StoreSettings, metrics_port: int | None, metrics_host: str
-) -> threading.Event:
-    """Set up logging and metrics; return an event that SIGTERM or SIGINT sets."""
+) -> ServiceStop:
+    """Set up logging, then metrics and probes (``common.probes``) on the metrics port;
+    return the event that SIGTERM or SIGINT sets."""
     setup_logging(name, settings.log_level, settings.log_json)
+    stop = ServiceStop()
     if metrics_port is not None:
-        start_metrics_server(metrics_port, metrics_host)
-    stop = threading.Event()
+        for store, probe in store_probes(settings):
+            stop.health.add_probe(store, probe)
+        serve_probes(stop.health, metrics_port, metrics_host)
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %d; stopping", signum)
@@ -75,15 +87,19 @@ def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
 
 
 def keep_serving(what: str, serve: Callable[[], None], stop: threading.Event) -> None:
-    """Run ``serve`` until ``stop`` is set, starting it again after it fails.
+    """Run ``serve`` until ``stop`` is set, starting it again after it fails; a
+    ``ServiceStop``'s health says which of the two the loop is doing.
 
     A store going away is expected now and then: one line, no traceback. Anything else
     is logged with its traceback. Either way the next try waits ``backoff_seconds``; a
     ``serve`` that ran ``HEALTHY_SECONDS`` before it failed starts the count afresh.
     """
+    health = stop.health if isinstance(stop, ServiceStop) else None
     failures = 0
     while not stop.is_set():
         began = time.monotonic()
+        if health is not None:
+            health.loop_running(what)
         try:
             serve()
             continue
@@ -91,10 +107,14 @@ def keep_serving(what: str, serve: Callable[[], None], stop: threading.Event) ->
             failures = _count(failures, began)
             wait = backoff_seconds(failures)
             log.warning("%s lost a store (%r); trying again in %.1f s", what, e, wait)
-        except Exception:
+            failed: BaseException = e
+        except Exception as e:
             failures = _count(failures, began)
             wait = backoff_seconds(failures)
             log.exception("%s failed; trying again in %.1f s", what, wait)
+            failed = e
+        if health is not None:
+            health.loop_waiting(what, failed)
         stop.wait(wait)
 
 

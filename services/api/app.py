@@ -19,6 +19,7 @@ from services.api.body_limit import BodyLimit
 from services.api.console import install_console
 from services.api.docs_pages import install_docs_pages
 from services.api.group_insert import GroupInserter
+from services.api.http_metrics import RequestMetrics
 from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
@@ -83,6 +84,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit, so a 413 is counted too.
+    app.add_middleware(RequestMetrics, routes=app.router.routes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.
     app.add_middleware(RequestIds)
     routers = (jobs.router, control.router, executions.router, health.router, metrics.router)

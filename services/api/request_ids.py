@@ -1,5 +1,6 @@
 """Every request gets an id: sent back in ``Request-Id``, named in every problem's
-``instance`` and in the log line of an error, so a client's report finds the server's.
+``instance`` and carried by every log line written while the request is served
+(``common.log_context``), so a client's report finds the server's lines.
 
 The middleware is the outermost layer, so every answer carries the header (a 413 from
 the body limit, a 500 too). An error nothing else handled becomes a 500 problem here,
@@ -14,6 +15,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from common.log_context import bind_request_id, release_request_id
 from services.api.problem_types import ProblemType
 from services.api.problems import problem
 
@@ -61,6 +63,7 @@ class RequestIds:
                 message = {**message, "headers": [*headers, (b"request-id", rid.encode())]}
             await send(message)
 
+        token = bind_request_id(rid)
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:
@@ -74,3 +77,5 @@ class RequestIds:
                 rid,
             )
             await crashed(scope, receive, send_with_id)
+        finally:
+            release_request_id(token)

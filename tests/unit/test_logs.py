@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pika
@@ -50,3 +51,29 @@ def test_pika_records_other_than_a_failed_connect_still_pass(
         "Socket EOF; connection lost",
         "Socket failed to connect: traced at DEBUG",
     ]
+
+
+def test_json_lines_carry_iso_utc_times_the_service_and_key_fields() -> None:
+    from common.log_context import bind_request_id, release_request_id
+    from common.logs import JsonFormatter, TextFormatter
+
+    record = logging.LogRecord("kairos.x", logging.INFO, __file__, 1, "job %s ran", (7,), None)
+    record.created = 1_764_590_400.25  # 2025-12-01T12:00:00.250Z
+    record.job_id = 7
+    entry = json.loads(JsonFormatter("worker").format(record))
+    assert entry == {
+        "ts": "2025-12-01T12:00:00.250Z",
+        "level": "INFO",
+        "service": "worker",
+        "logger": "kairos.x",
+        "msg": "job 7 ran",
+        "job_id": 7,
+    }
+    token = bind_request_id("r-1")
+    try:
+        assert json.loads(JsonFormatter("api").format(record))["request_id"] == "r-1"
+        text = TextFormatter("api").format(record)
+    finally:
+        release_request_id(token)
+    assert text == "2025-12-01T12:00:00.250Z INFO api kairos.x: job 7 ran job_id=7 request_id=r-1"
+    assert "request_id" not in JsonFormatter("api").format(record)

@@ -17,6 +17,7 @@ from common.loadbalance import WorkerChooser
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
+from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
@@ -78,6 +79,7 @@ class Upkeep:
         if settings.reconcile is not None:
             self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)
         self._next_reconcile = 0.0
+        self._gauges = LeaderGauges(stores.engine, directory)
 
     def sweep(self) -> None:
         """Run every step once (the reconciler at its own, slower pace).
@@ -96,6 +98,7 @@ class Upkeep:
             lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),
         )
         self._run("retention", lambda: prune(engine, clock, s.retention_ms))
+        self._run("gauges", self._gauges.refresh)
         if self._reconciler is not None and time.monotonic() >= self._next_reconcile:
             self._next_reconcile = time.monotonic() + s.reconcile_interval_s
             self._run("reconcile", self._reconciler.sweep)

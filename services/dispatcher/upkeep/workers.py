@@ -72,8 +72,12 @@ class WorkerDirectory:
 
     def results_backlog(self) -> int:
         """Results messages waiting for a results consumer."""
-        counts = self._declare_passive(RESULTS_QUEUE)
-        return counts[0] if counts is not None else 0
+        return self.queue_ready(RESULTS_QUEUE) or 0
+
+    def queue_ready(self, queue: str) -> int | None:
+        """Messages ready in ``queue``; None if it does not exist."""
+        counts = self._declare_passive(queue)
+        return counts[0] if counts is not None else None
 
     def _declare_passive(self, queue: str) -> tuple[int, int] | None:
         try:

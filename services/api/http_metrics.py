@@ -1,0 +1,79 @@
+"""Requests by route and status, and how long each took: ASGI middleware feeding
+``kairos_api_requests_total`` and ``kairos_api_request_duration_seconds``.
+
+Routes are labelled by their template (``/openapi/jobs/{job_id}``), never by the path
+itself, so the series stay few whatever ids clients send; a path no route serves is
+``<unmatched>``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from common.metrics import observe_request
+
+UNMATCHED = "<unmatched>"
+
+
+def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """The template of the route that served (or would serve) the request."""
+    route = scope.get("route")
+    if route is None:
+        route = _matching_route(scope, routes)
+    return str(getattr(route, "path", None) or UNMATCHED)
+
+
+def _flat(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes themselves, those of included routers too (FastAPI keeps an included
+    router as one entry that holds its original router)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _flat(inner.routes)
+        else:
+            yield route
+
+
+def _matching_route(scope: Scope, routes: Sequence[BaseRoute]) -> BaseRoute | None:
+    """For a request answered before routing (a body over the limit): the route it was
+    for, as the router would pick it (a full match, else the first partial one)."""
+    partial = None
+    for candidate in _flat(routes):
+        match, _ = candidate.matches(scope)
+        if match is Match.FULL:
+            return candidate
+        if match is Match.PARTIAL and partial is None:
+            partial = candidate
+    return partial
+
+
+class RequestMetrics:
+    """ASGI middleware: count each answered request and observe its duration."""
+
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve the request, then count it by method, route template and status."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        status = 500
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            route = route_template(scope, self.routes)
+            observe_request(scope["method"], route, status, time.perf_counter() - began)

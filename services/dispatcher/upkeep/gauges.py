@@ -1,0 +1,62 @@
+"""Gauges only the leading dispatcher can give, refreshed by its upkeep sweep: the depth
+of the namespace's own queues and how many live workers run each handler.
+
+They feed the alerts on a results backlog, on dead callbacks and on a handler no live
+worker runs (deploy/prometheus/alerts.yml).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+from sqlalchemy.engine import Engine
+
+from common.db.workers import all_workers
+from common.metrics import set_core_queue_depth, set_handler_live_workers
+from common.states import WorkerState
+from common.topology import (
+    CALLBACKS_DEAD_QUEUE,
+    CALLBACKS_QUEUE,
+    RESULTS_DEAD_QUEUE,
+    RESULTS_QUEUE,
+)
+from services.dispatcher.upkeep.workers import WorkerDirectory
+
+CORE_QUEUES = (RESULTS_QUEUE, RESULTS_DEAD_QUEUE, CALLBACKS_QUEUE, CALLBACKS_DEAD_QUEUE)
+REFRESH_SECONDS = 5.0
+
+
+class LeaderGauges:
+    """Refreshes the gauges at most every ``every`` seconds."""
+
+    def __init__(
+        self, engine: Engine, directory: WorkerDirectory, every: float = REFRESH_SECONDS
+    ) -> None:
+        self._engine = engine
+        self._directory = directory
+        self._every = every
+        self._next = 0.0
+
+    def refresh(self) -> None:
+        """Read the queues' depths and the handlers' live workers, when it is time."""
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._every
+        for queue in CORE_QUEUES:
+            set_core_queue_depth(queue, self._directory.queue_ready(queue))
+        set_handler_live_workers(self._handler_counts())
+
+    def _handler_counts(self) -> dict[str, int]:
+        """Every handler a worker not yet forgotten registered, with its live workers."""
+        with self._engine.connect() as conn:
+            rows = all_workers(conn)
+        known = {
+            name
+            for row in rows
+            if row.state != WorkerState.FORGOTTEN
+            for name in json.loads(row.handlers)
+        }
+        live = Counter(name for worker in self._directory.live() for name in worker.handlers)
+        return {name: live.get(name, 0) for name in sorted(known)}

@@ -1,0 +1,74 @@
+"""The leader's gauges: the depth of the namespace's own queues, and live workers per
+handler (0 for a handler only dead workers ran; forgotten workers' handlers dropped)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pika.adapters.blocking_connection import BlockingConnection
+from prometheus_client import REGISTRY
+from sqlalchemy.engine import Engine
+
+from common.broker import BatchPublisher, OutgoingMessage
+from common.clock import ClusterClock
+from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, clear_worker_gauges
+from common.states import WorkerState
+from common.topology import RESULTS_DEAD_QUEUE, declare_core, declare_worker_queue
+from services.dispatcher.upkeep.gauges import LeaderGauges
+from services.dispatcher.upkeep.workers import WorkerDirectory
+from tests.integration.helpers import register_worker
+
+
+@pytest.fixture(autouse=True)
+def no_gauges_left() -> Iterator[None]:
+    clear_worker_gauges()
+    yield
+    clear_worker_gauges()
+
+
+def live_workers(handler: str) -> float | None:
+    return REGISTRY.get_sample_value("kairos_handler_live_workers", {"handler": handler})
+
+
+def test_queue_depths_and_live_workers_per_handler(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    clock = ClusterClock(redis_client)
+    now = clock.now_ms()
+    register_worker(engine, "w1", now_ms=now, handlers=("report.daily", "demo.noop"))
+    register_worker(engine, "w2", now_ms=now - 600_000, handlers=("report.weekly",))
+    register_worker(
+        engine, "w3", now_ms=now - 600_000, handlers=("old.x",), state=WorkerState.FORGOTTEN
+    )
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "w1")
+    channel.basic_consume("kairos.worker.w1", lambda *_: None)  # w1 is live
+    BatchPublisher(channel).publish(
+        [OutgoingMessage("", RESULTS_DEAD_QUEUE, b"{}", f"m{n}") for n in range(2)]
+    )
+    directory = WorkerDirectory(engine, connection, clock, 15_000)
+
+    gauges = LeaderGauges(engine, directory, every=0.0)
+    gauges.refresh()
+
+    assert live_workers("report.daily") == 1 and live_workers("demo.noop") == 1
+    assert live_workers("report.weekly") == 0, "only a dead worker runs it"
+    assert live_workers("old.x") is None, "a forgotten worker's handlers are dropped"
+    depth = {s.labels["queue"]: s.value for f in QUEUE_DEPTH.collect() for s in f.samples}
+    assert depth == {
+        "kairos.results": 0,
+        "kairos.results.dead": 2,
+        "kairos.callbacks": 0,
+        "kairos.callbacks.dead": 0,
+    }
+
+    register_worker(
+        engine, "w2", now_ms=now - 600_000, handlers=("report.weekly",), state=WorkerState.FORGOTTEN
+    )
+    gauges.refresh()
+    assert live_workers("report.weekly") is None
+    labels = {s.labels["handler"] for f in HANDLER_LIVE_WORKERS.collect() for s in f.samples}
+    assert labels == {"report.daily", "demo.noop"}
