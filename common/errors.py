@@ -30,6 +30,20 @@ class StoreUnavailableError(KairosError):
         self.url = shown
 
 
+class StoreAccessDeniedError(KairosError):
+    """A store answered but refused the user Kairos connects as (a wrong password, or a
+    right the user lacks)."""
+
+    def __init__(self, store: str, url: str, detail: str) -> None:
+        shown = masked_url(url)
+        super().__init__(
+            f"{store} at {shown} refused access: {mask_text(detail)}; check the user's "
+            'password and rights (docs/production.md, "Users and rights")'
+        )
+        self.store = store
+        self.url = shown
+
+
 class ValidationFailedError(KairosError):
     """Input is invalid; ``field`` names the offending input (a job request's field, or
     an operator command's flag)."""

@@ -2,33 +2,59 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
 from common.config import StoreSettings
-from common.errors import StoreUnavailableError
+from common.errors import ConfigurationError, StoreUnavailableError
 
 
 def management_api(settings: StoreSettings) -> tuple[str, tuple[str, str]]:
     """The management API's base URL and credentials, from the settings' management URL."""
     parts = urlsplit(settings.amqp_management_url)
     base = f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}"
-    return base, (parts.username or "guest", parts.password or "guest")
+    return base, (unquote(parts.username or "guest"), unquote(parts.password or "guest"))
 
 
 def _amqp_user(settings: StoreSettings) -> str:
-    return urlsplit(settings.amqp_url).username or "guest"
+    return unquote(urlsplit(settings.amqp_url).username or "guest")
+
+
+def _ensure_amqp_user(client: httpx.Client, base: str, settings: StoreSettings) -> None:
+    """Create the AMQP URL's user, with that URL's password and the ``management`` tag
+    (it reads its vhost's queues for the console and ``kairos stats``), when the
+    management API's user is another one and this one does not exist yet. An existing
+    user is left as it is."""
+    parts = urlsplit(settings.amqp_url)
+    user = _amqp_user(settings)
+    if user == management_api(settings)[1][0]:
+        return
+    path = f"{base}/api/users/{quote(user, safe='')}"
+    found = client.get(path)
+    if found.status_code != 404:
+        found.raise_for_status()
+        return
+    if not parts.password:
+        raise ConfigurationError(
+            f"RabbitMQ has no user {user!r} and KAIROS_AMQP_URL gives no password to "
+            "create it with: put one in the URL, or create the user yourself"
+        )
+    created = client.put(path, json={"password": unquote(parts.password), "tags": "management"})
+    created.raise_for_status()
 
 
 def ensure_vhost(settings: StoreSettings) -> None:
-    """Create the namespace's vhost (if missing) and give the AMQP user full rights on it."""
+    """Create the namespace's vhost (if missing), the AMQP user (if missing, see
+    ``_ensure_amqp_user``), and give that user full rights on the vhost, and on no
+    other."""
     base, auth = management_api(settings)
     vhost = quote(settings.namespace, safe="")
     user = quote(_amqp_user(settings), safe="")
     try:
         with httpx.Client(auth=auth, timeout=10.0) as client:
             client.put(f"{base}/api/vhosts/{vhost}").raise_for_status()
+            _ensure_amqp_user(client, base, settings)
             client.put(
                 f"{base}/api/permissions/{vhost}/{user}",
                 json={"configure": ".*", "write": ".*", "read": ".*"},

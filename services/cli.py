@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if outage is None:
             raise
         print(f"kairos: {outage}", file=sys.stderr)
-        return STORE_DOWN_EXIT
+        return STORE_DOWN_EXIT if isinstance(outage, StoreUnavailableError) else 2
 
 
 def _print_setting_errors(error: ValidationError) -> None:

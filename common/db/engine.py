@@ -12,7 +12,12 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from common.config import StoreSettings
-from common.errors import ConfigurationError, StoreUnavailableError
+from common.errors import (
+    ConfigurationError,
+    KairosError,
+    StoreAccessDeniedError,
+    StoreUnavailableError,
+)
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 # No MySQL call waits for ever: a half-open connection (a server gone without a reset)
@@ -65,9 +70,20 @@ def ensure_database(settings: StoreSettings) -> None:
                 )
             )
     except OperationalError as e:
-        raise StoreUnavailableError("MySQL", settings.database_url, str(e.orig)) from e
+        raise _store_error(e, settings.database_url) from e
     finally:
         engine.dispose()
+
+
+_ACCESS_DENIED = (1044, 1045)
+
+
+def _store_error(error: OperationalError, url: str) -> KairosError:
+    """What a MySQL error means to an operator: access refused, or no answer."""
+    code = error.orig.args[0] if error.orig is not None and error.orig.args else None
+    if code in _ACCESS_DENIED:
+        return StoreAccessDeniedError("MySQL", url, str(error.orig))
+    return StoreUnavailableError("MySQL", url, str(error.orig))
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -88,7 +104,7 @@ def current_revision(engine: Engine) -> str | None:
         code = e.orig.args[0] if e.orig is not None and e.orig.args else None
         if code in (1049, 1146):  # unknown database, unknown table
             return None
-        raise StoreUnavailableError("MySQL", str(engine.url), str(e.orig)) from e
+        raise _store_error(e, str(engine.url)) from e
     return str(value) if value is not None else None
 
 

@@ -24,15 +24,35 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 STORES = ("mysql", "redis", "rabbitmq")
 KAIROS_SERVICES = ("migrate", "api", "dispatcher", "worker-1", "worker-2", "notifier")
+MONITORING = ("prometheus", "grafana")
 LONG_RUNNING = ("api", "dispatcher", "worker-1", "worker-2", "notifier")
 
-# ${NAME}, ${NAME:-default} and ${NAME-default}, as compose interpolates them.
-_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
+# ${NAME}, ${NAME:-default}, ${NAME-default} and ${NAME:?error}, as compose reads them.
+_VARIABLE = re.compile(
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?:(?P<op>:?-|:?\?)(?P<word>[^}]*))?\}"
+)
+REQUIRED_SECRETS = {
+    "KAIROS_MYSQL_ADMIN_PASSWORD",
+    "KAIROS_MYSQL_PASSWORD",
+    "KAIROS_REDIS_PASSWORD",
+    "KAIROS_RABBITMQ_ADMIN_PASSWORD",
+    "KAIROS_RABBITMQ_PASSWORD",
+    "KAIROS_GRAFANA_PASSWORD",
+}
 
 
 def _interpolate(value: str) -> str:
-    """The value compose would use with none of the variables set."""
-    return _VARIABLE.sub(lambda m: m.group("default") or "", value)
+    """The value compose would use with no variable set but the required secrets, each
+    set to its own name in lower case (so a test can tell which one landed where)."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group("name") in REQUIRED_SECRETS:
+            return m.group("name").lower()
+        with_default = (m.group("op") or "").endswith("-")
+        return (m.group("word") or "") if with_default else ""
+
+    return _VARIABLE.sub(one, value)
 
 
 def _mapping(value: object, what: str) -> dict[str, Any]:
@@ -102,7 +122,7 @@ def _exec_or_shell(arguments: str) -> list[str]:
 
 
 def test_stores_and_kairos_services_exist(services: dict[str, dict[str, Any]]) -> None:
-    missing = [name for name in (*STORES, *KAIROS_SERVICES) if name not in services]
+    missing = [name for name in (*STORES, *KAIROS_SERVICES, *MONITORING) if name not in services]
     assert not missing, f"docker-compose.yml lacks services {missing}"
 
 
@@ -119,7 +139,7 @@ def test_store_images(services: dict[str, dict[str, Any]]) -> None:
     image = str(services["rabbitmq"]["image"])
     assert image.startswith("rabbitmq:") and image.endswith("-management"), image
     ports = {str(port) for port in services["rabbitmq"].get("ports", [])}
-    assert {"5672:5672", "15672:15672"} <= ports
+    assert {"127.0.0.1:5672:5672", "127.0.0.1:15672:15672"} <= ports, "loopback only"
 
 
 @pytest.mark.parametrize("name", KAIROS_SERVICES)
@@ -227,16 +247,55 @@ def test_kairos_services_share_image_and_point_at_the_stores(
     assert urlsplit(env["KAIROS_DATABASE_URL"]).scheme == "mysql+pymysql"
 
 
-def test_amqp_credentials_match_the_broker(services: dict[str, dict[str, Any]]) -> None:
-    broker = {key: _interpolate(value) for key, value in _environment(services["rabbitmq"]).items()}
-    env = {key: _interpolate(value) for key, value in _environment(services["api"]).items()}
-    user = broker.get("RABBITMQ_DEFAULT_USER", "guest")
-    password = broker.get("RABBITMQ_DEFAULT_PASS", "guest")
-    for variable in ("KAIROS_AMQP_URL", "KAIROS_AMQP_MANAGEMENT_URL"):
-        url = urlsplit(env[variable])
-        assert (url.username, url.password) == (user, password), variable
-    mysql_env = {key: _interpolate(value) for key, value in _environment(services["mysql"]).items()}
-    assert urlsplit(env["KAIROS_DATABASE_URL"]).password == mysql_env["MARIADB_ROOT_PASSWORD"]
+def _env(services: dict[str, dict[str, Any]], name: str) -> dict[str, str]:
+    return {key: _interpolate(value) for key, value in _environment(services[name]).items()}
+
+
+def test_no_password_has_a_default() -> None:
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    used = {m.group("name"): m.group("op") for m in _VARIABLE.finditer(text)}
+    passwords = {name for name in used if "PASSWORD" in name}
+    assert passwords == REQUIRED_SECRETS
+    assert all(used[name] == ":?" for name in passwords), "compose must refuse to start"
+    writer = (ROOT / "scripts" / "compose-env.sh").read_text(encoding="utf-8")
+    assert all(f"{name}=$(secret)" in writer for name in REQUIRED_SECRETS)
+
+
+def test_the_services_use_their_own_users_and_migrate_the_owners(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    mysql, broker = _env(services, "mysql"), _env(services, "rabbitmq")
+    assert mysql.get("MARIADB_RANDOM_ROOT_PASSWORD") == "1" and "MARIADB_ROOT_PASSWORD" not in mysql
+    owner = (mysql["MARIADB_USER"], mysql["MARIADB_PASSWORD"])
+    admin = (broker["RABBITMQ_DEFAULT_USER"], broker["RABBITMQ_DEFAULT_PASS"])
+    migrate = _env(services, "migrate")
+    database = urlsplit(migrate["KAIROS_DATABASE_URL"])
+    assert (database.username, database.password) == owner
+    management = urlsplit(migrate["KAIROS_AMQP_MANAGEMENT_URL"])
+    assert (management.username, management.password) == admin
+    for name in LONG_RUNNING:
+        env = _env(services, name)
+        database = urlsplit(env["KAIROS_DATABASE_URL"])
+        assert database.username not in ("root", owner[0]), name
+        assert database.password == "kairos_mysql_password", name
+        for variable in ("KAIROS_AMQP_URL", "KAIROS_AMQP_MANAGEMENT_URL"):
+            url = urlsplit(env[variable])
+            assert url.username != admin[0], f"{name}: {variable}"
+            assert url.password == "kairos_rabbitmq_password", f"{name}: {variable}"
+        assert urlsplit(env["KAIROS_REDIS_URL"]).password == "kairos_redis_password"
+    script = (ROOT / "deploy" / "mariadb" / "initdb" / "10-kairos-user.sh").read_text()
+    assert "GRANT SELECT, INSERT, UPDATE, DELETE ON" in script and "KAIROS_MYSQL_PASSWORD" in script
+    assert mysql["KAIROS_MYSQL_PASSWORD"] == "kairos_mysql_password"
+    mounts = [str(v) for v in services["mysql"].get("volumes", [])]
+    assert "./deploy/mariadb/initdb:/docker-entrypoint-initdb.d:ro" in mounts
+
+
+def test_redis_has_a_password_and_keeps_its_data(services: dict[str, dict[str, Any]]) -> None:
+    redis_service = services["redis"]
+    command = " ".join(_command(redis_service))
+    assert "--requirepass" in command and "--appendonly yes" in command
+    assert _env(services, "redis")["REDISCLI_AUTH"] == "kairos_redis_password"
+    assert any(str(v).endswith(":/data") for v in redis_service.get("volumes", []))
 
 
 def test_migrate_waits_for_healthy_stores(services: dict[str, dict[str, Any]]) -> None:
