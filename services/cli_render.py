@@ -121,7 +121,15 @@ def print_table(
         table.add_column(columns[index].header, **options)
     for row in rows:
         table.add_row(*(row[index] for index in shown))
-    out.print(table, markup=False)
+    _print_trimmed(out, table)
+
+
+def _print_trimmed(out: Console, renderable: Table) -> None:
+    """Print without the spaces rich pads the last column with."""
+    with out.capture() as captured:
+        out.print(renderable, markup=False)
+    for line in captured.get().splitlines():
+        out.file.write(line.rstrip() + "\n")
 
 
 def print_json(data: object, stream: IO[str] | None = None) -> None:
@@ -137,7 +145,7 @@ def print_facts(facts: Sequence[tuple[str, str]], console: Console | None = None
     grid.add_column(overflow="fold")
     for name, value in facts:
         grid.add_row(name, value)
-    out.print(grid, markup=False)
+    _print_trimmed(out, grid)
 
 
 def seconds_text(seconds: float) -> str:

@@ -18,6 +18,7 @@ import httpx
 from common.config import StoreSettings, WorkerSettings
 from common.errors import ConfigurationError
 from common.namespace import create_app_credentials, prepare_namespace
+from common.vhost import management_api
 
 STOP_GRACE_SECONDS = 40.0
 MAX_RESTARTS = 5
@@ -46,6 +47,8 @@ class Child:
         return True
 
     metrics_port: int | None = None
+    worker_id: str | None = None
+    """The id a worker child runs under (``--id``); None for other services."""
 
 
 def worker_handlers(setting: str, demo: bool) -> str:
@@ -70,8 +73,9 @@ def _children(port: int, workers: int, handlers: str) -> list[Child]:
         _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT)
     )
     for n in range(1, workers + 1):
-        argv = [*kairos, "worker", "--id", f"{host}-w{n}", "--handlers", handlers]
-        worker = Child(f"worker-{n}", argv)
+        worker_id = f"{host}-w{n}"
+        argv = [*kairos, "worker", "--id", worker_id, "--handlers", handlers]
+        worker = Child(f"worker-{n}", argv, worker_id=worker_id)
         # Worker ports stop short of the notifier's: workers past the tenth serve none.
         metrics_port = FIRST_WORKER_METRICS_PORT + n - 1
         fits = metrics_port < NOTIFIER_METRICS_PORT
@@ -117,11 +121,28 @@ def _child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "KAIROS_METRICS_PORT"}
 
 
-def _print_metrics(base: str, children: list[Child]) -> None:
-    print(f"metrics:        {base}/metrics (api)")
+def banner(settings: StoreSettings, base: str, children: list[Child]) -> list[str]:
+    """What ``kairos up`` prints once the API answers: where each part is, the broker's
+    management UI at the address the settings give (its user, never a password), and
+    the workers by the ids they run under."""
+    management, (user, _) = management_api(settings)
+    lines = [
+        f"Kairos is up (namespace {settings.namespace})",
+        f"swagger ui:     {base}/docs",
+        f"console:        {base}/console (sign in with a token from `kairos operator create NAME`)",
+        f"rabbitmq ui:    {management} (user {user}), vhost {settings.namespace}",
+    ]
+    workers = [c.worker_id for c in children if c.worker_id is not None]
+    lines.append(f"workers:        {', '.join(workers)} (`kairos workers` shows them)")
+    lines.append(f"metrics:        {base}/metrics (api)")
     for child in children:
         if child.metrics_port is not None:
-            print(f"                http://127.0.0.1:{child.metrics_port}/metrics ({child.name})")
+            shown = child.worker_id or child.name
+            lines.append(
+                f"                http://127.0.0.1:{child.metrics_port}/metrics ({shown}; "
+                "/healthz, /readyz)"
+            )
+    return lines
 
 
 def _wait_healthy(base: str, deadline_seconds: float) -> bool:
@@ -197,10 +218,7 @@ def run_stack(port: int, workers: int, demo: bool, handlers: str | None = None) 
         if not _wait_healthy(base, 30):
             print("kairos up: the API did not answer /healthz within 30 s", file=sys.stderr)
             return 1
-        print(f"Kairos is up (namespace {settings.namespace})")
-        print(f"swagger ui:     {base}/docs")
-        print("rabbitmq ui:    http://127.0.0.1:15672 (guest/guest), vhost " + settings.namespace)
-        _print_metrics(base, children)
+        print("\n".join(banner(settings, base, children)))
         if demo:
             _submit_demo(settings, base)
         print("press Ctrl-C to stop", flush=True)

@@ -70,3 +70,27 @@ def test_a_child_whose_metrics_port_was_taken_meanwhile_restarts_without_metrics
             child.process.kill()
             child.process.wait()
     assert f"port {port} is in use; notifier serves no metrics" in capsys.readouterr().out
+
+
+def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids() -> None:
+    from common.config import StoreSettings
+    from services.stack import banner
+
+    settings = StoreSettings(
+        namespace="shop", amqp_management_url="https://ops:s3cret@mq.internal:15671"
+    )
+    children = _children(8000, 2, "app.jobs")
+    ids = [c.worker_id for c in children if c.name.startswith("worker-")]
+    assert all(ids) and len(set(ids)) == 2
+    lines = banner(settings, "http://127.0.0.1:8000", children)
+    text = "\n".join(lines)
+    assert "rabbitmq ui:    https://mq.internal:15671 (user ops), vhost shop" in lines
+    assert "s3cret" not in text and "guest" not in text
+    assert f"workers:        {ids[0]}, {ids[1]} (`kairos workers` shows them)" in lines
+    for child in children:
+        if child.worker_id is not None and child.metrics_port is not None:
+            assert f"/metrics ({child.worker_id}; /healthz, /readyz)" in text
+    for child in children:
+        if child.worker_id is not None:
+            at = child.argv.index("--id")
+            assert child.argv[at + 1] == child.worker_id
