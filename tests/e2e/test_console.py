@@ -165,10 +165,15 @@ def test_workers_drain_and_stuck_executions_fail_and_requeue(
     console.sign_in(token)
     page = console.page
 
+    # The management API counts consumers a few seconds late: wait for w2's to show.
     console.until(
         "/console/workers",
-        lambda p: p.locator("#worker-w1").count() == 1 and p.locator("#worker-w2").count() == 1,
-        "both workers to be listed",
+        lambda p: (
+            p.locator("#worker-w1").count() == 1
+            and "1 consumer"
+            in (p.inner_text("#worker-w2") if p.locator("#worker-w2").count() else "")
+        ),
+        "both workers to be listed, w2 with its consumer",
     )
     w2 = page.inner_text("#worker-w2")
     assert "ACTIVE" in w2 and "/ 2" in w2 and "1 consumer" in w2
