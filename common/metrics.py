@@ -148,7 +148,7 @@ HANDLER_LIVE_WORKERS = Gauge(
 
 API_REQUESTS = Counter(
     "kairos_api_requests_total",
-    "HTTP requests the API answered, by method, route template (/openapi/jobs/{job_id}; "
+    "HTTP requests the API answered, by method, route template (/openapi/jobs/{jobId}; "
     "<unmatched> for paths no route serves) and status code.",
     ["method", "route", "status"],
 )

@@ -1,7 +1,7 @@
 """Requests by route and status, and how long each took: ASGI middleware feeding
 ``kairos_api_requests_total`` and ``kairos_api_request_duration_seconds``.
 
-Routes are labelled by their template (``/openapi/jobs/{job_id}``), never by the path
+Routes are labelled by their template (``/openapi/jobs/{jobId}``), never by the path
 itself, so the series stay few whatever ids clients send; a path no route serves is
 ``<unmatched>``.
 """
@@ -24,7 +24,9 @@ def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
     route = scope.get("route")
     if route is None:
         route = _matching_route(scope, routes)
-    return str(getattr(route, "path", None) or UNMATCHED)
+    # ``path_format`` drops the convertors: ``{jobId}``, not ``{jobId:int}``.
+    template = getattr(route, "path_format", None) or getattr(route, "path", None)
+    return str(template or UNMATCHED)
 
 
 def _flat(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:

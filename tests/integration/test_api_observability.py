@@ -27,11 +27,11 @@ def timed(method: str, route: str) -> float:
 
 def test_requests_are_counted_by_route_template_and_status(client: TestClient) -> None:
     before = {
-        "found": served("GET", "/openapi/jobs/{job_id}", 200),
-        "missing": served("GET", "/openapi/jobs/{job_id}", 404),
+        "found": served("GET", "/openapi/jobs/{jobId}", 200),
+        "missing": served("GET", "/openapi/jobs/{jobId}", 404),
         "large": served("POST", "/openapi/jobs", 413),
         "nowhere": served("GET", "<unmatched>", 404),
-        "timed": timed("GET", "/openapi/jobs/{job_id}"),
+        "timed": timed("GET", "/openapi/jobs/{jobId}"),
     }
     job = client.post("/openapi/jobs", json={"jobName": "a", "jobHandler": "demo.noop"})
     job_id = job.json()["jobId"]
@@ -41,11 +41,11 @@ def test_requests_are_counted_by_route_template_and_status(client: TestClient) -
     assert huge.status_code == 413
     assert client.get("/no/such/path/4711").status_code == 404
 
-    assert served("GET", "/openapi/jobs/{job_id}", 200) == before["found"] + 1
-    assert served("GET", "/openapi/jobs/{job_id}", 404) == before["missing"] + 1
+    assert served("GET", "/openapi/jobs/{jobId}", 200) == before["found"] + 1
+    assert served("GET", "/openapi/jobs/{jobId}", 404) == before["missing"] + 1
     assert served("POST", "/openapi/jobs", 413) == before["large"] + 1
     assert served("GET", "<unmatched>", 404) == before["nowhere"] + 1
-    assert timed("GET", "/openapi/jobs/{job_id}") == before["timed"] + 2
+    assert timed("GET", "/openapi/jobs/{jobId}") == before["timed"] + 2
     exposed = client.get("/metrics").text
     assert "/no/such/path/4711" not in exposed and f'/openapi/jobs/{job_id}"' not in exposed
 
