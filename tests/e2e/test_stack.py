@@ -106,7 +106,9 @@ def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api, engine: Eng
     first = api.post_job(body)
     again = api.post_job(body)
     clash = api.post_job({**body, "params": {"other": True}})
-    assert (first.status_code, again.status_code, clash.status_code) == (202, 200, 422)
+    assert (first.status_code, again.status_code, clash.status_code) == (202, 202, 422)
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert first.headers.get("idempotent-replayed") is None
     assert again.json()["jobId"] == first.json()["jobId"]
     bad: list[dict[str, Any]] = [
         {"jobName": "x", "jobHandler": "no.such.handler"},
