@@ -19,9 +19,12 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 860}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in the
+# main thread while it is open, and later tests (the async client's) need
+# `asyncio.run` there.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless chromium, once per test session."""
+    """Headless chromium, once per test module."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium")
     with sync_playwright() as playwright:
