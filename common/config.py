@@ -58,7 +58,24 @@ class StoreSettings(BaseSettings):
         return value
 
 
-class ApiSettings(StoreSettings):
+class CallbackUrlSettings(BaseSettings):
+    """The callback URL policy (``common.callback_urls``), shared by the API, which
+    checks at submission, and the notifier, which checks again before it connects."""
+
+    model_config = SettingsConfigDict(env_prefix="KAIROS_", extra="ignore")
+
+    callback_allowed_networks: str = Field(
+        default="",
+        description="comma-separated CIDRs callbacks may reach although they are not "
+        "public (loopback, private, link-local, ...), e.g. 10.0.0.0/8 for receivers on "
+        "your own network; empty: public addresses only",
+    )
+    callback_https_only: bool = Field(
+        default=False, description="accept only https:// callback URLs"
+    )
+
+
+class ApiSettings(StoreSettings, CallbackUrlSettings):
     """Settings of ``kairos api``."""
 
     host: str = "127.0.0.1"
@@ -183,7 +200,7 @@ class WorkerSettings(StoreSettings):
     metrics_host: str = "127.0.0.1"
 
 
-class NotifierSettings(StoreSettings):
+class NotifierSettings(StoreSettings, CallbackUrlSettings):
     """Settings of ``kairos notifier``."""
 
     concurrency: int = 16

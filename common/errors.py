@@ -284,3 +284,43 @@ class TriggerBusyError(KairosError):
             "a trigger time of its own; nothing was written, try again"
         )
         self.job_id = job_id
+
+
+class CallbackUrlRefusedError(ValidationFailedError):
+    """A callback URL the callback URL policy refuses (``common.callback_urls``): its
+    scheme, a user:password part, or an address it reaches. Refused at submission (a
+    422 naming ``callbackUrl``) and again before each send."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        shown = url if len(url) <= 80 else url[:77] + "..."
+        super().__init__("callbackUrl", f"{shown!r} {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class CallbackAddressRefusedError(CallbackUrlRefusedError):
+    """A callback URL whose host is, or resolves to, an address callbacks may not reach
+    (loopback, private, link-local, ...) and no allowed network admits."""
+
+    def __init__(self, url: str, host: str, address: str, kind: str) -> None:
+        reached = address if host == address else f"host {host!r}, which reaches {address}"
+        super().__init__(
+            url,
+            f"names {reached}, {kind}; callbacks go to public addresses only. To call a receiver "
+            f"on your own network, add its network to KAIROS_CALLBACK_ALLOWED_NETWORKS "
+            f"(comma-separated CIDRs, e.g. {address}/{32 if '.' in address else 128})",
+        )
+        self.host = host
+        self.address = address
+        self.kind = kind
+
+
+class CallbackHostUnresolvedError(CallbackUrlRefusedError):
+    """A callback URL whose host could not be resolved (no such name, no address, or no
+    answer in time), so no address of it could be checked."""
+
+    def __init__(self, url: str, host: str, detail: str) -> None:
+        super().__init__(
+            url, f"names host {host!r}, which did not resolve ({detail}); check the host name"
+        )
+        self.host = host

@@ -1,0 +1,274 @@
+"""The callback URL policy: every form of an address callbacks may not reach is refused,
+public addresses and allowed networks are accepted."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from ipaddress import IPv4Address, ip_address
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.callback_urls import (
+    CallbackUrlPolicy,
+    SystemResolver,
+    TableResolver,
+    checked_addresses,
+    numeric_host,
+    parse_networks,
+    refusal_kind,
+)
+from common.config import ApiSettings, NotifierSettings
+from common.errors import (
+    CallbackAddressRefusedError,
+    CallbackHostUnresolvedError,
+    CallbackUrlRefusedError,
+    ConfigurationError,
+    ValidationFailedError,
+)
+
+OPEN = CallbackUrlPolicy()
+
+# Every way of writing an address callbacks may not reach, with the address it is.
+REFUSED_HOSTS = [
+    ("127.0.0.1", "127.0.0.1"),
+    ("127.9.9.9", "127.9.9.9"),
+    ("2130706433", "127.0.0.1"),  # decimal
+    ("0x7f000001", "127.0.0.1"),  # hex
+    ("0X7F000001", "127.0.0.1"),
+    ("0177.0.0.1", "127.0.0.1"),  # octal
+    ("0177.0.0.01", "127.0.0.1"),
+    ("127.1", "127.0.0.1"),  # short
+    ("0x7f.1", "127.0.0.1"),
+    ("127.0.0.1.", "127.0.0.1"),  # trailing dot
+    ("0", "0.0.0.0"),
+    ("0.0.0.0", "0.0.0.0"),
+    ("10.0.0.1", "10.0.0.1"),
+    ("012.0.0.1", "10.0.0.1"),
+    ("167772161", "10.0.0.1"),
+    ("172.16.5.4", "172.16.5.4"),
+    ("192.168.1.1", "192.168.1.1"),
+    ("0xc0a80101", "192.168.1.1"),
+    ("169.254.169.254", "169.254.169.254"),  # the cloud metadata address
+    ("2852039166", "169.254.169.254"),
+    ("0xa9fea9fe", "169.254.169.254"),
+    ("0251.0376.0251.0376", "169.254.169.254"),
+    ("100.64.0.1", "100.64.0.1"),  # CGNAT
+    ("100.127.255.254", "100.127.255.254"),
+    ("224.0.0.1", "224.0.0.1"),  # multicast
+    ("239.255.255.250", "239.255.255.250"),
+    ("240.0.0.1", "240.0.0.1"),  # reserved
+    ("255.255.255.255", "255.255.255.255"),
+    ("192.0.2.10", "192.0.2.10"),  # documentation
+    ("198.18.0.1", "198.18.0.1"),  # benchmarking
+    ("[::1]", "::1"),
+    ("[::]", "::"),
+    ("[0:0:0:0:0:0:0:1]", "::1"),
+    ("[fe80::1]", "fe80::1"),
+    ("[fe80::1%25eth0]", "fe80::1%eth0"),
+    ("[fc00::1]", "fc00::1"),
+    ("[fd12:3456::1]", "fd12:3456::1"),
+    ("[fec0::1]", "fec0::1"),  # site-local
+    ("[ff02::1]", "ff02::1"),
+    ("[::ffff:127.0.0.1]", "::ffff:7f00:1"),  # IPv4-mapped
+    ("[::FFFF:7f00:1]", "::ffff:7f00:1"),
+    ("[::ffff:169.254.169.254]", "::ffff:a9fe:a9fe"),
+    ("[::ffff:10.0.0.1]", "::ffff:a00:1"),
+    ("[::127.0.0.1]", "::7f00:1"),  # IPv4-compatible
+    ("[::169.254.169.254]", "::a9fe:a9fe"),
+    ("[2002:7f00:1::]", "2002:7f00:1::"),  # 6to4 of 127.0.0.1
+    ("[2002:a9fe:a9fe::1]", "2002:a9fe:a9fe::1"),
+    ("[64:ff9b::7f00:1]", "64:ff9b::7f00:1"),  # NAT64
+    ("[64:ff9b::a9fe:a9fe]", "64:ff9b::a9fe:a9fe"),
+    ("[2001:db8::1]", "2001:db8::1"),  # documentation
+]
+
+# Dotted quads with a leading zero httpx refuses to read at all (it could not send to
+# them either): refused as unreadable, not for their address.
+UNREADABLE = {"0177.0.0.1", "0177.0.0.01", "012.0.0.1", "0251.0376.0251.0376"}
+
+PUBLIC_HOSTS = ["93.184.215.14", "8.8.8.8", "134744072", "[2606:4700::1111]", "[::ffff:8.8.8.8]"]
+
+
+@pytest.mark.parametrize(("host", "address"), REFUSED_HOSTS)
+def test_every_form_of_a_refused_address_is_refused(host: str, address: str) -> None:
+    url = f"http://{host}:8080/hook"
+    if host in UNREADABLE:
+        with pytest.raises(CallbackUrlRefusedError, match="cannot be read as a URL"):
+            OPEN.target(url)
+        assert numeric_host(host) == ip_address(address)
+        return
+    with pytest.raises(CallbackAddressRefusedError) as caught:
+        OPEN.target(url)
+    assert caught.value.address == str(ip_address(address))
+    assert caught.value.field == "callbackUrl"
+    assert "KAIROS_CALLBACK_ALLOWED_NETWORKS" in caught.value.message
+
+
+@pytest.mark.parametrize(("host", "address"), REFUSED_HOSTS)
+def test_a_name_resolving_to_a_refused_address_is_refused(host: str, address: str) -> None:
+    resolver = TableResolver({"hooks.example.com": ["93.184.215.14", address]})
+    with pytest.raises(CallbackAddressRefusedError) as caught:
+        asyncio.run(checked_addresses(OPEN, resolver, "https://hooks.example.com/h"))
+    assert caught.value.address == str(ip_address(address))
+    assert "hooks.example.com" in caught.value.message
+
+
+@pytest.mark.parametrize("host", PUBLIC_HOSTS)
+def test_public_addresses_are_accepted(host: str) -> None:
+    target = OPEN.target(f"https://{host}/hook")
+    assert target.port == 443
+
+
+def test_a_name_resolving_to_public_addresses_only_is_accepted() -> None:
+    resolver = TableResolver({"hooks.example.com": ["93.184.215.14", "2606:4700::1111"]})
+    target, addresses = asyncio.run(
+        checked_addresses(OPEN, resolver, "http://hooks.example.com:81/h")
+    )
+    assert (target.host, target.port) == ("hooks.example.com", 81)
+    assert [str(a) for a in addresses] == ["93.184.215.14", "2606:4700::1111"]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "host"),
+    [
+        ("127.0.0.0/8", "127.0.0.1"),
+        ("127.0.0.0/8", "0x7f000001"),
+        ("127.0.0.0/8", "[::ffff:127.0.0.1]"),
+        ("10.0.0.0/8, 192.168.0.0/16", "192.168.1.1"),
+        ("169.254.169.254", "169.254.169.254"),
+        ("::1/128", "[::1]"),
+        ("fd00::/8", "[fd12:3456::1]"),
+    ],
+)
+def test_an_allowed_network_admits_its_addresses(allowed: str, host: str) -> None:
+    CallbackUrlPolicy.from_settings(allowed, False).target(f"http://{host}/h")
+
+
+def test_an_allowed_network_admits_only_itself() -> None:
+    policy = CallbackUrlPolicy.from_settings("10.0.0.0/8", False)
+    for host in ("127.0.0.1", "192.168.1.1", "169.254.169.254"):
+        with pytest.raises(CallbackAddressRefusedError):
+            policy.target(f"http://{host}/h")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/h",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:6379/_INFO",
+        "http://user:secret@example.com/h",
+        "https://user@example.com/h",
+        "https://:secret@example.com/h",
+        "http:///h",
+        "http://[::1/h",
+    ],
+)
+def test_other_schemes_credentials_and_broken_urls_are_refused(url: str) -> None:
+    with pytest.raises(CallbackUrlRefusedError) as caught:
+        OPEN.target(url)
+    assert not isinstance(caught.value, CallbackAddressRefusedError)
+    assert caught.value.field == "callbackUrl"
+
+
+def test_https_only_refuses_http() -> None:
+    policy = CallbackUrlPolicy(https_only=True)
+    policy.target("https://example.com/h")
+    with pytest.raises(CallbackUrlRefusedError, match="KAIROS_CALLBACK_HTTPS_ONLY"):
+        policy.target("http://example.com/h")
+
+
+def test_the_refusal_is_a_validation_error_naming_the_field_and_the_setting() -> None:
+    with pytest.raises(ValidationFailedError) as caught:
+        OPEN.target("http://169.254.169.254/latest/meta-data/")
+    assert caught.value.field == "callbackUrl"
+    assert "link-local" in caught.value.message
+    assert "KAIROS_CALLBACK_ALLOWED_NETWORKS" in caught.value.message
+    assert "169.254.169.254/32" in caught.value.message
+
+
+def test_an_unknown_host_is_refused_as_unresolved() -> None:
+    with pytest.raises(CallbackHostUnresolvedError, match="nowhere.invalid"):
+        asyncio.run(checked_addresses(OPEN, TableResolver(), "https://nowhere.invalid/h"))
+
+
+def test_a_resolver_answering_nothing_is_refused_as_unresolved() -> None:
+    resolver = TableResolver({"empty.example.com": []})
+    with pytest.raises(CallbackHostUnresolvedError, match="no address"):
+        asyncio.run(checked_addresses(OPEN, resolver, "https://empty.example.com/h"))
+
+
+def test_a_numeric_host_is_never_sent_to_the_resolver() -> None:
+    resolver = TableResolver()
+    asyncio.run(checked_addresses(OPEN, resolver, "https://134744072/h"))
+    assert resolver.asked == []
+
+
+def test_the_system_resolver_gives_up_after_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def never(*args: object, **kwargs: object) -> list[object]:
+        await asyncio.sleep(3600)
+        return []
+
+    async def resolve() -> None:
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(loop, "getaddrinfo", never)
+        await checked_addresses(OPEN, SystemResolver(0.05), "https://slow.example.com/h")
+
+    with pytest.raises(CallbackHostUnresolvedError, match="no answer within 0.05 s"):
+        asyncio.run(resolve())
+
+
+def test_the_system_resolver_reads_localhost_as_loopback() -> None:
+    with pytest.raises(CallbackAddressRefusedError, match="loopback"):
+        asyncio.run(checked_addresses(OPEN, SystemResolver(), "http://localhost:9/h"))
+
+
+def test_malformed_allowed_networks_name_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="KAIROS_CALLBACK_ALLOWED_NETWORKS"):
+        parse_networks("10.0.0.0/8,not-a-net")
+    assert parse_networks(" 10.0.0.0/8 , ,::1 ") == parse_networks("10.0.0.0/8,::1")
+
+
+def test_the_settings_default_to_public_only_over_http_or_https(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("KAIROS_CALLBACK_ALLOWED_NETWORKS", "KAIROS_CALLBACK_HTTPS_ONLY"):
+        monkeypatch.delenv(name, raising=False)
+    for settings in (ApiSettings(), NotifierSettings()):
+        assert (settings.callback_allowed_networks, settings.callback_https_only) == ("", False)
+    monkeypatch.setenv("KAIROS_CALLBACK_ALLOWED_NETWORKS", "127.0.0.0/8")
+    monkeypatch.setenv("KAIROS_CALLBACK_HTTPS_ONLY", "true")
+    settings = NotifierSettings()
+    assert (settings.callback_allowed_networks, settings.callback_https_only) == (
+        "127.0.0.0/8",
+        True,
+    )
+
+
+_OCTET_TEXT = st.text(alphabet="0123456789abcdefx.", min_size=1, max_size=20)
+
+
+@given(_OCTET_TEXT)
+def test_numeric_hosts_read_as_the_socket_layer_reads_them(text: str) -> None:
+    # One trailing dot (a fully qualified name) is read as if absent: Kairos connects to
+    # the address it read, so reading more hosts as numeric only refuses more.
+    bare = text[:-1] if text.endswith(".") else text
+    try:
+        expected: IPv4Address | None = IPv4Address(socket.inet_aton(bare))
+    except OSError:
+        expected = None
+    assert numeric_host(text) == expected
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_every_spelling_of_an_ipv4_address_is_judged_alike(value: int) -> None:
+    address = IPv4Address(value)
+    kind = refusal_kind(address)
+    spellings = [str(value), hex(value), f"0{value:o}", str(address)]
+    for spelling in spellings:
+        assert numeric_host(spelling) == address
+        mapped = ip_address(f"::ffff:{address}")
+        assert (refusal_kind(mapped) is None) == (kind is None)
