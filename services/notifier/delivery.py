@@ -82,7 +82,7 @@ class CallbackDeliverer:
         if row is None or row.status == DeliveryStatus.DELIVERED:
             return None
         outcome = self._post(message)
-        follow_up = None if outcome.delivered else self._next_stop(message)
+        follow_up = None if outcome.delivered else self._next_stop(message, outcome.refused)
         status = self._status_after(outcome.delivered, follow_up)
         with self._engine.begin() as conn:
             deliveries.record_attempt(
@@ -142,10 +142,13 @@ class CallbackDeliverer:
             self._secrets[app_pk] = (now, found)
         return found
 
-    def _next_stop(self, message: CallbackMessage) -> OutgoingMessage:
+    def _next_stop(self, message: CallbackMessage, refused: bool = False) -> OutgoingMessage:
+        """The retry tier after this attempt, or the dead-letter queue after the last
+        tier or at once for a URL the policy refused: a refusal does not heal by itself
+        (an operator can replay it once KAIROS_CALLBACK_ALLOWED_NETWORKS admits it)."""
         later = message.model_copy(update={"attempt": message.attempt + 1})
         body = later.model_dump_json().encode()
-        if message.attempt <= len(self._tiers):
+        if message.attempt <= len(self._tiers) and not refused:
             queue = retry_queue(self._tiers[message.attempt - 1])
             return OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
         return OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, message.delivery_id)

@@ -6,6 +6,7 @@ import logging
 import threading
 
 from common.broker import connect
+from common.callback_urls import CallbackUrlPolicy
 from common.config import NotifierSettings
 from common.heap import freeze_startup_heap
 from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
@@ -58,7 +59,10 @@ def run_notifier(settings: NotifierSettings) -> None:
     """
     stop = start_service("notifier", settings, settings.metrics_port, settings.metrics_host)
     stores = open_stores(settings, pool_size=settings.concurrency)
-    poster = CallbackPoster(settings.request_timeout_seconds)
+    policy = CallbackUrlPolicy.from_settings(
+        settings.callback_allowed_networks, settings.callback_https_only
+    )
+    poster = CallbackPoster(settings.request_timeout_seconds, policy=policy)
     poster.start()
     deliverer = CallbackDeliverer(
         stores.engine,

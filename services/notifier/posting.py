@@ -10,11 +10,17 @@ The POSTs run on one asyncio event loop in a thread of its own, with one shared
 ``httpx.AsyncClient`` (its connections are reused across callbacks): a coroutine can be
 cancelled at its deadline wherever it waits, which a blocking call in a thread cannot.
 The notifier's pool threads hand each POST to the loop and wait for its outcome.
+
+Each POST is checked against the callback URL policy first (``common.callback_urls``),
+and the client connects only to addresses checked when it connects
+(``services.notifier.pinning``). A refused URL is the attempt's failure, marked
+``refused``: a policy refusal does not heal by retrying.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,16 +28,22 @@ from typing import Protocol
 
 import httpx
 
+from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
+from common.errors import CallbackUrlRefusedError
+from services.notifier.pinning import PinnedBackend, PinnedTransport
+
 MAX_RESPONSE_BYTES = 4 * 1024
 
 
 @dataclass(frozen=True)
 class PostOutcome:
     """How one POST went: the status code if an answer came, and what went wrong if
-    anything (the start of a non-2xx answer's body, or the error)."""
+    anything (the start of a non-2xx answer's body, or the error); ``refused`` when the
+    callback URL policy refused the URL or an address it reaches (nothing was sent)."""
 
     status_code: int | None
     error: str | None
+    refused: bool = False
 
     @property
     def delivered(self) -> bool:
@@ -47,11 +59,27 @@ class Poster(Protocol):
 
 
 class CallbackPoster:
-    """POSTs callbacks from any thread; start it before use, close it after."""
+    """POSTs callbacks from any thread; start it before use, close it after.
 
-    def __init__(self, total_seconds: float, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+    ``policy`` says which URLs and addresses may be reached (public ones only by
+    default); ``resolver`` resolves host names (the system's, bounded by the attempt's
+    time, by default); ``ssl_context`` which certificates are trusted (the system's
+    by default).
+    """
+
+    def __init__(
+        self,
+        total_seconds: float,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        policy: CallbackUrlPolicy | None = None,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._total = total_seconds
         self._max_bytes = max_response_bytes
+        self._policy = policy or CallbackUrlPolicy()
+        self.backend = PinnedBackend(self._policy, resolver or SystemResolver(total_seconds))
+        self._ssl_context = ssl_context
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="http", daemon=True)
         self._client: httpx.AsyncClient | None = None
@@ -62,7 +90,11 @@ class CallbackPoster:
         asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
 
     async def _open(self) -> None:
-        self._client = httpx.AsyncClient(follow_redirects=False, timeout=self._total)
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=self._total,
+            transport=PinnedTransport(self.backend, self._ssl_context),
+        )
 
     def close(self) -> None:
         """Close the client and stop the loop."""
@@ -83,11 +115,16 @@ class CallbackPoster:
             return await asyncio.wait_for(self._exchange(url, body, headers), self._total)
         except TimeoutError:
             return PostOutcome(None, f"no complete answer within {self._total:g} s")
+        except CallbackUrlRefusedError as e:
+            return PostOutcome(None, f"refused by the callback URL policy: {e.message}", True)
         except Exception as e:
             return PostOutcome(None, f"{type(e).__name__}: {e}"[:2000])
 
     async def _exchange(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
         assert self._client is not None, "start() the poster first"
+        # Scheme, user:password and a numeric host; the addresses of a name are checked
+        # when a connection to it opens (PinnedBackend).
+        self._policy.target(url)
         request = self._client.build_request("POST", url, content=body, headers=dict(headers))
         response = await self._client.send(request, stream=True)
         try:

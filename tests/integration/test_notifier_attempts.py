@@ -13,6 +13,7 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.messages import CallbackMessage
@@ -76,7 +77,10 @@ def answers_megabytes(conn: socket.socket) -> None:
 
 @pytest.fixture
 def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDeliverer]:
-    poster = CallbackPoster(TOTAL_SECONDS)
+    # The receivers listen on this machine.
+    poster = CallbackPoster(
+        TOTAL_SECONDS, policy=CallbackUrlPolicy.from_settings("127.0.0.0/8", False)
+    )
     poster.start()
     yield CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
     poster.close()

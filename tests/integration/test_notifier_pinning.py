@@ -1,0 +1,191 @@
+"""At send time the notifier checks a callback's addresses again and connects to the
+address it checked: a name that resolves to a refused address only by then (DNS
+rebinding) is refused, and the connection never goes where the check did not look."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from common.callback_urls import CallbackUrlPolicy, TableResolver
+from common.clock import ClusterClock
+from common.states import DeliveryStatus
+from common.topology import CALLBACKS_DEAD_QUEUE
+from services.notifier.delivery import CallbackDeliverer
+from services.notifier.posting import CallbackPoster
+from tests.integration.test_notifier_attempts import delivery_to
+
+HOST = "hooks.example.com"
+PUBLIC = "93.184.215.14"
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """The head of one request, its body read too (closing with it unread would reset
+    the connection before the client reads the answer)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    wanted = int(lengths[0].split(b":")[1]) if lengths else 0
+    while len(body) < wanted:
+        body += conn.recv(65536)
+    return head
+
+
+class Receiver:
+    """An HTTP receiver on 127.0.0.1 answering 204, keeping each request's head."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._tls = tls
+        self.heads: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            if self._tls is not None:
+                try:
+                    conn = self._tls.wrap_socket(conn, server_side=True)
+                except OSError:  # ssl.SSLError too: a client that refused the certificate
+                    continue
+            with conn:
+                self.heads.append(read_request(conn))
+                conn.sendall(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    started = Receiver()
+    yield started
+    started.close()
+
+
+def poster_for(resolver: TableResolver, allowed: str = "") -> CallbackPoster:
+    policy = CallbackUrlPolicy.from_settings(allowed, False)
+    poster = CallbackPoster(2.0, policy=policy, resolver=resolver)
+    poster.start()
+    return poster
+
+
+def delivery_status(engine: Engine) -> tuple[str, str]:
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT status, last_error FROM callback_deliveries")).one()
+    return str(row.status), str(row.last_error)
+
+
+def test_a_name_that_resolves_to_a_refused_address_at_send_time_is_refused_and_dead(
+    engine: Engine, redis_client: redis.Redis, receiver: Receiver
+) -> None:
+    # Public when the job was submitted; the name's DNS answers loopback by send time.
+    resolver = TableResolver({HOST: [PUBLIC]})
+    resolver.table[HOST] = ["127.0.0.1"]
+    poster = poster_for(resolver)
+    try:
+        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        attempt = deliverer.deliver(delivery_to(engine, f"http://{HOST}:{receiver.port}/h"))
+    finally:
+        poster.close()
+    assert attempt is not None and attempt.follow_up is not None
+    assert attempt.follow_up.routing_key == CALLBACKS_DEAD_QUEUE, "no retry: it would not heal"
+    status, error = delivery_status(engine)
+    assert status == DeliveryStatus.DEAD
+    assert "loopback" in error and "KAIROS_CALLBACK_ALLOWED_NETWORKS" in error
+    assert receiver.heads == [], "nothing reached the receiver"
+    assert poster.backend.connected == []
+
+
+def test_a_literal_refused_address_is_refused_at_send_time_without_a_lookup(
+    engine: Engine, redis_client: redis.Redis, receiver: Receiver
+) -> None:
+    resolver = TableResolver()
+    poster = poster_for(resolver)
+    try:
+        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        deliverer.deliver(delivery_to(engine, f"http://0x7f000001:{receiver.port}/h"))
+    finally:
+        poster.close()
+    assert delivery_status(engine)[0] == DeliveryStatus.DEAD
+    assert receiver.heads == [] and resolver.asked == []
+
+
+def test_the_connection_goes_to_the_checked_address_and_keeps_the_host_name(
+    receiver: Receiver,
+) -> None:
+    # The name exists only in this resolver: reaching the receiver proves the client
+    # connected to the address the check returned rather than resolving again.
+    resolver = TableResolver({HOST: ["127.0.0.1"]})
+    poster = poster_for(resolver, allowed="127.0.0.0/8")
+    try:
+        outcome = poster.post(f"http://{HOST}:{receiver.port}/h", "{}", {})
+    finally:
+        poster.close()
+    assert outcome.delivered, outcome.error
+    assert poster.backend.connected == [(HOST, "127.0.0.1", receiver.port)]
+    assert resolver.asked == [HOST], "resolved once, for the check and the connect"
+    assert f"host: {HOST}:{receiver.port}".encode() in receiver.heads[0].lower()
+
+
+def test_every_record_is_checked_one_refused_address_refuses_the_name(
+    receiver: Receiver,
+) -> None:
+    resolver = TableResolver({HOST: ["127.0.0.1", "169.254.169.254"]})
+    poster = poster_for(resolver, allowed="127.0.0.0/8")
+    try:
+        outcome = poster.post(f"http://{HOST}:{receiver.port}/h", "{}", {})
+    finally:
+        poster.close()
+    assert outcome.refused and not outcome.delivered
+    assert outcome.error is not None and "169.254.169.254" in outcome.error
+    assert receiver.heads == []
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for HOST (openssl), as the receiver's and the CA."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    names = ["-subj", f"/CN={HOST}", "-addext", f"subjectAltName=DNS:{HOST}"]
+    subprocess.run(
+        [*request, "-keyout", str(key), "-out", str(cert), *names],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_a_pinned_https_connection_verifies_the_host_name(tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    receiver = Receiver(server_tls)
+    resolver = TableResolver({HOST: ["127.0.0.1"]})
+    policy = CallbackUrlPolicy.from_settings("127.0.0.0/8", True)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    poster = CallbackPoster(2.0, policy=policy, resolver=resolver, ssl_context=trusted)
+    poster.start()
+    try:
+        outcome = poster.post(f"https://{HOST}:{receiver.port}/h", "{}", {})
+    finally:
+        poster.close()
+        receiver.close()
+    # The certificate names HOST only: verification passed because SNI and the check
+    # used the name while the TCP connect went to 127.0.0.1.
+    assert outcome.delivered, outcome.error
+    assert poster.backend.connected == [(HOST, "127.0.0.1", receiver.port)]
