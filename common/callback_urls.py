@@ -22,6 +22,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from ipaddress import (
     IPv4Address,
     IPv4Network,
@@ -30,6 +31,7 @@ from ipaddress import (
     ip_address,
     ip_network,
 )
+from typing import Any
 
 import httpx
 
@@ -195,13 +197,21 @@ class SystemResolver:
     """The operating system's resolver (getaddrinfo), off the event loop and bounded in
     time: a slow DNS server fails the check instead of holding the caller."""
 
-    def __init__(self, timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS,
+        getaddrinfo: Callable[..., Sequence[Any]] = socket.getaddrinfo,
+    ) -> None:
         self._timeout = timeout_seconds
+        self._getaddrinfo = getaddrinfo
 
     async def __call__(self, host: str, port: int) -> list[IPAddress]:
         """Every address ``host`` resolves to for TCP on ``port``."""
         loop = asyncio.get_running_loop()
-        lookup = loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        # In the loop's executor: getaddrinfo blocks, and cannot be interrupted; a
+        # lookup that outlives the timeout ends in its thread, unwaited for.
+        call = partial(self._getaddrinfo, host, port, type=socket.SOCK_STREAM)
+        lookup = loop.run_in_executor(None, call)
         try:
             found = await asyncio.wait_for(lookup, self._timeout)
         except TimeoutError as e:

@@ -9,6 +9,7 @@ from functools import partial
 import redis
 from fastapi import FastAPI
 
+from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.engine import make_engine
@@ -29,7 +30,7 @@ from services.api.state import ApiState
 from services.api.wake import announce_created
 
 
-def _build_state(settings: ApiSettings) -> ApiState:
+def _build_state(settings: ApiSettings, resolver: Resolver) -> ApiState:
     client = redis.Redis.from_url(settings.redis_url)
     keys = RedisKeys(settings.namespace)
     state = ApiState(
@@ -44,6 +45,10 @@ def _build_state(settings: ApiSettings) -> ApiState:
             settings.rate_limit_per_second,
             settings.rate_limit_burst,
         ),
+        callback_policy=CallbackUrlPolicy.from_settings(
+            settings.callback_allowed_networks, settings.callback_https_only
+        ),
+        resolver=resolver,
     )
     state.inserter = GroupInserter(state.engine, partial(announce_created, state))
     return state
@@ -62,10 +67,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.rate_limiter.close()
 
 
-def create_app(settings: ApiSettings) -> FastAPI:
+def create_app(settings: ApiSettings, resolver: Resolver | None = None) -> FastAPI:
     """Build the API with its own engine, Redis clients and cluster clock.
 
     They are built here (not at import) and closed when the app shuts down.
+    ``resolver`` resolves callback URL hosts (the system's by default).
     """
     app = FastAPI(
         title="Kairos OpenAPI",
@@ -80,7 +86,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    app.state.kairos = _build_state(settings)
+    app.state.kairos = _build_state(settings, resolver or SystemResolver())
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -24,6 +24,7 @@ from common.errors import (
     ValidationFailedError,
 )
 from common.states import JobStatus
+from services.api.callback_screening import refused_callback_urls_from_thread
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.keyed_requests import answer_once
 from services.api.locations import job_location
@@ -75,8 +76,10 @@ def submit_batch(
     ``key`` (the Idempotency-Key header) the whole answer is remembered and a repeat of
     the batch gets it back (``keyed_requests``).
     """
+    urls = [body.callbackUrl for body in bodies]
+    refused = refused_callback_urls_from_thread(state.callback_policy, state.resolver, urls)
     now = state.clock.now_ms()
-    new_jobs = build_batch(state, app, bodies, now)
+    new_jobs = build_batch(state, app, bodies, now, refused)
     keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))
     stored: list[list[Submitted]] = []
 
@@ -114,9 +117,18 @@ def _announce(
 
 
 def build_batch(
-    state: ApiState, app: App, bodies: Sequence[JobCreate], now_ms: int
+    state: ApiState,
+    app: App,
+    bodies: Sequence[JobCreate],
+    now_ms: int,
+    refused: Mapping[int, ValidationFailedError] | None = None,
 ) -> list[NewJob]:
-    """Validate every item as a single create does; raise with all bad items, by index."""
+    """Validate every item as a single create does; raise with all bad items, by index.
+
+    ``refused`` holds the items whose callback URL the policy refused, by index
+    (``callback_screening``).
+    """
+    refused = refused or {}
     handlers = state.known_handlers()
     max_params = state.settings.max_params_bytes
     built: list[NewJob] = []
@@ -124,6 +136,8 @@ def build_batch(
     for index, body in enumerate(bodies):
         try:
             built.append(build_job(body, app, handlers, max_params, now_ms))
+            if index in refused:
+                raise refused[index]
         except ValidationFailedError as e:
             errors.append((index, e))
     errors += repeated_request_ids(bodies)

@@ -49,6 +49,7 @@ from common.errors import (
 )
 from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
+from services.api.callback_screening import screen_callback_url_from_thread
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal
@@ -327,7 +328,12 @@ def _store_update(
 
 
 def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:
-    """Change a live job's definition; a patch that changes nothing writes nothing."""
+    """Change a live job's definition; a patch that changes nothing writes nothing.
+
+    A new callback URL is checked (its host resolved) before the job's row is locked.
+    """
+    policy, resolver = state.callback_policy, state.resolver
+    screen_callback_url_from_thread(policy, resolver, patch.callbackUrl)
     now = state.clock.now_ms()
     _, columns = _update(state, app, job_id, patch, now)
     if columns:

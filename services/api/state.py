@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import redis
 from sqlalchemy.engine import Engine
 
+from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
@@ -32,6 +33,9 @@ class ApiState:
     inserter: GroupInserter = field(init=False)
     # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
     rate_limiter: RateLimiter | None = None
+    # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how names resolve.
+    callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
+    resolver: Resolver = field(default_factory=SystemResolver)
     # The clock the caches age by; tests move a fake one.
     monotonic: Callable[[], float] = time.monotonic
     _handlers: frozenset[str] = frozenset()

@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from common.db.apps import App
 from common.db.jobs import NewJob
 from common.errors import ValidationFailedError
+from services.api.callback_screening import screen_callback_url
 from services.api.idempotency import Submitted
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
@@ -34,8 +35,11 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     (``GroupInserter``): no transaction of its own per request. It is validated on the
     event loop while the handler list and the cluster clock are cached; when one of them
     needs MySQL or Redis, or the job has a cron to compute, in a worker thread, so
-    neither a store that hangs nor CPU work holds the loop.
+    neither a store that hangs nor CPU work holds the loop. Its callback URL is checked
+    first, its host resolved off the loop (``callback_screening``).
     """
+    if body.callbackUrl:
+        await screen_callback_url(state.callback_policy, state.resolver, body.callbackUrl)
     if state.caches_fresh() and body.cronExpr is None:
         now, job = _build(state, app, body)
     else:

@@ -16,7 +16,7 @@ from common.clock import ClusterClock
 from common.config import ApiSettings, DispatcherSettings, StoreSettings
 from common.db.apps import AppCredentials
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
-from tests.integration.helpers import make_app, register_worker
+from tests.integration.helpers import make_app, public_names, register_worker
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,7 +39,7 @@ def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterato
     from services.api.app import create_app
 
     settings = ApiSettings(namespace=namespace.namespace)
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings, public_names())) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app_credentials.api_key}"
         yield test_client
 

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
+from common.callback_urls import TableResolver
 from common.db.apps import AppCredentials, create_app
 from common.db.workers import Heartbeat, upsert_heartbeat
 from common.states import WorkerState
 
 DEMO_HANDLERS = ("demo.echo", "demo.fail", "demo.noop", "demo.sleep")
+
+# A public address the callback URL names of the tests resolve to (the test machine may
+# have no DNS at all).
+PUBLIC_ADDRESS = "93.184.215.14"
+
+
+def public_names() -> TableResolver:
+    """A resolver for the host names tests put in callback URLs: all public."""
+    names = ("example.com", "hooks.example.com", "hooks.your-company.example")
+    return TableResolver({name: [PUBLIC_ADDRESS] for name in names})
 
 
 def make_app(engine: Engine, name: str = "tests") -> AppCredentials:

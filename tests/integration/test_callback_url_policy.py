@@ -1,0 +1,211 @@
+"""A callback URL that could reach an address it should not is refused at submission:
+a 422 naming the field and KAIROS_CALLBACK_ALLOWED_NETWORKS, nothing written; on create,
+in a batch and on a patch."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.callback_urls import SystemResolver, TableResolver
+from common.config import ApiSettings, StoreSettings
+from common.db.apps import AppCredentials
+from tests.integration.helpers import PUBLIC_ADDRESS
+
+JOBS = "/openapi/jobs"
+BATCH = "/openapi/jobs/batch"
+SETTING = "KAIROS_CALLBACK_ALLOWED_NETWORKS"
+
+# Names of this test's own DNS: public, or pointing inside.
+NAMES = {
+    "hooks.example.com": [PUBLIC_ADDRESS],
+    "localhost": ["127.0.0.1", "::1"],
+    "internal.example.com": ["10.1.2.3"],
+    "metadata.example.com": ["169.254.169.254"],
+    "mixed.example.com": [PUBLIC_ADDRESS, "127.0.0.1"],
+    "mapped.example.com": ["::ffff:127.0.0.1"],
+    "v6.example.com": ["2606:4700::1111", "fd00::1"],
+}
+
+REFUSED_URLS = [
+    "http://127.0.0.1:8080/h",
+    "http://localhost/h",
+    "http://2130706433/h",
+    "http://0x7f000001/h",
+    "http://127.1/h",
+    "http://0/h",
+    "http://10.0.0.1/h",
+    "http://192.168.0.1/h",
+    "http://172.16.0.1/h",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://0xa9fea9fe/latest/meta-data/",
+    "http://100.64.0.1/h",
+    "http://224.0.0.1/h",
+    "http://240.0.0.1/h",
+    "http://[::1]/h",
+    "http://[::]/h",
+    "http://[fe80::1]/h",
+    "http://[fd00::1]/h",
+    "http://[::ffff:127.0.0.1]/h",
+    "http://[::ffff:169.254.169.254]/h",
+    "http://[64:ff9b::a9fe:a9fe]/h",
+    "http://[2002:a9fe:a9fe::]/h",
+    "http://internal.example.com/h",
+    "http://metadata.example.com/h",
+    "http://mixed.example.com/h",
+    "http://mapped.example.com/h",
+    "http://v6.example.com/h",
+]
+
+
+def body(**fields: Any) -> dict[str, Any]:
+    return {"jobName": "cb", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"} | (
+        fields
+    )
+
+
+def job_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one())
+
+
+def api(
+    namespace: StoreSettings, credentials: AppCredentials, resolver: Any = None, **settings: Any
+) -> TestClient:
+    from services.api.app import create_app
+
+    configured = ApiSettings(namespace=namespace.namespace, **settings)
+    client = TestClient(create_app(configured, resolver or TableResolver(NAMES)))
+    client.headers["Authorization"] = f"Bearer {credentials.api_key}"
+    return client
+
+
+@pytest.fixture
+def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
+    with api(namespace, app_credentials) as opened:
+        yield opened
+
+
+def refusal(response: Any, field: str = "callbackUrl") -> str:
+    """The refusal's message, once it is seen to be a 422 naming ``field``."""
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["field"] == field
+    return str(error["message"])
+
+
+@pytest.mark.parametrize("url", REFUSED_URLS)
+def test_each_refused_form_is_a_422_naming_the_field_and_the_setting(
+    client: TestClient, engine: Engine, url: str
+) -> None:
+    message = refusal(client.post(JOBS, json=body(callbackUrl=url)))
+    assert SETTING in message
+    assert job_count(engine) == 0
+
+
+def test_a_batch_names_each_refused_item_and_writes_nothing(
+    client: TestClient, engine: Engine
+) -> None:
+    items = [
+        body(jobName="a", callbackUrl="https://hooks.example.com/h"),
+        body(jobName="b", callbackUrl="http://169.254.169.254/"),
+        body(jobName="c"),
+        body(jobName="d", callbackUrl="http://internal.example.com/h"),
+        body(jobName="e", callbackUrl="http://169.254.169.254/"),
+    ]
+    response = client.post(BATCH, json={"jobs": items})
+    assert response.status_code == 422, response.text
+    errors = response.json()["errors"]
+    assert [e["field"] for e in errors] == [f"jobs[{i}].callbackUrl" for i in (1, 3, 4)]
+    assert all(SETTING in e["message"] for e in errors)
+    assert job_count(engine) == 0
+
+
+def test_a_patch_to_a_refused_url_changes_nothing(client: TestClient, engine: Engine) -> None:
+    created = client.post(JOBS, json=body(callbackUrl="https://hooks.example.com/h"))
+    assert created.status_code == 202, created.text
+    job_id = created.json()["jobId"]
+    patched = client.patch(f"{JOBS}/{job_id}", json={"callbackUrl": "http://[::1]:8080/h"})
+    assert SETTING in refusal(patched)
+    assert client.get(f"{JOBS}/{job_id}").json()["callbackUrl"] == "https://hooks.example.com/h"
+    assert client.patch(f"{JOBS}/{job_id}", json={"callbackUrl": None}).status_code == 200
+
+
+def test_public_urls_are_accepted_everywhere(client: TestClient) -> None:
+    url = "https://hooks.example.com/h"
+    created = client.post(JOBS, json=body(callbackUrl=url))
+    assert created.status_code == 202, created.text
+    batch = client.post(BATCH, json={"jobs": [body(callbackUrl=url), body(callbackUrl=url)]})
+    assert batch.status_code == 202, batch.text
+    job_id = created.json()["jobId"]
+    patched = client.patch(f"{JOBS}/{job_id}", json={"callbackUrl": "http://8.8.8.8/h"})
+    assert patched.status_code == 200, patched.text
+
+
+def test_an_unknown_host_is_a_422_naming_the_field(client: TestClient) -> None:
+    message = refusal(client.post(JOBS, json=body(callbackUrl="https://nowhere.invalid/h")))
+    assert "did not resolve" in message
+
+
+@pytest.mark.parametrize(
+    "url", ["http://user:secret@hooks.example.com/h", "gopher://hooks.example.com/h"]
+)
+def test_credentials_and_other_schemes_are_refused(client: TestClient, url: str) -> None:
+    refusal(client.post(JOBS, json=body(callbackUrl=url)))
+
+
+def test_allowed_networks_admit_internal_receivers(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    allowed = "127.0.0.0/8,10.0.0.0/8"
+    with api(namespace, app_credentials, callback_allowed_networks=allowed) as client:
+        for url in ("http://127.0.0.1:9/h", "http://internal.example.com/h", "http://0x7f000001/"):
+            assert client.post(JOBS, json=body(callbackUrl=url)).status_code == 202, url
+        refusal(client.post(JOBS, json=body(callbackUrl="http://metadata.example.com/h")))
+
+
+def test_https_only_refuses_http(namespace: StoreSettings, app_credentials: AppCredentials) -> None:
+    with api(namespace, app_credentials, callback_https_only=True) as client:
+        message = refusal(client.post(JOBS, json=body(callbackUrl="http://hooks.example.com/h")))
+        assert "KAIROS_CALLBACK_HTTPS_ONLY" in message
+        ok = client.post(JOBS, json=body(callbackUrl="https://hooks.example.com/h"))
+        assert ok.status_code == 202
+
+
+def test_a_resolver_that_hangs_holds_neither_the_request_nor_the_api(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    released = threading.Event()
+
+    def hanging_getaddrinfo(*args: Any, **kwargs: Any) -> Any:
+        released.wait(30)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    answers: dict[str, Any] = {}
+    try:
+        with api(namespace, app_credentials, SystemResolver(0.5, hanging_getaddrinfo)) as client:
+
+            def submit() -> None:
+                slow = body(callbackUrl="https://slow.example.com/h")
+                answers["create"] = client.post(JOBS, json=slow)
+
+            began = time.monotonic()
+            creating = threading.Thread(target=submit)
+            creating.start()
+            # While the create waits for DNS, the API answers others.
+            answers["health"] = client.get("/healthz")
+            creating.join(20)
+            took = time.monotonic() - began
+    finally:
+        released.set()
+    assert answers["health"].status_code == 200
+    assert "no answer within 0.5 s" in refusal(answers["create"])
+    assert took < 10
