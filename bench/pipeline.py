@@ -201,6 +201,8 @@ def run(
     sink = CallbackSink()
     callbacks = Callbacks.of(share, sink.url)
     env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The sink listens on this machine, which callbacks may reach only when allowed.
+    env["KAIROS_CALLBACK_ALLOWED_NETWORKS"] = "127.0.0.0/8"
     try:
         start_services(services, env)
         poll_until("workers registered", lambda: workers_registered(engine), services, 60)

@@ -64,6 +64,8 @@ def processes(namespace: StoreSettings, tmp_path: Path) -> Iterator[Processes]:
             "KAIROS_PENDING_REPUBLISH_MS": "2000",
             "KAIROS_RETRY_TIERS_SECONDS": "1,1,2,5",
             "KAIROS_RECONCILE_AFTER_SECONDS": "20",
+            # Callback receivers of the tests listen on this machine.
+            "KAIROS_CALLBACK_ALLOWED_NETWORKS": "127.0.0.0/8",
         }
     )
     started = Processes(env, tmp_path)

@@ -33,6 +33,8 @@ def processes(namespace: StoreSettings, tmp_path: Path) -> Iterator[Processes]:
             "KAIROS_RETRY_TIERS_SECONDS": "1,1",
             # Workers (and `kairos up`'s workers) register the demo handlers most tests use.
             "KAIROS_HANDLERS": "services.worker.demo",
+            # Callback receivers of the tests listen on this machine.
+            "KAIROS_CALLBACK_ALLOWED_NETWORKS": "127.0.0.0/8",
         }
     )
     started = Processes(env, tmp_path)
