@@ -68,7 +68,9 @@ CallbackUrl = Annotated[
             "type": "string",
             "format": "uri",
             "maxLength": 2048,
-            "description": "absolute http:// or https:// URL the outcome is POSTed to",
+            "description": "absolute http:// or https:// URL the outcome is POSTed to; "
+            "its host must be, and resolve only to, public addresses unless the server's "
+            "KAIROS_CALLBACK_ALLOWED_NETWORKS admits them",
         }
     ),
 ]
