@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -217,6 +218,43 @@ class SystemResolver:
         except TimeoutError as e:
             raise TimeoutError(f"no answer within {self._timeout:g} s") from e
         return list(dict.fromkeys(ip_address(str(info[4][0])) for info in found))
+
+
+class CachingResolver:
+    """A resolver remembering each host's addresses for ``ttl_seconds``, for the API: a
+    burst of creates, or a batch of a thousand, naming one host resolves it once (a
+    lookup under way is shared, a failed one is not remembered). Only the submission
+    check uses it; the notifier resolves anew before it connects. For one event loop."""
+
+    def __init__(
+        self,
+        inner: Resolver,
+        ttl_seconds: float = 30.0,
+        max_hosts: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._inner = inner
+        self._ttl = ttl_seconds
+        self._max_hosts = max_hosts
+        self._clock = clock
+        self._entries: dict[tuple[str, int], tuple[float, asyncio.Future[Sequence[IPAddress]]]] = {}
+
+    async def __call__(self, host: str, port: int) -> Sequence[IPAddress]:
+        """The addresses of ``host``, remembered or looked up now."""
+        key, now = (host, port), self._clock()
+        entry = self._entries.get(key)
+        if entry is None or now - entry[0] >= self._ttl:
+            if len(self._entries) >= self._max_hosts:
+                self._entries.clear()
+            entry = (now, asyncio.ensure_future(self._inner(host, port)))
+            self._entries[key] = entry
+        try:
+            # Shielded: one caller giving up does not cancel the lookup the others share.
+            return await asyncio.shield(entry[1])
+        except BaseException:
+            if self._entries.get(key) is entry and entry[1].done():
+                del self._entries[key]
+            raise
 
 
 class TableResolver:

@@ -9,7 +9,7 @@ from functools import partial
 import redis
 from fastapi import FastAPI
 
-from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
+from common.callback_urls import CachingResolver, CallbackUrlPolicy, Resolver, SystemResolver
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.engine import make_engine
@@ -71,7 +71,8 @@ def create_app(settings: ApiSettings, resolver: Resolver | None = None) -> FastA
     """Build the API with its own engine, Redis clients and cluster clock.
 
     They are built here (not at import) and closed when the app shuts down.
-    ``resolver`` resolves callback URL hosts (the system's by default).
+    ``resolver`` resolves callback URL hosts (the system's, each answer kept 30 s, by
+    default).
     """
     app = FastAPI(
         title="Kairos OpenAPI",
@@ -86,7 +87,7 @@ def create_app(settings: ApiSettings, resolver: Resolver | None = None) -> FastA
         docs_url=None,
         redoc_url=None,
     )
-    app.state.kairos = _build_state(settings, resolver or SystemResolver())
+    app.state.kairos = _build_state(settings, resolver or CachingResolver(SystemResolver()))
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import SystemResolver, TableResolver
+from common.callback_urls import CachingResolver, SystemResolver, TableResolver
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials
 from tests.integration.helpers import PUBLIC_ADDRESS
@@ -209,3 +209,19 @@ def test_a_resolver_that_hangs_holds_neither_the_request_nor_the_api(
     assert answers["health"].status_code == 200
     assert "no answer within 0.5 s" in refusal(answers["create"])
     assert took < 10
+
+
+def test_a_batch_naming_one_host_a_thousand_times_resolves_it_once(
+    namespace: StoreSettings, app_credentials: AppCredentials, engine: Engine
+) -> None:
+    names = TableResolver(NAMES)
+    with api(namespace, app_credentials, CachingResolver(names)) as client:
+        items = [
+            body(jobName=f"j{i}", callbackUrl=f"https://hooks.example.com/{i}") for i in range(1000)
+        ]
+        response = client.post(BATCH, json={"jobs": items})
+        assert response.status_code == 202, response.text[:500]
+        again = client.post(JOBS, json=body(callbackUrl="https://hooks.example.com/again"))
+        assert again.status_code == 202
+    assert names.asked == ["hooks.example.com"]
+    assert job_count(engine) == 1001

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Sequence
 from ipaddress import IPv4Address, ip_address
 
 import pytest
@@ -13,7 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.callback_urls import (
+    CachingResolver,
     CallbackUrlPolicy,
+    IPAddress,
     SystemResolver,
     TableResolver,
     checked_addresses,
@@ -275,3 +278,51 @@ def test_every_spelling_of_an_ipv4_address_is_judged_alike(value: int) -> None:
         assert numeric_host(spelling) == address
         mapped = ip_address(f"::ffff:{address}")
         assert (refusal_kind(mapped) is None) == (kind is None)
+
+
+class CountingResolver:
+    """Answers after a moment, counting lookups; fails for ``failing`` hosts."""
+
+    def __init__(self, failing: tuple[str, ...] = ()) -> None:
+        self.lookups = 0
+        self.failing = failing
+
+    async def __call__(self, host: str, port: int) -> list[IPAddress]:
+        self.lookups += 1
+        await asyncio.sleep(0.01)
+        if host in self.failing:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return [ip_address("93.184.215.14")]
+
+
+def test_the_caching_resolver_looks_a_host_up_once_for_concurrent_callers() -> None:
+    inner = CountingResolver()
+    cached = CachingResolver(inner)
+
+    async def many() -> list[Sequence[IPAddress]]:
+        return await asyncio.gather(*(cached("hooks.example.com", 443) for _ in range(200)))
+
+    answers = asyncio.run(many())
+    assert inner.lookups == 1
+    assert all(list(a) == [ip_address("93.184.215.14")] for a in answers)
+
+
+def test_the_caching_resolver_forgets_after_its_ttl_and_never_keeps_a_failure() -> None:
+    now = [0.0]
+    inner = CountingResolver(failing=("down.example.com",))
+    cached = CachingResolver(inner, ttl_seconds=30, clock=lambda: now[0])
+
+    async def scenario() -> None:
+        await cached("hooks.example.com", 443)
+        now[0] = 29.0
+        await cached("hooks.example.com", 443)
+        assert inner.lookups == 1
+        now[0] = 30.0
+        await cached("hooks.example.com", 443)
+        assert inner.lookups == 2
+        for _ in range(2):
+            with pytest.raises(socket.gaierror):
+                await cached("down.example.com", 443)
+        assert inner.lookups == 4
+
+    asyncio.run(scenario())
