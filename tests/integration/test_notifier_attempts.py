@@ -120,12 +120,13 @@ def test_an_attempt_ends_in_time_whatever_the_receiver_does(
     assert len(last_error(engine)) <= 4096
 
 
-def test_a_url_the_http_client_cannot_use_is_a_failed_attempt(
+def test_a_url_the_http_client_cannot_use_is_a_failed_attempt_and_dead_at_once(
     engine: Engine, deliverer: CallbackDeliverer
 ) -> None:
     attempt = deliverer.deliver(delivery_to(engine, "http://example.com:abc/"))
     assert attempt is not None and not attempt.delivered and attempt.follow_up is not None
-    assert "InvalidURL" in last_error(engine) or "port" in last_error(engine).lower()
+    assert attempt.follow_up.routing_key == CALLBACKS_DEAD_QUEUE, "a retry would not heal it"
+    assert "cannot be read as a URL" in last_error(engine) and "port" in last_error(engine)
 
 
 def test_a_callback_message_that_cannot_be_read_is_parked_not_sent_back(
