@@ -326,3 +326,30 @@ def test_the_caching_resolver_forgets_after_its_ttl_and_never_keeps_a_failure() 
         assert inner.lookups == 4
 
     asyncio.run(scenario())
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1), st.sampled_from(["dec", "hex", "dotted"]))
+def test_a_url_is_refused_exactly_when_the_address_it_spells_is(value: int, form: str) -> None:
+    address = IPv4Address(value)
+    host = {"dec": str(value), "hex": hex(value), "dotted": str(address)}[form]
+    refused = refusal_kind(address) is not None
+    try:
+        OPEN.target(f"http://{host}:8080/h")
+    except CallbackAddressRefusedError as e:
+        assert refused and e.address == str(address)
+    else:
+        assert not refused
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_ipv6_forms_carrying_an_ipv4_address_are_judged_by_it(value: int) -> None:
+    address = IPv4Address(value)
+    refused = refusal_kind(address) is not None
+    high, low = value >> 16, value & 0xFFFF
+    carriers = [
+        f"::ffff:{address}",
+        f"64:ff9b::{address}",
+        f"2002:{high:x}:{low:x}::1",
+    ]
+    for carrier in carriers:
+        assert (refusal_kind(ip_address(carrier)) is not None) == refused, carrier
