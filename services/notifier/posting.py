@@ -14,7 +14,8 @@ The notifier's pool threads hand each POST to the loop and wait for its outcome.
 Each POST is checked against the callback URL policy first (``common.callback_urls``),
 and the client connects only to addresses checked when it connects
 (``services.notifier.pinning``). A refused URL is the attempt's failure, marked
-``refused``: a policy refusal does not heal by retrying.
+``refused``: a policy refusal does not heal by retrying. A host that does not resolve
+is an ordinary failure, retried: DNS may answer later.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Protocol
 import httpx
 
 from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
-from common.errors import CallbackUrlRefusedError
+from common.errors import CallbackHostUnresolvedError, CallbackUrlRefusedError
 from services.notifier.pinning import PinnedBackend, PinnedTransport
 
 MAX_RESPONSE_BYTES = 4 * 1024
@@ -115,6 +116,9 @@ class CallbackPoster:
             return await asyncio.wait_for(self._exchange(url, body, headers), self._total)
         except TimeoutError:
             return PostOutcome(None, f"no complete answer within {self._total:g} s")
+        except CallbackHostUnresolvedError as e:
+            # DNS may answer again later (a lapsed domain, a resolver outage): retried.
+            return PostOutcome(None, e.message)
         except CallbackUrlRefusedError as e:
             return PostOutcome(None, f"refused by the callback URL policy: {e.message}", True)
         except Exception as e:

@@ -112,6 +112,21 @@ def test_a_name_that_resolves_to_a_refused_address_at_send_time_is_refused_and_d
     assert poster.backend.connected == []
 
 
+def test_a_name_that_does_not_resolve_at_send_time_is_retried_not_dead(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    poster = poster_for(TableResolver())
+    try:
+        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        attempt = deliverer.deliver(delivery_to(engine, f"https://{HOST}/h"))
+    finally:
+        poster.close()
+    assert attempt is not None and attempt.follow_up is not None
+    assert attempt.follow_up.routing_key != CALLBACKS_DEAD_QUEUE, "DNS may answer later"
+    status, error = delivery_status(engine)
+    assert status == DeliveryStatus.QUEUED and "did not resolve" in error
+
+
 def test_a_literal_refused_address_is_refused_at_send_time_without_a_lookup(
     engine: Engine, redis_client: redis.Redis, receiver: Receiver
 ) -> None:
