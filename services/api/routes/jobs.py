@@ -34,8 +34,10 @@ router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 JobId = Annotated[int, Path(alias="jobId", ge=1, le=2**63 - 1, description="the job's id")]
 
 _INVALID = (
-    "Invalid request (a handler outside the app's handler patterns too; a key reused with "
-    "another body: `urn:kairos:problem:idempotency-conflict`); nothing was written"
+    "Invalid request (a handler outside the app's handler patterns too; a callbackUrl "
+    "reaching an address that is not public, unless KAIROS_CALLBACK_ALLOWED_NETWORKS "
+    "admits it; a key reused with another body: `urn:kairos:problem:idempotency-conflict`); "
+    "nothing was written"
 )
 
 IdempotencyKeyHeader = Annotated[
