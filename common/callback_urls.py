@@ -23,7 +23,6 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from ipaddress import (
     IPv4Address,
     IPv4Network,
@@ -42,6 +41,7 @@ from common.errors import (
     CallbackUrlRefusedError,
     ConfigurationError,
 )
+from common.host_lookups import MAX_LOOKUP_THREADS, HostLookups
 
 IPAddress = IPv4Address | IPv6Address
 IPNetwork = IPv4Network | IPv6Network
@@ -196,25 +196,23 @@ class CallbackUrlPolicy:
 
 class SystemResolver:
     """The operating system's resolver (getaddrinfo), off the event loop and bounded in
-    time: a slow DNS server fails the check instead of holding the caller."""
+    time: a slow DNS server fails the check instead of holding the caller. Lookups run
+    in threads no other work shares (``common.host_lookups``), so lookups that hang hold
+    no other host's lookup."""
 
     def __init__(
         self,
         timeout_seconds: float = RESOLVE_TIMEOUT_SECONDS,
         getaddrinfo: Callable[..., Sequence[Any]] = socket.getaddrinfo,
+        max_threads: int = MAX_LOOKUP_THREADS,
     ) -> None:
         self._timeout = timeout_seconds
-        self._getaddrinfo = getaddrinfo
+        self._lookups = HostLookups(getaddrinfo, max_threads)
 
     async def __call__(self, host: str, port: int) -> list[IPAddress]:
         """Every address ``host`` resolves to for TCP on ``port``."""
-        loop = asyncio.get_running_loop()
-        # In the loop's executor: getaddrinfo blocks, and cannot be interrupted; a
-        # lookup that outlives the timeout ends in its thread, unwaited for.
-        call = partial(self._getaddrinfo, host, port, type=socket.SOCK_STREAM)
-        lookup = loop.run_in_executor(None, call)
         try:
-            found = await asyncio.wait_for(lookup, self._timeout)
+            found = await self._lookups.getaddrinfo(host, port, self._timeout)
         except TimeoutError as e:
             raise TimeoutError(f"no answer within {self._timeout:g} s") from e
         return list(dict.fromkeys(ip_address(str(info[4][0])) for info in found))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from ipaddress import IPv4Address, ip_address
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -225,6 +226,74 @@ def test_the_system_resolver_gives_up_after_its_timeout() -> None:
             asyncio.run(checked_addresses(OPEN, resolver, "https://slow.example.com/h"))
     finally:
         released.set()
+
+
+def hangs_for_names_starting_hang(
+    released: threading.Event, calls: list[str]
+) -> Callable[..., list[Any]]:
+    """A getaddrinfo that hangs (until ``released``) for names starting "hang" and
+    answers a public address for any other, recording each call's host."""
+
+    def getaddrinfo(host: str, port: int, **kwargs: object) -> list[Any]:
+        calls.append(host)
+        if host.startswith("hang"):
+            released.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port))]
+
+    return getaddrinfo
+
+
+def test_lookups_that_hang_hold_no_lookup_of_another_host() -> None:
+    # A receiver's DNS that never answers (or an app naming fresh subdomains of one) must
+    # not make every other host's lookup wait behind it until it times out.
+    released, calls = threading.Event(), list[str]()
+    resolver = SystemResolver(1.0, hangs_for_names_starting_hang(released, calls))
+
+    async def scenario() -> Sequence[IPAddress]:
+        hung = [asyncio.ensure_future(resolver(f"hang{i}.example.com", 443)) for i in range(40)]
+        await asyncio.sleep(0.05)
+        try:
+            return await resolver("hooks.example.com", 443)
+        finally:
+            released.set()
+            await asyncio.gather(*hung, return_exceptions=True)
+
+    try:
+        assert asyncio.run(scenario()) == [ip_address("93.184.215.14")]
+    finally:
+        released.set()
+
+
+def test_lookups_of_one_host_share_a_thread_and_threads_are_bounded() -> None:
+    released, calls = threading.Event(), list[str]()
+    resolver = SystemResolver(0.2, hangs_for_names_starting_hang(released, calls), max_threads=3)
+
+    async def scenario() -> None:
+        same = [resolver("hang.example.com", 443) for _ in range(50)]
+        others = [resolver(f"hang{i}.example.com", 443) for i in range(2)]
+        # Three threads hang; a fourth host's lookup waits for one, in vain.
+        late = resolver("hooks.example.com", 443)
+        outcomes = await asyncio.gather(*same, *others, late, return_exceptions=True)
+        assert all(isinstance(o, TimeoutError) for o in outcomes), outcomes
+
+    try:
+        asyncio.run(scenario())
+        assert sorted(calls) == ["hang.example.com", "hang0.example.com", "hang1.example.com"]
+    finally:
+        released.set()
+
+
+def test_a_thousand_hosts_looked_up_at_once_all_resolve() -> None:
+    # More hosts than threads: the rest wait their turn instead of failing.
+    calls = list[str]()
+    resolver = SystemResolver(30, hangs_for_names_starting_hang(threading.Event(), calls), 16)
+
+    async def many() -> list[list[IPAddress]]:
+        return await asyncio.gather(*(resolver(f"h{i}.example.com", 443) for i in range(1000)))
+
+    assert all(a == [ip_address("93.184.215.14")] for a in asyncio.run(many()))
+    assert len(calls) == 1000
 
 
 def test_the_system_resolver_reads_localhost_as_loopback() -> None:
