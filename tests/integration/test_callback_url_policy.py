@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -209,6 +210,35 @@ def test_a_resolver_that_hangs_holds_neither_the_request_nor_the_api(
     assert answers["health"].status_code == 200
     assert "no answer within 0.5 s" in refusal(answers["create"])
     assert took < 10
+
+
+def test_creates_naming_hosts_whose_dns_hangs_hold_no_other_create(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    released = threading.Event()
+
+    def getaddrinfo(host: str, port: int, **kwargs: Any) -> Any:
+        if host.startswith("hang"):
+            released.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC_ADDRESS, port))]
+
+    resolver = CachingResolver(SystemResolver(1.0, getaddrinfo))
+    try:
+        with api(namespace, app_credentials, resolver) as client:
+
+            def submit(i: int) -> int:
+                hung = body(jobName=f"h{i}", callbackUrl=f"https://hang{i}.example.com/h")
+                return client.post(JOBS, json=hung).status_code
+
+            with ThreadPoolExecutor(40) as pool:
+                hanging = list(pool.map(submit, range(40)))
+                # Forty lookups hang past their timeout; another host's still answers.
+                ok = client.post(JOBS, json=body(callbackUrl="https://hooks.example.com/h"))
+    finally:
+        released.set()
+    assert hanging == [422] * 40
+    assert ok.status_code == 202, ok.text
 
 
 def test_a_batch_naming_one_host_a_thousand_times_resolves_it_once(
