@@ -9,14 +9,16 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import CallbackUrlPolicy, TableResolver
+from common.callback_urls import CallbackUrlPolicy, SystemResolver, TableResolver
 from common.clock import ClusterClock
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE
@@ -170,6 +172,35 @@ def test_every_record_is_checked_one_refused_address_refuses_the_name(
     assert outcome.refused and not outcome.delivered
     assert outcome.error is not None and "169.254.169.254" in outcome.error
     assert receiver.heads == []
+
+
+def test_receivers_whose_dns_hangs_hold_no_other_receivers_callback(receiver: Receiver) -> None:
+    released = threading.Event()
+
+    def getaddrinfo(host: str, port: int, **kwargs: object) -> list[Any]:
+        if host.startswith("hang"):
+            released.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    policy = CallbackUrlPolicy.from_settings("127.0.0.0/8", False)
+    poster = CallbackPoster(2.0, policy=policy, resolver=SystemResolver(2.0, getaddrinfo))
+    poster.start()
+    try:
+        with ThreadPoolExecutor(40) as pool:
+            hung = [
+                pool.submit(poster.post, f"http://hang{i}.example.com/h", "{}", {})
+                for i in range(40)
+            ]
+            # Forty receivers' DNS hangs; another receiver still gets its callback.
+            outcome = poster.post(f"http://{HOST}:{receiver.port}/h", "{}", {})
+            released.set()
+            assert all(not h.result().delivered for h in hung)
+    finally:
+        released.set()
+        poster.close()
+    assert outcome.delivered, outcome.error
+    assert len(receiver.heads) == 1
 
 
 def _certificate(tmp_path: Path) -> tuple[Path, Path]:
