@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 
 import redis
 from fastapi import FastAPI
 
-from common.callback_urls import CachingResolver, CallbackUrlPolicy, Resolver, SystemResolver
+from common.callback_urls import CallbackUrlPolicy, Resolver
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.engine import make_engine
@@ -17,6 +17,7 @@ from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
 from services.api.body_limit import BodyLimit
+from services.api.callback_screening import ResolverPerApp, system_resolver
 from services.api.console import install_console
 from services.api.docs_pages import install_docs_pages
 from services.api.group_insert import GroupInserter
@@ -30,7 +31,7 @@ from services.api.state import ApiState
 from services.api.wake import announce_created
 
 
-def _build_state(settings: ApiSettings, resolver: Resolver) -> ApiState:
+def _build_state(settings: ApiSettings, resolvers: ResolverPerApp) -> ApiState:
     client = redis.Redis.from_url(settings.redis_url)
     keys = RedisKeys(settings.namespace)
     state = ApiState(
@@ -48,7 +49,7 @@ def _build_state(settings: ApiSettings, resolver: Resolver) -> ApiState:
         callback_policy=CallbackUrlPolicy.from_settings(
             settings.callback_allowed_networks, settings.callback_https_only
         ),
-        resolver=resolver,
+        resolvers=resolvers,
     )
     state.inserter = GroupInserter(state.engine, partial(announce_created, state))
     return state
@@ -67,12 +68,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.rate_limiter.close()
 
 
-def create_app(settings: ApiSettings, resolver: Resolver | None = None) -> FastAPI:
+def create_app(
+    settings: ApiSettings, new_resolver: Callable[[], Resolver] = system_resolver
+) -> FastAPI:
     """Build the API with its own engine, Redis clients and cluster clock.
 
     They are built here (not at import) and closed when the app shuts down.
-    ``resolver`` resolves callback URL hosts (the system's, each answer kept 30 s, by
-    default).
+    ``new_resolver`` builds the resolver of one app's callback URL hosts, once per app
+    (the system's, each answer kept 30 s, by default).
     """
     app = FastAPI(
         title="Kairos OpenAPI",
@@ -87,7 +90,7 @@ def create_app(settings: ApiSettings, resolver: Resolver | None = None) -> FastA
         docs_url=None,
         redoc_url=None,
     )
-    app.state.kairos = _build_state(settings, resolver or CachingResolver(SystemResolver()))
+    app.state.kairos = _build_state(settings, ResolverPerApp(new_resolver))
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

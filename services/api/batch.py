@@ -77,7 +77,8 @@ def submit_batch(
     the batch gets it back (``keyed_requests``).
     """
     urls = [body.callbackUrl for body in bodies]
-    refused = refused_callback_urls_from_thread(state.callback_policy, state.resolver, urls)
+    resolver = state.resolvers(app.id)
+    refused = refused_callback_urls_from_thread(state.callback_policy, resolver, urls)
     now = state.clock.now_ms()
     new_jobs = build_batch(state, app, bodies, now, refused)
     keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 import redis
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
+from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
 from common.db.workers import registered_handlers
 from common.keys import RedisKeys
+from services.api.callback_screening import ResolverPerApp
 from services.api.group_insert import GroupInserter
 from services.api.rate_limit import RateLimiter
 
@@ -33,9 +34,10 @@ class ApiState:
     inserter: GroupInserter = field(init=False)
     # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
     rate_limiter: RateLimiter | None = None
-    # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how names resolve.
+    # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how each app's
+    # callback hosts resolve.
     callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
-    resolver: Resolver = field(default_factory=SystemResolver)
+    resolvers: ResolverPerApp = field(default_factory=ResolverPerApp)
     # The clock the caches age by; tests move a fake one.
     monotonic: Callable[[], float] = time.monotonic
     _handlers: frozenset[str] = frozenset()

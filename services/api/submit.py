@@ -39,7 +39,8 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     first, its host resolved off the loop (``callback_screening``).
     """
     if body.callbackUrl:
-        await screen_callback_url(state.callback_policy, state.resolver, body.callbackUrl)
+        resolver = state.resolvers(app.id)
+        await screen_callback_url(state.callback_policy, resolver, body.callbackUrl)
     if state.caches_fresh() and body.cronExpr is None:
         now, job = _build(state, app, body)
     else:

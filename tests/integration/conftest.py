@@ -39,7 +39,7 @@ def client(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterato
     from services.api.app import create_app
 
     settings = ApiSettings(namespace=namespace.namespace)
-    with TestClient(create_app(settings, public_names())) as test_client:
+    with TestClient(create_app(settings, public_names)) as test_client:
         test_client.headers["Authorization"] = f"Bearer {app_credentials.api_key}"
         yield test_client
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from common.callback_urls import CachingResolver, SystemResolver, TableResolver
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials
-from tests.integration.helpers import PUBLIC_ADDRESS
+from tests.integration.helpers import PUBLIC_ADDRESS, make_app
 
 JOBS = "/openapi/jobs"
 BATCH = "/openapi/jobs/batch"
@@ -79,12 +79,17 @@ def job_count(engine: Engine) -> int:
 
 
 def api(
-    namespace: StoreSettings, credentials: AppCredentials, resolver: Any = None, **settings: Any
+    namespace: StoreSettings,
+    credentials: AppCredentials,
+    resolver: Any = None,
+    new_resolver: Any = None,
+    **settings: Any,
 ) -> TestClient:
     from services.api.app import create_app
 
     configured = ApiSettings(namespace=namespace.namespace, **settings)
-    client = TestClient(create_app(configured, resolver or TableResolver(NAMES)))
+    shared = resolver or TableResolver(NAMES)
+    client = TestClient(create_app(configured, new_resolver or (lambda: shared)))
     client.headers["Authorization"] = f"Bearer {credentials.api_key}"
     return client
 
@@ -212,10 +217,9 @@ def test_a_resolver_that_hangs_holds_neither_the_request_nor_the_api(
     assert took < 10
 
 
-def test_creates_naming_hosts_whose_dns_hangs_hold_no_other_create(
-    namespace: StoreSettings, app_credentials: AppCredentials
-) -> None:
-    released = threading.Event()
+def hanging_dns(released: threading.Event) -> Any:
+    """A getaddrinfo that hangs (until ``released``) for names starting "hang" and
+    answers the public address for any other."""
 
     def getaddrinfo(host: str, port: int, **kwargs: Any) -> Any:
         if host.startswith("hang"):
@@ -223,7 +227,14 @@ def test_creates_naming_hosts_whose_dns_hangs_hold_no_other_create(
             raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC_ADDRESS, port))]
 
-    resolver = CachingResolver(SystemResolver(1.0, getaddrinfo))
+    return getaddrinfo
+
+
+def test_creates_naming_hosts_whose_dns_hangs_hold_no_other_create(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    released = threading.Event()
+    resolver = CachingResolver(SystemResolver(1.0, hanging_dns(released)))
     try:
         with api(namespace, app_credentials, resolver) as client:
 
@@ -238,6 +249,32 @@ def test_creates_naming_hosts_whose_dns_hangs_hold_no_other_create(
     finally:
         released.set()
     assert hanging == [422] * 40
+    assert ok.status_code == 202, ok.text
+
+
+def test_an_app_naming_hosts_whose_dns_hangs_holds_no_other_apps_lookups(
+    namespace: StoreSettings, app_credentials: AppCredentials, engine: Engine
+) -> None:
+    # One app names a thousand fresh subdomains of a domain whose DNS never answers: it
+    # may use up lookup threads of its own, never those another app's create needs.
+    released = threading.Event()
+
+    def new_resolver() -> CachingResolver:
+        return CachingResolver(SystemResolver(1.0, hanging_dns(released), max_threads=8))
+
+    other = make_app(engine, "other")
+    try:
+        with api(namespace, app_credentials, new_resolver=new_resolver) as client:
+            items = [
+                body(jobName=f"h{i}", callbackUrl=f"https://hang{i}.example.com/h")
+                for i in range(1000)
+            ]
+            hung = client.post(BATCH, json={"jobs": items})
+            client.headers["Authorization"] = f"Bearer {other.api_key}"
+            ok = client.post(JOBS, json=body(callbackUrl="https://hooks.example.com/h"))
+    finally:
+        released.set()
+    assert hung.status_code == 422
     assert ok.status_code == 202, ok.text
 
 
