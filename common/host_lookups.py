@@ -67,10 +67,19 @@ class HostLookups:
                 lookup.answer.set_running_or_notify_cancel()
                 self._queued.append(key)
                 if self._threads < self._max_threads:
-                    self._threads += 1
-                    threading.Thread(target=self._work, name="lookup", daemon=True).start()
+                    self._start_thread(key)
             lookup.waiting += 1
             return lookup
+
+    def _start_thread(self, key: HostKey) -> None:
+        """Start one more thread (the lock held); ``OSError`` if the process can't."""
+        try:
+            threading.Thread(target=self._work, name="lookup", daemon=True).start()
+        except RuntimeError as e:  # "can't start new thread": out of threads or memory
+            self._queued.remove(key)
+            del self._lookups[key]
+            raise OSError(f"no thread to look {key[0]!r} up in ({e})") from e
+        self._threads += 1
 
     def _leave(self, key: HostKey, lookup: _Lookup) -> None:
         with self._lock:

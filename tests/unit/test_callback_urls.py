@@ -296,6 +296,23 @@ def test_a_thousand_hosts_looked_up_at_once_all_resolve() -> None:
     assert len(calls) == 1000
 
 
+def test_a_lookup_with_no_thread_to_run_in_is_unresolved_and_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resolver = SystemResolver(5, hangs_for_names_starting_hang(threading.Event(), []))
+    start = threading.Thread.start
+
+    def cannot_start(thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", cannot_start)
+    with pytest.raises(CallbackHostUnresolvedError, match="no thread to look"):
+        asyncio.run(checked_addresses(OPEN, resolver, "https://hooks.example.com/h"))
+    monkeypatch.setattr(threading.Thread, "start", start)
+    # Threads again: the same host is looked up afresh, not left queued for ever.
+    asyncio.run(checked_addresses(OPEN, resolver, "https://hooks.example.com/h"))
+
+
 def test_the_system_resolver_reads_localhost_as_loopback() -> None:
     with pytest.raises(CallbackAddressRefusedError, match="loopback"):
         asyncio.run(checked_addresses(OPEN, SystemResolver(), "http://localhost:9/h"))
