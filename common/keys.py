@@ -28,6 +28,14 @@ class RedisKeys:
         """Set by the worker that runs an execution, so a redelivery does not run it twice."""
         return self._key("execution", execution_id, "started")
 
+    @property
+    def started_epoch(self) -> str:
+        """The cluster time (ms) the execution-started keys have been kept since: set
+        (NX, no expiry) by every worker taking keys and by the leader's sweeps. It is
+        missing, or later than an execution's dispatch, when Redis lost its data since:
+        that execution's started key may be gone with it (``common/started_mark.py``)."""
+        return self._key("execution", "started-epoch")
+
     def worker(self, worker_id: str) -> str:
         """A hash with the last heartbeat of one worker (``Heartbeat.as_dict``, and
         ``WORKER_HELD`` with ``WORKER_HELD_AT``)."""

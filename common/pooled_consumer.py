@@ -145,6 +145,9 @@ class PooledConsumer(Generic[U, P, T]):
     ``occupied()``, when given, counts slots held outside the pool (a worker's timed-out
     runs whose thread goes on): fewer units start while it is above zero, and ``wake``
     looks for free slots again once it drops.
+
+    ``redelivered(units)``, when given, is told the units of each delivery the broker
+    marks as delivered before, ahead of their ``prepare``.
     """
 
     def __init__(
@@ -161,6 +164,7 @@ class PooledConsumer(Generic[U, P, T]):
         prefetch: int | None = None,
         release: Callable[[Sequence[P]], object] | None = None,
         occupied: Callable[[], int] | None = None,
+        redelivered: Callable[[Sequence[U]], object] | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -170,6 +174,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._flush_fn = flush
         self._release = release
         self._occupied = occupied
+        self._note_redelivered = redelivered
         self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
         self._runs = count()
@@ -256,6 +261,8 @@ class PooledConsumer(Generic[U, P, T]):
         if not units:
             self._channel.basic_ack(tag)
             return
+        if method.redelivered and self._note_redelivered is not None:
+            self._note_redelivered(units)
         self._in_flight[tag] = _Delivery(arrived=time.monotonic(), waiting=len(units))
         self._arrived.extend((tag, unit) for unit in units)
         if not self._admit_scheduled:

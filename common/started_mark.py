@@ -5,9 +5,19 @@ has ended and before its result is published, the worker appends the result as J
 after a newline. A copy of the delivery that comes back later (the broker connection
 dropped before the ack) is then reported with the outcome the run really had, instead
 of as LOST; so is a run whose worker died between finishing and publishing.
+
+Redis may lose these keys (a flush, a failover to a replica behind, a restart without
+persistence). The started epoch (``RedisKeys.started_epoch``) tells when: it is set
+when missing, so it holds the first moment keys were kept since the last loss. An
+execution dispatched before it may have had a key that is gone; for those, MySQL is
+the guard (``services/worker/start_guard.py``, the dead-worker rescue).
 """
 
 from __future__ import annotations
+
+import redis
+
+from common.keys import RedisKeys
 
 SEPARATOR = "\n"
 
@@ -26,3 +36,21 @@ def parse_started(value: bytes | str | None) -> tuple[str | None, str | None]:
 RECONCILER = "reconciler"
 OPERATOR = "operator"
 FENCES = frozenset({RECONCILER, OPERATOR})
+
+
+# Slack for the cluster clock as two hosts read it (each caches Redis TIME).
+CLOCK_SLACK_MS = 1_000
+
+
+def started_epoch(client: redis.Redis, keys: RedisKeys, now_ms: int) -> int:
+    """The started epoch, set to ``now_ms`` when Redis has none (it lost its data)."""
+    pipe = client.pipeline()
+    pipe.set(keys.started_epoch, now_ms, nx=True)
+    pipe.get(keys.started_epoch)
+    return int(pipe.execute()[1])
+
+
+def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
+    """Whether an execution dispatched at ``dispatched_at`` may have had a started key
+    that Redis lost: it was dispatched before the epoch (within the clocks' slack)."""
+    return dispatched_at is None or dispatched_at < epoch_ms + CLOCK_SLACK_MS

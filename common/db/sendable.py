@@ -3,6 +3,7 @@ and time out executions decide with, as typed rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -34,6 +35,7 @@ class ExecutionWithJob:
     next_trigger_time: int | None
     job_status: JobStatus
     recurring: bool
+    dispatched_at: int | None = None
 
     @property
     def first_scheduled_attempt(self) -> bool:
@@ -46,8 +48,8 @@ _WITH_JOB = (
     "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
     "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
     "j.next_trigger_time, j.status AS job_status, "
-    "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring "
-    "FROM executions e JOIN jobs j ON j.id = e.job_id "
+    "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
+    "e.dispatched_at FROM executions e JOIN jobs j ON j.id = e.job_id "
 )
 
 
@@ -71,6 +73,7 @@ def _typed(row: AnyRow) -> ExecutionWithJob:
         row.next_trigger_time,
         JobStatus(row.job_status),
         bool(row.recurring),
+        None if row.dispatched_at is None else int(row.dispatched_at),
     )
 
 
@@ -95,7 +98,11 @@ def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[E
 
 
 def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[ExecutionWithJob]:
-    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace."""
+    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace.
+
+    A run starts at or after its dispatch: these are the candidates, and the caller
+    counts from the start its worker reports (``services/dispatcher/upkeep/timeouts``).
+    """
     rows = driver.fetch(
         conn,
         _WITH_JOB + "WHERE e.status = %s AND e.dispatched_at < %s "
@@ -104,3 +111,17 @@ def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[Ex
         (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, limit),
     )
     return [_typed(r) for r in rows]
+
+
+def statuses(conn: Connection, execution_ids: Sequence[str]) -> dict[str, ExecutionStatus]:
+    """The status of each of these executions that has a row (one not yet committed, or
+    pruned, has none)."""
+    if not execution_ids:
+        return {}
+    marks = ", ".join(["%s"] * len(execution_ids))
+    rows = driver.fetch(
+        conn,
+        f"SELECT execution_id, status FROM executions WHERE execution_id IN ({marks})",
+        tuple(execution_ids),
+    )
+    return {str(r.execution_id): ExecutionStatus(r.status) for r in rows}

@@ -22,6 +22,7 @@ from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
+from services.worker.start_guard import MySQLRows
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ def run_worker(settings: WorkerSettings) -> None:
         stores.keys,
         stores.clock,
         settings.idempotency_ttl_seconds,
+        rows=MySQLRows(stores.engine),
     )
     serving = _Serving(settings, worker_id, runner, ConsumerStats())
     identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
@@ -131,6 +133,7 @@ class _Serving:
                 prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
                 release=self.runner.release,
                 occupied=lambda: self.runner.overruns.count,
+                redelivered=self.runner.note_redelivered,
             )
             self.consumer.start()
             log.info(

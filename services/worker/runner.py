@@ -25,6 +25,7 @@ from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
 from services.worker.rendering import describe_error, render_result
+from services.worker.start_guard import Fresh, RowStatuses, StartGuard, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +36,23 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-# Sets each key to this worker unless it is set; returns "" for a key taken now, else
-# the owner already there. One script call instead of a command per message: redis-py
-# packs and parses every pipelined command in Python (14% of a worker's CPU).
+# Sets each key but the last to this worker unless it is set; returns "" for a key
+# taken now, else the owner already there. One script call instead of a command per
+# message: redis-py packs and parses every pipelined command in Python (14% of a
+# worker's CPU). The last key is the started epoch (common/started_mark.py), set to
+# ARGV[3] when Redis has none, and returned last.
 _TAKE_SCRIPT = """
+redis.call('SET', KEYS[#KEYS], ARGV[3], 'NX')
 local owners = {}
-for i, key in ipairs(KEYS) do
+for i = 1, #KEYS - 1 do
+  local key = KEYS[i]
   if redis.call('SET', key, ARGV[1], 'NX', 'EX', ARGV[2]) then
     owners[i] = ''
   else
     owners[i] = redis.call('GET', key) or ''
   end
 end
+owners[#KEYS] = redis.call('GET', KEYS[#KEYS])
 return owners
 """
 
@@ -78,11 +84,13 @@ return 0
 @dataclass(frozen=True)
 class Admitted:
     """A parsed dispatch message; ``owner`` is set when another run already took it,
-    ``outcome`` when that run ended and stored its result (JSON)."""
+    ``outcome`` when that run ended and stored its result (JSON); ``verdict`` says
+    whether its row lets a fresh one run (``services/worker/start_guard.py``)."""
 
     message: Unit
     owner: str | None
     outcome: str | None = None
+    verdict: Verdict = Verdict.RUN
 
 
 class ExecutionRunner:
@@ -96,6 +104,7 @@ class ExecutionRunner:
         keys: RedisKeys,
         clock: ClusterClock,
         idempotency_ttl_seconds: int,
+        rows: RowStatuses | None = None,
     ) -> None:
         self._worker_id = worker_id
         self._handlers = handlers
@@ -107,18 +116,48 @@ class ExecutionRunner:
         self._release = client.register_script(_RELEASE_SCRIPT)
         self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
+        self._guard = StartGuard(rows)
+        self._redelivered: set[str] = set()
         self.overruns = Overruns()
+
+    def note_redelivered(self, units: Sequence[Unit]) -> None:
+        """Mark units the broker delivered before (their row is read before they run);
+        called from the connection thread, as ``admit`` is."""
+        self._redelivered.update(u.execution_id for u in units)
 
     def admit(self, messages: Sequence[Unit]) -> list[Admitted]:
         """Mark executions started, in one Redis call.
 
         An execution whose key was already set is admitted with the key's owner, so the
-        run reports it instead of running it again.
+        run reports it instead of running it again. One taken now that was redelivered
+        or starts late has its row read first (``StartGuard``); if that read fails, the
+        keys taken now are given back and the error goes up.
         """
+        if not messages:
+            return []
+        now = self._clock.now_ms()
         keys = [self._keys.execution_started(m.execution_id) for m in messages]
-        owners = self._take(keys=keys, args=[self._worker_id, self._ttl]) if keys else []
+        keys.append(self._keys.started_epoch)
+        *owners, epoch = self._take(keys=keys, args=[self._worker_id, self._ttl, now])
+        redelivered = [m.execution_id in self._redelivered for m in messages]
+        self._redelivered.difference_update(m.execution_id for m in messages)
+        fresh = [
+            Fresh(m, again)
+            for m, owner, again in zip(messages, owners, redelivered, strict=True)
+            if not owner and isinstance(m, DispatchMessage)
+        ]
+        try:
+            verdicts = self._guard.verdicts(fresh, now, int(epoch))
+        except Exception:
+            self._release(
+                keys=[self._keys.execution_started(f.message.execution_id) for f in fresh],
+                args=[self._worker_id],
+            )
+            raise
         return [
-            Admitted(m, *parse_started(_text(owner))) if owner else Admitted(m, None)
+            Admitted(m, *parse_started(_text(owner)))
+            if owner
+            else Admitted(m, None, verdict=verdicts.get(m.execution_id, Verdict.RUN))
             for m, owner in zip(messages, owners, strict=True)
         ]
 
@@ -169,6 +208,15 @@ class ExecutionRunner:
         extra = {"job_id": message.job_id, "execution_id": message.execution_id}
         if admitted.owner is not None:
             return self._already_started(admitted, extra)
+        if admitted.verdict is Verdict.DROP:
+            log.info("execution already ended; dropping its late copy", extra=extra)
+            return None
+        if admitted.verdict is Verdict.LOST:
+            return self._lost(
+                message,
+                "delivered again after Redis lost the mark of its earlier delivery: it may "
+                "have run already, so it is not run again",
+            )
         if isinstance(message, Unreadable):
             return self._unreadable(message, extra)
         self._local.begin(message.execution_id)
