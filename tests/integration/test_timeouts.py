@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import redis
+from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.broker import BatchPublisher
+from common.clock import ClusterClock
+from common.config import StoreSettings
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import JobPolicies, NewJob, insert_job
 from common.db.sendable import overdue
+from common.keys import RedisKeys
+from common.messages import ResultBatch
+from common.stores import Stores
+from common.topology import RESULTS_QUEUE, declare_core
+from services.dispatcher.upkeep.timeouts import TimeoutSettings, time_out_overdue
 from tests.integration.helpers import make_app
 
 
@@ -28,3 +38,43 @@ def test_only_runs_past_timeout_plus_grace_are_overdue(engine: Engine) -> None:
     with engine.connect() as conn:
         found = {r.execution_id for r in overdue(conn, now_ms=35_000, grace_ms=5_000, limit=10)}
     assert found == {"late"}
+
+
+TTL_MS = 60_000
+
+
+def timed_out_by_sweep(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection, ns: StoreSettings
+) -> set[str]:
+    stores = Stores.build(ns, engine, redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    time_out_overdue(stores, BatchPublisher(connection.channel()), TimeoutSettings(5_000, TTL_MS))
+    found: set[str] = set()
+    while True:
+        method, _props, body = channel.basic_get(RESULTS_QUEUE, auto_ack=True)
+        if method is None:
+            return found
+        batch = ResultBatch.model_validate_json(body)
+        assert {r.status for r in batch.results} == {"TIMED_OUT"}
+        found.update(r.execution_id for r in batch.results)
+
+
+def test_the_timeout_counts_from_the_start_a_worker_took_not_from_dispatch(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    make_app(engine)
+    keys = RedisKeys(namespace.namespace)
+    now = ClusterClock(redis_client).now_ms()
+    for name in ("started-now", "started-long-ago", "waiting", "waiting-very-long", "ended"):
+        dispatched = now - (300_000 if name == "waiting-very-long" else 60_000)
+        queued_job(engine, name, timeout=10, dispatched_at=dispatched)
+    started = keys.execution_started
+    redis_client.set(started("started-now"), "w1", px=TTL_MS)
+    redis_client.set(started("started-long-ago"), "w1", px=TTL_MS - 40_000)
+    redis_client.set(started("ended"), 'w1\n{"status": "SUCCEEDED"}', px=TTL_MS - 40_000)
+    found = timed_out_by_sweep(engine, redis_client, connection, namespace)
+    assert found == {"started-long-ago", "waiting-very-long"}

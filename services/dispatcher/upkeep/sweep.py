@@ -21,7 +21,7 @@ from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
-from services.dispatcher.upkeep.timeouts import time_out_overdue
+from services.dispatcher.upkeep.timeouts import TimeoutSettings, time_out_overdue
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class UpkeepSettings:
     """The figures the sweep's steps work with, in milliseconds."""
 
     rescue: RescueSettings
-    timeout_grace_ms: int
+    timeouts: TimeoutSettings
     pending_republish_ms: int
     retention_ms: int
     reconcile: ReconcileSettings | None
@@ -46,7 +46,7 @@ class UpkeepSettings:
             reconcile = ReconcileSettings(after_ms, s.idempotency_ttl_seconds)
         return cls(
             RescueSettings(s.heartbeat_stale_ms, int(s.forget_workers_after_hours * 3_600_000)),
-            s.timeout_grace_ms,
+            TimeoutSettings(s.timeout_grace_ms, s.idempotency_ttl_seconds * 1000),
             s.pending_republish_ms,
             int(s.retention_days * 86_400_000),
             reconcile,
@@ -90,9 +90,7 @@ class Upkeep:
         s, engine, clock = self._settings, self._stores.engine, self._stores.clock
         publisher = self._publisher
         self._run("rescue", self.rescue.rescue_dead_workers)
-        self._run(
-            "timeouts", lambda: time_out_overdue(engine, publisher, clock, s.timeout_grace_ms)
-        )
+        self._run("timeouts", lambda: time_out_overdue(self._stores, publisher, s.timeouts))
         self._run(
             "callbacks",
             lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),
