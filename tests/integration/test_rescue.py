@@ -24,6 +24,7 @@ from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
+from common.states import WorkerState
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep import rescue as recovery_module
@@ -70,6 +71,8 @@ def make_recovery(
     forget_ms: int = 0,
 ) -> Rescue:
     stores = Stores.build(namespace, engine, redis_client)
+    # Redis has kept its data since before any of these executions was dispatched.
+    redis_client.set(stores.keys.started_epoch, -3_600_000, nx=True)
     return Rescue(
         stores,
         BatchPublisher(connection.channel()),
@@ -292,3 +295,88 @@ def test_a_forget_whose_queue_has_a_consumer_again_is_undone(
     assert not recovery._forget("back", now - 9_000_000, now)
     assert worker_state(engine, "back") == "ACTIVE"
     assert queue_exists(connection, "back")
+
+
+def lose_redis_data(client: redis.Redis, namespace: StoreSettings) -> None:
+    """What a flush does to this namespace's keys (the server is shared: no FLUSHALL)."""
+    for key in client.scan_iter(f"{namespace.namespace}:*"):
+        client.delete(key)
+
+
+def test_a_dead_workers_keyless_run_from_before_redis_lost_its_data_is_lost_not_moved(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    channel: BlockingChannel,
+    namespace: StoreSettings,
+) -> None:
+    keys = RedisKeys(namespace.namespace)
+    clock = ClusterClock(redis_client)
+    declare_worker_queue(channel, "dead")
+    register_worker(engine, "dead", now_ms=0)
+    register_worker(engine, "live", now_ms=clock.now_ms())
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    queued_on(engine, "e-running", "dead")
+    redis_client.set(keys.execution_started("e-running"), "dead")
+    recovery = make_recovery(engine, redis_client, connection, namespace)
+    lose_redis_data(redis_client, namespace)  # the started key goes with the rest
+    later = clock.now_ms() + 60_000
+    queued_on(engine, "e-sent-since", "dead")
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE executions SET dispatched_at = :t WHERE execution_id = 'e-sent-since'"),
+            {"t": later},
+        )
+    recovery.rescue_dead_workers()
+    by_execution = {r.execution_id: r for r in published_results(connection)}
+    assert by_execution["e-running"].status == "LOST"
+    assert "e-sent-since" not in by_execution
+    assert execution_row(engine, "e-sent-since") == ("QUEUED", "live")
+
+
+def test_a_stale_worker_that_still_consumes_keeps_its_runs(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    channel: BlockingChannel,
+    namespace: StoreSettings,
+) -> None:
+    # Its heartbeat is stale (cut off from MySQL and Redis, or paused), but the broker
+    # still sees it consume: it is alive, and its runs are not taken from it.
+    keys = RedisKeys(namespace.namespace)
+    clock = ClusterClock(redis_client)
+    register_worker(engine, "slow", now_ms=0)
+    channel.basic_consume(declare_worker_queue(channel, "slow"), lambda *_: None)
+    register_worker(engine, "live", now_ms=clock.now_ms())
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    queued_on(engine, "e-running", "slow")
+    queued_on(engine, "e-waiting", "slow")
+    redis_client.set(keys.execution_started("e-running"), "slow")
+    make_recovery(engine, redis_client, connection, namespace).rescue_dead_workers()
+    assert published_results(connection) == []
+    assert execution_row(engine, "e-running") == ("QUEUED", "slow")
+    assert execution_row(engine, "e-waiting") == ("QUEUED", "slow")
+
+
+def test_a_stopped_workers_unstarted_work_moves_to_a_live_worker(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    channel: BlockingChannel,
+    namespace: StoreSettings,
+) -> None:
+    clock = ClusterClock(redis_client)
+    now = clock.now_ms()
+    declare_worker_queue(channel, "stopped")
+    register_worker(engine, "stopped", now_ms=now, state=WorkerState.STOPPED)
+    register_worker(engine, "live", now_ms=now)
+    bodies: list[bytes] = []
+    channel.basic_consume(
+        declare_worker_queue(channel, "live"), lambda *args: bodies.append(args[3])
+    )
+    queued_on(engine, "e-waiting", "stopped")
+    make_recovery(engine, redis_client, connection, namespace).rescue_dead_workers()
+    assert execution_row(engine, "e-waiting") == ("QUEUED", "live")
+    connection.process_data_events(time_limit=1)
+    assert len(bodies) == 1 and b"e-waiting" in bodies[0]
+    assert published_results(connection) == []

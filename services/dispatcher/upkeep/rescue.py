@@ -19,7 +19,7 @@ from common.db import executions, sendable, workers
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import parse_started
+from common.started_mark import key_may_be_lost, parse_started, started_epoch
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
@@ -118,14 +118,26 @@ class Rescue:
         if not rows:
             return False
         marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}
+        now = self._clock.now_ms()
+        epoch = started_epoch(self._redis, self._keys, now)
         started = [r for r in rows if marks[r.execution_id][0] == worker_id]
         ended = [r for r in started if marks[r.execution_id][1] is not None]
         lost = [r for r in started if r not in ended]
-        unstarted = [r for r in rows if r not in started]
-        now = self._clock.now_ms()
+        unknown = [
+            r
+            for r in rows
+            if marks[r.execution_id][0] is None and key_may_be_lost(r.dispatched_at, epoch)
+        ]
+        unstarted = [r for r in rows if r not in started and r not in unknown]
         self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
         why = f"worker {worker_id} died while running it"
         self._report(stand_in_results(lost, "LOST", why, now))
+        why = (
+            f"worker {worker_id} died, and Redis lost the mark that says whether it had "
+            "started this run: it is not run again"
+        )
+        self._report(stand_in_results(unknown, "LOST", why, now))
+        lost += unknown
         moved, held = self._reroute(unstarted)
         log.warning(
             "worker %s is dead: %d executions lost, %d ended unreported, %d moved, "
