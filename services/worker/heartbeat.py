@@ -18,6 +18,7 @@ from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
+from services.worker.fence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ class LoadSource(Protocol):
 class Heartbeater:
     """Sends a heartbeat every ``interval`` seconds from its own thread.
 
+    While no heartbeat lands, ``fence`` closes (``services/worker/fence.py``) and the
+    worker starts no new run; ``on_reopen`` is called when one lands again.
+
     Each heartbeat also takes an operator's drain request (``RedisKeys.worker_drain``, set
     from the console) and hands it to ``on_drain``: the worker then drains and stops as
     on SIGTERM.
@@ -74,6 +78,8 @@ class Heartbeater:
         stores: Stores,
         interval: float,
         on_drain: Callable[[], None] = lambda: None,
+        fence: Fence | None = None,
+        on_reopen: Callable[[], None] = lambda: None,
     ) -> None:
         self._worker_id = identity.worker_id
         self._capacity = identity.capacity
@@ -83,6 +89,9 @@ class Heartbeater:
         self._keys, self._clock = stores.keys, stores.clock
         self._interval = interval
         self._on_drain = on_drain
+        self.fence = fence if fence is not None else Fence(interval)
+        self._on_reopen = on_reopen
+        self._fence_logged = False
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
@@ -124,6 +133,7 @@ class Heartbeater:
         requested_by = pipe.execute()[2]
         with self._engine.begin() as conn:
             upsert_heartbeat(conn, heartbeat)
+        self._landed()
         if requested_by is not None and self.state is WorkerState.ACTIVE:
             log.info(
                 "drain requested by operator %s: finishing the runs going, then stopping",
@@ -131,6 +141,24 @@ class Heartbeater:
                 extra={"worker_id": self._worker_id},
             )
             self._on_drain()
+
+    def _landed(self) -> None:
+        if self.fence.heard():
+            log.warning(
+                "heartbeat lands again: starting runs again", extra={"worker_id": self._worker_id}
+            )
+            self._on_reopen()
+        self._fence_logged = False
+
+    def _failed(self) -> None:
+        if self.fence.closed and not self._fence_logged:
+            self._fence_logged = True
+            log.error(
+                "no heartbeat landed for %.0f s: starting no new runs until one does, so "
+                "the leader cannot retry a run elsewhere while this worker starts it",
+                self.fence.limit,
+                extra={"worker_id": self._worker_id},
+            )
 
     def start(self) -> None:
         """Send one heartbeat now, then keep sending in the background. A drain request
@@ -152,3 +180,4 @@ class Heartbeater:
                 self.send()
             except Exception:
                 log.exception("heartbeat failed; retrying at the next interval")
+                self._failed()

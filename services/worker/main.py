@@ -18,6 +18,7 @@ from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue
+from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
@@ -65,10 +66,17 @@ def run_worker(settings: WorkerSettings) -> None:
         settings.idempotency_ttl_seconds,
         rows=MySQLRows(stores.engine),
     )
-    serving = _Serving(settings, worker_id, runner, ConsumerStats())
+    fence = Fence(settings.heartbeat_seconds)
+    serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence)
     identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
     heartbeat = Heartbeater(
-        identity, serving, stores, settings.heartbeat_seconds, on_drain=stop.set
+        identity,
+        serving,
+        stores,
+        settings.heartbeat_seconds,
+        on_drain=stop.set,
+        fence=fence,
+        on_reopen=serving.wake,
     )
     freeze_startup_heap()
     heartbeat.start()
@@ -88,6 +96,7 @@ class _Serving:
         worker_id: str,
         runner: ExecutionRunner,
         stats: ConsumerStats,
+        fence: Fence | None = None,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id
@@ -95,7 +104,8 @@ class _Serving:
         self.stats = stats
         self.consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None] | None
         self.consumer = None
-        runner.overruns.on_release(self._slot_freed)
+        self.fence = fence
+        runner.overruns.on_release(self.wake)
 
     def load(self) -> Load:
         """Runs going now on the current connection, and timed-out runs still going."""
@@ -103,10 +113,18 @@ class _Serving:
         active = self.consumer.active if self.consumer is not None else 0
         return Load(active + overrun, overrun)
 
-    def _slot_freed(self) -> None:
+    def wake(self) -> None:
+        """Look for runs to start again: a slot was freed or the fence opened."""
         consumer = self.consumer
         if consumer is not None:
             consumer.wake()
+
+    def _occupied(self) -> int:
+        """Slots the pool may not use: timed-out runs still going, or all of them while
+        the fence is closed (no heartbeat lands)."""
+        if self.fence is not None and self.fence.closed:
+            return self.settings.capacity
+        return self.runner.overruns.count
 
     def held(self) -> int:
         """Dispatch messages held unacked on the current connection."""
@@ -132,7 +150,7 @@ class _Serving:
                 stats=self.stats,
                 prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
                 release=self.runner.release,
-                occupied=lambda: self.runner.overruns.count,
+                occupied=self._occupied,
                 redelivered=self.runner.note_redelivered,
             )
             self.consumer.start()

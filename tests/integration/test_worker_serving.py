@@ -22,6 +22,7 @@ from common.pooled_consumer import ConsumerStats
 from common.stores import Stores
 from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
 from services.cli import main
+from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.main import _Serving
 from services.worker.registry import HandlerContext, HandlerFn
@@ -51,16 +52,23 @@ class WorkerInThread:
     """The worker's serving loop, wired as ``kairos worker`` wires it, in a thread."""
 
     def __init__(
-        self, namespace: StoreSettings, client: redis.Redis, engine: Engine, capacity: int
+        self,
+        namespace: StoreSettings,
+        client: redis.Redis,
+        engine: Engine,
+        capacity: int,
+        fence: Fence | None = None,
     ) -> None:
         handlers: dict[str, HandlerFn] = {"t.stuck": stuck, "t.count": counted}
         keys, clock = RedisKeys(namespace.namespace), ClusterClock(client)
         settings = WorkerSettings(namespace=namespace.namespace, capacity=capacity)
         self.runner = ExecutionRunner("w1", handlers, client, keys, clock, 60)
-        self.serving = _Serving(settings, "w1", self.runner, ConsumerStats())
+        self.serving = _Serving(settings, "w1", self.runner, ConsumerStats(), fence)
         stores = Stores(namespace, engine, client, keys, clock)
         identity = WorkerIdentity("w1", capacity, tuple(handlers))
-        self.heartbeat = Heartbeater(identity, self.serving, stores, 60)
+        self.heartbeat = Heartbeater(
+            identity, self.serving, stores, 60, fence=fence, on_reopen=self.serving.wake
+        )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
         self.connection = connect(namespace, "test")
@@ -183,3 +191,27 @@ def test_a_pack_with_one_unreadable_execution_runs_the_rest_and_fails_that_one(
     assert failed == {7}
     assert "cannot read its dispatch" in (outcomes[7].message or "")
     assert sorted(RAN) == sorted(f"p-{n}" for n in range(50) if n != 7)
+
+
+def test_a_worker_that_cannot_heartbeat_starts_no_new_run_until_one_lands(
+    namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    RAN.clear()
+    now = [0.0]
+    fence = Fence(interval=1.0, clock=lambda: now[0])
+    worker = WorkerInThread(namespace, redis_client, engine, capacity=2, fence=fence)
+    worker.thread.start()
+    try:
+        consumer = wait_for(lambda: worker.serving.consumer, "the worker to consume")
+        worker.send("before", "t.count")
+        assert worker.result("before").status == "SUCCEEDED"
+        now[0] = 2.5  # no heartbeat has landed for longer than two intervals
+        worker.send("during", "t.count")
+        wait_for(lambda: RAN != ["before"] or consumer.waiting == 1, "the delivery to arrive")
+        time.sleep(0.3)
+        assert RAN == ["before"], "a run started while the worker could not heartbeat"
+        worker.heartbeat.send()  # one lands: the fence opens and the run starts
+        assert worker.result("during").status == "SUCCEEDED"
+        assert RAN == ["before", "during"]
+    finally:
+        worker.close()

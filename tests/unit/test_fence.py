@@ -1,0 +1,23 @@
+"""A worker's fence: closed while no heartbeat has landed for two intervals."""
+
+from __future__ import annotations
+
+from services.worker.fence import FENCE_AFTER_BEATS, Fence, minimum_stale_ms
+
+
+def test_the_fence_closes_after_two_intervals_without_a_heartbeat_and_reopens() -> None:
+    now = [100.0]
+    fence = Fence(interval=5.0, clock=lambda: now[0])
+    assert not fence.closed
+    now[0] = 110.0
+    assert not fence.closed  # exactly two intervals: still open
+    now[0] = 110.1
+    assert fence.closed
+    assert fence.heard() is True  # this heartbeat reopened it
+    assert not fence.closed
+    assert fence.heard() is False
+
+
+def test_the_leaders_staleness_limit_leaves_a_beat_of_margin() -> None:
+    assert FENCE_AFTER_BEATS == 2
+    assert minimum_stale_ms(5.0) == 15_000  # the defaults: 5 s heartbeats, 15 s stale
