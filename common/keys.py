@@ -61,3 +61,6 @@ class RedisKeys:
 # ``WORKER_HELD_AT``; 0 means its hands were empty then.
 WORKER_HELD = "held"
 WORKER_HELD_AT = "held_at"
+# The id of the worker process that sent the heartbeat: a new one on every start, so a
+# restart with the same worker id shows.
+WORKER_INCARNATION = "incarnation"

@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 import psutil
 
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.keys import WORKER_HELD, WORKER_HELD_AT
+from common.keys import WORKER_HELD, WORKER_HELD_AT, WORKER_INCARNATION
 from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
@@ -80,6 +80,7 @@ class Heartbeater:
         on_drain: Callable[[], None] = lambda: None,
         fence: Fence | None = None,
         on_reopen: Callable[[], None] = lambda: None,
+        incarnation: str = "",
     ) -> None:
         self._worker_id = identity.worker_id
         self._capacity = identity.capacity
@@ -91,6 +92,7 @@ class Heartbeater:
         self._on_drain = on_drain
         self.fence = fence if fence is not None else Fence(interval)
         self._on_reopen = on_reopen
+        self._incarnation = incarnation
         self._fence_logged = False
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
@@ -121,7 +123,11 @@ class Heartbeater:
         # The time is taken before the count: a reader that sees "nothing held" knows
         # this worker held nothing at some moment at or after ``held_at``.
         held_at = self._clock.now_ms()
-        held = {WORKER_HELD: self._source.held(), WORKER_HELD_AT: held_at}
+        held = {
+            WORKER_HELD: self._source.held(),
+            WORKER_HELD_AT: held_at,
+            WORKER_INCARNATION: self._incarnation,
+        }
         heartbeat = self.build()
         key = self._keys.worker(self._worker_id)
         drain = self._keys.worker_drain(self._worker_id)

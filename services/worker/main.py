@@ -7,9 +7,9 @@ import socket
 import threading
 import time
 
-from pika.adapters.blocking_connection import BlockingConnection
+from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 
-from common.broker import connect
+from common.broker import BatchPublisher, connect
 from common.config import WorkerSettings
 from common.errors import ConfigurationError
 from common.heap import freeze_startup_heap
@@ -17,9 +17,11 @@ from common.messages import ExecutionResult
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
+from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
 from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
@@ -31,6 +33,9 @@ DRAIN_GRACE_SECONDS = 30.0
 # Deliveries held per run slot by default: the next run starts as soon as one ends
 # instead of a broker round trip later (the figure Celery uses as its default too).
 PREFETCH_PER_SLOT = 4
+# How long a starting worker waits for its previous process's consumer to leave its
+# queue: the broker drops a dead peer's connection within two AMQP heartbeats (30 s).
+PREVIOUS_CONSUMER_WAIT_SECONDS = 65.0
 
 
 def handler_modules(setting: str) -> list[str]:
@@ -67,7 +72,7 @@ def run_worker(settings: WorkerSettings) -> None:
         rows=MySQLRows(stores.engine),
     )
     fence = Fence(settings.heartbeat_seconds)
-    serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence)
+    serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence, stores)
     identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
     heartbeat = Heartbeater(
         identity,
@@ -77,10 +82,17 @@ def run_worker(settings: WorkerSettings) -> None:
         on_drain=stop.set,
         fence=fence,
         on_reopen=serving.wake,
+        incarnation=serving.incarnation,
     )
     freeze_startup_heap()
     heartbeat.start()
-    log.info("worker %s runs handlers %s", worker_id, ", ".join(sorted(handlers)))
+    log.info(
+        "worker %s (incarnation %s) runs handlers %s",
+        worker_id,
+        serving.incarnation,
+        ", ".join(sorted(handlers)),
+        extra={"worker_id": worker_id},
+    )
     keep_serving("worker", lambda: serving.serve(stop, heartbeat), stop)
     heartbeat.stop(WorkerState.STOPPED)
     stores.engine.dispose()
@@ -97,8 +109,13 @@ class _Serving:
         runner: ExecutionRunner,
         stats: ConsumerStats,
         fence: Fence | None = None,
+        stores: Stores | None = None,
+        incarnation: str = "",
     ) -> None:
         self.settings = settings
+        self.stores = stores
+        self.incarnation = incarnation or new_incarnation()
+        self.settled = False
         self.worker_id = worker_id
         self.runner = runner
         self.stats = stats
@@ -130,6 +147,27 @@ class _Serving:
         """Dispatch messages held unacked on the current connection."""
         return self.consumer.held if self.consumer is not None else 0
 
+    def _settle_previous(
+        self, connection: BlockingConnection, setup: BlockingChannel, queue: str
+    ) -> None:
+        """Once per process, before consuming: report what a previous process of this
+        worker id took and never reported (``services/worker/incarnation.py``)."""
+
+        def consumers() -> int:
+            return int(setup.queue_declare(queue, passive=True).method.consumer_count)
+
+        if not wait_for_no_consumer(consumers, PREVIOUS_CONSUMER_WAIT_SECONDS):
+            log.error(
+                "another process consumes worker %s's queue: two workers share this id; "
+                "give each its own --id",
+                self.worker_id,
+                extra={"worker_id": self.worker_id},
+            )
+        elif self.stores is not None:
+            publisher = BatchPublisher(connection.channel())
+            settle_previous(self.stores, publisher, self.worker_id, self.incarnation)
+        self.settled = True
+
     def serve(self, stop: threading.Event, heartbeat: Heartbeater) -> None:
         """Consume until ``stop``, then drain; raises ``AMQPError`` if the broker goes."""
         connection = connect(self.settings, f"kairos worker {self.worker_id}")
@@ -137,6 +175,8 @@ class _Serving:
             setup = connection.channel()
             declare_core(setup)
             queue = declare_worker_queue(setup, self.worker_id)
+            if not self.settled:
+                self._settle_previous(connection, setup, queue)
             setup.close()
             self.consumer = PooledConsumer(
                 connection,

@@ -16,7 +16,9 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings, WorkerSettings
-from common.keys import RedisKeys
+from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
+from common.db.jobs import NewJob, insert_job
+from common.keys import WORKER_INCARNATION, RedisKeys
 from common.messages import DispatchMessage, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats
 from common.stores import Stores
@@ -27,6 +29,7 @@ from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.main import _Serving
 from services.worker.registry import HandlerContext, HandlerFn
 from services.worker.runner import ExecutionRunner
+from tests.integration.helpers import make_app
 
 GATE = threading.Event()
 RAN: list[str] = []
@@ -63,11 +66,17 @@ class WorkerInThread:
         keys, clock = RedisKeys(namespace.namespace), ClusterClock(client)
         settings = WorkerSettings(namespace=namespace.namespace, capacity=capacity)
         self.runner = ExecutionRunner("w1", handlers, client, keys, clock, 60)
-        self.serving = _Serving(settings, "w1", self.runner, ConsumerStats(), fence)
         stores = Stores(namespace, engine, client, keys, clock)
+        self.serving = _Serving(settings, "w1", self.runner, ConsumerStats(), fence, stores)
         identity = WorkerIdentity("w1", capacity, tuple(handlers))
         self.heartbeat = Heartbeater(
-            identity, self.serving, stores, 60, fence=fence, on_reopen=self.serving.wake
+            identity,
+            self.serving,
+            stores,
+            60,
+            fence=fence,
+            on_reopen=self.serving.wake,
+            incarnation=self.serving.incarnation,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
@@ -213,5 +222,50 @@ def test_a_worker_that_cannot_heartbeat_starts_no_new_run_until_one_lands(
         worker.heartbeat.send()  # one lands: the fence opens and the run starts
         assert worker.result("during").status == "SUCCEEDED"
         assert RAN == ["before", "during"]
+    finally:
+        worker.close()
+
+
+def queued_on_w1(engine: Engine, execution_id: str) -> int:
+    with engine.begin() as conn:
+        job_id = insert_job(
+            conn, NewJob(1, execution_id, "t.count", {}, None, 0, None, None, None), 0
+        )
+        insert_executions(conn, [NewExecution(execution_id, job_id, 1, 0, 0)], 0)
+        mark_queued(conn, dict.fromkeys(primary_keys(conn, [execution_id]), "w1"), 10)
+    return job_id
+
+
+def test_a_worker_restarted_with_its_id_settles_the_runs_its_previous_process_left(
+    namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    # The previous process ran a long job acked early, then was restarted within the
+    # staleness window: no delivery comes back, and the leader never sees it dead.
+    make_app(engine)
+    keys = RedisKeys(namespace.namespace)
+    left = queued_on_w1(engine, "e-acked-early")
+    ended = queued_on_w1(engine, "e-ended")
+    queued_on_w1(engine, "e-waiting")
+    stored = ExecutionResult(
+        execution_id="e-ended",
+        job_id=ended,
+        worker_id="w1",
+        status="SUCCEEDED",
+        started_at=20,
+        ended_at=30,
+    )
+    redis_client.set(keys.execution_started("e-acked-early"), "w1")
+    redis_client.set(keys.execution_started("e-ended"), "w1\n" + stored.model_dump_json())
+    worker = WorkerInThread(namespace, redis_client, engine, capacity=1)
+    worker.thread.start()
+    try:
+        lost = worker.result("e-acked-early")
+        assert (lost.status, lost.job_id) == ("LOST", left)
+        assert "restarted" in (lost.message or "")
+        assert worker.result("e-ended") == stored
+        assert "e-waiting" not in worker.results
+        worker.heartbeat.send()
+        sent = redis_client.hget(keys.worker("w1"), WORKER_INCARNATION)
+        assert sent == worker.serving.incarnation.encode()
     finally:
         worker.close()
