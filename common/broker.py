@@ -62,7 +62,12 @@ class BatchPublisher:
     def __init__(self, channel: BlockingChannel) -> None:
         self._channel = channel
         self._returned: set[str] = set()
-        channel.add_on_return_callback(self._on_return)
+        # On the underlying channel: BlockingChannel defers its return callbacks to the
+        # next dispatch of events, which pika refuses while publish runs inside another
+        # callback (a consumer's flush), so the returns came after publish had answered
+        # and were lost. The underlying channel calls back as the frame arrives, which
+        # is before the commit answer.
+        channel._impl.add_on_return_callback(self._on_return)
         channel.tx_select()
 
     def _on_return(self, _channel: Any, _method: Any, properties: Any, _body: bytes) -> None:

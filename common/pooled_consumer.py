@@ -24,6 +24,7 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, OutgoingMessage
+from common.runtime import backoff_seconds
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,10 @@ class PooledConsumer(Generic[U, P, T]):
 
     ``redelivered(units)``, when given, is told the units of each delivery the broker
     marks as delivered before, ahead of their ``prepare``.
+
+    ``hold_unrouted`` keeps a delivery unacked while output of its units comes back
+    unroutable (a missing exchange binding would lose it silently), publishing that
+    output again after a jittered backoff until a queue takes it.
     """
 
     def __init__(
@@ -165,6 +170,7 @@ class PooledConsumer(Generic[U, P, T]):
         release: Callable[[Sequence[P]], object] | None = None,
         occupied: Callable[[], int] | None = None,
         redelivered: Callable[[Sequence[U]], object] | None = None,
+        hold_unrouted: bool = False,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -175,6 +181,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._release = release
         self._occupied = occupied
         self._note_redelivered = redelivered
+        self._hold_unrouted = hold_unrouted
         self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
         self._runs = count()
@@ -190,6 +197,8 @@ class PooledConsumer(Generic[U, P, T]):
         self._flush_scheduled = False
         self._arrived: deque[tuple[int, U]] = deque()
         self._admit_scheduled = False
+        self._prepare_failures = 0
+        self._prepare_retry = False
         self._finished: list[tuple[_Run[U], Future[T]]] = []
         self._finished_lock = threading.Lock()
         self._drain_scheduled = False
@@ -275,16 +284,15 @@ class PooledConsumer(Generic[U, P, T]):
         free = self._pool_size - self._running
         if self._occupied is not None:
             free -= self._occupied()
-        if free <= 0 or not self._arrived or self._stopping:
+        if free <= 0 or not self._arrived or self._stopping or self._prepare_retry:
             return
         batch = [self._arrived.popleft() for _ in range(min(free, len(self._arrived)))]
         try:
             items = self._prepare([unit for _, unit in batch])
-        except Exception:
-            log.exception("preparing %d units failed; giving them back", len(batch))
-            self._arrived.extendleft(reversed(batch))
-            self._give_back({tag for tag, _ in batch})
+        except Exception as e:
+            self._prepare_failed(batch, e)
             return
+        self._prepare_failures = 0
         now = time.monotonic()
         self._running += len(batch)
         for (tag, unit), item in zip(batch, items, strict=True):
@@ -297,6 +305,27 @@ class PooledConsumer(Generic[U, P, T]):
             future = self._pool.submit(self._run, item)
             self._submitted[run.number] = (future, item)
             future.add_done_callback(partial(self._hand_back, run))
+
+    def _prepare_failed(self, batch: list[tuple[int, U]], error: Exception) -> None:
+        """Keep the units waiting and try again after a jittered backoff.
+
+        Given back to the queue, they would come straight back while the store that
+        ``prepare`` needs (Redis) is down: a tight loop of nacks and redeliveries.
+        Held here, they stay this consumer's; the ack deadline and stopping still give
+        them back as usual.
+        """
+        self._arrived.extendleft(reversed(batch))
+        self._prepare_failures += 1
+        delay = backoff_seconds(self._prepare_failures)
+        log.warning(
+            "preparing %d units failed (%r); trying again in %.1f s", len(batch), error, delay
+        )
+        self._prepare_retry = True
+        self._connection.call_later(delay, self._retry_prepare)
+
+    def _retry_prepare(self) -> None:
+        self._prepare_retry = False
+        self._admit()
 
     def _hand_back(self, run: _Run[U], future: Future[T]) -> None:
         # Pool threads queue their outcome and wake the connection thread once, not once
@@ -344,7 +373,34 @@ class PooledConsumer(Generic[U, P, T]):
         batch, self._done = self._done, []
         if not batch:
             return
-        self._publisher.publish(self._flush_fn([outcome for _, _, outcome in batch]))
+        messages = self._flush_fn([outcome for _, _, outcome in batch])
+        self._publish_then_settle(batch, messages, 0)
+
+    def _publish_then_settle(
+        self, batch: list[tuple[int, float, T]], messages: Sequence[OutgoingMessage], tries: int
+    ) -> None:
+        """Publish a batch's output, then ack its deliveries; with ``hold_unrouted``,
+        output the broker returned (no queue took it) is published again after a
+        jittered backoff, and its deliveries stay unacked until it lands."""
+        returned = self._publisher.publish(messages)
+        if returned and self._hold_unrouted:
+            unrouted = [m for m in messages if m.message_id in returned]
+            delay = backoff_seconds(tries + 1)
+            log.error(
+                "the broker routed %d output messages to no queue (is %s bound?); holding "
+                "their deliveries and publishing again in %.1f s",
+                len(unrouted),
+                unrouted[0].exchange,
+                delay,
+            )
+            self._connection.call_later(
+                delay, partial(self._publish_then_settle, batch, unrouted, tries + 1)
+            )
+            return
+        self._settle_flushed(batch)
+
+    def _settle_flushed(self, batch: list[tuple[int, float, T]]) -> None:
+        """Ack the deliveries a published batch completes."""
         now = time.monotonic()
         done: list[int] = []
         for tag, started, _ in batch:

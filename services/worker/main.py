@@ -192,6 +192,7 @@ class _Serving:
                 release=self.runner.release,
                 occupied=self._occupied,
                 redelivered=self.runner.note_redelivered,
+                hold_unrouted=True,
             )
             self.consumer.start()
             log.info(

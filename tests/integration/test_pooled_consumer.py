@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from pika.adapters.blocking_connection import BlockingConnection
 
+from common import pooled_consumer
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.config import StoreSettings
 from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
@@ -332,3 +333,64 @@ def test_a_run_that_raised_goes_back_alone_and_its_pack_is_acked(one_pack: Pack)
     consumer.stop_consuming()
     consumer.close()
     assert left_in_queue(one_pack) == [b"b"]
+
+
+def test_units_whose_prepare_fails_wait_for_a_backoff_instead_of_looping_through_the_queue(
+    broker: tuple[BlockingConnection, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis down: a worker's admit fails. Given back, the deliveries came straight back
+    # and failed again, a tight loop of nacks; held, they wait for the backoff.
+    monkeypatch.setattr(pooled_consumer, "backoff_seconds", lambda failures: 3600.0, raising=False)
+    connection, queue = broker
+    calls: list[int] = []
+    store_up = [False]
+
+    def prepare(units: Sequence[bytes]) -> Sequence[bytes]:
+        calls.append(len(units))
+        if not store_up[0]:
+            raise ConnectionError("Redis is down")
+        return units
+
+    flushed = Flushed()
+    consumer = PooledConsumer(
+        connection, queue, 3, ONE_PER_MESSAGE, prepare, lambda body: body, flushed.flush
+    )
+    consumer.start()
+    pump(connection, lambda: consumer.waiting == 3)
+    connection.process_data_events(time_limit=0.5)
+    assert len(calls) <= 3, f"prepare was tried {len(calls)} times: the units looped"
+    assert consumer.held == 3 and flushed == []
+    store_up[0] = True
+    consumer._retry_prepare()  # the backoff has passed
+    pump(connection, lambda: len(flushed) == 3)
+    consumer.close()
+    assert sorted(flushed) == [b"0", b"1", b"2"]
+
+
+def test_output_no_queue_takes_holds_its_delivery_until_it_lands(
+    broker: tuple[BlockingConnection, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker's results exchange with no queue bound: the broker returns the results,
+    # and acking their deliveries would lose them silently.
+    monkeypatch.setattr(pooled_consumer, "backoff_seconds", lambda failures: 0.2, raising=False)
+    connection, queue = broker
+
+    flushed: list[bytes] = []
+
+    def flush(outcomes: Sequence[bytes]) -> list[OutgoingMessage]:
+        flushed.extend(outcomes)
+        return [OutgoingMessage(DISPATCH_EXCHANGE, "w-later", b"+".join(outcomes), "out")]
+
+    consumer = PooledConsumer(
+        connection, queue, 3, ONE_PER_MESSAGE, unchanged, lambda b: b, flush, hold_unrouted=True
+    )
+    consumer.start()
+    pump(connection, lambda: len(flushed) == 3 and consumer.active == 0)
+    for _ in range(5):
+        connection.process_data_events(time_limit=0.1)
+    assert consumer.held == 3, "deliveries were acked while their output found no queue"
+    later = declare_worker_queue(connection.channel(), "w-later")
+    pump(connection, lambda: consumer.held == 0)
+    consumer.close()
+    assert ready(connection, later) >= 1
+    assert ready(connection, queue) == 0
