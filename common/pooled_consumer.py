@@ -153,6 +153,9 @@ class PooledConsumer(Generic[U, P, T]):
     ``hold_unrouted`` keeps a delivery unacked while output of its units comes back
     unroutable (a missing exchange binding would lose it silently), publishing that
     output again after a jittered backoff until a queue takes it.
+
+    ``orphaned(outcome)``, when given, gets each outcome that can no longer be flushed:
+    its run ended after the connection closed, or it waited for a flush at ``close``.
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class PooledConsumer(Generic[U, P, T]):
         occupied: Callable[[], int] | None = None,
         redelivered: Callable[[Sequence[U]], object] | None = None,
         hold_unrouted: bool = False,
+        orphaned: Callable[[T], object] | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -182,6 +186,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._occupied = occupied
         self._note_redelivered = redelivered
         self._hold_unrouted = hold_unrouted
+        self._orphaned = orphaned
         self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
         self._runs = count()
@@ -247,9 +252,14 @@ class PooledConsumer(Generic[U, P, T]):
         Runs admitted but not yet picked up by a pool thread are cancelled: their
         deliveries go back to the queue with the connection, and ``release`` is given
         their items, so whatever admitting them claimed (the worker's started key) does
-        not make the redelivered copy look like an interrupted run.
+        not make the redelivered copy look like an interrupted run. Outcomes still
+        waiting for a flush go to ``orphaned``.
         """
         self._pool.shutdown(wait=False, cancel_futures=True)
+        done, self._done = self._done, []
+        if self._orphaned is not None:
+            for _tag, _started, outcome in done:
+                self._orphaned(outcome)
         never_ran = [item for future, item in self._submitted.values() if future.cancelled()]
         self._submitted.clear()
         if never_ran and self._release is not None:
@@ -339,8 +349,20 @@ class PooledConsumer(Generic[U, P, T]):
             self._connection.add_callback_threadsafe(self._drain_finished)
         except AMQPError:
             # The connection is gone: its deliveries return to the queue and are handled
-            # again (a run that had started is then reported LOST).
-            log.warning("connection closed; dropping the outcome of delivery %d", run.tag)
+            # again; ``orphaned`` keeps the outcome where that copy can find it.
+            log.warning("connection closed; cannot flush the outcome of delivery %d", run.tag)
+            self._orphan([future])
+
+    def _orphan(self, futures: Sequence[Future[T]]) -> None:
+        """Hand outcomes this consumer can no longer flush to ``orphaned``."""
+        if self._orphaned is None:
+            return
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                try:
+                    self._orphaned(future.result())
+                except Exception:
+                    log.exception("could not keep an outcome the connection lost")
 
     def _drain_finished(self) -> None:
         with self._finished_lock:

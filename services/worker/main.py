@@ -193,6 +193,7 @@ class _Serving:
                 occupied=self._occupied,
                 redelivered=self.runner.note_redelivered,
                 hold_unrouted=True,
+                orphaned=self.runner.keep_outcome,
             )
             self.consumer.start()
             log.info(
@@ -218,8 +219,22 @@ def _drain(
     consumer: PooledConsumer[Unit, Admitted, ExecutionResult | None],
     heartbeat: Heartbeater,
 ) -> None:
+    """Take nothing new, give back what waits, and publish the runs going as they end.
+
+    A run still going after ``DRAIN_GRACE_SECONDS`` is waited for too: dropping its
+    result would leave it to be reported LOST. The grace only says when to log it; a
+    process killed meanwhile (SIGKILL) has its run reported LOST, as any worker's death.
+    """
     consumer.stop_consuming()
     heartbeat.state = WorkerState.DRAINING
     deadline = time.monotonic() + DRAIN_GRACE_SECONDS
     while consumer.active and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.2)
+    if consumer.active:
+        log.warning(
+            "%d runs still going after the %.0f s drain grace; waiting for them to report",
+            consumer.active,
+            DRAIN_GRACE_SECONDS,
+        )
+    while consumer.active:
         connection.process_data_events(time_limit=0.2)

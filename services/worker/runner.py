@@ -198,6 +198,12 @@ class ExecutionRunner:
                 self._local.forget([r.execution_id for r in results])
         return result_messages(self._worker_id, results)
 
+    def keep_outcome(self, outcome: ExecutionResult | None) -> None:
+        """Store an outcome that cannot be published now (its connection is gone) with
+        its started key, so the copy that comes back, or the leader, reports it."""
+        if outcome is not None:
+            self.report([outcome])
+
     def run(self, message: DispatchMessage) -> ExecutionResult | None:
         """Admit and run one execution (``admit`` then ``execute``)."""
         return self.execute(self.admit([message])[0])

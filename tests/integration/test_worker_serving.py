@@ -20,13 +20,17 @@ from common.db.executions import NewExecution, insert_executions, mark_queued, p
 from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
 from common.messages import DispatchMessage, ExecutionResult, ResultBatch
-from common.pooled_consumer import ConsumerStats
+from common.pooled_consumer import ConsumerStats, PooledConsumer
+from common.started_mark import parse_started
+from common.states import WorkerState
 from common.stores import Stores
 from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
 from services.cli import main
+from services.worker import main as worker_main
 from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
 from services.worker.main import _Serving
+from services.worker.packs import DispatchPacking
 from services.worker.registry import HandlerContext, HandlerFn
 from services.worker.runner import ExecutionRunner
 from tests.integration.helpers import make_app
@@ -269,3 +273,60 @@ def test_a_worker_restarted_with_its_id_settles_the_runs_its_previous_process_le
         assert sent == worker.serving.incarnation.encode()
     finally:
         worker.close()
+
+
+def test_a_run_ending_after_the_drain_grace_still_reports_its_result(
+    namespace: StoreSettings,
+    redis_client: redis.Redis,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_main, "DRAIN_GRACE_SECONDS", 0.2)
+    GATE.clear()
+    worker = WorkerInThread(namespace, redis_client, engine, capacity=1)
+    worker.thread.start()
+    try:
+        consumer = wait_for(lambda: worker.serving.consumer, "the worker to consume")
+        worker.send("long", "t.stuck")
+        wait_for(lambda: consumer.active == 1, "the run to start")
+        worker.stop.set()  # SIGTERM
+        wait_for(lambda: worker.heartbeat.state is WorkerState.DRAINING, "the drain")
+        time.sleep(0.5)  # past the grace
+        GATE.set()
+        assert worker.result("long").status == "SUCCEEDED"
+    finally:
+        worker.close()
+
+
+def test_an_outcome_the_connection_lost_is_kept_with_its_started_key(
+    namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    GATE.clear()
+    keys = RedisKeys(namespace.namespace)
+    worker = WorkerInThread(namespace, redis_client, engine, capacity=1)
+    worker.send("long", "t.stuck")
+    connection = connect(namespace, "w1")
+    setup = connection.channel()
+    declare_core(setup)
+    consumer = PooledConsumer(
+        connection,
+        declare_worker_queue(setup, "w1"),
+        1,
+        DispatchPacking(),
+        worker.runner.admit,
+        worker.runner.execute,
+        worker.runner.report,
+        orphaned=worker.runner.keep_outcome,
+    )
+    consumer.start()
+    while consumer.active == 0:
+        connection.process_data_events(time_limit=0.05)
+    consumer.close()
+    connection.close()  # the broker connection drops mid-run
+    GATE.set()
+    stored = wait_for(
+        lambda: parse_started(redis_client.get(keys.execution_started("long")))[1],
+        "the outcome to be stored",
+    )
+    assert ExecutionResult.model_validate_json(stored).status == "SUCCEEDED"
+    worker.connection.close()
