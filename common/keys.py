@@ -46,6 +46,12 @@ class RedisKeys:
         takes it (GET and DEL) with its next heartbeat."""
         return self._key("worker", worker_id, "drain")
 
+    def worker_drained(self, worker_id: str) -> str:
+        """Set by an operator (``kairos workers drain``) until ``undrain``: the worker
+        takes no new work (its unstarted work moves to others), finishes its runs and
+        stays up, so it may then be stopped. Read by the worker with every heartbeat."""
+        return self._key("worker", worker_id, "drained")
+
     def activity(self, minute_ms: int) -> str:
         """A hash of one minute's activity (``common.activity``): outcomes recorded and
         trigger-lag buckets, added to by every dispatcher."""

@@ -246,6 +246,13 @@ class PooledConsumer(Generic[U, P, T]):
             self._consumer_tag = None
         self._give_back({tag for tag, _ in self._arrived})
 
+    def resume_consuming(self) -> None:
+        """Take messages again after ``stop_consuming`` (an operator's drain lifted)."""
+        self._stopping = False
+        if self._consumer_tag is None:
+            self._consumer_tag = self._channel.basic_consume(self._queue, self._on_message)
+        self._admit()
+
     def close(self) -> None:
         """Release the pool; call after the connection stopped processing.
 

@@ -1,6 +1,14 @@
-"""Asking a worker to drain: it finishes the runs it has, takes no more, and stops, as
-on SIGTERM. The request is a Redis key the worker takes with its next heartbeat, so it
-reaches a worker on any host; it lapses if no worker takes it."""
+"""Operators' drains, as Redis keys a worker reads with its heartbeats (so they reach a
+worker on any host).
+
+- A drain request (the console's Drain): the worker finishes the runs it has, takes no
+  more, and stops, as on SIGTERM. The worker takes it (GET and DEL); it lapses if no
+  worker takes it.
+- A standing drain (``kairos workers drain``, until ``kairos workers undrain``): the
+  worker is routed nothing new, gives back what it holds unstarted (the leader moves
+  its unstarted work to live workers), finishes its runs and stays up, so it may then
+  be stopped.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +38,14 @@ def request_drain(
     """Ask a live worker to drain; ``WorkerNotLiveError`` for one that is not running
     (unknown, stopped, forgotten, draining already or silent for longer than
     ``stale_ms``). Returns the worker as it was."""
+    worker = _live_worker(engine, clock, worker_id, stale_ms)
+    client.set(keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
+    return worker
+
+
+def _live_worker(engine: Engine, clock: ClusterClock, worker_id: str, stale_ms: int) -> WorkerView:
+    """The worker, if it is ACTIVE and heard from within ``stale_ms``; else
+    ``WorkerNotLiveError`` saying why not."""
     with engine.connect() as conn:
         found = {w.worker_id: w for w in worker_views(conn, clock.now_ms(), stale_ms)}
     worker = found.get(worker_id)
@@ -41,8 +57,38 @@ def request_drain(
         raise WorkerNotLiveError(
             worker_id, f"it has not sent a heartbeat for {worker.age_ms / 1000:.0f} s"
         )
-    client.set(keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
     return worker
+
+
+def set_drained(
+    engine: Engine,
+    client: redis.Redis,
+    keys: RedisKeys,
+    clock: ClusterClock,
+    worker_id: str,
+    stale_ms: int,
+    requested_by: str,
+) -> WorkerView:
+    """Drain a live worker until it is undrained (``WorkerNotLiveError`` for one that is
+    not ACTIVE and fresh); it takes the drain with its next heartbeat. Returns the
+    worker as it was."""
+    worker = _live_worker(engine, clock, worker_id, stale_ms)
+    client.set(keys.worker_drained(worker_id), requested_by)
+    return worker
+
+
+def clear_drained(client: redis.Redis, keys: RedisKeys, worker_id: str) -> bool:
+    """Undrain a worker: it takes work again with its next heartbeat. False when it was
+    not drained."""
+    return bool(client.delete(keys.worker_drained(worker_id)))
+
+
+def drained(client: redis.Redis, keys: RedisKeys, worker_ids: Sequence[str]) -> set[str]:
+    """Which of these workers an operator drained (and has not undrained)."""
+    if not worker_ids:
+        return set()
+    found = client.mget([keys.worker_drained(w) for w in worker_ids])
+    return {w for w, value in zip(worker_ids, found, strict=True) if value is not None}
 
 
 def drains_requested(client: redis.Redis, keys: RedisKeys, worker_ids: Sequence[str]) -> set[str]:

@@ -35,7 +35,9 @@ def _queues_by_worker(settings: ApiSettings) -> tuple[dict[str, QueueCounts], st
         return {}, str(e)
 
 
-def _worker_json(w: WorkerView, drain: bool, queue: QueueCounts | None) -> dict[str, Any]:
+def _worker_json(
+    w: WorkerView, drain: bool, queue: QueueCounts | None, drained: bool = False
+) -> dict[str, Any]:
     parts = w.score
     return {
         "workerId": w.worker_id,
@@ -53,15 +55,20 @@ def _worker_json(w: WorkerView, drain: bool, queue: QueueCounts | None) -> dict[
         "score": round(parts.total, 3),
         "scoreParts": {"runs": parts.runs, "avgRun": parts.avg_run, "cpu": parts.cpu},
         "drainRequested": drain,
+        "drained": drained,
         "queue": None if queue is None else {k: v for k, v in queue.items() if k != "name"},
         "handlers": list(w.handlers),
     }
 
 
-def _worker_row(w: WorkerView, drain: bool, queue: QueueCounts | None) -> list[str]:
+def _worker_row(
+    w: WorkerView, drain: bool, queue: QueueCounts | None, drained: bool = False
+) -> list[str]:
     state = "STALE" if w.stale else w.state.value
     if drain:
         state += " (drain asked)"
+    if drained:
+        state += " (drained)"
     return [
         w.worker_id,
         state,
@@ -100,7 +107,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
     """Workers with their state, heartbeat age by the cluster clock, load and score."""
     from common.config import ApiSettings
     from common.topology import worker_queue
-    from common.worker_control import drains_requested
+    from common.worker_control import drained, drains_requested
     from common.worker_views import worker_views
     from services.job_operations import operator_state
 
@@ -109,16 +116,69 @@ def cmd_workers(args: argparse.Namespace) -> int:
         now = state.clock.now_ms()
         with state.engine.connect() as conn:
             workers = worker_views(conn, now, settings.heartbeat_stale_ms)
-        drains = drains_requested(state.redis, state.keys, [w.worker_id for w in workers])
+        ids = [w.worker_id for w in workers]
+        drains = drains_requested(state.redis, state.keys, ids)
+        standing = drained(state.redis, state.keys, ids)
     queues, queue_error = _queues_by_worker(settings)
     if queue_error is not None:
         print(f"kairos: queue figures left out: {queue_error}", file=sys.stderr)
-    found = [(w, w.worker_id in drains, queues.get(worker_queue(w.worker_id))) for w in workers]
+    found = [
+        (
+            w,
+            w.worker_id in drains,
+            queues.get(worker_queue(w.worker_id)),
+            w.worker_id in standing,
+        )
+        for w in workers
+    ]
     if args.output == "json":
         print_json({"workers": [_worker_json(*item) for item in found]})
         return 0
     rows = [_worker_row(*item) for item in found]
     print_table(WORKER_COLUMNS, rows, "no worker has sent a heartbeat yet")
+    return 0
+
+
+def cmd_workers_drain(args: argparse.Namespace) -> int:
+    """Drain a worker until undrained: routed nothing new, its unstarted work moved to
+    other workers, its runs finished; it stays up and may then be stopped."""
+    import getpass
+
+    from common.config import ApiSettings
+    from common.worker_control import set_drained
+    from services.job_operations import operator_state
+
+    settings = ApiSettings()
+    with operator_state(settings) as state:
+        set_drained(
+            state.engine,
+            state.redis,
+            state.keys,
+            state.clock,
+            args.worker_id,
+            settings.heartbeat_stale_ms,
+            f"{getpass.getuser()} (cli)",
+        )
+    print(
+        f"worker {args.worker_id} drains at its next heartbeat: it takes no new work, its "
+        "unstarted work moves to other workers, its runs finish; then it may be stopped "
+        f"(`kairos workers undrain {args.worker_id}` to take work again)"
+    )
+    return 0
+
+
+def cmd_workers_undrain(args: argparse.Namespace) -> int:
+    """Lift a drain: the worker takes work again at its next heartbeat."""
+    from common.config import ApiSettings
+    from common.worker_control import clear_drained
+    from services.job_operations import operator_state
+
+    with operator_state(ApiSettings()) as state:
+        lifted = clear_drained(state.redis, state.keys, args.worker_id)
+    if not lifted:
+        print(f"kairos: worker {args.worker_id!r} is not drained", file=sys.stderr)
+        return 1
+    print(f"worker {args.worker_id} takes work again at its next heartbeat")
     return 0
 
 
@@ -228,6 +288,16 @@ def add_cluster_parsers(sub: Any) -> None:
     )
     workers.add_argument("-o", "--output", choices=["table", "json"], default="table")
     workers.set_defaults(func=cmd_workers)
+    actions = workers.add_subparsers(dest="workers_cmd", required=False)
+    drain = actions.add_parser(
+        "drain",
+        help="route a worker nothing new, move its unstarted work, let its runs finish",
+    )
+    drain.add_argument("worker_id")
+    drain.set_defaults(func=cmd_workers_drain)
+    undrain = actions.add_parser("undrain", help="let a drained worker take work again")
+    undrain.add_argument("worker_id")
+    undrain.set_defaults(func=cmd_workers_undrain)
     stats = sub.add_parser(
         "stats", help="runs finished and failed, rates, trigger lag percentiles, queue depths"
     )

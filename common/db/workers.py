@@ -70,6 +70,18 @@ def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
     )
 
 
+def draining_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
+    """DRAINING workers whose last heartbeat is no older than the cut-off."""
+    return list(
+        conn.execute(
+            sa.select(workers).where(
+                workers.c.state == WorkerState.DRAINING,
+                workers.c.last_heartbeat >= heard_since_ms,
+            )
+        ).all()
+    )
+
+
 def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
     """Workers that said they stopped, or whose last heartbeat is older than the cut-off;
     not those forgotten already."""

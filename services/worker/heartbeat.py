@@ -66,9 +66,10 @@ class Heartbeater:
     While no heartbeat lands, ``fence`` closes (``services/worker/fence.py``) and the
     worker starts no new run; ``on_reopen`` is called when one lands again.
 
-    Each heartbeat also takes an operator's drain request (``RedisKeys.worker_drain``, set
-    from the console) and hands it to ``on_drain``: the worker then drains and stops as
-    on SIGTERM.
+    Each heartbeat also reads an operator's standing drain (``RedisKeys.worker_drained``)
+    and hands each change to ``on_drained``; and it takes an operator's drain request
+    (``RedisKeys.worker_drain``, set from the console) and hands it to ``on_drain``: the
+    worker then drains and stops as on SIGTERM.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class Heartbeater:
         fence: Fence | None = None,
         on_reopen: Callable[[], None] = lambda: None,
         incarnation: str = "",
+        on_drained: Callable[[bool], None] = lambda drained: None,
     ) -> None:
         self._worker_id = identity.worker_id
         self._capacity = identity.capacity
@@ -93,6 +95,8 @@ class Heartbeater:
         self.fence = fence if fence is not None else Fence(interval)
         self._on_reopen = on_reopen
         self._incarnation = incarnation
+        self._on_drained = on_drained
+        self._drained = False
         self._fence_logged = False
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
@@ -136,10 +140,13 @@ class Heartbeater:
         pipe.pexpire(key, int(self._interval * 3000))
         pipe.get(drain)
         pipe.delete(drain)
-        requested_by = pipe.execute()[2]
+        pipe.get(self._keys.worker_drained(self._worker_id))
+        replies = pipe.execute()
+        requested_by, drained_by = replies[2], replies[4]
         with self._engine.begin() as conn:
             upsert_heartbeat(conn, heartbeat)
         self._landed()
+        self._take_drained(drained_by)
         if requested_by is not None and self.state is WorkerState.ACTIVE:
             log.info(
                 "drain requested by operator %s: finishing the runs going, then stopping",
@@ -147,6 +154,22 @@ class Heartbeater:
                 extra={"worker_id": self._worker_id},
             )
             self._on_drain()
+
+    def _take_drained(self, drained_by: bytes | None) -> None:
+        """Hand a standing drain set or lifted since the last heartbeat to ``on_drained``."""
+        drained = drained_by is not None
+        if drained == self._drained:
+            return
+        self._drained = drained
+        if drained_by is not None:
+            log.info(
+                "drained by operator %s: taking no new work, finishing the runs going",
+                drained_by.decode(errors="replace"),
+                extra={"worker_id": self._worker_id},
+            )
+        else:
+            log.info("undrained: taking work again", extra={"worker_id": self._worker_id})
+        self._on_drained(drained)
 
     def _landed(self) -> None:
         if self.fence.heard():

@@ -8,6 +8,7 @@ import threading
 import time
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, connect
 from common.config import WorkerSettings
@@ -83,6 +84,7 @@ def run_worker(settings: WorkerSettings) -> None:
         fence=fence,
         on_reopen=serving.wake,
         incarnation=serving.incarnation,
+        on_drained=serving.set_drained,
     )
     freeze_startup_heap()
     heartbeat.start()
@@ -116,6 +118,10 @@ class _Serving:
         self.stores = stores
         self.incarnation = incarnation or new_incarnation()
         self.settled = False
+        self.drained = False
+        self._heartbeat: Heartbeater | None = None
+        self._connection: BlockingConnection | None = None
+        self._stop = threading.Event()
         self.worker_id = worker_id
         self.runner = runner
         self.stats = stats
@@ -142,6 +148,28 @@ class _Serving:
         if self.fence is not None and self.fence.closed:
             return self.settings.capacity
         return self.runner.overruns.count
+
+    def set_drained(self, drained: bool) -> None:
+        """An operator drained or undrained this worker (from the heartbeat thread): the
+        consumer stops or resumes taking messages, in the connection's thread."""
+        self.drained = drained
+        connection = self._connection
+        if connection is not None:
+            try:
+                connection.add_callback_threadsafe(self._apply_drained)
+            except AMQPError:
+                pass  # the connection is gone; the next one starts as ``drained`` says
+
+    def _apply_drained(self) -> None:
+        consumer, heartbeat = self.consumer, self._heartbeat
+        if consumer is None or heartbeat is None or heartbeat.state is WorkerState.STOPPED:
+            return
+        if self.drained:
+            consumer.stop_consuming()
+            heartbeat.state = WorkerState.DRAINING
+        elif not self._stop.is_set():
+            consumer.resume_consuming()
+            heartbeat.state = WorkerState.ACTIVE
 
     def held(self) -> int:
         """Dispatch messages held unacked on the current connection."""
@@ -196,6 +224,9 @@ class _Serving:
                 orphaned=self.runner.keep_outcome,
             )
             self.consumer.start()
+            self._heartbeat, self._stop, self._connection = heartbeat, stop, connection
+            if self.drained:
+                self._apply_drained()
             log.info(
                 "worker %s consuming %s, capacity %d",
                 self.worker_id,
@@ -207,6 +238,7 @@ class _Serving:
                 connection.process_data_events(time_limit=0.2)
             _drain(connection, self.consumer, heartbeat)
         finally:
+            self._connection = None
             if self.consumer is not None:
                 self.consumer.close()
                 self.consumer = None

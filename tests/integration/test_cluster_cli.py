@@ -126,3 +126,25 @@ def test_stats_without_the_management_api_still_shows_the_rest(
     assert err.startswith("kairos: queue depths left out: RabbitMQ management API")
     assert "guest:guest" not in err
     assert json.loads(out)["queues"] == []
+
+
+def test_workers_drain_and_undrain_a_worker(
+    cli: Any, engine: Engine, redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    keys = RedisKeys(namespace.namespace)
+    register_worker(engine, "w1", now_ms=ClusterClock(redis_client).now_ms())
+    status, out, _err = cli("workers", "drain", "w1")
+    assert status == 0 and "takes no new work" in out
+    assert redis_client.get(keys.worker_drained("w1")) is not None
+    status, out, _err = cli("workers", "-o", "json")
+    (shown,) = json.loads(out)["workers"]
+    assert shown["drained"] is True and shown["drainRequested"] is False
+    status, out, _err = cli("workers")
+    assert "(drained)" in out
+    status, out, _err = cli("workers", "undrain", "w1")
+    assert status == 0 and "takes work again" in out
+    assert redis_client.get(keys.worker_drained("w1")) is None
+    status, _out, err = cli("workers", "undrain", "w1")
+    assert status == 1 and "is not drained" in err
+    status, _out, err = cli("workers", "drain", "w9")
+    assert status == 2 and "no worker has that id" in err

@@ -380,3 +380,45 @@ def test_a_stopped_workers_unstarted_work_moves_to_a_live_worker(
     connection.process_data_events(time_limit=1)
     assert len(bodies) == 1 and b"e-waiting" in bodies[0]
     assert published_results(connection) == []
+
+
+def test_a_draining_workers_unstarted_work_moves_and_its_runs_stay(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    channel: BlockingChannel,
+    namespace: StoreSettings,
+) -> None:
+    keys = RedisKeys(namespace.namespace)
+    now = ClusterClock(redis_client).now_ms()
+    declare_worker_queue(channel, "drained")  # it stopped consuming
+    register_worker(engine, "drained", now_ms=now, state=WorkerState.DRAINING)
+    register_worker(engine, "live", now_ms=now)
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    queued_on(engine, "e-running", "drained")
+    queued_on(engine, "e-waiting", "drained")
+    redis_client.set(keys.execution_started("e-running"), "drained")
+    recovery = make_recovery(engine, redis_client, connection, namespace)
+    recovery.rescue_dead_workers()  # not dead: fresh, and it says it drains
+    assert execution_row(engine, "e-waiting") == ("QUEUED", "drained")
+    recovery.move_off_draining_workers()
+    assert execution_row(engine, "e-waiting") == ("QUEUED", "live")
+    assert execution_row(engine, "e-running") == ("QUEUED", "drained")
+    assert published_results(connection) == []
+
+
+def test_a_draining_worker_still_consuming_keeps_its_work(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    channel: BlockingChannel,
+    namespace: StoreSettings,
+) -> None:
+    now = ClusterClock(redis_client).now_ms()
+    register_worker(engine, "draining", now_ms=now, state=WorkerState.DRAINING)
+    channel.basic_consume(declare_worker_queue(channel, "draining"), lambda *_: None)
+    register_worker(engine, "live", now_ms=now)
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    queued_on(engine, "e-waiting", "draining")
+    make_recovery(engine, redis_client, connection, namespace).move_off_draining_workers()
+    assert execution_row(engine, "e-waiting") == ("QUEUED", "draining")

@@ -24,7 +24,13 @@ from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.started_mark import parse_started
 from common.states import WorkerState
 from common.stores import Stores
-from common.topology import DISPATCH_EXCHANGE, RESULTS_QUEUE, declare_core, declare_worker_queue
+from common.topology import (
+    DISPATCH_EXCHANGE,
+    RESULTS_QUEUE,
+    declare_core,
+    declare_worker_queue,
+    worker_queue,
+)
 from services.cli import main
 from services.worker import main as worker_main
 from services.worker.fence import Fence
@@ -81,6 +87,7 @@ class WorkerInThread:
             fence=fence,
             on_reopen=self.serving.wake,
             incarnation=self.serving.incarnation,
+            on_drained=self.serving.set_drained,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
@@ -330,3 +337,26 @@ def test_an_outcome_the_connection_lost_is_kept_with_its_started_key(
     )
     assert ExecutionResult.model_validate_json(stored).status == "SUCCEEDED"
     worker.connection.close()
+
+
+def ready_in(worker: WorkerInThread, queue: str) -> int:
+    channel = worker.connection.channel()
+    count = int(channel.queue_declare(queue, passive=True).method.message_count)
+    channel.close()
+    return count
+
+
+def test_a_drained_worker_takes_nothing_new_until_it_is_undrained(
+    worker: WorkerInThread, namespace: StoreSettings, redis_client: redis.Redis
+) -> None:
+    keys = RedisKeys(namespace.namespace)
+    redis_client.set(keys.worker_drained("w1"), "alice")
+    worker.heartbeat.send()
+    wait_for(lambda: worker.heartbeat.state is WorkerState.DRAINING, "the drain")
+    worker.send("while-drained", "t.count")
+    time.sleep(0.5)
+    assert RAN == [] and ready_in(worker, worker_queue("w1")) == 1
+    redis_client.delete(keys.worker_drained("w1"))
+    worker.heartbeat.send()
+    assert worker.result("while-drained").status == "SUCCEEDED"
+    assert worker.heartbeat.state is WorkerState.ACTIVE

@@ -87,6 +87,42 @@ class Rescue:
             if forgettable and long_gone and not had_work:
                 forgettable -= self._forget(worker.worker_id, int(worker.last_heartbeat), now)
 
+    def move_off_draining_workers(self) -> None:
+        """Move the unstarted work of DRAINING workers that stopped consuming (an
+        operator's drain, or a SIGTERM) to live workers; their runs are left to finish.
+
+        Only executions with no started key move, and not those dispatched before Redis
+        last lost its data (one of those may be running with its key gone). The copy
+        left in the drained worker's queue finds the key of the run that took it, should
+        the worker consume again, and is dropped.
+        """
+        now = self._clock.now_ms()
+        with self._engine.connect() as conn:
+            draining = workers.draining_workers(conn, now - self._stale_ms)
+        for worker in draining:
+            if self._directory.consumer_count(worker.worker_id) != 0:
+                continue
+            with self._engine.connect() as conn:
+                rows = sendable.unfinished_on_worker(conn, worker.worker_id, SWEEP_LIMIT)
+            if not rows:
+                continue
+            epoch = started_epoch(self._redis, self._keys, now)
+            unstarted = [
+                r
+                for r in rows
+                if self._started_mark(r.execution_id)[0] is None
+                and not key_may_be_lost(r.dispatched_at, epoch)
+            ]
+            moved, held = self._reroute(unstarted)
+            if moved or held:
+                log.info(
+                    "worker %s drains: %d unstarted executions moved, %d back to the firer",
+                    worker.worker_id,
+                    moved,
+                    held,
+                    extra={"worker_id": worker.worker_id},
+                )
+
     def _forget(self, worker_id: str, last_heard_ms: int, now_ms: int) -> bool:
         """Stop sweeping a worker long gone, and delete its queue; whether it did.
 

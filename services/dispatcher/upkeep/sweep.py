@@ -90,6 +90,7 @@ class Upkeep:
         s, engine, clock = self._settings, self._stores.engine, self._stores.clock
         publisher = self._publisher
         self._run("rescue", self.rescue.rescue_dead_workers)
+        self._run("draining", self.rescue.move_off_draining_workers)
         self._run("timeouts", lambda: time_out_overdue(self._stores, publisher, s.timeouts))
         self._run(
             "callbacks",
