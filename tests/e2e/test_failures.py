@@ -164,6 +164,34 @@ def test_long_run_is_acked_early_and_still_reports(processes: Processes, engine:
     assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
+def test_a_long_run_acked_early_is_settled_when_its_worker_restarts_with_the_same_id(
+    processes: Processes, engine: Engine
+) -> None:
+    processes.start("d", "dispatcher")
+    processes.start("w1", "worker", "--id", "w1", KAIROS_ACK_DEADLINE_SECONDS="1")
+    api = start_api(processes)
+    body = {
+        "jobName": "long",
+        "jobHandler": "demo.sleep",
+        "params": {"seconds": 30},
+        "maxRetries": 1,
+        "retryBackoffSeconds": 1,
+    }
+    job_id = api.post_job(body).json()["jobId"]
+    wait_until(lambda: "long-running deliveries early" in processes.log("w1"), 20)
+    processes.signal("w1", signal.SIGKILL)
+    # Back within the staleness window, under the same id: no delivery comes back, and
+    # the leader never sees w1 dead.
+    processes.start("w1-again", "worker", "--id", "w1")
+    wait_until(
+        lambda: len(api.executions(job_id)) == 2, 40, what="the interrupted run to be retried"
+    )
+    retry, lost = api.executions(job_id)
+    assert (lost["attempt"], lost["status"]) == (1, "LOST")
+    assert "restarted" in lost["message"]
+    assert retry["attempt"] == 2
+
+
 def test_worker_reconnects_when_the_broker_drops_its_connection(
     processes: Processes, namespace: StoreSettings, engine: Engine
 ) -> None:
