@@ -14,8 +14,11 @@ restart the machine's servers: they never run beside other tests.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -28,6 +31,7 @@ from tests.chaos.stack import ChaosStack, start_worker
 from tests.e2e.harness import CallbackReceiver, Processes, wait_until
 
 SETTLE_SECONDS = 150
+KAIROS = str(Path(sys.executable).parent / "kairos")
 
 pytestmark = pytest.mark.timeout(360)
 # A dead worker's work moves to live workers within this long of its death.
@@ -145,6 +149,23 @@ def test_a_worker_drained_with_queued_and_running_work(stack: ChaosStack, engine
         s.processes.signal("w1", signal.SIGTERM)
 
     run_scenario("a worker drained (SIGTERM)", stack, engine, drain, seconds=0.5)
+
+
+def test_a_worker_drained_by_an_operator_with_queued_and_running_work(
+    stack: ChaosStack, engine: Engine
+) -> None:
+    def drain(s: ChaosStack, engine: Engine) -> None:
+        wait_until(lambda: queued_on(engine, "w1"), 10, what="work on w1")
+        done = subprocess.run(
+            [KAIROS, "workers", "drain", "w1"], env=s.processes.env, capture_output=True
+        )
+        assert done.returncode == 0, done.stderr
+        began = time.monotonic()
+        wait_until(lambda: queued_on(engine, "w1") == 0, MOVE_SECONDS, what="w1's work to move")
+        print(f"w1's work moved or finished in {time.monotonic() - began:.1f} s")
+        assert s.processes.running["w1"].poll() is None, "a drained worker stays up"
+
+    run_scenario("a worker drained (kairos workers drain)", stack, engine, drain, seconds=0.5)
 
 
 @pytest.mark.xfail(
