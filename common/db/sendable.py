@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from common.db import driver
 from common.db.rows import AnyRow
+from common.db.stuck import Page
 from common.states import ExecutionStatus, JobStatus
 
 
@@ -97,18 +98,28 @@ def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[E
     return [_typed(r) for r in rows]
 
 
-def overdue(conn: Connection, now_ms: int, grace_ms: int, limit: int) -> list[ExecutionWithJob]:
-    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace.
+def overdue(
+    conn: Connection, now_ms: int, grace_ms: int, limit: int, after: Page | None = None
+) -> list[ExecutionWithJob]:
+    """QUEUED executions of jobs with a timeout, dispatched longer ago than it plus grace,
+    longest waiting first; with ``after``, only those after that row (the next page).
 
     A run starts at or after its dispatch: these are the candidates, and the caller
     counts from the start its worker reports (``services/dispatcher/upkeep/timeouts``).
+    Candidates not due yet stay: the caller pages through them, so a backlog of those
+    never hides the ones behind it.
     """
+    page, params = "", tuple[int, ...]()
+    if after is not None:
+        page = "AND (e.dispatched_at > %s OR (e.dispatched_at = %s AND e.id > %s)) "
+        params = (after.since_ms, after.since_ms, after.id)
     rows = driver.fetch(
         conn,
         _WITH_JOB + "WHERE e.status = %s AND e.dispatched_at < %s "
         "AND j.timeout_seconds IS NOT NULL "
-        "AND e.dispatched_at + j.timeout_seconds * 1000 < %s LIMIT %s",
-        (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, limit),
+        f"AND e.dispatched_at + j.timeout_seconds * 1000 < %s {page}"
+        "ORDER BY e.dispatched_at, e.id LIMIT %s",
+        (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, *params, limit),
     )
     return [_typed(r) for r in rows]
 

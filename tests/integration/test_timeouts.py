@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
@@ -16,7 +17,8 @@ from common.keys import RedisKeys
 from common.messages import ResultBatch
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core
-from services.dispatcher.upkeep.timeouts import TimeoutSettings, time_out_overdue
+from services.dispatcher.upkeep import timeouts as timeouts_module
+from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings, time_out_overdue
 from tests.integration.helpers import make_app
 
 
@@ -78,3 +80,29 @@ def test_the_timeout_counts_from_the_start_a_worker_took_not_from_dispatch(
     redis_client.set(started("ended"), 'w1\n{"status": "SUCCEEDED"}', px=TTL_MS - 40_000)
     found = timed_out_by_sweep(engine, redis_client, connection, namespace)
     assert found == {"started-long-ago", "waiting-very-long"}
+
+
+def test_candidates_not_due_yet_never_hide_the_overdue_ones_behind_them(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timeouts_module, "SWEEP_LIMIT", 2)
+    make_app(engine)
+    keys = RedisKeys(namespace.namespace)
+    now = ClusterClock(redis_client).now_ms()
+    for n in range(3):  # a backlog no worker has started yet, dispatched first
+        queued_job(engine, f"waiting-{n}", timeout=10, dispatched_at=now - 60_000 + n)
+    queued_job(engine, "hung", timeout=10, dispatched_at=now - 50_000)
+    redis_client.set(keys.execution_started("hung"), "w1", px=TTL_MS - 45_000)
+    stores = Stores.build(namespace, engine, redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    sweep = Timeouts(stores, BatchPublisher(connection.channel()), TimeoutSettings(5_000, TTL_MS))
+    for _ in range(3):
+        sweep.sweep()
+    method, _props, body = channel.basic_get(RESULTS_QUEUE, auto_ack=True)
+    assert method is not None
+    assert [r.execution_id for r in ResultBatch.model_validate_json(body).results] == ["hung"]

@@ -21,7 +21,7 @@ from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
-from services.dispatcher.upkeep.timeouts import TimeoutSettings, time_out_overdue
+from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ class Upkeep:
         if settings.reconcile is not None:
             self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)
         self._next_reconcile = 0.0
+        self._timeouts = Timeouts(stores, publisher, settings.timeouts)
         self._gauges = LeaderGauges(stores.engine, directory)
 
     def sweep(self) -> None:
@@ -91,7 +92,7 @@ class Upkeep:
         publisher = self._publisher
         self._run("rescue", self.rescue.rescue_dead_workers)
         self._run("draining", self.rescue.move_off_draining_workers)
-        self._run("timeouts", lambda: time_out_overdue(self._stores, publisher, s.timeouts))
+        self._run("timeouts", self._timeouts.sweep)
         self._run(
             "callbacks",
             lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),

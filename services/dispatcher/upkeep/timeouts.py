@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from common.broker import BatchPublisher
 from common.db import sendable
 from common.db.sendable import ExecutionWithJob
+from common.db.stuck import Page
 from common.result_messages import publish_results, stand_in_results
 from common.started_mark import FENCES, parse_started
 from common.stores import Stores
@@ -84,16 +85,36 @@ def past_timeout(
     return started + timeout_ms + settings.grace_ms < now_ms
 
 
+class Timeouts:
+    """The timeout sweep, paging through the candidates from one sweep to the next."""
+
+    def __init__(self, stores: Stores, publisher: BatchPublisher, settings: TimeoutSettings):
+        self._stores = stores
+        self._publisher = publisher
+        self._settings = settings
+        self._after: Page | None = None
+
+    def sweep(self) -> None:
+        """Record TIMED_OUT for runs past their job's timeout whose worker never reported;
+        one page of candidates a sweep, starting over once the last page was read."""
+        now = self._stores.clock.now_ms()
+        with self._stores.engine.connect() as conn:
+            page = sendable.overdue(conn, now, self._settings.grace_ms, SWEEP_LIMIT, self._after)
+        last = page[-1] if len(page) == SWEEP_LIMIT else None
+        self._after = None if last is None else Page(int(last.dispatched_at or 0), last.id)
+        if not page:
+            return
+        marks = started_marks(self._stores, page)
+        rows = [
+            r for r, m in zip(page, marks, strict=True) if past_timeout(r, m, now, self._settings)
+        ]
+        if rows:
+            log.warning("%d executions passed their timeout without a report", len(rows))
+            why = "no result within the job's timeout"
+            results = stand_in_results(rows, "TIMED_OUT", why, now)
+            publish_results(self._publisher, STAND_IN_SENDER, results)
+
+
 def time_out_overdue(stores: Stores, publisher: BatchPublisher, settings: TimeoutSettings) -> None:
-    """Record TIMED_OUT for runs past their job's timeout whose worker never reported."""
-    now = stores.clock.now_ms()
-    with stores.engine.connect() as conn:
-        candidates = sendable.overdue(conn, now, settings.grace_ms, SWEEP_LIMIT)
-    if not candidates:
-        return
-    marks = started_marks(stores, candidates)
-    rows = [r for r, m in zip(candidates, marks, strict=True) if past_timeout(r, m, now, settings)]
-    if rows:
-        log.warning("%d executions passed their timeout without a report", len(rows))
-        why = "no result within the job's timeout"
-        publish_results(publisher, STAND_IN_SENDER, stand_in_results(rows, "TIMED_OUT", why, now))
+    """One sweep from the first page (``Timeouts.sweep``)."""
+    Timeouts(stores, publisher, settings).sweep()
