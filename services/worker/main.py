@@ -56,8 +56,9 @@ def run_worker(settings: WorkerSettings) -> None:
 
     A lost broker connection is opened again (with a jittered backoff) instead of ending
     the process; deliveries it held go back to the queue, and a run that was going when
-    it dropped is reported LOST when its message comes back (its handler may have had
-    effects).
+    it dropped goes on: the copy of its message that comes back waits for it and reports
+    its outcome (``ExecutionRunner``). An operator's standing drain (``kairos workers
+    drain``) stops the consuming without stopping the process.
     """
     stop = start_service("worker", settings, settings.metrics_port, settings.metrics_host)
     worker_id = settings.worker_id or f"{socket.gethostname()}-{int(time.time())}"
