@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from common.broker import BatchPublisher
 from common.config import DispatcherSettings
 from common.loadbalance import WorkerChooser
+from common.started_mark import started_epoch
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
@@ -90,6 +91,12 @@ class Upkeep:
         """
         s, engine, clock = self._settings, self._stores.engine, self._stores.clock
         publisher = self._publisher
+        # First: the started epoch must date from before anything this leader sends, or
+        # a fresh (or flushed) Redis makes the first executions look dispatched before
+        # a loss of their started keys (common/started_mark.py).
+        self._run(
+            "epoch", lambda: started_epoch(self._stores.redis, self._stores.keys, clock.now_ms())
+        )
         self._run("rescue", self.rescue.rescue_dead_workers)
         self._run("draining", self.rescue.move_off_draining_workers)
         self._run("timeouts", self._timeouts.sweep)
