@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -41,6 +41,25 @@ class StoreSettings(BaseSettings):
     )
     log_level: str = "INFO"
     log_json: bool = False
+    database_read_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="a MySQL statement whose answer does not come within this long fails "
+        "(a half-open connection, a server gone without a reset); migrations wait longer",
+    )
+    database_lock_wait_seconds: int = Field(
+        default=5,
+        ge=1,
+        description="a statement waits this long at most for a row or table lock another "
+        "transaction holds (a paused process's open transaction), then fails and is "
+        "tried again or passed over",
+    )
+    database_idle_transaction_seconds: int = Field(
+        default=30,
+        ge=0,
+        description="MariaDB ends a session that leaves a transaction open and idle this "
+        "long (its process paused or cut off), so its locks go; 0 never",
+    )
     idempotency_ttl_seconds: int = Field(
         default=7 * 24 * 3600,
         description="how long an execution's started key lives in Redis: a copy of its "
@@ -136,6 +155,13 @@ class DispatcherSettings(StoreSettings):
     dispatcher_id: str = ""
     strategy: str = Field(default="equal_cost", description="equal_cost, round_robin or random")
     lease_ttl_ms: int = 10_000
+    leader_stall_ms: int = Field(
+        default=0,
+        ge=0,
+        description="a leader whose dispatch or claim loop has not finished a pass for this "
+        "long releases its lease and stops dispatching until the loop is back (a statement "
+        "hung on a dead connection); below KAIROS_LEASE_TTL_MS; 0: two thirds of it",
+    )
     batch_size: int = 1_000
     fire_batch_size: int = Field(
         default=2_000,
@@ -175,6 +201,16 @@ class DispatcherSettings(StoreSettings):
         "recorded LOST (retried if allowed); 0 turns the reconciler off",
     )
     results_prefetch: int = 500
+
+    @model_validator(mode="after")
+    def _check_stall(self) -> DispatcherSettings:
+        if self.leader_stall_ms >= self.lease_ttl_ms:
+            raise ValueError(
+                "KAIROS_LEADER_STALL_MS must be below KAIROS_LEASE_TTL_MS: a stalled leader "
+                "must give its lease up before it would run out"
+            )
+        return self
+
     results_batch_wait_ms: int = Field(
         default=10, description="wait this long for more results before writing a batch"
     )

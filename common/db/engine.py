@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from common.config import StoreSettings
 from common.errors import (
@@ -21,9 +23,12 @@ from common.errors import (
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 # No MySQL call waits for ever: a half-open connection (a server gone without a reset)
-# fails its statement after this long instead of holding its thread for hours. The
-# read timeout bounds the longest statement Kairos runs, migrations included.
-CONNECT_ARGS = {"connect_timeout": 10, "read_timeout": 300, "write_timeout": 60}
+# fails its statement after the read timeout (``database_read_timeout_seconds``)
+# instead of holding its thread for hours. Migrations (one long ALTER on a big table)
+# get this much instead.
+MIGRATION_READ_TIMEOUT_SECONDS = 3600
+CONNECT_TIMEOUT_SECONDS = 10
+WRITE_TIMEOUT_SECONDS = 60
 
 
 def server_url(settings: StoreSettings) -> sa.URL:
@@ -36,8 +41,35 @@ def database_url(settings: StoreSettings) -> sa.URL:
     return server_url(settings).set(database=settings.namespace)
 
 
+def session_limits(settings: StoreSettings) -> str:
+    """The statement every connection runs first: how long it waits for a lock another
+    transaction holds, and (MariaDB's ``idle_transaction_timeout``) how long the server
+    keeps a transaction this session leaves open and idle.
+
+    Both bound what a paused or cut-off process costs the others: its open transaction
+    is rolled back after the idle limit, and nobody waits on its locks longer than the
+    lock limit meanwhile (a statement that gives up is tried again or passed over).
+    """
+    lock_wait = int(settings.database_lock_wait_seconds)
+    return (
+        f"SET SESSION innodb_lock_wait_timeout = {lock_wait}, "
+        f"lock_wait_timeout = {lock_wait}, "
+        f"idle_transaction_timeout = {int(settings.database_idle_transaction_seconds)}"
+    )
+
+
+def connect_args(settings: StoreSettings) -> dict[str, object]:
+    """PyMySQL's connection arguments: every wait bounded, the session limits set."""
+    return {
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        "read_timeout": settings.database_read_timeout_seconds,
+        "write_timeout": WRITE_TIMEOUT_SECONDS,
+        "init_command": session_limits(settings),
+    }
+
+
 def make_engine(settings: StoreSettings, pool_size: int = 5, pre_ping: bool = True) -> Engine:
-    """An engine on the namespace's database.
+    """An engine on the namespace's database, its sessions limited (``connect_args``).
 
     With ``pre_ping`` a pooled connection is pinged before each use (a round trip per
     transaction), so a database restart costs no failed statement. Without it the first
@@ -54,7 +86,7 @@ def make_engine(settings: StoreSettings, pool_size: int = 5, pre_ping: bool = Tr
         # Errors carry the statement but not its parameters: those are job params,
         # results and callback payloads, which logs must not hold.
         hide_parameters=True,
-        connect_args=CONNECT_ARGS,
+        connect_args=connect_args(settings),
     )
 
 
@@ -87,12 +119,28 @@ def _store_error(error: OperationalError, url: str) -> KairosError:
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to ``revision`` with Alembic."""
+    """Bring the schema to ``revision`` with Alembic, on a connection of its own with the
+    server's own lock waits and a long read timeout (an ALTER of a big table is slow,
+    and waits for the services' statements to let go of the table)."""
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+    own = sa.create_engine(
+        engine.url,
+        poolclass=sa.NullPool,
+        isolation_level="READ COMMITTED",
+        hide_parameters=True,
+        connect_args={
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": MIGRATION_READ_TIMEOUT_SECONDS,
+            "write_timeout": WRITE_TIMEOUT_SECONDS,
+        },
+    )
+    try:
+        with own.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    finally:
+        own.dispose()
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -119,3 +167,20 @@ def require_schema(engine: Engine, namespace: str) -> None:
             f"namespace {namespace!r} has schema revision {found or 'none'}, this Kairos "
             f"needs {head}; run `kairos migrate` (with the same KAIROS_NAMESPACE) first"
         )
+
+
+@contextmanager
+def lock_waits_of(conn: Connection, seconds: int) -> Iterator[None]:
+    """Within the block, a statement on ``conn`` waits at most ``seconds`` for a row lock
+    another transaction holds (0: it fails at once); the session's own limit is put
+    back after it, so the pooled connection keeps the limit it was made with."""
+    previous = int(conn.exec_driver_sql("SELECT @@SESSION.innodb_lock_wait_timeout").scalar_one())
+    conn.exec_driver_sql(f"SET SESSION innodb_lock_wait_timeout = {int(seconds)}")
+    try:
+        yield
+    finally:
+        try:
+            conn.exec_driver_sql(f"SET SESSION innodb_lock_wait_timeout = {previous}")
+        except DBAPIError:
+            # A connection that cannot be told is not given to anyone else.
+            conn.invalidate()

@@ -437,3 +437,16 @@ def release_jobs(
         groups.setdefault(final, []).append(job_id)
     for final, job_ids in groups.items():
         end_triggers(conn, job_ids, final, now_ms)
+
+
+def lock_free_jobs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
+    """Lock these jobs' rows, passing over those another transaction holds (an open
+    claim, perhaps of a paused dispatcher); the ids of those locked."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return set()
+    rows = driver.fetch(
+        conn,
+        f"SELECT id FROM jobs WHERE id IN ({driver.ints(ids)}) ORDER BY id FOR UPDATE SKIP LOCKED",
+    )
+    return {int(r.id) for r in rows}

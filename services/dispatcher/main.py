@@ -34,6 +34,8 @@ from services.dispatcher.upkeep.workers import WorkerDirectory
 log = logging.getLogger(__name__)
 
 UPKEEP_INTERVAL_SECONDS = 1.0
+# The dispatch loop's name among the loops whose progress keeps the lease.
+DISPATCH_LOOP = "dispatch"
 
 
 @dataclass
@@ -71,7 +73,8 @@ class Dispatcher:
         self.redis, self.engine = self.stores.redis, self.stores.engine
         self.clock, self.keys = self.stores.clock, self.stores.keys
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
-        self.leadership = Leadership(lease)
+        self.leadership = Leadership(lease, stall_ms=settings.leader_stall_ms or None)
+        self.progress = self.leadership.progress
         self.stop = stop
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
 
@@ -111,12 +114,14 @@ class Dispatcher:
         def leading_still() -> bool:
             return self._leading() and not ended.is_set()
 
+        self.progress.beat(DISPATCH_LOOP)
         try:
             leading = self._build(connection)
             self._share_workers(leading)
             leading.claims.start(leading_still)
             self._loop(leading, leading_still)
         finally:
+            self.progress.forget(DISPATCH_LOOP)
             ended.set()
             if leading is not None:
                 leading.claims.join()
@@ -138,7 +143,9 @@ class Dispatcher:
         fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
         firer = Firer(self.stores, publisher, directory, chooser, fire)
         upkeep = Upkeep(self.stores, publisher, directory, chooser, UpkeepSettings.of(s))
-        claims = ClaimLoop(claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000)
+        claims = ClaimLoop(
+            claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000, self.progress
+        )
         return _Leading(connection, directory, claims, sender, publisher, firer, upkeep)
 
     def _leading(self) -> bool:
@@ -147,7 +154,9 @@ class Dispatcher:
     def _loop(self, leading: _Leading, leading_still: Callable[[], bool]) -> None:
         timers = _Timers()
         while leading_still():
+            self.progress.beat(DISPATCH_LOOP)
             wait = self._step(leading, timers)
+            self.progress.beat(DISPATCH_LOOP)
             leading.claims.claimed.wait(max(0.0, wait))
 
     def _step(self, leading: _Leading, timers: _Timers) -> float:
@@ -171,7 +180,7 @@ class Dispatcher:
         # Due executions go before anything else: a second batch due at the same
         # instant must not wait behind a load.
         while leading.firer.fire_due():
-            pass
+            self.progress.beat(DISPATCH_LOOP)
         leading.firer.warm_up()
         leading.connection.process_data_events(0)
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()

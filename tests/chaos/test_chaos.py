@@ -168,9 +168,6 @@ def test_a_worker_drained_by_an_operator_with_queued_and_running_work(
     run_scenario("a worker drained (kairos workers drain)", stack, engine, drain, seconds=0.5)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a hung leader keeps its lease while its loop is stuck (issue 13)"
-)
 def test_the_leaders_mysql_connection_blackholed(
     processes: Processes, namespace: StoreSettings, receiver: CallbackReceiver, engine: Engine
 ) -> None:

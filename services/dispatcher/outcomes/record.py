@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.engine import lock_waits_of
 from common.db.executions import (
     LockedExecution,
     NewExecution,
@@ -20,7 +23,7 @@ from common.db.executions import (
     record_outcomes,
 )
 from common.db.jobs import TriggerSettings, release_jobs, trigger_settings
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import is_lock_conflict, retry_lock_conflicts
 from common.messages import ExecutionResult
 from common.metrics import observe_finished
 from common.schedule import retry_delay_ms
@@ -29,6 +32,35 @@ from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# A batch waits this long for a row another transaction holds before its results go
+# one by one; one by one, a result whose row is held is deferred at once. A paused or
+# cut-off dispatcher's open transaction can hold rows until MariaDB ends it
+# (KAIROS_DATABASE_IDLE_TRANSACTION_SECONDS): waiting on each would hold every other
+# result back that long.
+BATCH_LOCK_WAIT_S = 1
+ALONE_LOCK_WAIT_S = 0
+_DEADLOCK = 1213
+
+
+def _is_deadlock(error: BaseException) -> bool:
+    args: tuple[object, ...] = getattr(getattr(error, "orig", None), "args", ())
+    return is_lock_conflict(error) and args[0] == _DEADLOCK
+
+
+def _retry_deadlocks(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` again after a deadlock (settled at once by MySQL), not after a lock
+    wait that ran out (whoever holds the lock may hold it for long)."""
+    wrapped: Callable[P, R] = retry(
+        retry=retry_if_exception(_is_deadlock),
+        stop=stop_after_attempt(5),
+        wait=wait_random_exponential(multiplier=0.01, max=0.2),
+        reraise=True,
+    )(fn)
+    return wrapped
 
 
 @dataclass(frozen=True)
@@ -58,20 +90,46 @@ def record_results(
     A failed attempt with retries left becomes a new SCHEDULED attempt; otherwise the
     trigger ends: the job moves on and its callback is recorded.
     """
+    return _record(engine, clock, results, None)
+
+
+@_retry_deadlocks
+def _record_bounded(
+    engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult], lock_wait_s: int
+) -> list[NewDelivery]:
+    """``record_results`` waiting at most ``lock_wait_s`` for each row lock."""
+    return _record(engine, clock, results, lock_wait_s)
+
+
+def _record(
+    engine: Engine,
+    clock: ClusterClock,
+    results: Sequence[ExecutionResult],
+    lock_wait_s: int | None,
+) -> list[NewDelivery]:
     if not results:
         return []
     with engine.begin() as conn:
-        finished = _lock_and_match(conn, results)
-        now = clock.now_ms()
-        record_outcomes(conn, [_outcome(f) for f in finished])
-        insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
-        ended = [f for f in finished if not f.retry_due]
-        _end_triggers(conn, ended, now)
-        wanted = [d for d in (_delivery(f) for f in ended) if d is not None]
-        insert_deliveries(conn, wanted, now)
+        waits = lock_waits_of(conn, lock_wait_s) if lock_wait_s is not None else None
+        with waits or contextlib.nullcontext():
+            finished, wanted = _record_in(conn, clock, results)
     _log(finished)
     observe_finished([f.result.status for f in finished])
     return wanted
+
+
+def _record_in(
+    conn: Connection, clock: ClusterClock, results: Sequence[ExecutionResult]
+) -> tuple[list[_Finished], list[NewDelivery]]:
+    finished = _lock_and_match(conn, results)
+    now = clock.now_ms()
+    record_outcomes(conn, [_outcome(f) for f in finished])
+    insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
+    ended = [f for f in finished if not f.retry_due]
+    _end_triggers(conn, ended, now)
+    wanted = [d for d in (_delivery(f) for f in ended) if d is not None]
+    insert_deliveries(conn, wanted, now)
+    return finished, wanted
 
 
 def _lock_and_match(conn: Connection, results: Sequence[ExecutionResult]) -> list[_Finished]:
@@ -159,11 +217,13 @@ UNRECORDABLE = "Kairos could not record this run's outcome ({error}); recorded F
 
 @dataclass
 class Recorded:
-    """What recording a batch came to: callback deliveries to publish, and the results
-    that could not be recorded even as FAILED (to be set aside)."""
+    """What recording a batch came to: callback deliveries to publish, the results that
+    could not be recorded even as FAILED (to be set aside), and those whose rows another
+    transaction holds (to be recorded later)."""
 
     deliveries: list[NewDelivery]
     set_aside: list[ExecutionResult]
+    deferred: list[ExecutionResult] = field(default_factory=list)
 
 
 def record_each_alone_if_need_be(
@@ -174,22 +234,29 @@ def record_each_alone_if_need_be(
 
     A result that cannot be recorded as it is (text MySQL refuses, say) is recorded
     FAILED with a message that says why; one that cannot be recorded even so is set
-    aside. A store outage is raised: the whole batch waits for the store.
+    aside. A result whose rows another transaction holds (a paused dispatcher's open
+    claim) is deferred, and the others go on. A store outage is raised: the whole batch
+    waits for the store.
     """
     try:
-        return Recorded(record_results(engine, clock, results), [])
+        return Recorded(_record_bounded(engine, clock, results, BATCH_LOCK_WAIT_S), [])
     except Exception as e:
-        if is_store_outage(e):
+        if is_store_outage(e) and not is_lock_conflict(e):
             raise
         log.warning("recording %d results failed (%r); recording them one by one", len(results), e)
     recorded = Recorded([], [])
     for result in results:
         try:
-            recorded.deliveries += record_results(engine, clock, [result])
+            recorded.deliveries += _record_bounded(engine, clock, [result], ALONE_LOCK_WAIT_S)
         except Exception as e:
-            if is_store_outage(e):
+            if is_lock_conflict(e):
+                recorded.deferred.append(result)
+            elif is_store_outage(e):
                 raise
-            _record_unrecordable(engine, clock, result, e, recorded)
+            else:
+                _record_unrecordable(engine, clock, result, e, recorded)
+    if recorded.deferred:
+        log.warning("%d results wait for rows another transaction holds", len(recorded.deferred))
     return recorded
 
 

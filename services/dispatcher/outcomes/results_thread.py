@@ -26,6 +26,10 @@ from services.dispatcher.outcomes.record import record_each_alone_if_need_be
 log = logging.getLogger(__name__)
 
 GATHER_MESSAGES = 50
+# After a batch with results deferred (their rows held by another transaction), the
+# consumer lets this long pass before the next batch, so that the deferred results,
+# back at the queue's tail, do not come round again at once while the rows stay held.
+DEFERRED_PAUSE_S = 0.5
 
 
 @dataclass
@@ -48,6 +52,13 @@ def parse_results(bodies: list[bytes]) -> ParsedResults:
         else:
             parsed.results.extend(batch.results)
     return parsed
+
+
+def deferred_again(bodies: Sequence[bytes]) -> list[OutgoingMessage]:
+    """Messages that put ``bodies`` back at the tail of the results queue."""
+    return [
+        OutgoingMessage("", RESULTS_QUEUE, body, f"deferred-{n}") for n, body in enumerate(bodies)
+    ]
 
 
 def set_aside(bodies: Sequence[bytes]) -> list[OutgoingMessage]:
@@ -91,8 +102,10 @@ class ResultsConsumer:
                     # deliver more results on this connection, and those belong to
                     # the next batch, not to this one's ack.
                     batch, self._pending = self._pending, []
-                    self._handle(publisher, batch)
+                    deferred = self._handle(publisher, batch)
                     channel.basic_ack(batch[-1][0], multiple=True)
+                    if deferred:
+                        connection.process_data_events(time_limit=DEFERRED_PAUSE_S)
         finally:
             if connection.is_open:
                 connection.close()
@@ -107,7 +120,8 @@ class ResultsConsumer:
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         self._pending.append((int(method.delivery_tag), body))
 
-    def _handle(self, publisher: BatchPublisher, batch: list[tuple[int, bytes]]) -> None:
+    def _handle(self, publisher: BatchPublisher, batch: list[tuple[int, bytes]]) -> int:
+        """Record a batch; returns how many of its results were deferred."""
         parsed = parse_results([body for _, body in batch])
         recorded = record_each_alone_if_need_be(self._engine, self._clock, parsed.results)
         publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)
@@ -117,3 +131,8 @@ class ResultsConsumer:
         if parked:
             publisher.publish(set_aside(parked))
             RESULTS_SET_ASIDE.inc(len(parked))
+        # Put back before the batch's ack, as the parked ones: recorded later.
+        if recorded.deferred:
+            later = [results_message(self._name, [r]).body for r in recorded.deferred]
+            publisher.publish(deferred_again(later))
+        return len(recorded.deferred)

@@ -14,8 +14,12 @@ from collections.abc import Callable
 from common.store_errors import STORE_LOST
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.wake_thread import WakeListener
+from services.dispatcher.upkeep.progress import LoopProgress
 
 log = logging.getLogger(__name__)
+
+# The claim loop's name among the loops whose progress keeps the lease.
+CLAIM_LOOP = "claim"
 
 
 class ClaimLoop:
@@ -32,6 +36,7 @@ class ClaimLoop:
         wake: WakeListener,
         batch_size: int,
         scan_interval_s: float,
+        progress: LoopProgress | None = None,
     ) -> None:
         self.handlers: frozenset[str] = frozenset()
         self.claimed = threading.Event()
@@ -41,6 +46,7 @@ class ClaimLoop:
         self._batch_size = batch_size
         self._scan_interval_s = scan_interval_s
         self._thread: threading.Thread | None = None
+        self._progress = progress or LoopProgress()
 
     def start(self, keep_going: Callable[[], bool]) -> None:
         """Claim in the background for as long as ``keep_going()`` says."""
@@ -57,20 +63,29 @@ class ClaimLoop:
             self._thread = None
 
     def _run(self, keep_going: Callable[[], bool]) -> None:
-        while keep_going():
-            try:
-                found = self._claimer.claim(self.handlers, keep_going)
-            except STORE_LOST as e:
-                # MySQL restarting or a connection dropped: expected now and then.
-                log.warning("claiming lost MySQL (%r); trying again in 1 s", e)
-                self._wake.wait(1.0)
-                continue
-            except Exception:
-                log.exception("claiming failed; trying again in 1 s")
-                self._wake.wait(1.0)
-                continue
-            if found:
-                self.passes += 1  # only this thread writes it
-                self.claimed.set()
-            if found < self._batch_size:
-                self._wake.wait(self._scan_interval_s)
+        try:
+            while keep_going():
+                self._progress.beat(CLAIM_LOOP)
+                self._claim_once(keep_going)
+        finally:
+            self._progress.forget(CLAIM_LOOP)
+
+    def _claim_once(self, keep_going: Callable[[], bool]) -> None:
+        """One claim, then a wait for a wake-up (none after a full batch)."""
+        try:
+            found = self._claimer.claim(self.handlers, keep_going)
+        except STORE_LOST as e:
+            # MySQL restarting or a connection dropped: expected now and then.
+            log.warning("claiming lost MySQL (%r); trying again in 1 s", e)
+            self._wake.wait(1.0)
+            return
+        except Exception:
+            log.exception("claiming failed; trying again in 1 s")
+            self._wake.wait(1.0)
+            return
+        self._progress.beat(CLAIM_LOOP)
+        if found:
+            self.passes += 1  # only this thread writes it
+            self.claimed.set()
+        if found < self._batch_size:
+            self._wake.wait(self._scan_interval_s)

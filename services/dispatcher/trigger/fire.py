@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher
 from common.db import executions, sendable
-from common.db.jobs import release_jobs
+from common.db.jobs import lock_free_jobs, release_jobs
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import WorkerChooser
@@ -144,6 +144,7 @@ class Firer:
             rows = [r for r in due if r.id in still]
             busy = executions.jobs_with_runs(conn, forbid_candidates(rows))
             decisions = decide(rows, now, busy)
+            _skip_later_if_job_held(conn, rows, decisions)
             assignments, held = self._assign(decisions)
             self._settle_unsent(conn, rows, decisions, held, now)
             # Marked before the publish, while the workers are still idle: written after
@@ -195,3 +196,19 @@ class Firer:
             why = decisions.skipped.get(row.id) or held.get(row.id)
             if why is not None:
                 log.info(why, extra={"job_id": row.job_id, "execution_id": row.execution_id})
+
+
+def _skip_later_if_job_held(
+    conn: Connection, rows: Sequence[ExecutionWithJob], decisions: FireDecisions
+) -> None:
+    """Leave SCHEDULED, for a later pass, a skip whose job row another transaction holds.
+
+    Skipping releases the job, which waits for its row: held by an open claim (of this
+    loop, or of a paused dispatcher) it could stall the loop until MySQL gives up.
+    """
+    ends = {r.id: release_on_skip(r) for r in rows if r.id in decisions.skipped}
+    jobs = {end[0] for end in ends.values() if end is not None}
+    free = lock_free_jobs(conn, jobs)
+    for row_id, end in ends.items():
+        if end is not None and end[0] not in free:
+            del decisions.skipped[row_id]
