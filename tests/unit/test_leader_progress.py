@@ -1,0 +1,86 @@
+"""A leader gives its lease up when one of its loops stalls, and takes it again only
+once the loop is back."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from common.lease import RedisLease
+from services.dispatcher.upkeep.lease_thread import Leadership, default_stall_ms
+from services.dispatcher.upkeep.progress import LoopProgress
+
+
+class FakeLease:
+    """A lease nobody else wants: acquire and renew succeed, release is counted."""
+
+    ttl_ms = 3_000
+
+    def __init__(self) -> None:
+        self.held = False
+        self.renewals = 0
+        self.releases = 0
+
+    def acquire(self) -> bool:
+        self.held = True
+        return True
+
+    def renew(self) -> bool:
+        self.renewals += 1
+        return self.held
+
+    def release(self) -> bool:
+        self.releases += 1
+        self.held = False
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def leadership() -> tuple[Leadership, FakeLease, Clock]:
+    lease, clock = FakeLease(), Clock()
+    progress = LoopProgress(clock)
+    return Leadership(cast(RedisLease, lease), progress), lease, clock
+
+
+def test_renews_while_the_loops_beat() -> None:
+    leader, lease, clock = leadership()
+    leader._step()
+    assert leader.is_leader.is_set()
+    for _ in range(10):
+        leader.progress.beat("dispatch")
+        clock.now += 1.0
+        leader._step()
+    assert leader.is_leader.is_set()
+    assert lease.renewals == 10
+    assert lease.releases == 0
+
+
+def test_a_stalled_loop_releases_the_lease_and_keeps_it_released() -> None:
+    leader, lease, clock = leadership()
+    leader._step()
+    leader.progress.beat("dispatch")
+    leader.progress.beat("claim")
+    clock.now += default_stall_ms(lease.ttl_ms) / 1000 + 0.1
+    leader.progress.beat("claim")  # the claim loop moves; the dispatch loop hangs
+    leader._step()
+    assert not leader.is_leader.is_set()
+    assert lease.releases == 1
+    clock.now += 60
+    leader._step()  # still hung: the lease stays with whoever took it
+    assert not leader.is_leader.is_set()
+    assert not lease.held
+    leader.progress.forget("dispatch")  # the hung loop came back and stopped leading
+    leader.progress.forget("claim")
+    leader._step()
+    assert leader.is_leader.is_set()
+
+
+def test_no_loop_leading_stalls_nothing() -> None:
+    progress = LoopProgress(Clock())
+    assert progress.stalled(0.0) is None
