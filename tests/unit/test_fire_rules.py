@@ -9,6 +9,7 @@ from common.schedule import PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.trigger.fire_rules import (
     CANCELLED,
+    FORBID_HOLD,
     PAUSED_HOLD,
     decide,
     forbid_candidates,
@@ -85,9 +86,23 @@ def test_forbid_skips_a_first_attempt_while_its_job_runs_and_sends_one_per_fire(
         row(3, overlap_policy="FORBID", job_id=7, trigger_time=NOW - 10),
         row(4, overlap_policy="FORBID", job_id=9, attempt=2),
     ]
-    assert forbid_candidates(rows) == [1, 7, 7]
+    assert forbid_candidates(rows) == [1, 7, 7, 9]
     decisions = decide(rows, NOW, busy_jobs={1})
     assert set(decisions.skipped) == {1, 3}
+    assert [r.id for r in decisions.to_send] == [2, 4]
+
+
+def test_forbid_holds_a_retry_while_another_run_of_its_job_goes() -> None:
+    rows = [
+        row(1, overlap_policy="FORBID", attempt=2),  # its job runs a later trigger
+        row(2, overlap_policy="FORBID", job_id=7, attempt=2, trigger_time=NOW - 20),
+        row(3, overlap_policy="FORBID", job_id=7, trigger_time=NOW - 10),  # same fire
+        row(4, overlap_policy="FORBID", job_id=8, attempt=2, manual=True),
+    ]
+    assert forbid_candidates(rows) == [1, 7, 7]
+    decisions = decide(rows, NOW, busy_jobs={1, 8})
+    assert decisions.held == {1: FORBID_HOLD}
+    assert set(decisions.skipped) == {3}
     assert [r.id for r in decisions.to_send] == [2, 4]
 
 

@@ -9,7 +9,8 @@ applies the decisions in one transaction.
   until the job is resumed; manual runs (an explicit "run now") are sent.
 - A claimed trigger fired late (its dispatcher died first) meets the misfire policy.
 - A FORBID job's first attempt is SKIPPED while another run of the job is queued or
-  going, and only one first attempt of a FORBID job leaves in one fire.
+  going; its retry waits (held) meanwhile, since skipping it would drop the retry; and
+  only one run of a FORBID job leaves in one fire.
 - The rest is sent, to a live worker that runs its handler; one that no live worker
   runs waits (held), without holding anything else up.
 """
@@ -31,6 +32,7 @@ from common.states import JobStatus
 
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
 CANCELLED = "cancelled: the job was cancelled before this run was sent"
+FORBID_HOLD = "waiting: another run of the job is going (overlap policy FORBID)"
 
 
 @dataclass
@@ -61,19 +63,23 @@ def decide(
         elif (reason := _late_reason(row, now_ms, latest)) is not None:
             decisions.skipped[row.id] = reason
         elif (reason := _overlap_reason(row, busy_jobs, forbid_sent)) is not None:
-            decisions.skipped[row.id] = reason
+            if row.first_scheduled_attempt:
+                decisions.skipped[row.id] = reason
+            else:
+                decisions.held[row.id] = FORBID_HOLD
         else:
             decisions.to_send.append(row)
     return decisions
 
 
 def forbid_candidates(rows: Sequence[ExecutionWithJob]) -> list[int]:
-    """The jobs whose runs the overlap rule must look up (FORBID first attempts)."""
+    """The jobs whose runs the overlap rule must look up (FORBID attempts, retries too)."""
     return [r.job_id for r in rows if _forbids_overlap(r)]
 
 
 def _forbids_overlap(row: ExecutionWithJob) -> bool:
-    return row.overlap_policy == OverlapPolicy.FORBID and row.first_scheduled_attempt
+    # A manual run is an explicit "run now": it goes whatever else runs.
+    return row.overlap_policy == OverlapPolicy.FORBID and not row.manual
 
 
 def _overlap_reason(
