@@ -223,14 +223,15 @@ def jobs_with_runs(
 def triggers_with_executions(
     conn: Connection, triggers: Sequence[tuple[int, int, int]]
 ) -> set[tuple[int, int, int]]:
-    """Which of these (job id, trigger time, attempt) already have an execution row."""
+    """Which of these (job id, trigger time, attempt) already have a scheduled (not
+    manual) execution row: a manual run at the same time takes a slot of its own."""
     if not triggers:
         return set()
     keys = ", ".join(f"({index(j)}, {index(t)}, {index(a)})" for j, t, a in triggers)
     rows = driver.fetch(
         conn,
         "SELECT job_id, trigger_time, attempt FROM executions "
-        f"WHERE (job_id, trigger_time, attempt) IN ({keys})",
+        f"WHERE (job_id, trigger_time, attempt) IN ({keys}) AND manual = 0",
     )
     return {(int(r.job_id), int(r.trigger_time), int(r.attempt)) for r in rows}
 

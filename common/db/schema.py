@@ -115,7 +115,10 @@ executions = Table(
     Column("ended_at", BigInteger, nullable=True),
     Column("scheduled_at", BigInteger, nullable=True),
     Column("manual", Boolean, nullable=False, server_default=sa.false()),
-    UniqueConstraint("job_id", "trigger_time", "attempt", name="uq_executions_trigger_attempt"),
+    # A manual run never takes a scheduled trigger's slot (migration 0008).
+    UniqueConstraint(
+        "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"
+    ),
     Index("ix_executions_status_scheduled", "status", "scheduled_at"),
     Index("ix_executions_status_dispatched", "status", "dispatched_at"),
     Index("ix_executions_worker_status", "worker_id", "status"),

@@ -360,3 +360,31 @@ def test_an_empty_backlog_is_looked_at_again_only_after_a_while(
     now[0] += claim_module.BACKLOG_IDLE_MS
     claiming.claim({"demo.noop"})
     assert looks.count(True) == 2 and executions_of(engine, late)
+
+
+def test_a_manual_run_on_a_triggers_millisecond_leaves_the_trigger_its_own_run(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    """A manual run taken while a cron job was paused, on what its resumed schedule
+    made its next trigger: both run."""
+    start, job_id, _ = claimed_two_second_cron(engine, redis_client)
+    following = start + 2000
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO executions (execution_id, job_id, attempt, trigger_time, "
+                "scheduled_at, status, manual, created_at) "
+                "VALUES ('manual-1', :j, 1, :t, :t, 'SUCCEEDED', 1, :t)"
+            ),
+            {"j": job_id, "t": following},
+        )
+    claimer(engine, redis_client, window_ms=4_500).claim({"demo.noop"})
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT manual, status FROM executions WHERE job_id = :j AND trigger_time = :t "
+                "ORDER BY manual"
+            ),
+            {"j": job_id, "t": following},
+        ).all()
+    assert [(bool(r[0]), str(r[1])) for r in rows] == [(False, "SCHEDULED"), (True, "SUCCEEDED")]
