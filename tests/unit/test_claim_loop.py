@@ -7,6 +7,10 @@ import time
 from collections.abc import Iterable
 from typing import Any, cast
 
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from services.dispatcher.trigger import claim_thread
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_thread import ClaimLoop
 from services.dispatcher.trigger.wake_thread import WakeListener
@@ -85,3 +89,43 @@ def test_a_failed_claim_is_tried_again() -> None:
     wait_until(lambda: len(claimer.calls) == 1, seconds=5.0)
     running.clear()
     loop.join()
+
+
+class FailingClaimer(StubClaimer):
+    """Fails ``failures`` times in a row (MySQL gone), then finds what it is given."""
+
+    def __init__(self, failures: int, found: list[int]) -> None:
+        super().__init__(found)
+        self.failures = failures
+
+    def claim(self, handlers: Iterable[str], keep_going: Any = None) -> int:
+        if self.failures:
+            self.failures -= 1
+            self.calls.append(frozenset(handlers))
+            raise OperationalError("SELECT", {}, Exception(2013, "Lost connection"))
+        return super().claim(handlers, keep_going)
+
+
+def test_failed_claims_back_off_with_jitter_counted_from_the_last_success(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+
+    def backoff(failures: int) -> float:
+        asked.append(failures)
+        return 0.01
+
+    monkeypatch.setattr(claim_thread, "backoff_seconds", backoff)
+    claimer = FailingClaimer(3, [10, 3])
+    wake = WakeListener(cast(Any, None), "unused", threading.Event())
+    loop = ClaimLoop(cast(TriggerClaimer, claimer), wake, batch_size=10, scan_interval_s=60)
+    running = threading.Event()
+    running.set()
+    loop.start(running.is_set)
+    wait_until(lambda: len(claimer.calls) == 5)
+    claimer.failures = 1
+    wake.event.set()
+    wait_until(lambda: len(asked) == 4)
+    running.clear()
+    loop.join()
+    assert asked == [1, 2, 3, 1]

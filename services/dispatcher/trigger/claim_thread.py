@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
+from common.runtime import backoff_seconds
 from common.store_errors import STORE_LOST
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.wake_thread import WakeListener
@@ -20,6 +22,8 @@ log = logging.getLogger(__name__)
 
 # The claim loop's name among the loops whose progress keeps the lease.
 CLAIM_LOOP = "claim"
+# While it waits to try again after a failure, the loop says it is alive this often.
+REST_SLICE_S = 0.25
 
 
 class ClaimLoop:
@@ -47,6 +51,7 @@ class ClaimLoop:
         self._scan_interval_s = scan_interval_s
         self._thread: threading.Thread | None = None
         self._progress = progress or LoopProgress()
+        self._failures = 0
 
     def start(self, keep_going: Callable[[], bool]) -> None:
         """Claim in the background for as long as ``keep_going()`` says."""
@@ -76,16 +81,33 @@ class ClaimLoop:
             found = self._claimer.claim(self.handlers, keep_going)
         except STORE_LOST as e:
             # MySQL restarting or a connection dropped: expected now and then.
-            log.warning("claiming lost MySQL (%r); trying again in 1 s", e)
-            self._wake.wait(1.0)
+            wait = self._failed()
+            log.warning("claiming lost MySQL (%r); trying again in %.1f s", e, wait)
+            self._rest(wait, keep_going)
             return
         except Exception:
-            log.exception("claiming failed; trying again in 1 s")
-            self._wake.wait(1.0)
+            wait = self._failed()
+            log.exception("claiming failed; trying again in %.1f s", wait)
+            self._rest(wait, keep_going)
             return
+        self._failures = 0
         self._progress.beat(CLAIM_LOOP)
         if found:
             self.passes += 1  # only this thread writes it
             self.claimed.set()
         if found < self._batch_size:
             self._wake.wait(self._scan_interval_s)
+
+    def _failed(self) -> float:
+        """Count a failure; how long to wait (jittered, so that dispatchers that lost
+        MySQL together do not come back in step)."""
+        self._failures += 1
+        return backoff_seconds(self._failures)
+
+    def _rest(self, seconds: float, keep_going: Callable[[], bool]) -> None:
+        """Wait ``seconds`` (or until this dispatcher stops leading), saying all along
+        that the loop is alive: waiting to try again is no stall."""
+        deadline = time.monotonic() + seconds
+        while keep_going() and (left := deadline - time.monotonic()) > 0:
+            self._progress.beat(CLAIM_LOOP)
+            time.sleep(min(left, REST_SLICE_S))

@@ -12,6 +12,8 @@ import threading
 
 import redis
 
+from common.runtime import backoff_seconds
+
 log = logging.getLogger(__name__)
 
 
@@ -36,11 +38,15 @@ class WakeListener:
         return woken
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 if self._client.blpop([self._key], timeout=1):
                     self._client.delete(self._key)
                     self.event.set()
+                failures = 0
             except redis.RedisError as e:
-                log.warning("wake-up listener: %s; retrying in 1 s", e)
-                self._stop.wait(1.0)
+                failures += 1
+                wait = backoff_seconds(failures)
+                log.warning("wake-up listener: %s; retrying in %.1f s", e, wait)
+                self._stop.wait(wait)
