@@ -1,7 +1,8 @@
-"""Retention: delete finished executions and settled callback deliveries past an age.
+"""Retention: delete finished history past an age: executions, settled callback
+deliveries, finished (or deleted) jobs left with no history, forgotten workers.
 
-Deletes go in small batches through the status indexes, so a sweep costs about the
-same whatever the table size and never holds many locks at once.
+Deletes go in batches through indexes that lead with the status, so a batch costs
+about the same whatever the table size; the caller sizes the batches.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from common.db.schema import callback_deliveries, executions
-from common.states import DeliveryStatus, ExecutionStatus
+from common.db.schema import callback_deliveries, executions, jobs, workers
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus, WorkerState
 
 FINISHED = (
     ExecutionStatus.SUCCEEDED,
@@ -21,6 +22,8 @@ FINISHED = (
     ExecutionStatus.CANCELLED,
 )
 SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.DEAD)
+# A deleted job is CANCELLED with ``deleted_at`` set: it goes with the cancelled ones.
+ENDED_JOBS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def prune_executions(conn: Connection, before_ms: int, limit: int) -> int:
@@ -64,3 +67,56 @@ def prune_deliveries(conn: Connection, before_ms: int, limit: int) -> int:
         if deleted >= limit:
             break
     return deleted
+
+
+def prune_jobs(conn: Connection, before_ms: int, limit: int) -> int:
+    """Delete up to ``limit`` jobs that ended (or were deleted) before ``before_ms`` and
+    have no execution or callback delivery left (those go first, by their own age).
+
+    Their ``clientRequestId`` goes with them: a create with it after this makes a new job.
+    """
+    has_history = sa.or_(
+        sa.select(executions.c.id).where(executions.c.job_id == jobs.c.id).exists(),
+        sa.select(callback_deliveries.c.id)
+        .where(callback_deliveries.c.job_id == jobs.c.id)
+        .exists(),
+    )
+    deleted = 0
+    for status in ENDED_JOBS:
+        keys = list(
+            conn.execute(
+                sa.select(jobs.c.id)
+                .where(jobs.c.status == status, jobs.c.updated_at < before_ms, ~has_history)
+                .limit(limit - deleted)
+            ).scalars()
+        )
+        if keys:
+            conn.execute(jobs.delete().where(jobs.c.id.in_(sorted(keys))))
+            deleted += len(keys)
+        if deleted >= limit:
+            break
+    return deleted
+
+
+def prune_workers(conn: Connection, before_ms: int, limit: int) -> list[str]:
+    """Delete up to ``limit`` forgotten workers last heard before ``before_ms``; their ids.
+
+    A worker that comes back after this registers afresh with its first heartbeat.
+    """
+    ids = list(
+        conn.execute(
+            sa.select(workers.c.worker_id)
+            .where(
+                workers.c.state == WorkerState.FORGOTTEN,
+                workers.c.last_heartbeat < before_ms,
+            )
+            .limit(limit)
+        ).scalars()
+    )
+    if ids:
+        conn.execute(
+            workers.delete().where(
+                workers.c.worker_id.in_(ids), workers.c.state == WorkerState.FORGOTTEN
+            )
+        )
+    return [str(i) for i in ids]

@@ -94,6 +94,8 @@ jobs = Table(
     Column("deleted_at", BigInteger, nullable=True),
     UniqueConstraint("app_id", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
+    # Retention finds finished jobs past their age by it (migration 0009).
+    Index("ix_jobs_status_updated", "status", "updated_at"),
     Index("ix_jobs_app_id_id", "app_id", "id"),
 )
 

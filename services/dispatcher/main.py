@@ -28,6 +28,7 @@ from services.dispatcher.trigger.claim_thread import ClaimLoop
 from services.dispatcher.trigger.fire import Firer, FireSettings
 from services.dispatcher.trigger.wake_thread import WakeListener
 from services.dispatcher.upkeep.lease_thread import Leadership
+from services.dispatcher.upkeep.retention import RetentionLoop
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
@@ -49,6 +50,7 @@ class _Leading:
     publisher: BatchPublisher
     firer: Firer
     upkeep: Upkeep
+    retention: RetentionLoop
 
 
 @dataclass
@@ -119,12 +121,14 @@ class Dispatcher:
             leading = self._build(connection)
             self._share_workers(leading)
             leading.claims.start(leading_still)
+            leading.retention.start(leading_still)
             self._loop(leading, leading_still)
         finally:
             self.progress.forget(DISPATCH_LOOP)
             ended.set()
             if leading is not None:
                 leading.claims.join()
+                leading.retention.join()
                 # Rolls back what is queued, and any claim handed over later.
                 leading.sender.close()
             clear_worker_gauges()
@@ -142,11 +146,15 @@ class Dispatcher:
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
         fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
         firer = Firer(self.stores, publisher, directory, chooser, fire)
-        upkeep = Upkeep(self.stores, publisher, directory, chooser, UpkeepSettings.of(s))
+        # Retention runs in a thread of its own (``RetentionLoop``), not in the sweep,
+        # whose time the dispatch loop would spend instead of firing.
+        swept = UpkeepSettings.of(s.model_copy(update={"retention_days": 0.0}))
+        upkeep = Upkeep(self.stores, publisher, directory, chooser, swept)
+        retention = RetentionLoop(self.engine, self.clock, int(s.retention_days * 86_400_000))
         claims = ClaimLoop(
             claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000, self.progress
         )
-        return _Leading(connection, directory, claims, sender, publisher, firer, upkeep)
+        return _Leading(connection, directory, claims, sender, publisher, firer, upkeep, retention)
 
     def _leading(self) -> bool:
         return not self.stop.is_set() and self.leadership.is_leader.is_set()

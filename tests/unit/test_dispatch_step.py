@@ -111,6 +111,7 @@ def leading_with(claims: Claims, sender: Any, firer: Any) -> _Leading:
         publisher=cast(Any, None),
         firer=cast(Any, firer),
         upkeep=cast(Any, nothing),
+        retention=cast(Any, nothing),
     )
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 
 from sqlalchemy.engine import Engine
 
 from common.db.workers import all_workers
-from common.metrics import set_core_queue_depth, set_handler_live_workers
+from common.metrics import (
+    EXECUTIONS_DISPATCHED,
+    set_core_queue_depth,
+    set_handler_live_workers,
+)
 from common.states import WorkerState
 from common.topology import (
     CALLBACKS_DEAD_QUEUE,
@@ -52,6 +57,7 @@ class LeaderGauges:
         """Every handler a worker not yet forgotten registered, with its live workers."""
         with self._engine.connect() as conn:
             rows = all_workers(conn)
+        forget_worker_series(str(r.worker_id) for r in rows if r.state == WorkerState.FORGOTTEN)
         known = {
             name
             for row in rows
@@ -60,3 +66,16 @@ class LeaderGauges:
         }
         live = Counter(name for worker in self._directory.live() for name in worker.handlers)
         return {name: live.get(name, 0) for name in sorted(known)}
+
+
+def forget_worker_series(worker_ids: Iterable[str]) -> None:
+    """Drop the series labelled with these workers' ids (forgotten, or deleted): each
+    series lives as long as the process, so workers that come and go (one id per pod)
+    would grow the scrape without bound."""
+    counted = {
+        sample.labels["worker_id"]
+        for family in EXECUTIONS_DISPATCHED.collect()
+        for sample in family.samples
+    }
+    for worker_id in set(worker_ids) & counted:
+        EXECUTIONS_DISPATCHED.remove(worker_id)
