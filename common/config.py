@@ -60,6 +60,12 @@ class StoreSettings(BaseSettings):
         description="MariaDB ends a session that leaves a transaction open and idle this "
         "long (its process paused or cut off), so its locks go; 0 never",
     )
+    results_dead_max_messages: int = Field(
+        default=100_000,
+        ge=1,
+        description="the most messages kairos.results.dead keeps (a policy `kairos migrate` "
+        "sets); past it the oldest set-aside results are dropped",
+    )
     idempotency_ttl_seconds: int = Field(
         default=7 * 24 * 3600,
         description="how long an execution's started key lives in Redis: a copy of its "

@@ -44,10 +44,29 @@ def _ensure_amqp_user(client: httpx.Client, base: str, settings: StoreSettings) 
     created.raise_for_status()
 
 
+DEAD_LETTERS_POLICY = "kairos-results-dead-bound"
+
+
+def _bound_dead_letters(client: httpx.Client, base: str, vhost: str, most: int) -> None:
+    """Bound the results dead-letter queue by a policy, not a declare-time argument: a
+    policy applies to the queue as it exists (a queue declared before with other
+    arguments could not be declared again with new ones), and an operator can change
+    it in the management UI. Past the bound the oldest set-aside results go."""
+    client.put(
+        f"{base}/api/policies/{vhost}/{DEAD_LETTERS_POLICY}",
+        json={
+            "pattern": "^kairos\\.results\\.dead$",
+            "definition": {"max-length": most, "overflow": "drop-head"},
+            "apply-to": "queues",
+            "priority": 0,
+        },
+    ).raise_for_status()
+
+
 def ensure_vhost(settings: StoreSettings) -> None:
     """Create the namespace's vhost (if missing), the AMQP user (if missing, see
     ``_ensure_amqp_user``), and give that user full rights on the vhost, and on no
-    other."""
+    other; bound the results dead-letter queue (``_bound_dead_letters``)."""
     base, auth = management_api(settings)
     vhost = quote(settings.namespace, safe="")
     user = quote(_amqp_user(settings), safe="")
@@ -59,6 +78,7 @@ def ensure_vhost(settings: StoreSettings) -> None:
                 f"{base}/api/permissions/{vhost}/{user}",
                 json={"configure": ".*", "write": ".*", "read": ".*"},
             ).raise_for_status()
+            _bound_dead_letters(client, base, vhost, settings.results_dead_max_messages)
     except httpx.HTTPError as e:
         raise StoreUnavailableError(
             "RabbitMQ management API",

@@ -51,3 +51,27 @@ def test_a_missing_user_without_a_password_is_named(
 ) -> None:
     with pytest.raises(ConfigurationError, match=f"no user '{user_name}'"):
         ensure_vhost(namespace.model_copy(update={"amqp_url": f"amqp://{user_name}@127.0.0.1"}))
+
+
+def test_the_results_dead_letter_queue_is_bounded_even_when_declared_before(
+    namespace: StoreSettings,
+) -> None:
+    """A queue declared by an earlier version (no arguments) gets the bound too, and
+    past it the oldest set-aside results go."""
+    params = pika.URLParameters(f"{namespace.amqp_url}/{quote(namespace.namespace, safe='')}")
+    connection = pika.BlockingConnection(params)
+    try:
+        channel = connection.channel()
+        channel.queue_declare("kairos.results.dead", durable=True)
+        ensure_vhost(namespace.model_copy(update={"results_dead_max_messages": 3}))
+        for n in range(5):
+            channel.basic_publish("", "kairos.results.dead", f"r{n}".encode())
+        channel.queue_declare("kairos.results.dead", durable=True)  # as every service does
+        kept = []
+        for _ in range(5):
+            _method, _props, body = channel.basic_get("kairos.results.dead", auto_ack=True)
+            if body is not None:
+                kept.append(body)
+    finally:
+        connection.close()
+    assert kept == [b"r2", b"r3", b"r4"]
