@@ -207,6 +207,13 @@ class DispatcherSettings(StoreSettings):
         "recorded LOST (retried if allowed); 0 turns the reconciler off",
     )
     results_prefetch: int = 500
+    recorded_started_ttl_seconds: int = Field(
+        default=3600,
+        ge=0,
+        description="once a result is recorded in MySQL, its execution's started key in "
+        "Redis lives this much longer (a late copy of the dispatch message still finds "
+        "it), instead of KAIROS_IDEMPOTENCY_TTL_SECONDS; 0 leaves it as the worker set it",
+    )
 
     @model_validator(mode="after")
     def _check_stall(self) -> DispatcherSettings:

@@ -22,6 +22,7 @@ from common.metrics import clear_worker_gauges
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import declare_core
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
+from services.dispatcher.outcomes.started_keys import StartedKeys
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
 from services.dispatcher.trigger.claim_thread import ClaimLoop
@@ -82,7 +83,12 @@ class Dispatcher:
 
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
-        results = ResultsConsumer(self.settings, self.engine, self.clock, self.name)
+        started = StartedKeys(
+            self.redis,
+            self.keys,
+            min(self.settings.recorded_started_ttl_seconds, self.settings.idempotency_ttl_seconds),
+        )
+        results = ResultsConsumer(self.settings, self.engine, self.clock, self.name, started)
         results_thread = threading.Thread(target=results.run, args=(self.stop,), name="results")
         results_thread.start()
         # The console's overview reads what this process counted, minute by minute.

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+import redis
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
+from common.clock import ClusterClock
+from common.config import DispatcherSettings, StoreSettings
+from common.keys import RedisKeys
+from services.dispatcher.outcomes.results_thread import ResultsConsumer
+from services.dispatcher.outcomes.started_keys import StartedKeys
 from tests.books import Expectation, assert_books
 from tests.integration.results_helpers import publish_results, queued_jobs
 
@@ -29,3 +37,33 @@ def test_no_execution_stays_queued_after_its_result_was_acked(
     expected = Expectation(job_ids, execution_statuses={"SUCCEEDED"}, callbacks="recorded")
     books = assert_books(engine, expected, timeout=30)
     assert books.deliveries == 60
+
+
+def test_recorded_executions_started_keys_are_given_a_short_life(
+    namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
+) -> None:
+    job_ids = queued_jobs(engine, 30)
+    keys = RedisKeys(namespace.namespace)
+    week = namespace.idempotency_ttl_seconds
+    for job_id in job_ids:
+        redis_client.set(keys.execution_started(f"e-{job_id}"), "w1\n{}", ex=week)
+    settings = DispatcherSettings(namespace=namespace.namespace)
+    started = StartedKeys(redis_client, keys, 600)
+    consumer = ResultsConsumer(settings, engine, ClusterClock(redis_client), "d1", started)
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        publish_results(namespace, job_ids)
+        expected = Expectation(job_ids, execution_statuses={"SUCCEEDED"}, callbacks="recorded")
+        assert_books(engine, expected, timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            ttls = [redis_client.ttl(keys.execution_started(f"e-{j}")) for j in job_ids]
+            if all(0 < t <= 600 for t in ttls):
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert all(0 < t <= 600 for t in ttls), ttls

@@ -22,6 +22,7 @@ from common.runtime import keep_serving
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import publish_deliveries
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
+from services.dispatcher.outcomes.started_keys import StartedKeys
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,18 @@ class ResultsConsumer:
     """Runs in its own thread with its own connection; every dispatcher runs one."""
 
     def __init__(
-        self, settings: DispatcherSettings, engine: Engine, clock: ClusterClock, name: str
+        self,
+        settings: DispatcherSettings,
+        engine: Engine,
+        clock: ClusterClock,
+        name: str,
+        started: StartedKeys | None = None,
     ) -> None:
         self._settings = settings
         self._engine = engine
         self._clock = clock
         self._name = name
+        self._started = started
         self._pending: list[tuple[int, bytes]] = []
 
     def run(self, stop: threading.Event) -> None:
@@ -131,6 +138,11 @@ class ResultsConsumer:
         if parked:
             publisher.publish(set_aside(parked))
             RESULTS_SET_ASIDE.inc(len(parked))
+        if self._started is not None:
+            unsettled = {r.execution_id for r in recorded.deferred + recorded.set_aside}
+            self._started.recorded(
+                r.execution_id for r in parsed.results if r.execution_id not in unsettled
+            )
         # Put back before the batch's ack, as the parked ones: recorded later.
         if recorded.deferred:
             later = [results_message(self._name, [r]).body for r in recorded.deferred]
