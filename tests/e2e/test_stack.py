@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from typing import Any
 
@@ -129,14 +130,21 @@ def test_create_is_idempotent_and_bad_input_writes_nothing(api: Api, engine: Eng
 
 
 def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
+    """Each child stops by itself on the SIGTERM it is passed: one that ignored it would
+    be killed after the grace, without the line that says it stopped."""
     port = free_port()
-    up = processes.start("up", "up", "--port", str(port))
+    up = processes.start("up", "up", "--port", str(port), "--workers", "2")
     connect_api(processes, port)
+    children = psutil.Process(up.pid).children()
+    assert len(children) == 5  # API, dispatcher, two workers, notifier
     processes.signal("up", signal.SIGTERM)
     assert up.wait(timeout=60) == 0
     log = processes.log("up")
-    for line in ("dispatcher", "notifier stopped", "worker"):
-        assert line in log
+    assert re.search(r"dispatcher \S+ stopped", log), log
+    assert len(re.findall(r"worker \S+ stopped", log)) == 2, log
+    assert "notifier stopped" in log
+    assert "Finished server process" in log  # uvicorn, once the API's requests ended
+    assert not any(child.is_running() for child in children)
 
 
 def test_up_restarts_a_child_that_dies(processes: Processes, engine: Engine) -> None:
