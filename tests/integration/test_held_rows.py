@@ -7,6 +7,7 @@ import time
 
 import redis
 import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
@@ -15,8 +16,10 @@ from common.db.engine import lock_waits_of, make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.messages import ExecutionResult
+from common.schedule import MisfirePolicy
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
 from tests.integration.helpers import make_app
+from tests.integration.test_firing import firer, job_status, job_with, scheduled, statuses
 
 RESULTS = 40
 
@@ -43,12 +46,6 @@ def succeeded(execution_id: str) -> ExecutionResult:
         started_at=1,
         ended_at=2,
     )
-
-
-def statuses(engine: Engine) -> dict[str, str]:
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT execution_id, status FROM executions"))
-        return {str(r[0]): str(r[1]) for r in rows}
 
 
 def test_every_session_bounds_its_lock_waits_and_idle_transactions(
@@ -105,3 +102,32 @@ def test_results_go_on_past_rows_an_open_transaction_holds(
     )
     assert not again.deferred
     assert set(statuses(engine).values()) == {"SUCCEEDED"}
+
+
+def test_a_skip_whose_job_row_is_held_waits_for_a_later_pass_not_for_the_lock(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    """A one-shot job's trigger fired too late for its misfire policy is skipped, which
+    ends the job: while another transaction holds the job's row, the skip waits for a
+    later pass and the fire goes on at once."""
+    make_app(engine)
+    fire = firer(engine, redis_client, connection)
+    now = ClusterClock(redis_client).now_ms()
+    one_shot = job_with(engine, misfire_policy=MisfirePolicy.SKIP)
+    other = job_with(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE jobs SET status = 'RUNNING'"))
+    scheduled(engine, one_shot, "e-late", now - 120_000)
+    scheduled(engine, other, "e-due", now - 10)
+    fire.load()
+    with engine.connect() as held, held.begin():
+        held.execute(sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE"), {"j": one_shot})
+        began = time.monotonic()
+        assert fire.fire_due() == 1
+        took = time.monotonic() - began
+    assert took < 1.0, f"the fire waited {took:.1f} s for the held row"
+    assert statuses(engine) == {"e-late": "SCHEDULED", "e-due": "QUEUED"}
+    fire.load()
+    assert fire.fire_due() == 0
+    assert statuses(engine)["e-late"] == "SKIPPED"
+    assert job_status(engine, one_shot) == "FAILED"
