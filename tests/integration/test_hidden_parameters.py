@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
+from common.config import StoreSettings
 from common.db.driver import execute
 
 
@@ -22,6 +23,6 @@ def test_engines_time_out_reads_and_writes(engine: Engine) -> None:
     with engine.connect() as conn:
         raw = conn.connection.dbapi_connection
         assert raw is not None
-        assert getattr(raw, "_read_timeout", None) == 300
+        assert getattr(raw, "_read_timeout", None) == StoreSettings().database_read_timeout_seconds
         assert getattr(raw, "_write_timeout", None) == 60
         assert conn.execute(sa.text("SELECT 1")).scalar() == 1
