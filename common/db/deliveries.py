@@ -64,18 +64,22 @@ def mark_queued(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> N
         )
 
 
-def stale_pending(conn: Connection, updated_before_ms: int, limit: int) -> list[AnyRow]:
-    """PENDING deliveries whose publish failed or never happened."""
-    return list(
-        conn.execute(
-            sa.select(deliveries)
-            .where(
-                deliveries.c.status == DeliveryStatus.PENDING,
-                deliveries.c.updated_at < updated_before_ms,
-            )
-            .limit(limit)
-        ).all()
+def stale_pending(
+    conn: Connection, updated_before_ms: int, limit: int, lock: bool = False
+) -> list[AnyRow]:
+    """PENDING deliveries whose publish failed or never happened; with ``lock``, locked
+    for the caller's transaction, passing over those another transaction holds."""
+    query = (
+        sa.select(deliveries)
+        .where(
+            deliveries.c.status == DeliveryStatus.PENDING,
+            deliveries.c.updated_at < updated_before_ms,
+        )
+        .limit(limit)
     )
+    if lock:
+        query = query.with_for_update(skip_locked=True)
+    return list(conn.execute(query).all())
 
 
 def get_delivery(conn: Connection, delivery_id: str) -> AnyRow | None:

@@ -256,6 +256,26 @@ def mark_skipped(
         )
 
 
+def lock_queued_on(conn: Connection, execution_ids: Iterable[str], worker_id: str) -> set[str]:
+    """Lock those of these executions still QUEUED on ``worker_id`` and return their ids;
+    rows another transaction holds are passed over (a later pass takes them), so a
+    paused process's open transaction keeps no caller waiting."""
+    ids = sorted(execution_ids)
+    if not ids:
+        return set()
+    rows = conn.execute(
+        sa.select(executions.c.execution_id)
+        .where(
+            executions.c.execution_id.in_(ids),
+            executions.c.worker_id == worker_id,
+            executions.c.status == ExecutionStatus.QUEUED,
+        )
+        .order_by(executions.c.id)
+        .with_for_update(skip_locked=True)
+    ).scalars()
+    return {str(r) for r in rows}
+
+
 def reassign(
     conn: Connection, execution_id: str, from_worker: str, to_worker: str, now_ms: int
 ) -> bool:

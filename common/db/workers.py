@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 
+from common.db.engine import lock_waits_of
+from common.db.retry import is_lock_conflict
 from common.db.rows import AnyRow
 from common.db.schema import executions, workers
 from common.states import ExecutionStatus, WorkerState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,19 @@ def forget_worker(conn: Connection, worker_id: str, heard_before_ms: int) -> boo
         .values(state=WorkerState.FORGOTTEN)
     )
     return bool(result.rowcount)
+
+
+def forget_worker_unless_held(conn: Connection, worker_id: str, heard_before_ms: int) -> bool:
+    """``forget_worker``, False at once (and nothing changed) when a row it must lock or
+    read with a lock is held by another transaction."""
+    try:
+        with lock_waits_of(conn, 0):
+            return forget_worker(conn, worker_id, heard_before_ms)
+    except OperationalError as e:
+        if not is_lock_conflict(e):
+            raise
+        log.info("worker %s is held by another transaction; forgotten later", worker_id)
+        return False
 
 
 def all_workers(conn: Connection) -> list[AnyRow]:

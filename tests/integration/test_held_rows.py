@@ -8,18 +8,23 @@ import time
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.engine import lock_waits_of, make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.messages import ExecutionResult
 from common.schedule import MisfirePolicy
+from common.topology import declare_core, declare_worker_queue
+from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
-from tests.integration.helpers import make_app
+from tests.integration.helpers import make_app, register_worker
 from tests.integration.test_firing import firer, job_status, job_with, scheduled, statuses
+from tests.integration.test_rescue import execution_row, make_recovery, queued_on, worker_state
 
 RESULTS = 40
 
@@ -131,3 +136,129 @@ def test_a_skip_whose_job_row_is_held_waits_for_a_later_pass_not_for_the_lock(
     assert fire.fire_due() == 0
     assert statuses(engine)["e-late"] == "SKIPPED"
     assert job_status(engine, one_shot) == "FAILED"
+
+
+def holding(engine: Engine, statement: str, params: dict[str, object]) -> Connection:
+    """An open transaction, as a paused ex-leader leaves it, holding the rows
+    ``statement`` locks; the caller rolls it back."""
+    held = engine.connect()
+    held.begin()
+    held.execute(sa.text(statement), params)
+    return held
+
+
+def test_the_rescue_moves_what_it_can_and_passes_over_rows_another_transaction_holds(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    """A dead worker's unstarted work moves at once but for the rows a paused ex-leader
+    holds, which move on a later pass: no lock wait keeps the sweep past the stall limit."""
+    make_app(engine)
+    clock = ClusterClock(redis_client)
+    channel = connection.channel()
+    declare_core(channel)
+    declare_worker_queue(channel, "dead")
+    register_worker(engine, "dead", now_ms=0)
+    register_worker(engine, "live", now_ms=clock.now_ms())
+    channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
+    ids = [f"e-{n}" for n in range(20)]
+    for execution_id in ids:
+        queued_on(engine, execution_id, "dead")
+    kept = ids[::5]
+    recovery = make_recovery(engine, redis_client, connection, namespace)
+    held = holding(
+        engine,
+        "SELECT id FROM executions WHERE execution_id IN :ids FOR UPDATE",
+        {"ids": kept},
+    )
+    try:
+        began = time.monotonic()
+        recovery.rescue_dead_workers()
+        took = time.monotonic() - began
+    finally:
+        held.rollback()
+        held.close()
+    assert took < 1.0, f"the rescue waited {took:.1f} s for held rows"
+    for execution_id in ids:
+        expected = "dead" if execution_id in kept else "live"
+        assert execution_row(engine, execution_id) == ("QUEUED", expected)
+    recovery.rescue_dead_workers()
+    assert {execution_row(engine, e) for e in ids} == {("QUEUED", "live")}
+
+
+def test_forgetting_a_worker_whose_row_is_held_waits_for_a_later_pass(
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    namespace: StoreSettings,
+) -> None:
+    """A paused ex-leader stopped between marking a worker forgotten and deleting its
+    queue holds the worker's row: the new leader passes over it, not waits for it."""
+    make_app(engine)
+    channel = connection.channel()
+    declare_core(channel)
+    now = ClusterClock(redis_client).now_ms()
+    for worker_id in ("old-1", "old-2"):
+        declare_worker_queue(channel, worker_id)
+        register_worker(engine, worker_id, now_ms=now - 7_200_000)
+    recovery = make_recovery(engine, redis_client, connection, namespace, forget_ms=3_600_000)
+    held = holding(engine, "SELECT * FROM workers WHERE worker_id = :w FOR UPDATE", {"w": "old-1"})
+    try:
+        began = time.monotonic()
+        recovery.rescue_dead_workers()
+        took = time.monotonic() - began
+    finally:
+        held.rollback()
+        held.close()
+    assert took < 1.0, f"the forget waited {took:.1f} s for a held row"
+    assert (worker_state(engine, "old-1"), worker_state(engine, "old-2")) == (
+        "ACTIVE",
+        "FORGOTTEN",
+    )
+    recovery.rescue_dead_workers()
+    assert worker_state(engine, "old-1") == "FORGOTTEN"
+
+
+def pending_delivery(engine: Engine, delivery_id: str) -> None:
+    with engine.begin() as conn:
+        job_id = insert_job(
+            conn, NewJob(1, delivery_id, "demo.noop", {}, None, 0, None, None, None), 0
+        )
+        insert_deliveries(
+            conn, [NewDelivery(delivery_id, f"x-{delivery_id}", job_id, 1, "http://h/", "{}")], 0
+        )
+
+
+def delivery_statuses(engine: Engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT delivery_id, status FROM callback_deliveries")).all()
+    return {str(r.delivery_id): str(r.status) for r in rows}
+
+
+def test_callbacks_republished_pass_over_deliveries_another_transaction_holds(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    make_app(engine)
+    declare_core(connection.channel())
+    for n in range(5):
+        pending_delivery(engine, f"d-{n}")
+    clock = ClusterClock(redis_client)
+    publisher = BatchPublisher(connection.channel())
+    held = holding(
+        engine, "SELECT * FROM callback_deliveries WHERE delivery_id = :d FOR UPDATE", {"d": "d-0"}
+    )
+    try:
+        began = time.monotonic()
+        republish_stale_deliveries(engine, publisher, clock, 1)
+        took = time.monotonic() - began
+    finally:
+        held.rollback()
+        held.close()
+    assert took < 1.0, f"the republish waited {took:.1f} s for a held row"
+    found = delivery_statuses(engine)
+    assert found.pop("d-0") == "PENDING"
+    assert set(found.values()) == {"QUEUED"}
+    republish_stale_deliveries(engine, publisher, clock, 1)
+    assert set(delivery_statuses(engine).values()) == {"QUEUED"}

@@ -117,17 +117,23 @@ def republish_stale_deliveries(
     engine: Engine, publisher: BatchPublisher, clock: ClusterClock, after_ms: int
 ) -> None:
     """Hand the notifier again callbacks recorded but never confirmed in its queue
-    (the results consumer stopped between its commit and its publish)."""
-    with engine.connect() as conn:
-        rows = deliveries.stale_pending(conn, clock.now_ms() - after_ms, REPUBLISH_LIMIT)
-    if rows:
+    (the results consumer stopped between its commit and its publish).
+
+    Deliveries another transaction holds (a results consumer paused between its publish
+    and its mark) are passed over and left to a later pass: waiting on them could keep
+    the leader's sweep past its stall limit. A publish that fails rolls the marks back.
+    """
+    with engine.begin() as conn:
+        rows = deliveries.stale_pending(conn, clock.now_ms() - after_ms, REPUBLISH_LIMIT, lock=True)
+        if not rows:
+            return
         log.warning("republishing %d callback deliveries", len(rows))
-        publish_deliveries(
-            engine,
-            publisher,
-            clock,
+        publisher.publish(
             [
-                NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
+                callback_message(
+                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
+                )
                 for r in rows
-            ],
+            ]
         )
+        deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

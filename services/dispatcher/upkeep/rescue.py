@@ -133,7 +133,9 @@ class Rescue:
         mark's row lock makes a heartbeat of the worker coming back wait, then win.
         """
         with self._engine.connect() as conn, conn.begin() as transaction:
-            if not workers.forget_worker(conn, worker_id, now_ms - self._forget_ms):
+            # A paused ex-leader stopped inside its own forget holds the row: pass over it
+            # rather than wait (a later sweep forgets the worker).
+            if not workers.forget_worker_unless_held(conn, worker_id, now_ms - self._forget_ms):
                 return False
             if not self._directory.delete_queue(worker_id):
                 transaction.rollback()
@@ -206,7 +208,19 @@ class Rescue:
         held = 0
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
-            for row in rows:
+            # Rows another transaction holds (a paused ex-leader's) move on a later pass:
+            # waiting for them could keep this sweep past the leader's stall limit.
+            free = set[str]()
+            for worker_id in sorted({str(r.worker_id) for r in rows}):
+                mine = [r.execution_id for r in rows if r.worker_id == worker_id]
+                free |= executions.lock_queued_on(conn, mine, worker_id)
+            if len(free) < len(rows):
+                log.info(
+                    "%d executions to move are held by another transaction; a later pass "
+                    "moves them",
+                    len(rows) - len(free),
+                )
+            for row in (r for r in rows if r.execution_id in free):
                 worker = self._chooser.choose(live, row.handler)
                 # A row that ended since it was read stays as it is.
                 if worker is None:
