@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 
+import pytest
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.broker import OutgoingMessage
 from common.config import StoreSettings
 from common.topology import RESULTS_DEAD_QUEUE
+from services.dispatcher.outcomes import results_thread
 from tests.books import Expectation, assert_books
+from tests.e2e.harness import wait_until
 from tests.integration.results_helpers import publish_bodies, publish_results, queued_jobs
+
+SET_ASIDE_DELAY_S = 0.5
 
 
 def raw_result(job_id: int, message: str, worker_id: str = "w1") -> bytes:
@@ -87,12 +95,49 @@ def test_a_trigger_time_no_calendar_can_show_does_not_stop_recording(
     assert json.loads(payload)["triggerTime"] is None
 
 
+def slow_set_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delay the set-aside publish past the batch's commit, as a busy broker may: a
+    test that reads the dead-letter queue as soon as results are recorded must wait."""
+    original = results_thread.set_aside
+
+    def later(bodies: Sequence[bytes]) -> list[OutgoingMessage]:
+        time.sleep(SET_ASIDE_DELAY_S)
+        return original(bodies)
+
+    monkeypatch.setattr(results_thread, "set_aside", later)
+
+
+def set_aside_bodies(connection: BlockingConnection) -> list[bytes]:
+    """Every body in the results dead-letter queue now, taken out of it."""
+    channel = connection.channel()
+    bodies: list[bytes] = []
+    while True:
+        method, _props, body = channel.basic_get(RESULTS_DEAD_QUEUE, auto_ack=True)
+        if method is None:
+            channel.close()
+            return bodies
+        bodies.append(body)
+
+
 def test_an_unreadable_results_message_is_set_aside_not_dropped(
-    namespace: StoreSettings, engine: Engine, connection: BlockingConnection, results_consumer: None
+    namespace: StoreSettings,
+    engine: Engine,
+    connection: BlockingConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    slow_set_aside(monkeypatch)
     job_ids = queued_jobs(engine, 6)
     publish_bodies(namespace, [b"not json at all"])
     publish_results(namespace, job_ids)
+    # Started once all are queued, the consumer reads them in one batch: the set-aside
+    # publish comes after that batch's commit.
+    request.getfixturevalue("results_consumer")
     assert_books(engine, Expectation(job_ids, callbacks="recorded"), timeout=30)
-    method, _props, body = connection.channel().basic_get(RESULTS_DEAD_QUEUE, auto_ack=True)
-    assert method is not None and body == b"not json at all"
+    found: list[bytes] = []
+    wait_until(
+        lambda: found.extend(set_aside_bodies(connection)) or found,
+        10,
+        what="the unreadable message in the dead-letter queue",
+    )
+    assert found == [b"not json at all"]
