@@ -135,9 +135,10 @@ def test_an_unreadable_results_message_is_set_aside_not_dropped(
     request.getfixturevalue("results_consumer")
     assert_books(engine, Expectation(job_ids, callbacks="recorded"), timeout=30)
     found: list[bytes] = []
-    wait_until(
-        lambda: found.extend(set_aside_bodies(connection)) or found,
-        10,
-        what="the unreadable message in the dead-letter queue",
-    )
+
+    def parked() -> list[bytes]:
+        found.extend(set_aside_bodies(connection))
+        return found
+
+    wait_until(parked, 10, what="the unreadable message in the dead-letter queue")
     assert found == [b"not json at all"]
