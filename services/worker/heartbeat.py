@@ -19,6 +19,7 @@ from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
 from services.worker.fence import Fence
+from services.worker.fence_watch import FenceWatch
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class Heartbeater:
     """Sends a heartbeat every ``interval`` seconds from its own thread.
 
     While no heartbeat lands, ``fence`` closes (``services/worker/fence.py``) and the
-    worker starts no new run; ``on_reopen`` is called when one lands again.
+    worker starts no new run; ``on_reopen`` is called when one lands again. Each closing
+    is logged once, whether the heartbeats fail or one hangs (``FenceWatch``).
 
     Each heartbeat also reads an operator's standing drain (``RedisKeys.worker_drained``)
     and hands each change to ``on_drained``; and it takes an operator's drain request
@@ -97,7 +99,10 @@ class Heartbeater:
         self._incarnation = incarnation
         self._on_drained = on_drained
         self._drained = False
-        self._fence_logged = False
+        # When the heartbeat being sent began (monotonic), None between heartbeats: a
+        # closed fence with one still going is a hang, not a failure.
+        self._sending_since: float | None = None
+        self._watch = FenceWatch(self.fence, self._worker_id, self._blame)
         self._started_at = self._clock.now_ms()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
@@ -124,6 +129,13 @@ class Heartbeater:
 
     def send(self) -> None:
         """Write one heartbeat to Redis (expiring) and to MySQL."""
+        self._sending_since = time.monotonic()
+        try:
+            self._send()
+        finally:
+            self._sending_since = None
+
+    def _send(self) -> None:
         # The time is taken before the count: a reader that sees "nothing held" knows
         # this worker held nothing at some moment at or after ``held_at``.
         held_at = self._clock.now_ms()
@@ -172,22 +184,23 @@ class Heartbeater:
         self._on_drained(drained)
 
     def _landed(self) -> None:
+        # A closing the watch has not said yet is said before its reopening.
+        self._watch.check()
         if self.fence.heard():
             log.warning(
                 "heartbeat lands again: starting runs again", extra={"worker_id": self._worker_id}
             )
             self._on_reopen()
-        self._fence_logged = False
 
-    def _failed(self) -> None:
-        if self.fence.closed and not self._fence_logged:
-            self._fence_logged = True
-            log.error(
-                "no heartbeat landed for %.0f s: starting no new runs until one does, so "
-                "the leader cannot retry a run elsewhere while this worker starts it",
-                self.fence.limit,
-                extra={"worker_id": self._worker_id},
-            )
+    def _blame(self) -> str:
+        """Why no heartbeat lands, for the fence's log line."""
+        since = self._sending_since
+        if since is None:
+            return "the last heartbeats failed"
+        return (
+            f"one has been waiting {time.monotonic() - since:.0f} s for Redis or MySQL to "
+            "answer and is still waiting"
+        )
 
     def start(self) -> None:
         """Send one heartbeat now, then keep sending in the background. A drain request
@@ -195,10 +208,12 @@ class Heartbeater:
         self._redis.delete(self._keys.worker_drain(self._worker_id))
         self.send()
         self._thread.start()
+        self._watch.start()
 
     def stop(self, final_state: WorkerState) -> None:
         """Stop the loop and send a last heartbeat with ``final_state``."""
         self._stop.set()
+        self._watch.stop()
         self._thread.join(timeout=self._interval + 5)
         self.state = final_state
         self.send()
@@ -209,4 +224,3 @@ class Heartbeater:
                 self.send()
             except Exception:
                 log.exception("heartbeat failed; retrying at the next interval")
-                self._failed()

@@ -1,0 +1,97 @@
+"""A heartbeat that hangs (a store that neither answers nor fails) closes the worker's
+fence, and the worker says so once per change, as it does for a heartbeat that fails."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, cast
+from unittest import mock
+
+import pytest
+
+from common.keys import RedisKeys
+from common.pooled_consumer import ConsumerStats
+from common.states import WorkerState
+from common.stores import Stores
+from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+
+INTERVAL = 0.05
+
+
+class Source:
+    """A serving loop with nothing going."""
+
+    stats = ConsumerStats()
+
+    def load(self) -> Load:
+        return Load(0, 0)
+
+    def held(self) -> int:
+        return 0
+
+
+class HangingRedis:
+    """A Redis client whose pipelines hang while ``open`` is clear."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.open.set()
+
+    def pipeline(self) -> Any:
+        pipe = mock.MagicMock()
+        pipe.execute.side_effect = self._execute
+        return pipe
+
+    def delete(self, *_keys: object) -> int:
+        return 0
+
+    def _execute(self) -> list[object]:
+        self.open.wait()
+        return [1, 1, None, 0, None]
+
+
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 5
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+
+def test_a_hanging_heartbeat_is_logged_once_per_change_of_the_fence(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = HangingRedis()
+    clock = mock.Mock()
+    clock.now_ms.return_value = 0
+    stores = cast(
+        Stores, mock.Mock(redis=client, engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock)
+    )
+    beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.noop",)), Source(), stores, INTERVAL)
+    caplog.set_level(logging.INFO)
+    beat.start()
+    try:
+        client.open.clear()  # the next heartbeat waits for good
+        wait_for(lambda: len(messages(caplog, logging.ERROR)) == 1, "the fence's closing")
+        time.sleep(INTERVAL * 6)  # closed all along: said once
+        closed = messages(caplog, logging.ERROR)
+        assert len(closed) == 1 and "no heartbeat landed" in closed[0], closed
+        assert "still waiting" in closed[0]
+        client.open.set()
+        wait_for(lambda: not beat.fence.closed, "the fence to reopen")
+        wait_for(
+            lambda: any("lands again" in m for m in messages(caplog, logging.WARNING)),
+            "the reopening",
+        )
+        client.open.clear()
+        wait_for(lambda: len(messages(caplog, logging.ERROR)) == 2, "the second closing")
+    finally:
+        client.open.set()
+        beat.stop(WorkerState.STOPPED)
+    assert len(messages(caplog, logging.ERROR)) == 2
