@@ -187,6 +187,17 @@ class WorkerNotLiveError(KairosError):
         self.worker_id = worker_id
 
 
+class WorkerNotDrainedError(KairosError):
+    """An operator undrained a worker that no standing drain holds."""
+
+    def __init__(self, worker_id: str) -> None:
+        super().__init__(
+            f"worker {worker_id!r} is not drained: nothing to undrain (a worker asked to "
+            "drain and stop cannot be undrained; start it again instead)"
+        )
+        self.worker_id = worker_id
+
+
 class AuthenticationError(KairosError):
     """The API key is missing or unknown."""
 

@@ -178,8 +178,30 @@ def test_workers_drain_and_stuck_executions_fail_and_requeue(
     w2 = page.inner_text("#worker-w2")
     assert "ACTIVE" in w2 and "/ 2" in w2 and "1 consumer" in w2
     console.shoot("workers")
+    # A standing drain: w2 takes no new work and stays up, until undrained.
+    assert "stays up until undrained" in console.submit("form[action='/console/workers/w2/drain']")
+    console.until(
+        "/console/workers",
+        lambda p: (
+            "DRAINING" in p.inner_text("#worker-w2") and "drained" in p.inner_text("#worker-w2")
+        ),
+        "w2 to drain",
+    )
+    console.shoot("workers-drained")
+    assert "drained by operator alice" in processes.log("w2")
+    assert processes.running["w2"].poll() is None
+    assert "takes work again" in console.submit("form[action='/console/workers/w2/undrain']")
+    console.until(
+        "/console/workers",
+        lambda p: (
+            "ACTIVE" in p.inner_text("#worker-w2")
+            and p.locator("form[action='/console/workers/w2/stop']").count() == 1
+        ),
+        "w2 to take work again",
+    )
+    assert "undrained: taking work again" in processes.log("w2")
     assert "drains at its next heartbeat" in console.submit(
-        "form[action='/console/workers/w2/drain']"
+        "form[action='/console/workers/w2/stop']"
     )
     console.until(
         "/console/workers", lambda p: "STOPPED" in p.inner_text("#worker-w2"), "w2 to stop"

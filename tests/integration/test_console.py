@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from common.clock import ClusterClock
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials
 from common.db.operators import delete_operator
 from common.db.schema import jobs
+from common.keys import RedisKeys
 from tests.integration.console_helpers import csrf_of, make_operator, sign_in
+from tests.integration.helpers import register_worker
 
 PAGES = [
     "/console/",
@@ -166,3 +170,33 @@ def test_sign_in_goes_back_to_the_page_asked_for_and_never_to_another_site(
         )
         assert answer.headers["location"] == landed
     assert csrf_of(console.get("/console/workers").text)
+
+
+def test_workers_are_drained_and_undrained_from_the_console_with_its_csrf_token(
+    console: TestClient, engine: Engine, redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    keys = RedisKeys(namespace.namespace)
+    register_worker(engine, "w1", now_ms=ClusterClock(redis_client).now_ms())
+    csrf = sign_in(console, make_operator(engine))
+    page = console.get("/console/workers").text
+    for action in ("drain", "stop"):
+        assert f'action="/console/workers/w1/{action}"' in page
+    assert "/console/workers/w1/undrain" not in page
+    assert console.post("/console/workers/w1/drain", data={"csrf": "guess"}).status_code == 403
+    assert redis_client.get(keys.worker_drained("w1")) is None
+    drained = console.post("/console/workers/w1/drain", data={"csrf": csrf})
+    assert drained.status_code == 200 and "stays up until undrained" in drained.text
+    assert redis_client.get(keys.worker_drained("w1")) == b"alice"
+    assert redis_client.get(keys.worker_drain("w1")) is None  # not asked to stop
+    page = console.get("/console/workers").text
+    assert "/console/workers/w1/undrain" in page and "/console/workers/w1/stop" not in page
+    assert console.post("/console/workers/w1/undrain", data={"csrf": "guess"}).status_code == 403
+    assert redis_client.get(keys.worker_drained("w1")) == b"alice"
+    undrained = console.post("/console/workers/w1/undrain", data={"csrf": csrf})
+    assert undrained.status_code == 200 and "takes work again" in undrained.text
+    assert redis_client.get(keys.worker_drained("w1")) is None
+    again = console.post("/console/workers/w1/undrain", data={"csrf": csrf})
+    assert "is not drained: nothing to undrain" in again.text
+    stopping = console.post("/console/workers/w1/stop", data={"csrf": csrf})
+    assert "drains at its next heartbeat" in stopping.text
+    assert redis_client.get(keys.worker_drain("w1")) == b"alice"

@@ -1,18 +1,31 @@
 """The workers page: state, load score and its parts, runs against capacity, CPU idle,
-heartbeat age by the cluster clock, queue and consumers; drain."""
+heartbeat age by the cluster clock, queue and consumers; drain, undrain, drain and stop.
+
+Drain is the standing drain of ``kairos workers drain`` (the worker stays up, takes
+nothing new, its unstarted work moves) until Undrain; Drain and stop is a one-time
+request: the worker drains and its process exits, as on SIGTERM, for an operator
+with no shell on the worker's host.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.errors import KairosError, StoreUnavailableError
+from common.errors import KairosError, StoreUnavailableError, WorkerNotDrainedError
 from common.topology import worker_queue
 from common.vhost import vhost_queues
-from common.worker_control import drains_requested, request_drain
+from common.worker_control import (
+    clear_drained,
+    drained,
+    drains_requested,
+    request_drain,
+    set_drained,
+)
 from common.worker_views import worker_views
 from services.api.console.render import page, redirect
 from services.api.console.routing import ConsoleRoute
@@ -39,6 +52,7 @@ def workers_context(state: ApiState) -> dict[str, Any]:
         "queues": {w.worker_id: queues.get(worker_queue(w.worker_id)) for w in workers},
         "queue_error": queue_error,
         "draining": drains_requested(state.redis, state.keys, [w.worker_id for w in workers]),
+        "drained": drained(state.redis, state.keys, [w.worker_id for w in workers]),
         "stale_s": state.settings.heartbeat_stale_ms / 1000,
         "now": now,
     }
@@ -51,7 +65,7 @@ def workers_page(request: Request, session: SessionDep) -> Response:
     return page(request, "workers.html", session=session, nav="workers", **context)
 
 
-def _drain(state: ApiState, worker_id: str, operator: str) -> str:
+def _drain_and_stop(state: ApiState, worker_id: str, operator: str) -> str:
     request_drain(
         state.engine,
         state.redis,
@@ -62,7 +76,7 @@ def _drain(state: ApiState, worker_id: str, operator: str) -> str:
         operator,
     )
     log.info(
-        "console: operator %s asked worker %s to drain",
+        "console: operator %s asked worker %s to drain and stop",
         operator,
         worker_id,
         extra={"worker_id": worker_id},
@@ -73,14 +87,71 @@ def _drain(state: ApiState, worker_id: str, operator: str) -> str:
     )
 
 
-@router.post("/workers/{worker_id}/drain")
-async def drain(worker_id: str, request: Request, session: SessionDep) -> Response:
-    """Ask one worker to drain and stop."""
+def _drain(state: ApiState, worker_id: str, operator: str) -> str:
+    set_drained(
+        state.engine,
+        state.redis,
+        state.keys,
+        state.clock,
+        worker_id,
+        state.settings.heartbeat_stale_ms,
+        operator,
+    )
+    log.info(
+        "console: operator %s drained worker %s",
+        operator,
+        worker_id,
+        extra={"worker_id": worker_id},
+    )
+    return (
+        f"Worker {worker_id} is drained from its next heartbeat: it takes no new work, its "
+        "queued executions move to live workers, its runs finish and it stays up until "
+        "undrained."
+    )
+
+
+def _undrain(state: ApiState, worker_id: str, operator: str) -> str:
+    if not clear_drained(state.redis, state.keys, worker_id):
+        raise WorkerNotDrainedError(worker_id)
+    log.info(
+        "console: operator %s undrained worker %s",
+        operator,
+        worker_id,
+        extra={"worker_id": worker_id},
+    )
+    return f"Worker {worker_id} takes work again from its next heartbeat."
+
+
+async def _act(
+    request: Request,
+    session: SessionDep,
+    act: Callable[[ApiState, str, str], str],
+    worker_id: str,
+) -> Response:
+    """Check the form, run ``act`` off the event loop, and come back with its notice."""
     check_form(request, await read_form(request), session)
     try:
         done = await run_in_threadpool(
-            _drain, console_state(request), worker_id, session.operator.name
+            act, console_state(request), worker_id, session.operator.name
         )
     except KairosError as e:
         return redirect("/console/workers", str(e), error=True)
     return redirect("/console/workers", done)
+
+
+@router.post("/workers/{worker_id}/drain")
+async def drain(worker_id: str, request: Request, session: SessionDep) -> Response:
+    """Drain one worker until it is undrained (``kairos workers drain``)."""
+    return await _act(request, session, _drain, worker_id)
+
+
+@router.post("/workers/{worker_id}/undrain")
+async def undrain(worker_id: str, request: Request, session: SessionDep) -> Response:
+    """Let a drained worker take work again (``kairos workers undrain``)."""
+    return await _act(request, session, _undrain, worker_id)
+
+
+@router.post("/workers/{worker_id}/stop")
+async def drain_and_stop(worker_id: str, request: Request, session: SessionDep) -> Response:
+    """Ask one worker to drain and stop."""
+    return await _act(request, session, _drain_and_stop, worker_id)
