@@ -259,13 +259,35 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
         description="callback attempts one app may have going at once; more only while as "
         "many attempts stay free for other apps; default a quarter of the concurrency",
     )
+    host_share: int | None = Field(
+        default=None,
+        ge=1,
+        description="callback attempts to one receiving host (and port) at once; more only "
+        "while as many attempts stay free for other hosts; default a quarter of the "
+        "concurrency",
+    )
     request_timeout_seconds: float = Field(
-        default=10.0,
+        default=15.0,
         gt=0,
         description="the whole of one callback attempt (connect, send, answer): a receiver "
         "that hangs or trickles its answer fails the attempt after this long",
     )
-    retry_tiers_seconds: str = "5,30,300"
+    retry_tiers_seconds: str = Field(
+        default="5,300,1800,7200,18000,36000,36000",
+        description="the delays between a failing callback's attempts (the first is at "
+        "once); DEAD after the attempt that follows the last delay",
+    )
+    retry_jitter: float = Field(
+        default=0.2,
+        ge=0,
+        lt=1,
+        description="each retry delay is spread over this fraction of it either side",
+    )
+    retry_after_cap_seconds: int = Field(
+        default=3600,
+        ge=1,
+        description="the longest a receiver's Retry-After (on 429 or 503) is waited for",
+    )
     secret_cache_seconds: float = Field(
         default=30.0,
         ge=0,

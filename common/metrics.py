@@ -209,15 +209,22 @@ EXECUTION_START_LAG = Histogram(
 
 CALLBACK_ATTEMPTS = Counter(
     "kairos_callback_attempts_total",
-    "Callback POSTs, by what followed: delivered, queued (a retry tier is next) or dead "
-    "(parked in the dead-letter queue).",
+    "Callback POSTs, by what followed: delivered, retrying (a retry delay is next) or "
+    "dead (parked in the dead-letter queue).",
     ["outcome"],
+)
+
+CALLBACKS_ORPHANED = Counter(
+    "kairos_callbacks_orphaned_total",
+    "Callback messages whose delivery row no longer exists (pruned by retention before "
+    "a replay reached it): not sent, logged with their delivery id.",
 )
 
 CALLBACKS_DEFERRED = Counter(
     "kairos_callbacks_deferred_total",
     "Callbacks sent through the first retry tier without an attempt, because their app "
-    "held its share of the notifier's attempts (its receivers slow or hanging).",
+    "or their receiving host held its share of the notifier's attempts (slow or hanging "
+    "receivers).",
 )
 
 

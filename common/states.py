@@ -46,9 +46,24 @@ class WorkerState(StrEnum):
 
 
 class DeliveryStatus(StrEnum):
-    """A callback delivery: recorded, handed to the notifier, delivered or parked."""
+    """A callback delivery: recorded (PENDING), confirmed in the callbacks queue
+    (QUEUED), waiting for its next attempt after a failed one (RETRYING), delivered,
+    or parked after its last attempt (DEAD)."""
 
     PENDING = "PENDING"
     QUEUED = "QUEUED"
+    RETRYING = "RETRYING"
     DELIVERED = "DELIVERED"
     DEAD = "DEAD"
+
+
+class DeadReason(StrEnum):
+    """Why a callback delivery is DEAD."""
+
+    # Every attempt of the schedule failed.
+    EXHAUSTED = "exhausted"
+    # The receiver answered 410 Gone: it wants no more of these.
+    GONE = "gone"
+    # The callback URL policy refused the URL or an address it reaches: retrying would
+    # not heal it (replay once KAIROS_CALLBACK_ALLOWED_NETWORKS admits it).
+    REFUSED = "refused"

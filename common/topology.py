@@ -23,9 +23,12 @@ def worker_queue(worker_id: str) -> str:
     return f"kairos.worker.{worker_id}"
 
 
-def retry_queue(delay_seconds: int) -> str:
-    """The callback retry tier queue for one delay, named by it (e.g. ``...retry.30s``)."""
-    return f"kairos.callbacks.retry.{delay_seconds}s"
+def retry_queue(delay_ms: int) -> str:
+    """The callback retry queue for one delay, named by it (``...retry.30s``, or
+    ``...retry.4500ms`` for a delay that is not whole seconds)."""
+    if delay_ms % 1000 == 0:
+        return f"kairos.callbacks.retry.{delay_ms // 1000}s"
+    return f"kairos.callbacks.retry.{delay_ms}ms"
 
 
 def declare_core(channel: Any) -> None:
@@ -49,17 +52,19 @@ def declare_worker_queue(channel: Any, worker_id: str) -> str:
     return name
 
 
-def declare_retry_tiers(channel: Any, delays_seconds: list[int]) -> None:
+def declare_retry_tiers(channel: Any, delays_ms: list[int]) -> None:
     """Declare one TTL queue per retry delay, each dead-lettering back to the callbacks queue.
 
     One queue per delay keeps a message with a short delay from waiting behind a long
-    one (per-message TTL only expires at the head of a queue).
+    one (per-message TTL only expires at the head of a queue). A queue's arguments
+    depend on its delay alone, and its name says the delay: a queue declared by an
+    older notifier is declared again with the same arguments, never different ones.
     """
     channel.exchange_declare(CALLBACKS_RETRY_EXCHANGE, exchange_type="direct", durable=True)
-    for delay in delays_seconds:
+    for delay in delays_ms:
         name = retry_queue(delay)
         arguments: dict[str, Any] = {
-            "x-message-ttl": delay * 1000,
+            "x-message-ttl": delay,
             "x-dead-letter-exchange": CALLBACKS_EXCHANGE,
             "x-dead-letter-routing-key": CALLBACKS_QUEUE,
         }

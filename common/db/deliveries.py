@@ -10,8 +10,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db.rows import AnyRow
+from common.db.schema import callback_attempts as attempts
 from common.db.schema import callback_deliveries as deliveries
-from common.states import DeliveryStatus
+from common.states import DeadReason, DeliveryStatus
+
+MAX_ERROR_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -89,27 +92,110 @@ def get_delivery(conn: Connection, delivery_id: str) -> AnyRow | None:
     ).first()
 
 
-def record_attempt(
-    conn: Connection,
-    delivery_id: str,
-    status: DeliveryStatus,
-    status_code: int | None,
-    error: str | None,
-    now_ms: int,
-) -> None:
-    """Count one attempt and its outcome."""
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One POST of a callback, and what the delivery became after it."""
+
+    delivery_id: str
+    attempt: int
+    status: DeliveryStatus
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    next_attempt_at: int | None = None
+    dead_reason: DeadReason | None = None
+
+
+def record_attempt(conn: Connection, record: AttemptRecord, now_ms: int) -> None:
+    """Record one attempt and the delivery's state after it.
+
+    A delivery already DELIVERED stays so: a late duplicate copy of its message (one
+    redelivered after a lost connection) records its attempt but changes nothing else.
+    """
+    error = record.error[:MAX_ERROR_CHARS] if record.error is not None else None
+    pk = conn.execute(
+        sa.select(deliveries.c.id).where(deliveries.c.delivery_id == record.delivery_id)
+    ).scalar()
+    if pk is None:
+        return
+    conn.execute(
+        attempts.insert().values(
+            delivery_pk=pk,
+            attempt=record.attempt,
+            attempted_at=now_ms,
+            status_code=record.status_code,
+            error=error,
+            duration_ms=record.duration_ms,
+        )
+    )
     values: dict[str, Any] = {
-        "status": status,
+        "status": record.status,
         "attempts": deliveries.c.attempts + 1,
-        "last_status_code": status_code,
+        "last_status_code": record.status_code,
         "last_error": error,
         "updated_at": now_ms,
+        "next_attempt_at": record.next_attempt_at,
+        "dead_reason": record.dead_reason,
     }
-    if status is DeliveryStatus.DELIVERED:
+    if record.status is DeliveryStatus.DELIVERED:
         values["delivered_at"] = now_ms
     conn.execute(
-        deliveries.update().where(deliveries.c.delivery_id == delivery_id).values(**values)
+        deliveries.update()
+        .where(deliveries.c.id == pk, deliveries.c.status != DeliveryStatus.DELIVERED)
+        .values(**values)
     )
+
+
+def attempts_of(conn: Connection, delivery_pks: Sequence[int]) -> dict[int, list[AnyRow]]:
+    """The attempts of these deliveries (by delivery row id), oldest first."""
+    found: dict[int, list[AnyRow]] = {pk: [] for pk in delivery_pks}
+    if not delivery_pks:
+        return found
+    rows = conn.execute(
+        sa.select(attempts)
+        .where(attempts.c.delivery_pk.in_(list(delivery_pks)))
+        .order_by(attempts.c.delivery_pk, attempts.c.id)
+    ).all()
+    for row in rows:
+        found[int(row.delivery_pk)].append(row)
+    return found
+
+
+def page_for_job(conn: Connection, job_id: int, before_pk: int | None, limit: int) -> list[AnyRow]:
+    """Up to ``limit`` of a job's deliveries, newest first, older than ``before_pk``."""
+    query = sa.select(deliveries).where(deliveries.c.job_id == job_id)
+    if before_pk is not None:
+        query = query.where(deliveries.c.id < before_pk)
+    return list(conn.execute(query.order_by(deliveries.c.id.desc()).limit(limit)).all())
+
+
+def find_for_app(conn: Connection, app_pk: int, delivery_id: str) -> AnyRow | None:
+    """The delivery with this id if it is one of the app's callbacks."""
+    return conn.execute(
+        sa.select(deliveries).where(
+            deliveries.c.delivery_id == delivery_id, deliveries.c.app_id == app_pk
+        )
+    ).first()
+
+
+def start_again(conn: Connection, delivery_id: str, now_ms: int) -> bool:
+    """Make a DEAD or DELIVERED delivery PENDING for a fresh schedule (a replay); False
+    when it is neither (it is on its way already)."""
+    result = conn.execute(
+        deliveries.update()
+        .where(
+            deliveries.c.delivery_id == delivery_id,
+            deliveries.c.status.in_([DeliveryStatus.DEAD, DeliveryStatus.DELIVERED]),
+        )
+        .values(
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=None,
+            dead_reason=None,
+            delivered_at=None,
+            updated_at=now_ms,
+        )
+    )
+    return bool(result.rowcount)
 
 
 def list_for_job(conn: Connection, job_id: int) -> list[AnyRow]:

@@ -160,7 +160,30 @@ callback_deliveries = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("delivered_at", BigInteger, nullable=True),
+    # When the notifier tries a RETRYING delivery again (shown to its app).
+    Column("next_attempt_at", BigInteger, nullable=True),
+    # Why a DEAD delivery stopped: ``DeadReason``.
+    Column("dead_reason", String(32), nullable=True),
     Index("ix_callback_deliveries_status_updated", "status", "updated_at"),
+)
+
+# One row per POST of a callback; pruned with its delivery.
+callback_attempts = Table(
+    "callback_attempts",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column(
+        "delivery_pk",
+        BigInteger,
+        ForeignKey("callback_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("attempted_at", BigInteger, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("error", String(4096), nullable=True),
+    Column("duration_ms", Integer, nullable=False),
+    Index("ix_callback_attempts_delivery", "delivery_pk", "id"),
 )
 
 operators = Table(

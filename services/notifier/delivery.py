@@ -14,13 +14,17 @@ from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.apps import signing_secrets
+from common.db.deliveries import AttemptRecord
 from common.messages import CallbackMessage, read_message
-from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED
+from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from services.notifier.outages import StoreBackoff
 from services.notifier.posting import Poster, PostOutcome
-from services.notifier.shares import AppShares
+from services.notifier.schedule import RetrySchedule
+from services.notifier.shares import DeliveryShares
 from services.notifier.signing import webhook_headers
+from services.notifier.verdict import Verdict, judge
 
 log = logging.getLogger(__name__)
 
@@ -41,77 +45,120 @@ class CallbackDeliverer:
         engine: Engine,
         poster: Poster,
         clock: ClusterClock,
-        retry_tiers: Sequence[int],
+        schedule: RetrySchedule,
         secret_ttl: float = 30.0,
-        shares: AppShares | None = None,
+        shares: DeliveryShares | None = None,
+        backoff: StoreBackoff | None = None,
     ) -> None:
         self._engine = engine
         self._poster = poster
         self._clock = clock
-        self._tiers = list(retry_tiers)
+        self._schedule = schedule
         self._secret_ttl = secret_ttl
         self._secrets: dict[int, tuple[float, list[str]]] = {}
         self._lock = threading.Lock()
         # Without a retry tier there is nowhere for an app's excess to wait.
-        self._shares = shares if self._tiers else None
+        self._shares = shares if schedule.tiers else None
+        self._backoff = backoff if backoff is not None else StoreBackoff()
 
     def deliver(self, body: bytes) -> Attempt | None:
-        """POST the callback in ``body``; None when it was delivered before.
+        """POST the callback in ``body``; None when there is nothing to send.
 
         A body that cannot be read is parked in the dead-letter queue as it is: sent
-        back to the callbacks queue it would come back for good. A callback whose app
-        holds its share of the attempts (``AppShares``) waits in the first retry tier.
+        back to the callbacks queue it would come back for good. A callback whose
+        receiving host or app holds its share of the attempts (``DeliveryShares``) waits in
+        the first retry tier. MySQL out of reach: the pool thread waits a jittered,
+        growing while (``StoreBackoff``) before the message goes back to the queue.
         """
         message = read_message(CallbackMessage, body)
         if message is None:
             log.error("parking a callback message that cannot be read: %r", body[:200])
             return Attempt(False, OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, "unreadable"))
+        return self._backoff.run(lambda: self._shared_attempt(message))
+
+    def _shared_attempt(self, message: CallbackMessage) -> Attempt | None:
         if self._shares is None:
             return self._attempt(message)
-        if not self._shares.take(message.app_id):
+        if not self._shares.take(message.app_id, message.url):
             return self._defer(message)
         try:
             return self._attempt(message)
         finally:
-            self._shares.give_back(message.app_id)
+            self._shares.give_back(message.app_id, message.url)
 
     def _attempt(self, message: CallbackMessage) -> Attempt | None:
-        """One POST of the callback, recorded; None when it was delivered before."""
+        """One POST of the callback, recorded; None when there is nothing to send."""
         with self._engine.connect() as conn:
             row = deliveries.get_delivery(conn, message.delivery_id)
-        if row is None or row.status == DeliveryStatus.DELIVERED:
-            return None
-        outcome = self._post(message)
-        follow_up = None if outcome.delivered else self._next_stop(message, outcome.refused)
-        status = self._status_after(outcome.delivered, follow_up)
-        with self._engine.begin() as conn:
-            deliveries.record_attempt(
-                conn,
-                message.delivery_id,
-                status,
-                outcome.status_code,
-                outcome.error,
-                self._clock.now_ms(),
+        if row is None:
+            CALLBACKS_ORPHANED.inc()
+            log.warning(
+                "callback message of a delivery that no longer exists (pruned): not sent",
+                extra={"delivery_id": message.delivery_id},
             )
-        CALLBACK_ATTEMPTS.labels(outcome=status.lower()).inc()
+            return None
+        if row.status == DeliveryStatus.DELIVERED:
+            return None
+        began = time.monotonic()
+        outcome = self._post(message)
+        duration_ms = int((time.monotonic() - began) * 1000)
+        verdict = judge(outcome, message.attempt, self._schedule, time.time())
+        self._record(message, outcome, verdict, duration_ms)
+        CALLBACK_ATTEMPTS.labels(outcome=verdict.status.lower()).inc()
         log.info(
             "callback attempt %d: %s",
             message.attempt,
-            status.lower(),
+            verdict.status.lower(),
             extra={"delivery_id": message.delivery_id},
         )
-        return Attempt(outcome.delivered, follow_up)
+        return Attempt(outcome.delivered, self._follow_up(message, outcome, verdict))
+
+    def _record(
+        self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict, duration_ms: int
+    ) -> None:
+        now = self._clock.now_ms()
+        next_at = now + verdict.delay_ms if verdict.delay_ms is not None else None
+        record = AttemptRecord(
+            delivery_id=message.delivery_id,
+            attempt=message.attempt,
+            status=verdict.status,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            duration_ms=duration_ms,
+            next_attempt_at=next_at,
+            dead_reason=verdict.dead_reason,
+        )
+        with self._engine.begin() as conn:
+            deliveries.record_attempt(conn, record, now)
+
+    def _follow_up(
+        self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
+    ) -> OutgoingMessage | None:
+        later = message.model_copy(update={"attempt": message.attempt + 1})
+        body = later.model_dump_json().encode()
+        if verdict.status is DeliveryStatus.RETRYING and verdict.delay_ms is not None:
+            queue = retry_queue(verdict.delay_ms)
+            return OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
+        if verdict.status is DeliveryStatus.DEAD:
+            headers = {
+                "x-kairos-dead-reason": str(verdict.dead_reason),
+                "x-kairos-attempts": message.attempt,
+                "x-kairos-last-status": outcome.status_code or 0,
+                "x-kairos-last-error": (outcome.error or "")[:500],
+            }
+            return OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, message.delivery_id, headers)
+        return None
 
     def _defer(self, message: CallbackMessage) -> Attempt:
-        """Send the callback through the first retry tier unattempted: its app holds its
-        share of the attempts already (its receivers are slow or hang)."""
+        """Send the callback through the first retry tier unattempted: its receiving host
+        or its app holds its share of the attempts already (slow or hanging receivers)."""
         CALLBACKS_DEFERRED.inc()
         log.debug(
-            "callback deferred: app %d holds its share of attempts",
+            "callback deferred: its host or app %d holds its share of attempts",
             message.app_id,
             extra={"delivery_id": message.delivery_id},
         )
-        queue = retry_queue(self._tiers[0])
+        queue = retry_queue(self._schedule.rng.choice(self._schedule.buckets(0)))
         body = message.model_dump_json().encode()
         return Attempt(
             False, OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
@@ -141,25 +188,6 @@ class CallbackDeliverer:
         with self._lock:
             self._secrets[app_pk] = (now, found)
         return found
-
-    def _next_stop(self, message: CallbackMessage, refused: bool = False) -> OutgoingMessage:
-        """The retry tier after this attempt, or the dead-letter queue after the last
-        tier or at once for a URL the policy refused: a refusal does not heal by itself
-        (an operator can replay it once KAIROS_CALLBACK_ALLOWED_NETWORKS admits it)."""
-        later = message.model_copy(update={"attempt": message.attempt + 1})
-        body = later.model_dump_json().encode()
-        if message.attempt <= len(self._tiers) and not refused:
-            queue = retry_queue(self._tiers[message.attempt - 1])
-            return OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
-        return OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, message.delivery_id)
-
-    @staticmethod
-    def _status_after(delivered: bool, follow_up: OutgoingMessage | None) -> DeliveryStatus:
-        if delivered:
-            return DeliveryStatus.DELIVERED
-        if follow_up is not None and follow_up.routing_key == CALLBACKS_DEAD_QUEUE:
-            return DeliveryStatus.DEAD
-        return DeliveryStatus.QUEUED
 
 
 def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:

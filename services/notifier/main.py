@@ -14,9 +14,26 @@ from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.posting import CallbackPoster
-from services.notifier.shares import AppShares, default_share
+from services.notifier.schedule import RetrySchedule
+from services.notifier.shares import AppShares, DeliveryShares, default_share
 
 log = logging.getLogger(__name__)
+
+
+def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
+    """The retry schedule the settings describe."""
+    return RetrySchedule(
+        settings.retry_tiers(), settings.retry_jitter, settings.retry_after_cap_seconds
+    )
+
+
+def delivery_shares(settings: NotifierSettings) -> DeliveryShares:
+    """Each app's and each receiving host's share of the notifier's attempts."""
+    slots = settings.concurrency
+    return DeliveryShares(
+        AppShares(slots, settings.app_share or default_share(slots)),
+        AppShares(slots, settings.host_share or default_share(slots)),
+    )
 
 
 def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threading.Event) -> None:
@@ -26,7 +43,7 @@ def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threa
     try:
         setup = connection.channel()
         declare_core(setup)
-        declare_retry_tiers(setup, settings.retry_tiers())
+        declare_retry_tiers(setup, retry_schedule(settings).all_delays())
         setup.close()
         consumer = PooledConsumer(
             connection,
@@ -68,9 +85,9 @@ def run_notifier(settings: NotifierSettings) -> None:
         stores.engine,
         poster,
         stores.clock,
-        settings.retry_tiers(),
+        retry_schedule(settings),
         settings.secret_cache_seconds,
-        AppShares(settings.concurrency, settings.app_share or default_share(settings.concurrency)),
+        delivery_shares(settings),
     )
     freeze_startup_heap()
     keep_serving("notifier", lambda: _serve(settings, deliverer, stop), stop)

@@ -40,11 +40,13 @@ MAX_RESPONSE_BYTES = 4 * 1024
 class PostOutcome:
     """How one POST went: the status code if an answer came, and what went wrong if
     anything (the start of a non-2xx answer's body, or the error); ``refused`` when the
-    callback URL policy refused the URL or an address it reaches (nothing was sent)."""
+    callback URL policy refused the URL or an address it reaches (nothing was sent);
+    the answer's ``Retry-After`` header if it had one."""
 
     status_code: int | None
     error: str | None
     refused: bool = False
+    retry_after: str | None = None
 
     @property
     def delivered(self) -> bool:
@@ -135,7 +137,11 @@ class CallbackPoster:
             if 200 <= response.status_code < 300:
                 return PostOutcome(response.status_code, None)
             excerpt = await self._read_some(response)
-            return PostOutcome(response.status_code, excerpt or f"HTTP {response.status_code}")
+            return PostOutcome(
+                response.status_code,
+                excerpt or f"HTTP {response.status_code}",
+                retry_after=response.headers.get("retry-after"),
+            )
         finally:
             await response.aclose()
 

@@ -1,17 +1,23 @@
-"""Sharing the notifier's attempts between apps, so one app's receivers never take them all.
+"""Sharing the notifier's attempts between apps and between receiving hosts, so one
+app's receivers, or one slow host, never take them all.
 
 A receiver that hangs holds an attempt for the whole request timeout. Without a share,
 an app whose receiver hangs, with enough callbacks queued, would hold every attempt the
-notifier runs at once, and every other app's callbacks would wait behind it.
+notifier runs at once, and every other app's callbacks would wait behind it. Apps are
+not enough: many apps may post to one host (a shared integration platform), and one app
+may post to many hosts of which one hangs. So a host has a share of its own too.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
+from urllib.parse import urlsplit
 
 
 class AppShares:
-    """Attempts in flight, per app, out of ``slots`` (the notifier's concurrency).
+    """Attempts in flight, per app (or any key: a host), out of ``slots`` (the
+    notifier's concurrency).
 
     An app may have ``share`` attempts in flight at once, and more only while ``share``
     slots stay free for the others: an app alone may use most of the notifier, and one
@@ -21,11 +27,11 @@ class AppShares:
     def __init__(self, slots: int, share: int) -> None:
         self._slots = slots
         self._share = max(1, share)
-        self._by_app: dict[int, int] = {}
+        self._by_app: dict[Hashable, int] = {}
         self._total = 0
         self._lock = threading.Lock()
 
-    def take(self, app_id: int) -> bool:
+    def take(self, app_id: Hashable) -> bool:
         """Count one more attempt of the app; False if it must wait for its turn."""
         with self._lock:
             held = self._by_app.get(app_id, 0)
@@ -35,7 +41,7 @@ class AppShares:
             self._total += 1
             return True
 
-    def give_back(self, app_id: int) -> None:
+    def give_back(self, app_id: Hashable) -> None:
         """The app's attempt ended."""
         with self._lock:
             held = self._by_app.get(app_id, 0) - 1
@@ -49,3 +55,39 @@ class AppShares:
 def default_share(slots: int) -> int:
     """An app's share of ``slots`` attempts when no setting gives one: a quarter."""
     return max(1, slots // 4)
+
+
+def receiving_host(url: str) -> str:
+    """The host (and port) a callback URL posts to, as shares count it."""
+    try:
+        parts = urlsplit(url)
+        return f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
+    except ValueError:
+        return url
+
+
+class DeliveryShares:
+    """An attempt takes a slot of its app's share and of its receiving host's share,
+    both or neither."""
+
+    def __init__(self, apps: AppShares, hosts: AppShares) -> None:
+        self._apps = apps
+        self._hosts = hosts
+        self._lock = threading.Lock()
+
+    def take(self, app_id: int, url: str) -> bool:
+        """Count one more attempt of the app to the URL's host; False if it must wait."""
+        host = receiving_host(url)
+        with self._lock:
+            if not self._apps.take(app_id):
+                return False
+            if not self._hosts.take(host):
+                self._apps.give_back(app_id)
+                return False
+            return True
+
+    def give_back(self, app_id: int, url: str) -> None:
+        """The attempt ended."""
+        with self._lock:
+            self._apps.give_back(app_id)
+            self._hosts.give_back(receiving_host(url))

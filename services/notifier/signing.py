@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 
 SECRET_PREFIX = "whsec_"
 
@@ -27,16 +29,28 @@ def verify(secret: str, message_id: str, timestamp: int, body: str, header: str)
     return any(hmac.compare_digest(wanted, part.encode()) for part in header.split())
 
 
+@cache
+def user_agent() -> str:
+    """``Kairos-Webhooks/<version>``: receivers can tell Kairos's requests by it."""
+    try:
+        found = version("kairos")
+    except PackageNotFoundError:
+        found = "0"
+    return f"Kairos-Webhooks/{found}"
+
+
 def webhook_headers(
     secrets: list[str], message_id: str, timestamp: int, body: str
 ) -> dict[str, str]:
-    """The three Standard Webhooks headers plus the JSON content type.
+    """The three Standard Webhooks headers plus the JSON content type and Kairos's
+    User-Agent.
 
     One signature per secret, space-separated, as the standard allows: while an app's
     secret is being rotated, receivers holding either secret can verify.
     """
     return {
         "content-type": "application/json",
+        "user-agent": user_agent(),
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": " ".join(sign(s, message_id, timestamp, body) for s in secrets),

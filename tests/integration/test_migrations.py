@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 from common.db import engine as engine_module
 from common.db.engine import current_revision, migrate
 
-HEAD = "0009"
+HEAD = "0010"
 TEXT_COLUMNS = {
     ("jobs", "params"),
     ("executions", "message"),

@@ -20,6 +20,7 @@ from common.messages import CallbackMessage
 from common.topology import CALLBACKS_DEAD_QUEUE
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.posting import CallbackPoster
+from services.notifier.schedule import RetrySchedule
 from tests.integration.results_helpers import queued_jobs
 
 TOTAL_SECONDS = 1.0
@@ -82,7 +83,7 @@ def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDel
         TOTAL_SECONDS, policy=CallbackUrlPolicy.from_settings("127.0.0.0/8", False)
     )
     poster.start()
-    yield CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+    yield CallbackDeliverer(engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2]))
     poster.close()
 
 

@@ -40,6 +40,7 @@ EXPECTED = {
     "kairos_execution_start_lag_seconds": "histogram",
     "kairos_callback_attempts": "counter",
     "kairos_callbacks_deferred": "counter",
+    "kairos_callbacks_orphaned": "counter",
     "kairos_queue_depth_messages": "gauge",
     "kairos_handler_live_workers": "gauge",
     "kairos_api_requests": "counter",
