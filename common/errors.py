@@ -116,6 +116,26 @@ class ExecutionNotFoundError(KairosError):
         self.execution_id = execution_id
 
 
+class DeliveryNotFoundError(KairosError):
+    """No callback delivery with that id belongs to a job of the calling app."""
+
+    def __init__(self, delivery_id: str) -> None:
+        super().__init__(f"callback delivery {delivery_id} does not exist")
+        self.delivery_id = delivery_id
+
+
+class DeliveryInFlightError(KairosError):
+    """A replay of a callback delivery still on its way (neither DELIVERED nor DEAD)."""
+
+    def __init__(self, delivery_id: str, state: str) -> None:
+        super().__init__(
+            f"callback delivery {delivery_id} is {state}: only a DELIVERED or DEAD one can be "
+            "replayed; this one is still on its way (see nextAttemptAt)"
+        )
+        self.delivery_id = delivery_id
+        self.state = state
+
+
 class InvalidTransitionError(KairosError):
     """A job control action that the job's current status does not allow; nothing changed."""
 

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from common.db.rows import AnyRow
 from common.db.schema import callback_attempts as attempts
 from common.db.schema import callback_deliveries as deliveries
+from common.db.schema import jobs
 from common.states import DeadReason, DeliveryStatus
 
 MAX_ERROR_CHARS = 4096
@@ -27,6 +28,29 @@ class NewDelivery:
     app_pk: int
     url: str
     payload: str
+
+
+@dataclass(frozen=True)
+class JobLabel:
+    """What a callback says of its job besides its id."""
+
+    job_name: str
+    client_request_id: str | None
+
+
+# For a job read as gone in the same transaction (cannot happen while it is locked).
+UNLABELLED = JobLabel("", None)
+
+
+def job_labels(conn: Connection, job_ids: Iterable[int]) -> dict[int, JobLabel]:
+    """The name and client request id of each of these jobs, in one query."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(
+        sa.select(jobs.c.id, jobs.c.job_name, jobs.c.client_request_id).where(jobs.c.id.in_(ids))
+    ).all()
+    return {int(r.id): JobLabel(r.job_name, r.client_request_id) for r in rows}
 
 
 def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int) -> None:

@@ -26,7 +26,7 @@ from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
 from services.api.request_ids import RequestIds
-from services.api.routes import control, executions, health, jobs, metrics
+from services.api.routes import callbacks, control, executions, health, jobs, metrics
 from services.api.state import ApiState
 from services.api.wake import announce_created
 
@@ -98,7 +98,14 @@ def create_app(
     app.add_middleware(RequestMetrics, routes=app.router.routes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.
     app.add_middleware(RequestIds)
-    routers = (jobs.router, control.router, executions.router, health.router, metrics.router)
+    routers = (
+        jobs.router,
+        control.router,
+        executions.router,
+        callbacks.router,
+        health.router,
+        metrics.router,
+    )
     for router in routers:
         app.include_router(router)
     app.state.allowed_methods = AllowedMethods(routers)

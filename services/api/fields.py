@@ -78,3 +78,6 @@ CallbackUrl = Annotated[
 
 ExecutionId = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
 """The public id of an execution, a UUID."""
+
+DeliveryId = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^msg_[0-9a-f]{32}$"})]
+"""The id of a callback delivery (``msg_`` and 32 hex digits): its ``webhook-id``."""

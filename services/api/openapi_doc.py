@@ -96,6 +96,7 @@ _JOB_OPERATIONS = (
     "cancelJob",
     "updateJob",
     "deleteJob",
+    "listJobCallbacks",
 )
 _LINKS: dict[tuple[str, str], Document] = {
     ("createJob", "202"): {

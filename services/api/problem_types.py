@@ -37,9 +37,11 @@ class ProblemType(Enum):
     NOT_FOUND = ProblemKind(404, "not-found", "No such resource")
     JOB_NOT_FOUND = ProblemKind(404, "job-not-found", "Job not found")
     EXECUTION_NOT_FOUND = ProblemKind(404, "execution-not-found", "Execution not found")
+    CALLBACK_NOT_FOUND = ProblemKind(404, "callback-not-found", "Callback delivery not found")
     METHOD_NOT_ALLOWED = ProblemKind(405, "method-not-allowed", "Method not allowed")
     INVALID_TRANSITION = ProblemKind(409, "invalid-transition", "Invalid transition")
     TRIGGER_BUSY = ProblemKind(409, "trigger-busy", "Trigger time taken")
+    CALLBACK_IN_FLIGHT = ProblemKind(409, "callback-in-flight", "Callback still on its way")
     IDEMPOTENCY_KEY_IN_USE = ProblemKind(
         409, "idempotency-key-in-use", "A request with this Idempotency-Key is in progress"
     )

@@ -20,6 +20,8 @@ from common.errors import (
     AppDisabledError,
     AuthenticationError,
     BatchRejectedError,
+    DeliveryInFlightError,
+    DeliveryNotFoundError,
     ExecutionNotFoundError,
     HandlerNotAllowedError,
     IdempotencyConflictError,
@@ -48,6 +50,8 @@ _TYPES: list[tuple[type[KairosError], ProblemType]] = [
     (BatchRejectedError, ProblemType.BATCH_REJECTED),
     (JobNotFoundError, ProblemType.JOB_NOT_FOUND),
     (ExecutionNotFoundError, ProblemType.EXECUTION_NOT_FOUND),
+    (DeliveryNotFoundError, ProblemType.CALLBACK_NOT_FOUND),
+    (DeliveryInFlightError, ProblemType.CALLBACK_IN_FLIGHT),
     (InvalidTransitionError, ProblemType.INVALID_TRANSITION),
     (TriggerBusyError, ProblemType.TRIGGER_BUSY),
     (IdempotencyKeyInUseError, ProblemType.IDEMPOTENCY_KEY_IN_USE),
@@ -119,7 +123,8 @@ def _batch_entry(index: int, error: KairosError) -> dict[str, Any]:
 
 def _extra(exc: KairosError) -> dict[str, Any]:
     """The extension members a problem adds for this kind of error (``errors``,
-    ``jobId``, ``jobStatus``, ``executionId``), as the Problem schema types them."""
+    ``jobId``, ``jobStatus``, ``executionId``, ``deliveryId``, ``deliveryState``), as the
+    Problem schema types them."""
     if isinstance(exc, BatchRejectedError):
         return {"errors": [_batch_entry(index, error) for index, error in exc.items]}
     if isinstance(exc, ValidationFailedError):
@@ -132,6 +137,10 @@ def _extra(exc: KairosError) -> dict[str, Any]:
         return {"jobId": exc.job_id}
     if isinstance(exc, ExecutionNotFoundError):
         return {"executionId": exc.execution_id}
+    if isinstance(exc, DeliveryNotFoundError):
+        return {"deliveryId": exc.delivery_id}
+    if isinstance(exc, DeliveryInFlightError):
+        return {"deliveryId": exc.delivery_id, "deliveryState": exc.state}
     return {}
 
 

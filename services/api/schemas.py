@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -11,6 +12,7 @@ from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from services.api.fields import (
     CallbackUrl,
+    DeliveryId,
     ExecutionId,
     Instant,
     Timestamp,
@@ -193,6 +195,60 @@ class ExecutionList(BaseModel):
     )
 
 
+class CallbackState(StrEnum):
+    """Where a callback delivery stands: PENDING (not tried yet), RETRYING (failed, its
+    next attempt at ``nextAttemptAt``), DELIVERED (2xx) or DEAD (given up)."""
+
+    PENDING = "PENDING"
+    RETRYING = "RETRYING"
+    DELIVERED = "DELIVERED"
+    DEAD = "DEAD"
+
+
+class CallbackAttemptView(BaseModel):
+    """One POST of a callback."""
+
+    attempt: int = Field(description="1 for the first POST of a schedule")
+    at: Timestamp
+    statusCode: int | None = Field(description="the receiver's answer; null when none came")
+    error: str | None = Field(
+        description="the start of a non-2xx answer's body, or what went wrong"
+    )
+    durationMs: int
+
+
+class CallbackDeliveryView(BaseModel):
+    """The callback of one execution: its state, every attempt, the next one's time."""
+
+    deliveryId: DeliveryId
+    executionId: ExecutionId
+    state: CallbackState
+    deadReason: str | None = Field(
+        description="when DEAD: `exhausted` (every attempt failed) or `gone` (410)"
+    )
+    createdAt: Timestamp
+    deliveredAt: Timestamp | None
+    nextAttemptAt: Timestamp | None = Field(description="when RETRYING: the next attempt")
+    attempts: list[CallbackAttemptView] = Field(description="oldest first")
+
+
+class CallbackList(BaseModel):
+    """One page of a job's callback deliveries, newest first."""
+
+    jobId: int
+    deliveries: list[CallbackDeliveryView]
+    nextCursor: str | None = Field(
+        default=None, description="pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class CallbackReplayAccepted(BaseModel):
+    """A replay accepted: the delivery starts a fresh schedule within seconds."""
+
+    deliveryId: DeliveryId
+    state: CallbackState
+
+
 class FieldError(BaseModel):
     """One input a problem names: the field (``jobs[3].cronExpr`` in a batch) and what
     is wrong with it."""
@@ -226,6 +282,12 @@ class Problem(BaseModel):
     )
     executionId: ExecutionId | SkipJsonSchema[None] = Field(
         default=None, description="the execution concerned (404)"
+    )
+    deliveryId: DeliveryId | SkipJsonSchema[None] = Field(
+        default=None, description="the callback delivery concerned (404, 409)"
+    )
+    deliveryState: CallbackState | SkipJsonSchema[None] = Field(
+        default=None, description="the delivery's state that refused a replay (409)"
     )
 
 

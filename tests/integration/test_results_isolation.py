@@ -92,7 +92,7 @@ def test_a_trigger_time_no_calendar_can_show_does_not_stop_recording(
         payload = conn.execute(
             sa.text("SELECT payload FROM callback_deliveries WHERE job_id = :j"), {"j": odd}
         ).scalar_one()
-    assert json.loads(payload)["triggerTime"] is None
+    assert json.loads(payload)["data"]["triggerTime"] is None
 
 
 def slow_set_aside(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,4 +66,4 @@ def test_the_longest_message_and_result_a_worker_sends_are_stored_with_their_cal
         payload = conn.execute(sa.text("SELECT payload FROM callback_deliveries")).scalar_one()
     assert row.message == longest
     assert row.result == quoted
-    assert json.loads(payload)["message"] == longest
+    assert json.loads(payload)["data"]["message"] == longest

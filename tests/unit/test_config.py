@@ -47,7 +47,7 @@ def test_namespace_defaults_to_kairos(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_retry_tiers_parse_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KAIROS_RETRY_TIERS_SECONDS", raising=False)
-    assert NotifierSettings().retry_tiers() == [5, 30, 300]
+    assert NotifierSettings().retry_tiers() == [5, 300, 1800, 7200, 18000, 36000, 36000]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from importlib.metadata import version
 
 import pytest
 
@@ -99,6 +100,7 @@ def test_verify_rejects_a_header_with_non_ascii_characters() -> None:
 def test_webhook_headers_carry_id_timestamp_signature_and_content_type() -> None:
     assert webhook_headers([SECRET], MESSAGE_ID, TIMESTAMP, BODY) == {
         "content-type": "application/json",
+        "user-agent": f"Kairos-Webhooks/{version('kairos')}",
         "webhook-id": MESSAGE_ID,
         "webhook-timestamp": str(TIMESTAMP),
         "webhook-signature": _independent_signature(KEY, MESSAGE_ID, TIMESTAMP, BODY),

@@ -13,9 +13,10 @@ from sqlalchemy.engine import Connection, Engine
 from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
 from common.db.executions import NewExecution
 from common.db.jobs import trigger_settings
+from common.jsontext import read_stored_json
 from common.messages import CallbackMessage, ExecutionResult
 from common.states import ExecutionStatus
 from common.timefmt import iso_ms
@@ -28,18 +29,46 @@ REPUBLISH_LIMIT = 500
 CLAIM_SENDER = "dispatcher"
 
 
-def callback_payload(result: ExecutionResult, attempt: int, trigger_time: int) -> str:
-    """The JSON body a callback receiver gets, exactly as it is signed."""
-    body: dict[str, Any] = {
+EVENT_TYPE = "execution.finished"
+# A result longer than this (as stored JSON text) is left out of the callback (null,
+# with ``resultOmitted``): the receiver reads it with GET /openapi/executions/{id}.
+MAX_RESULT_CHARS = 16 * 1024
+
+
+def _bounded_result(raw: str | None) -> tuple[Any, bool]:
+    """The result as JSON for the callback, and whether it was left out for its size."""
+    if raw is None:
+        return None, False
+    if len(raw) > MAX_RESULT_CHARS:
+        return None, True
+    try:
+        return read_stored_json(raw), False
+    except ValueError:
+        return raw, False
+
+
+def callback_payload(
+    result: ExecutionResult, attempt: int, trigger_time: int, job: JobLabel
+) -> str:
+    """The JSON body a callback receiver gets, exactly as it is signed: a Standard
+    Webhooks envelope (``type``, ``timestamp``, ``data``)."""
+    value, omitted = _bounded_result(result.result)
+    data: dict[str, Any] = {
         "jobId": result.job_id,
+        "jobName": job.job_name,
+        "clientRequestId": job.client_request_id,
         "executionId": result.execution_id,
+        "attempt": attempt,
         "status": result.status,
         "message": result.message,
-        "attempt": attempt,
+        "result": value,
         "triggerTime": iso_ms(trigger_time),
         "startedAt": iso_ms(result.started_at),
         "endedAt": iso_ms(result.ended_at),
     }
+    if omitted:
+        data["resultOmitted"] = True
+    body = {"type": EVENT_TYPE, "timestamp": iso_ms(result.ended_at), "data": data}
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -64,6 +93,7 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
     """
     failed = [e for e in ended if e.status is ExecutionStatus.FAILED]
     jobs = trigger_settings(conn, [e.job_id for e in failed]) if failed else {}
+    labels = job_labels(conn, [j.id for j in jobs.values() if j.callback_url])
     wanted = []
     for execution in failed:
         job = jobs.get(execution.job_id)
@@ -78,7 +108,8 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
             started_at=now_ms,
             ended_at=now_ms,
         )
-        payload = callback_payload(result, execution.attempt, execution.trigger_time)
+        label = labels.get(execution.job_id, UNLABELLED)
+        payload = callback_payload(result, execution.attempt, execution.trigger_time, label)
         wanted.append(new_delivery(result, job.app_pk, job.callback_url, payload))
     insert_deliveries(conn, wanted, now_ms)
 

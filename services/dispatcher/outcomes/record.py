@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from common.clock import ClusterClock
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
 from common.db.engine import lock_waits_of
 from common.db.executions import (
     LockedExecution,
@@ -127,7 +127,8 @@ def _record_in(
     insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
     ended = [f for f in finished if not f.retry_due]
     _end_triggers(conn, ended, now)
-    wanted = [d for d in (_delivery(f) for f in ended) if d is not None]
+    labels = job_labels(conn, [f.job.id for f in ended if f.job.callback_url])
+    wanted = [d for d in (_delivery(f, labels) for f in ended) if d is not None]
     insert_deliveries(conn, wanted, now)
     return finished, wanted
 
@@ -190,10 +191,12 @@ def _final(item: _Finished) -> JobStatus | None:
     return JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
 
 
-def _delivery(item: _Finished) -> NewDelivery | None:
+def _delivery(item: _Finished, labels: dict[int, JobLabel]) -> NewDelivery | None:
     if not item.job.callback_url:
         return None
-    payload = callback_payload(item.result, item.execution.attempt, item.execution.trigger_time)
+    label = labels.get(item.job.id, UNLABELLED)
+    execution = item.execution
+    payload = callback_payload(item.result, execution.attempt, execution.trigger_time, label)
     return new_delivery(item.result, item.job.app_pk, item.job.callback_url, payload)
 
 

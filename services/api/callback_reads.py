@@ -1,0 +1,116 @@
+"""A job's callback deliveries as its app sees them, one page at a time, and a replay
+of one of them."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+from common.db import deliveries, jobs
+from common.db.apps import App
+from common.errors import (
+    DeliveryInFlightError,
+    DeliveryNotFoundError,
+    JobNotFoundError,
+    ValidationFailedError,
+)
+from common.states import DeliveryStatus
+from common.timefmt import iso_ms
+from services.api.schemas import (
+    CallbackAttemptView,
+    CallbackDeliveryView,
+    CallbackList,
+    CallbackReplayAccepted,
+    CallbackState,
+)
+from services.api.state import ApiState
+
+_CURSOR_TEXT = re.compile(r"d(\d{1,19})")
+
+# QUEUED is Kairos's own step (confirmed in the notifier's queue, not tried yet): to the
+# app it is PENDING, as is a delivery not yet handed over.
+_STATES = {
+    DeliveryStatus.PENDING: CallbackState.PENDING,
+    DeliveryStatus.QUEUED: CallbackState.PENDING,
+    DeliveryStatus.RETRYING: CallbackState.RETRYING,
+    DeliveryStatus.DELIVERED: CallbackState.DELIVERED,
+    DeliveryStatus.DEAD: CallbackState.DEAD,
+}
+
+
+def encode_cursor(delivery_pk: int) -> str:
+    """The opaque cursor after the delivery with this row id."""
+    return base64.urlsafe_b64encode(f"d{delivery_pk}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """The row id an ``encode_cursor`` cursor holds; 422 otherwise."""
+    try:
+        text = base64.b64decode(cursor + "=" * (-len(cursor) % 4), b"-_", validate=True)
+        found = _CURSOR_TEXT.fullmatch(text.decode("ascii"))
+    except (binascii.Error, ValueError):
+        found = None
+    if found is None or encode_cursor(int(found[1])) != cursor:
+        raise ValidationFailedError("cursor", "not a cursor this API returned; start without it")
+    return int(found[1])
+
+
+def state_of(status: str) -> CallbackState:
+    """The state an app sees for a stored delivery status."""
+    return _STATES[DeliveryStatus(status)]
+
+
+def _attempt_view(row: Any) -> CallbackAttemptView:
+    return CallbackAttemptView(
+        attempt=int(row.attempt),
+        at=iso_ms(row.attempted_at) or "",
+        statusCode=row.status_code,
+        error=row.error,
+        durationMs=int(row.duration_ms),
+    )
+
+
+def delivery_view(row: Any, attempts: list[Any]) -> CallbackDeliveryView:
+    """One delivery with its attempts."""
+    state = state_of(row.status)
+    return CallbackDeliveryView(
+        deliveryId=row.delivery_id,
+        executionId=row.execution_id,
+        state=state,
+        deadReason=row.dead_reason if state is CallbackState.DEAD else None,
+        createdAt=iso_ms(row.created_at) or "",
+        deliveredAt=iso_ms(row.delivered_at) if state is CallbackState.DELIVERED else None,
+        nextAttemptAt=iso_ms(row.next_attempt_at) if state is CallbackState.RETRYING else None,
+        attempts=[_attempt_view(a) for a in attempts],
+    )
+
+
+def list_callbacks(
+    state: ApiState, app: App, job_id: int, limit: int, cursor: str | None
+) -> CallbackList:
+    """One page of the job's callback deliveries, newest first, with the next cursor."""
+    before = decode_cursor(cursor) if cursor is not None else None
+    with state.engine.connect() as conn:
+        if jobs.get_job(conn, app.id, job_id) is None:
+            raise JobNotFoundError(job_id)
+        rows = deliveries.page_for_job(conn, job_id, before, limit + 1)
+        shown = rows[:limit]
+        attempts = deliveries.attempts_of(conn, [int(r.id) for r in shown])
+    more = len(rows) > limit
+    next_cursor = encode_cursor(int(shown[-1].id)) if more and shown else None
+    views = [delivery_view(r, attempts[int(r.id)]) for r in shown]
+    return CallbackList(jobId=job_id, deliveries=views, nextCursor=next_cursor)
+
+
+def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackReplayAccepted:
+    """Start a DELIVERED or DEAD delivery of the app's again, on a fresh schedule: it is
+    PENDING, and the dispatcher hands it to the notifier within seconds."""
+    with state.engine.begin() as conn:
+        row = deliveries.find_for_app(conn, app.id, delivery_id)
+        if row is None or jobs.get_job(conn, app.id, int(row.job_id)) is None:
+            raise DeliveryNotFoundError(delivery_id)
+        if not deliveries.start_again(conn, delivery_id, state.clock.now_ms()):
+            raise DeliveryInFlightError(delivery_id, state_of(row.status))
+    return CallbackReplayAccepted(deliveryId=delivery_id, state=CallbackState.PENDING)
