@@ -1,0 +1,218 @@
+"""The notifier against real local receivers, on the real broker: the retry schedule
+followed (scaled down), 410 dead at once, Retry-After honoured, redirects failures,
+DEAD after the last tier with why in its headers, every attempt signed and verifiable
+with the standardwebhooks package under one webhook-id."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingConnection
+from sqlalchemy.engine import Engine
+from standardwebhooks import Webhook
+
+from common.broker import BatchPublisher
+from common.clock import ClusterClock
+from common.config import NotifierSettings, StoreSettings
+from common.db.apps import AppCredentials
+from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.jobs import NewJob, insert_jobs
+from common.topology import CALLBACKS_DEAD_QUEUE, declare_core
+from services.dispatcher.outcomes.callbacks import callback_message
+from services.notifier.delivery import CallbackDeliverer
+from services.notifier.main import _serve, delivery_shares, retry_schedule
+from services.notifier.posting import CallbackPoster
+from tests.integration.helpers import make_app
+from tests.integration.receivers import Answer, ScriptedReceiver
+
+TIERS = "1,2"  # attempts at 0, ~1 s, ~2 s later; DEAD after the third
+
+
+@pytest.fixture
+def app(engine: Engine) -> AppCredentials:
+    return make_app(engine)
+
+
+@pytest.fixture
+def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis) -> Iterator[None]:
+    """A notifier consuming the test's vhost in a thread, stopped after the test."""
+    settings = NotifierSettings(
+        namespace=namespace.namespace,
+        retry_tiers_seconds=TIERS,
+        request_timeout_seconds=3,
+        secret_cache_seconds=0,
+    )
+    poster = CallbackPoster(settings.request_timeout_seconds)
+    poster.start()
+    deliverer = CallbackDeliverer(
+        engine,
+        poster,
+        ClusterClock(redis_client),
+        retry_schedule(settings),
+        settings.secret_cache_seconds,
+        delivery_shares(settings),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=_serve, args=(settings, deliverer, stop), daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=30)
+    poster.close()
+
+
+def send(engine: Engine, connection: BlockingConnection, url: str) -> str:
+    """A job of app 1 with a recorded delivery to ``url``, handed to the notifier."""
+    with engine.begin() as conn:
+        (job_id,) = insert_jobs(
+            conn, [NewJob(1, "cb", "demo.noop", {}, None, 1_000, url, None, None)], 0
+        )
+        delivery = NewDelivery(
+            "msg_" + uuid.uuid4().hex,
+            str(uuid.uuid4()),
+            job_id,
+            1,
+            url,
+            json.dumps({"type": "execution.finished", "data": {"jobId": job_id}}),
+        )
+        insert_deliveries(conn, [delivery], 0)
+    declare_core(connection.channel())
+    assert not BatchPublisher(connection.channel()).publish([callback_message(delivery)])
+    return delivery.delivery_id
+
+
+def row(engine: Engine, delivery_id: str) -> sa.Row[tuple[object, ...]]:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT * FROM callback_deliveries WHERE delivery_id = :d"), {"d": delivery_id}
+        ).one()
+
+
+def wait_for_status(engine: Engine, delivery_id: str, status: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if row(engine, delivery_id).status == status:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{delivery_id} is {row(engine, delivery_id).status}, not {status}")
+
+
+def attempts(engine: Engine, delivery_id: str) -> list[sa.Row[tuple[object, ...]]]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                sa.text(
+                    "SELECT a.* FROM callback_attempts a JOIN callback_deliveries d "
+                    "ON a.delivery_pk = d.id WHERE d.delivery_id = :d ORDER BY a.id"
+                ),
+                {"d": delivery_id},
+            ).all()
+        )
+
+
+def verify_all(receiver: ScriptedReceiver, secret: str) -> set[str]:
+    """Every arrival verified with the standardwebhooks package; their webhook-ids."""
+    hook = Webhook(secret)
+    for arrival in receiver.arrivals:
+        hook.verify(arrival.body, arrival.headers)
+        assert arrival.headers["user-agent"].startswith("Kairos-Webhooks/")
+    return {a.headers["webhook-id"] for a in receiver.arrivals}
+
+
+def test_a_receiver_failing_twice_gets_it_on_the_schedule_signed_under_one_id(
+    engine: Engine, connection: BlockingConnection, notifier: None, app: AppCredentials
+) -> None:
+    receiver = ScriptedReceiver([Answer(500), Answer(302, (("location", "/elsewhere"),))])
+    try:
+        delivery_id = send(engine, connection, receiver.url)
+        wait_for_status(engine, delivery_id, "DELIVERED", 30)
+    finally:
+        receiver.close()
+    assert len(receiver.arrivals) == 3, "the redirect is a failure, not followed"
+    assert verify_all(receiver, app.signing_secret) == {delivery_id}
+    gaps = [b.at - a.at for a, b in zip(receiver.arrivals, receiver.arrivals[1:], strict=False)]
+    # Tiers 1 s and 2 s, each jittered a fifth either side: never earlier than that
+    # (later is the machine's load, not asserted).
+    assert gaps[0] >= 0.75 and gaps[1] >= 1.55, gaps
+    recorded = attempts(engine, delivery_id)
+    assert [a.status_code for a in recorded] == [500, 302, 204]
+    assert [a.attempt for a in recorded] == [1, 2, 3]
+    assert all(a.duration_ms >= 0 for a in recorded)
+    assert row(engine, delivery_id).next_attempt_at is None
+
+
+def dead_message(connection: BlockingConnection) -> tuple[dict[str, object], bytes]:
+    channel = connection.channel()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        method, properties, body = channel.basic_get(CALLBACKS_DEAD_QUEUE, auto_ack=True)
+        if method is not None:
+            return dict(properties.headers or {}), body
+        time.sleep(0.1)
+    raise AssertionError("nothing in the dead queue")
+
+
+def test_410_is_dead_at_once_with_why_in_the_dead_letters_headers(
+    engine: Engine, connection: BlockingConnection, notifier: None, app: AppCredentials
+) -> None:
+    receiver = ScriptedReceiver([Answer(410)])
+    try:
+        delivery_id = send(engine, connection, receiver.url)
+        wait_for_status(engine, delivery_id, "DEAD", 30)
+        time.sleep(1.5)
+    finally:
+        receiver.close()
+    assert len(receiver.arrivals) == 1
+    assert row(engine, delivery_id).dead_reason == "gone"
+    headers, _ = dead_message(connection)
+    assert headers["x-kairos-dead-reason"] == "gone"
+    assert headers["x-kairos-last-status"] == 410
+    assert headers["x-kairos-attempts"] == 1
+
+
+def test_dead_after_the_last_tier(
+    engine: Engine, connection: BlockingConnection, notifier: None, app: AppCredentials
+) -> None:
+    receiver = ScriptedReceiver([Answer(500)] * 5)
+    try:
+        delivery_id = send(engine, connection, receiver.url)
+        wait_for_status(engine, delivery_id, "DEAD", 30)
+    finally:
+        receiver.close()
+    assert len(receiver.arrivals) == 3, "the first attempt and one per tier"
+    assert row(engine, delivery_id).dead_reason == "exhausted"
+    headers, _ = dead_message(connection)
+    assert headers["x-kairos-attempts"] == 3
+    assert headers["x-kairos-last-status"] == 500
+
+
+@pytest.mark.parametrize("code", [429, 503])
+def test_retry_after_is_waited_for_instead_of_the_tier(
+    engine: Engine,
+    connection: BlockingConnection,
+    notifier: None,
+    app: AppCredentials,
+    code: int,
+) -> None:
+    receiver = ScriptedReceiver([Answer(code, (("retry-after", "5"),))])
+    try:
+        delivery_id = send(engine, connection, receiver.url)
+        deadline = time.monotonic() + 5
+        while not attempts(engine, delivery_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        retrying = row(engine, delivery_id)
+        assert retrying.status == "RETRYING"
+        (first,) = attempts(engine, delivery_id)
+        assert retrying.next_attempt_at - first.attempted_at == 5_000, "asked 5 s, not the 1 s tier"
+        wait_for_status(engine, delivery_id, "DELIVERED", 30)
+    finally:
+        receiver.close()
+    gap = receiver.arrivals[1].at - receiver.arrivals[0].at
+    assert gap >= 4.9, gap
