@@ -6,6 +6,11 @@ the callbacks queue (attempt 1, so it walks the retry tiers anew) and acked only
 the copy is committed; every other message (another delivery's, or one no notifier can
 read) is held unacked during the walk and handed back at its end, so the walk sees
 each message once and the broker puts them back in their places.
+
+A message is replayed only while its delivery is DEAD. A copy whose delivery went on
+(replayed already through the API, or by delivery or job id: those start from the row)
+is stale and acked away; a copy whose row retention pruned is reported (logged and
+counted) and left parked: the notifier would not send it.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.db.deliveries import mark_replayed
+from common.db.deliveries import get_delivery, mark_replayed
 from common.messages import CallbackMessage, read_message
+from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,10 @@ class ReplayReport:
     unreadable: int = 0
     """messages no notifier can read (left parked: sent back, they would return)"""
     looked_at: int = 0
+    stale: int = 0
+    """copies of deliveries no longer DEAD (replayed another way): acked away"""
+    pruned: int = 0
+    """copies whose delivery row retention deleted: left parked, and logged"""
     replayed_ids: list[str] = field(default_factory=list)
 
 
@@ -42,6 +52,7 @@ class ReplayReport:
 class _Walk:
     channel: BlockingChannel
     publisher: BatchPublisher
+    engine: Engine
     report: ReplayReport = field(default_factory=ReplayReport)
     held: list[int] = field(default_factory=list)
     batch: list[tuple[int, CallbackMessage]] = field(default_factory=list)
@@ -58,7 +69,7 @@ def replay_dead(
     ``delivery_id`` when given) and mark their deliveries QUEUED again."""
     channel = connection.channel()
     declare_core(channel)
-    walk = _Walk(channel, BatchPublisher(connection.channel()))
+    walk = _Walk(channel, BatchPublisher(connection.channel()), engine)
     try:
         _walk(walk, limit, delivery_id)
         _send(walk)
@@ -84,12 +95,41 @@ def _walk(walk: _Walk, limit: int, delivery_id: str | None) -> None:
             walk.held.append(method.delivery_tag)
         elif delivery_id is not None and message.delivery_id != delivery_id:
             walk.held.append(method.delivery_tag)
+        elif not _still_dead(walk, method.delivery_tag, message):
+            continue
         else:
             walk.batch.append((method.delivery_tag, message))
             if delivery_id is not None:
                 return
             if len(walk.batch) >= PUBLISH_BATCH:
                 _send(walk)
+
+
+def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
+    """Whether the copy's delivery is DEAD and not in this walk's batch already; settles
+    a stale copy (acked) or a pruned one (held, reported) otherwise."""
+    report = walk.report
+    if any(m.delivery_id == message.delivery_id for _t, m in walk.batch) or (
+        message.delivery_id in report.replayed_ids
+    ):
+        walk.channel.basic_ack(tag)
+        report.stale += 1
+        return False
+    with walk.engine.connect() as conn:
+        row = get_delivery(conn, message.delivery_id)
+    if row is None:
+        log.warning(
+            "dead callback of a pruned delivery left parked",
+            extra={"delivery_id": message.delivery_id},
+        )
+        report.pruned += 1
+        walk.held.append(tag)
+        return False
+    if row.status != DeliveryStatus.DEAD:
+        walk.channel.basic_ack(tag)
+        report.stale += 1
+        return False
+    return True
 
 
 def _send(walk: _Walk) -> None:

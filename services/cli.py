@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from common.errors import KairosError, StoreUnavailableError
 from services.cli_apps import add_app_parsers
+from services.cli_callbacks import add_callbacks_parsers
 from services.cli_cluster import add_cluster_parsers
 from services.cli_completion import add_completion_parser
 from services.cli_jobs import add_jobs_parser
@@ -89,23 +90,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     from services.stack import run_stack
 
     return run_stack(port=args.port, workers=args.workers, demo=args.demo, handlers=args.handlers)
-
-
-def cmd_callbacks_replay(args: argparse.Namespace) -> int:
-    """Move dead-lettered callbacks back to the callbacks queue."""
-    from common.config import StoreSettings
-    from common.topology import CALLBACKS_DEAD_QUEUE
-    from services.operations import replay_dead_callbacks
-
-    report = replay_dead_callbacks(StoreSettings(), args.limit)
-    print(f"replayed {report.replayed} dead-lettered callbacks")
-    if report.unreadable:
-        print(
-            f"kairos: {report.unreadable} messages in {CALLBACKS_DEAD_QUEUE} cannot be read "
-            "as callbacks and stay there (inspect them in the management UI)",
-            file=sys.stderr,
-        )
-    return 0
 
 
 def cmd_operator_create(args: argparse.Namespace) -> int:
@@ -257,12 +241,7 @@ def _add_operator_parsers(sub: Any) -> None:
     up.set_defaults(func=cmd_up)
     add_jobs_parser(sub)
     add_cluster_parsers(sub)
-    callbacks = sub.add_parser("callbacks", help="callback operations").add_subparsers(
-        dest="callbacks_cmd", required=True
-    )
-    replay = callbacks.add_parser("replay", help="replay dead-lettered callbacks")
-    replay.add_argument("--limit", type=int, default=1000)
-    replay.set_defaults(func=cmd_callbacks_replay)
+    add_callbacks_parsers(sub)
     _add_execution_parsers(sub)
     _add_operator_parser(sub)
 

@@ -273,5 +273,10 @@ def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) ->
                 deliveries.c.delivery_id.in_(ids),
                 deliveries.c.status == DeliveryStatus.DEAD,
             )
-            .values(status=DeliveryStatus.QUEUED, updated_at=now_ms)
+            .values(
+                status=DeliveryStatus.QUEUED,
+                dead_reason=None,
+                next_attempt_at=None,
+                updated_at=now_ms,
+            )
         )

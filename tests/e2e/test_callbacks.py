@@ -68,10 +68,10 @@ def test_undeliverable_callback_parks_in_dead_letters_and_replays(
         assert delivery(engine)["last_status_code"] == 500
         refused = Expectation([job_id], execution_statuses={"SUCCEEDED"}, callbacks="dead")
         assert_books(engine, refused, timeout=0)
-        output = processes.run("callbacks", "replay")
+        output = processes.run("callbacks", "replay", "--all-dead")
         assert "replayed 1" in output
         wait_until(lambda: delivery(engine).get("status") == "DELIVERED", 30, what="replay")
-        assert json.loads(receiver.received[-1].body)["status"] == "SUCCEEDED"
+        assert json.loads(receiver.received[-1].body)["data"]["status"] == "SUCCEEDED"
         replayed = Expectation([job_id], execution_statuses={"SUCCEEDED"})
         assert assert_books(engine, replayed, timeout=30).deliveries == 1
     finally:

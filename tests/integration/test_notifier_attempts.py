@@ -17,6 +17,7 @@ from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.messages import CallbackMessage
+from common.metrics import CALLBACKS_ORPHANED
 from common.topology import CALLBACKS_DEAD_QUEUE
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.posting import CallbackPoster
@@ -137,3 +138,13 @@ def test_a_callback_message_that_cannot_be_read_is_parked_not_sent_back(
     assert attempt is not None and attempt.follow_up is not None
     assert attempt.follow_up.routing_key == CALLBACKS_DEAD_QUEUE
     assert attempt.follow_up.body == b"{not a callback"
+
+
+def test_a_message_whose_delivery_row_was_pruned_is_counted_and_logged_not_sent(
+    deliverer: CallbackDeliverer, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = CALLBACKS_ORPHANED._value.get()
+    body = CallbackMessage(delivery_id="msg_gone", app_id=1, url="http://x/", payload="{}")
+    assert deliverer.deliver(body.model_dump_json().encode()) is None
+    assert CALLBACKS_ORPHANED._value.get() == before + 1
+    assert any("no longer exists" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,68 @@
+"""Operator commands on callbacks: list the dead ones, replay by delivery, by job, or
+every dead one (``kairos callbacks``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from common.broker import connect
+from common.db.apps import App
+from common.db.deliveries import start_again
+from common.db.operator_reads import apps_by_key
+from common.db.rows import AnyRow
+from common.db.schema import callback_deliveries as deliveries
+from common.dead_letters import ReplayReport, replay_dead
+from common.states import DeliveryStatus
+from services.api.state import ApiState
+from services.job_operations import find_app
+
+
+@dataclass(frozen=True)
+class DeadLine:
+    """One dead delivery and the app it belongs to."""
+
+    row: AnyRow
+    app: App | None
+
+
+def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLine]:
+    """Dead deliveries, most recently parked first; only ``app``'s (an app id or a
+    unique name) when given. Raises ``UnknownAppError``."""
+    with state.engine.connect() as conn:
+        apps = apps_by_key(conn)
+        query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
+        if app is not None:
+            query = query.where(deliveries.c.app_id == find_app(apps, app).id)
+        rows = conn.execute(query.order_by(deliveries.c.updated_at.desc()).limit(limit)).all()
+    return [DeadLine(r, apps.get(int(r.app_id))) for r in rows]
+
+
+def replay_delivery(state: ApiState, delivery_id: str) -> int:
+    """Start one DEAD or DELIVERED delivery again (the dispatcher sends it within
+    seconds); how many moved (0 or 1)."""
+    with state.engine.begin() as conn:
+        return int(start_again(conn, delivery_id, state.clock.now_ms()))
+
+
+def replay_job(state: ApiState, job_id: int) -> int:
+    """Start every DEAD delivery of one job again; how many moved."""
+    with state.engine.begin() as conn:
+        ids = conn.execute(
+            sa.select(deliveries.c.delivery_id).where(
+                deliveries.c.job_id == job_id, deliveries.c.status == DeliveryStatus.DEAD
+            )
+        ).scalars()
+        now = state.clock.now_ms()
+        return sum(start_again(conn, delivery_id, now) for delivery_id in list(ids))
+
+
+def replay_all_dead(state: ApiState, limit: int) -> ReplayReport:
+    """Every dead callback in the dead-letter queue back to the callbacks queue."""
+    connection = connect(state.settings, "kairos callbacks replay")
+    try:
+        return replay_dead(connection, state.engine, state.clock.now_ms(), limit)
+    finally:
+        if connection.is_open:
+            connection.close()

@@ -1,0 +1,145 @@
+"""``kairos callbacks``: list dead callbacks with their last error, and replay them by
+delivery, by job, or every dead one, printing how many moved."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from services.cli_jobs import _job_id, _limit
+from services.cli_render import Column, make_console, one_line, print_json, print_table, when_text
+
+if TYPE_CHECKING:
+    from common.dead_letters import ReplayReport
+    from services.callback_operations import DeadLine
+
+ALL_DEAD_LIMIT = 100_000
+
+
+def _dead_json(line: DeadLine) -> dict[str, Any]:
+    from common.timefmt import iso_ms
+
+    row = line.row
+    return {
+        "deliveryId": row.delivery_id,
+        "jobId": int(row.job_id),
+        "executionId": row.execution_id,
+        "appId": line.app.app_id if line.app else None,
+        "appName": line.app.name if line.app else None,
+        "url": row.url,
+        "attempts": int(row.attempts),
+        "deadReason": row.dead_reason,
+        "lastStatusCode": row.last_status_code,
+        "lastError": row.last_error,
+        "deadAt": iso_ms(row.updated_at),
+    }
+
+
+def cmd_callbacks_dead(args: argparse.Namespace) -> int:
+    """Dead callbacks, most recently parked first, with their last error."""
+    from common.config import ApiSettings
+    from services.callback_operations import dead_callbacks
+    from services.job_operations import operator_state
+
+    with operator_state(ApiSettings()) as state:
+        lines = dead_callbacks(state, args.app, args.limit)
+        now = state.clock.now_ms()
+    if args.output == "json":
+        print_json({"deliveries": [_dead_json(line) for line in lines]})
+        return 0
+    rows = [
+        [
+            line.row.delivery_id,
+            str(line.row.job_id),
+            line.app.name if line.app else "?",
+            str(line.row.attempts),
+            str(line.row.dead_reason or "-"),
+            when_text(int(line.row.updated_at), now),
+            one_line(line.row.last_error or str(line.row.last_status_code or ""), 80),
+        ]
+        for line in lines
+    ]
+    columns = [
+        Column("DELIVERY", keep=36),
+        Column("JOB", "id"),
+        Column("APP", "text", keep=5),
+        Column("ATTEMPTS", "id"),
+        Column("WHY", keep=9),
+        Column("DEAD", keep=7),
+        Column("LAST ERROR", "text", keep=10),
+    ]
+    print_table(columns, rows, "no dead callback", make_console())
+    return 0
+
+
+def _print_walk(report: ReplayReport) -> None:
+    from common.topology import CALLBACKS_DEAD_QUEUE
+
+    print(f"replayed {report.replayed} dead-lettered callbacks")
+    if report.stale:
+        print(f"dropped {report.stale} stale copies of callbacks replayed another way")
+    if report.pruned:
+        print(
+            f"kairos: {report.pruned} messages in {CALLBACKS_DEAD_QUEUE} belong to deliveries "
+            "retention deleted; they stay there (see the notifier's log for their ids)",
+            file=sys.stderr,
+        )
+    if report.unreadable:
+        print(
+            f"kairos: {report.unreadable} messages in {CALLBACKS_DEAD_QUEUE} cannot be read "
+            "as callbacks and stay there (inspect them in the management UI)",
+            file=sys.stderr,
+        )
+
+
+def cmd_callbacks_replay(args: argparse.Namespace) -> int:
+    """Replay one delivery (DEAD or DELIVERED), a job's dead ones, or every dead one."""
+    from common.config import ApiSettings
+    from services.callback_operations import replay_all_dead, replay_delivery, replay_job
+    from services.job_operations import operator_state
+
+    with operator_state(ApiSettings()) as state:
+        if args.all_dead:
+            _print_walk(replay_all_dead(state, args.limit))
+            return 0
+        if args.delivery is not None:
+            moved = replay_delivery(state, args.delivery)
+        else:
+            moved = replay_job(state, args.job)
+    print(f"replayed {moved} callbacks (sent again within seconds, on a fresh schedule)")
+    if args.delivery is not None and not moved:
+        print(
+            f"kairos: delivery {args.delivery} is unknown, or still on its way (only a DEAD "
+            "or DELIVERED one is replayed)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def add_callbacks_parsers(sub: Any) -> None:
+    """``kairos callbacks dead|replay``."""
+    callbacks = sub.add_parser("callbacks", help="dead callbacks; replay").add_subparsers(
+        dest="callbacks_cmd", required=True
+    )
+    dead = callbacks.add_parser("dead", help="dead callbacks with their last error")
+    dead.add_argument("--app", help="an app id, or an app's name")
+    dead.add_argument("--limit", type=_limit, default=100, help="default 100, at most 1000")
+    dead.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="default table"
+    )
+    dead.set_defaults(func=cmd_callbacks_dead)
+    replay = callbacks.add_parser(
+        "replay", help="send callbacks again on a fresh schedule; prints how many moved"
+    )
+    which = replay.add_mutually_exclusive_group(required=True)
+    which.add_argument("--delivery", help="one delivery (DEAD or DELIVERED) by its id")
+    which.add_argument("--job", type=_job_id, help="every DEAD delivery of one job")
+    which.add_argument(
+        "--all-dead", action="store_true", help="every callback in the dead-letter queue"
+    )
+    replay.add_argument(
+        "--limit", type=int, default=ALL_DEAD_LIMIT, help="with --all-dead: at most this many"
+    )
+    replay.set_defaults(func=cmd_callbacks_replay)
