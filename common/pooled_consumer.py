@@ -152,7 +152,9 @@ class PooledConsumer(Generic[U, P, T]):
 
     ``hold_unrouted`` keeps a delivery unacked while output of its units comes back
     unroutable (a missing exchange binding would lose it silently), publishing that
-    output again after a jittered backoff until a queue takes it.
+    output again after a jittered backoff until a queue takes it; ``reroute``, when
+    given, is handed that output first and returns what to publish again (after
+    declaring the missing queues, say).
 
     ``orphaned(outcome)``, when given, gets each outcome that can no longer be flushed:
     its run ended after the connection closed, or it waited for a flush at ``close``.
@@ -175,6 +177,7 @@ class PooledConsumer(Generic[U, P, T]):
         redelivered: Callable[[Sequence[U]], object] | None = None,
         hold_unrouted: bool = False,
         orphaned: Callable[[T], object] | None = None,
+        reroute: Callable[[Sequence[OutgoingMessage]], Sequence[OutgoingMessage]] | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
@@ -186,6 +189,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._occupied = occupied
         self._note_redelivered = redelivered
         self._hold_unrouted = hold_unrouted
+        self._reroute = reroute
         self._orphaned = orphaned
         self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
@@ -414,6 +418,8 @@ class PooledConsumer(Generic[U, P, T]):
         returned = self._publisher.publish(messages)
         if returned and self._hold_unrouted:
             unrouted = [m for m in messages if m.message_id in returned]
+            if self._reroute is not None:
+                unrouted = list(self._reroute(unrouted))
             delay = backoff_seconds(tries + 1)
             log.error(
                 "the broker routed %d output messages to no queue (is %s bound?); holding "

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 
-from common.broker import connect
+from pika.adapters.blocking_connection import BlockingConnection
+
+from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
 from common.config import NotifierSettings
 from common.heap import freeze_startup_heap
@@ -36,15 +39,35 @@ def delivery_shares(settings: NotifierSettings) -> DeliveryShares:
     )
 
 
+def _declare(connection: BlockingConnection, settings: NotifierSettings) -> None:
+    channel = connection.channel()
+    declare_core(channel)
+    declare_retry_tiers(channel, retry_schedule(settings).all_delays())
+    channel.close()
+
+
+def _redeclaring(
+    connection: BlockingConnection, settings: NotifierSettings
+) -> Callable[[Sequence[OutgoingMessage]], Sequence[OutgoingMessage]]:
+    """The consumer's ``reroute``: a retry or dead-letter message the broker could not
+    route (its queue deleted under the notifier) is published again, after a short
+    jittered pause, once the queues are declared again; its delivery stays unacked
+    until then (``hold_unrouted``)."""
+
+    def reroute(lost: Sequence[OutgoingMessage]) -> Sequence[OutgoingMessage]:
+        log.warning("%d callback messages were unroutable; declaring the queues again", len(lost))
+        _declare(connection, settings)
+        return lost
+
+    return reroute
+
+
 def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threading.Event) -> None:
     """Consume callbacks on one connection until ``stop``, then let running posts end."""
     connection = connect(settings, "kairos notifier")
     consumer = None
     try:
-        setup = connection.channel()
-        declare_core(setup)
-        declare_retry_tiers(setup, retry_schedule(settings).all_delays())
-        setup.close()
+        _declare(connection, settings)
         consumer = PooledConsumer(
             connection,
             CALLBACKS_QUEUE,
@@ -53,6 +76,8 @@ def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threa
             unchanged,
             deliverer.deliver,
             follow_ups,
+            hold_unrouted=True,
+            reroute=_redeclaring(connection, settings),
         )
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)

@@ -41,3 +41,22 @@ def test_messages_are_persistent(namespace: StoreSettings) -> None:
         assert properties.message_id == "m"
     finally:
         connection.close()
+
+
+def test_unroutable_messages_are_reported_from_inside_a_connection_callback(
+    namespace: StoreSettings,
+) -> None:
+    """A consumer's flush publishes from a connection callback, where the blocking
+    channel would queue the broker's returns unseen."""
+    connection = connect(namespace, "test")
+    try:
+        declare_core(connection.channel())
+        publisher = BatchPublisher(connection.channel())
+        seen: list[set[str]] = []
+        lost = OutgoingMessage(DISPATCH_EXCHANGE, "no-such-worker", b"{}", "lost")
+        connection.add_callback_threadsafe(lambda: seen.append(publisher.publish([lost])))
+        while not seen:
+            connection.process_data_events(time_limit=0.2)
+        assert seen == [{"lost"}]
+    finally:
+        connection.close()

@@ -15,6 +15,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
+from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
 from standardwebhooks import Webhook
 
@@ -24,7 +25,7 @@ from common.config import NotifierSettings, StoreSettings
 from common.db.apps import AppCredentials
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.jobs import NewJob, insert_jobs
-from common.topology import CALLBACKS_DEAD_QUEUE, declare_core
+from common.topology import CALLBACKS_DEAD_QUEUE, declare_core, retry_queue
 from services.dispatcher.outcomes.callbacks import callback_message
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.main import _serve, delivery_shares, retry_schedule
@@ -216,3 +217,42 @@ def test_retry_after_is_waited_for_instead_of_the_tier(
         receiver.close()
     gap = receiver.arrivals[1].at - receiver.arrivals[0].at
     assert gap >= 4.9, gap
+
+
+def test_a_retry_queue_deleted_under_the_notifier_loses_no_callback(
+    namespace: StoreSettings,
+    engine: Engine,
+    connection: BlockingConnection,
+    redis_client: redis.Redis,
+    app: AppCredentials,
+) -> None:
+    settings = NotifierSettings(
+        namespace=namespace.namespace, retry_tiers_seconds="1", retry_jitter=0
+    )
+    poster = CallbackPoster(3)
+    poster.start()
+    deliverer = CallbackDeliverer(
+        engine, poster, ClusterClock(redis_client), retry_schedule(settings)
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=_serve, args=(settings, deliverer, stop), daemon=True)
+    thread.start()
+    receiver = ScriptedReceiver([Answer(500)])
+    try:
+        channel = connection.channel()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                connection.channel().queue_declare(retry_queue(1000), passive=True)
+                break
+            except ChannelClosedByBroker:
+                time.sleep(0.1)
+        channel.queue_delete(retry_queue(1000))
+        delivery_id = send(engine, connection, receiver.url)
+        wait_for_status(engine, delivery_id, "DELIVERED", 30)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        poster.close()
+        receiver.close()
+    assert len(receiver.arrivals) == 2
