@@ -10,6 +10,7 @@ import pytest
 from kairos_client import (
     CallbackEvent,
     CallbackState,
+    ConflictError,
     NotFoundError,
     ResponseFormatError,
 )
@@ -89,3 +90,29 @@ def test_a_body_that_is_no_callback_is_a_response_format_error() -> None:
         CallbackEvent.from_json({"type": "execution.finished", "data": {"executionId": "e"}})
     with pytest.raises(ResponseFormatError):
         CallbackEvent.from_json([1, 2])
+
+
+def test_replay_callback_posts_to_the_delivery_and_a_409_is_a_conflict() -> None:
+    api = Scripted(
+        [
+            ok({"deliveryId": "msg_1", "state": "PENDING"}, status=202),
+            problem(409, "callback-in-flight", deliveryId="msg_1", deliveryState="RETRYING"),
+        ]
+    )
+    with api.client() as kairos:
+        kairos.replay_callback("msg_1")
+        with pytest.raises(ConflictError) as raised:
+            kairos.replay_callback("msg_1")
+    assert (api.requests[0].method, api.requests[0].url.path) == (
+        "POST",
+        "/openapi/callbacks/msg_1/replay",
+    )
+    assert raised.value.type == "urn:kairos:problem:callback-in-flight"
+    assert len(api.requests) == 2, "a replay is not sent again by itself"
+
+
+def test_a_dead_delivery_says_why() -> None:
+    api = Scripted([ok({"jobId": 7, "deliveries": [{**DEAD, "deadReason": "gone"}]})])
+    with api.client() as kairos:
+        (dead,) = kairos.callbacks(7)
+    assert dead.dead_reason == "gone"

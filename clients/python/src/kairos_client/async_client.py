@@ -172,6 +172,11 @@ class AsyncClient:
         """Cancel the job and hide it."""
         await self._send(ops.delete(job_id))
 
+    async def replay_callback(self, delivery_id: str) -> None:
+        """Send a DELIVERED or DEAD callback again, on a fresh schedule, with the same
+        webhook-id and body; ``ConflictError`` while it is still on its way."""
+        await self._send(ops.replay_callback(delivery_id))
+
     async def callbacks(self, job_id: int) -> list[CallbackDelivery]:
         """The job's callback deliveries: state, every attempt, the next one's time."""
         found: list[CallbackDelivery] = []

@@ -50,6 +50,8 @@ class CallbackDelivery:
     state: CallbackState | str
     attempts: list[CallbackAttempt]
     next_attempt_at: datetime | None
+    dead_reason: str | None = None
+    """When DEAD: ``exhausted`` (every attempt failed) or ``gone`` (the receiver said 410)."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -66,6 +68,7 @@ class CallbackDelivery:
                 for n, a in enumerate(attempts)
             ],
             next_attempt_at=r.time_or_none("nextAttemptAt"),
+            dead_reason=r.text_or_none("deadReason"),
             raw=r.body,
         )
 

@@ -177,6 +177,11 @@ class Client:
         """Cancel the job and hide it."""
         self._send(ops.delete(job_id))
 
+    def replay_callback(self, delivery_id: str) -> None:
+        """Send a DELIVERED or DEAD callback again, on a fresh schedule, with the same
+        webhook-id and body; ``ConflictError`` while it is still on its way."""
+        self._send(ops.replay_callback(delivery_id))
+
     def callbacks(self, job_id: int) -> list[CallbackDelivery]:
         """The job's callback deliveries: state, every attempt, the next one's time."""
         found: list[CallbackDelivery] = []

@@ -260,3 +260,12 @@ def callbacks_page(
     """``GET /openapi/jobs/{jobId}/callbacks``: the job's callback deliveries."""
     query: Query = [] if cursor is None else [("cursor", cursor)]
     return Call("GET", _job_path(job_id, "callbacks"), _deliveries, query, repeatable=True)
+
+
+def replay_callback(delivery_id: str) -> Call[None]:
+    """``POST /openapi/callbacks/{deliveryId}/replay``: send a DELIVERED or DEAD callback
+    again on a fresh schedule (same webhook-id). Not repeated after a lost answer: the
+    repeat would find the replay under way (409)."""
+    if not isinstance(delivery_id, str) or not delivery_id:
+        raise TypeError("a delivery id is a non-empty str (the callback's webhook-id)")
+    return Call("POST", f"/openapi/callbacks/{quote(delivery_id, safe='')}/replay", _nothing)
