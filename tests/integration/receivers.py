@@ -30,7 +30,7 @@ class Answer:
 class ScriptedReceiver:
     """Answers each POST with the next ``Answer`` of its script."""
 
-    def __init__(self, script: list[Answer] | None = None) -> None:
+    def __init__(self, script: list[Answer] | None = None, delay_seconds: float = 0.0) -> None:
         self.arrivals: list[Arrival] = []
         self.script = list(script or [])
         self.lock = threading.Lock()
@@ -46,6 +46,7 @@ class ScriptedReceiver:
                         )
                     )
                     answer = receiver.script.pop(0) if receiver.script else Answer(204)
+                time.sleep(delay_seconds)  # after the arrival is seen: a slow answer
                 self.send_response(answer.status)
                 for name, value in answer.headers:
                     self.send_header(name, value)

@@ -308,7 +308,7 @@ def test_a_job_ended_at_its_claim_calls_back_with_why(
     # Recorded PENDING in the claim's transaction: the sweep that republishes deliveries
     # never confirmed in the callbacks queue hands it to the notifier.
     assert (delivery.url, delivery.status) == ("https://example.com/hook", "PENDING")
-    payload = json.loads(delivery.payload)
+    payload = json.loads(delivery.payload)["data"]
     assert (payload["jobId"], payload["status"], payload["message"]) == (broken, status, message)
     assert payload["attempt"] == 1
 

@@ -5,126 +5,34 @@ with the standardwebhooks package under one webhook-id."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
-import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
-from standardwebhooks import Webhook
 
-from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
 from common.db.apps import AppCredentials
-from common.db.deliveries import NewDelivery, insert_deliveries
-from common.db.jobs import NewJob, insert_jobs
-from common.topology import CALLBACKS_DEAD_QUEUE, declare_core, retry_queue
-from services.dispatcher.outcomes.callbacks import callback_message
+from common.topology import CALLBACKS_DEAD_QUEUE, retry_queue
 from services.notifier.delivery import CallbackDeliverer
-from services.notifier.main import _serve, delivery_shares, retry_schedule
+from services.notifier.main import _serve, retry_schedule
 from services.notifier.posting import CallbackPoster
-from tests.integration.helpers import make_app
+from tests.integration.notifier_helpers import (
+    app,
+    attempts,
+    notifier,
+    row,
+    send,
+    verify_all,
+    wait_for_status,
+)
 from tests.integration.receivers import Answer, ScriptedReceiver
 
-TIERS = "1,2"  # attempts at 0, ~1 s, ~2 s later; DEAD after the third
-
-
-@pytest.fixture
-def app(engine: Engine) -> AppCredentials:
-    return make_app(engine)
-
-
-@pytest.fixture
-def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis) -> Iterator[None]:
-    """A notifier consuming the test's vhost in a thread, stopped after the test."""
-    settings = NotifierSettings(
-        namespace=namespace.namespace,
-        retry_tiers_seconds=TIERS,
-        request_timeout_seconds=3,
-        secret_cache_seconds=0,
-    )
-    poster = CallbackPoster(settings.request_timeout_seconds)
-    poster.start()
-    deliverer = CallbackDeliverer(
-        engine,
-        poster,
-        ClusterClock(redis_client),
-        retry_schedule(settings),
-        settings.secret_cache_seconds,
-        delivery_shares(settings),
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=_serve, args=(settings, deliverer, stop), daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join(timeout=30)
-    poster.close()
-
-
-def send(engine: Engine, connection: BlockingConnection, url: str) -> str:
-    """A job of app 1 with a recorded delivery to ``url``, handed to the notifier."""
-    with engine.begin() as conn:
-        (job_id,) = insert_jobs(
-            conn, [NewJob(1, "cb", "demo.noop", {}, None, 1_000, url, None, None)], 0
-        )
-        delivery = NewDelivery(
-            "msg_" + uuid.uuid4().hex,
-            str(uuid.uuid4()),
-            job_id,
-            1,
-            url,
-            json.dumps({"type": "execution.finished", "data": {"jobId": job_id}}),
-        )
-        insert_deliveries(conn, [delivery], 0)
-    declare_core(connection.channel())
-    assert not BatchPublisher(connection.channel()).publish([callback_message(delivery)])
-    return delivery.delivery_id
-
-
-def row(engine: Engine, delivery_id: str) -> sa.Row[tuple[object, ...]]:
-    with engine.connect() as conn:
-        return conn.execute(
-            sa.text("SELECT * FROM callback_deliveries WHERE delivery_id = :d"), {"d": delivery_id}
-        ).one()
-
-
-def wait_for_status(engine: Engine, delivery_id: str, status: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if row(engine, delivery_id).status == status:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{delivery_id} is {row(engine, delivery_id).status}, not {status}")
-
-
-def attempts(engine: Engine, delivery_id: str) -> list[sa.Row[tuple[object, ...]]]:
-    with engine.connect() as conn:
-        return list(
-            conn.execute(
-                sa.text(
-                    "SELECT a.* FROM callback_attempts a JOIN callback_deliveries d "
-                    "ON a.delivery_pk = d.id WHERE d.delivery_id = :d ORDER BY a.id"
-                ),
-                {"d": delivery_id},
-            ).all()
-        )
-
-
-def verify_all(receiver: ScriptedReceiver, secret: str) -> set[str]:
-    """Every arrival verified with the standardwebhooks package; their webhook-ids."""
-    hook = Webhook(secret)
-    for arrival in receiver.arrivals:
-        hook.verify(arrival.body, arrival.headers)
-        assert arrival.headers["user-agent"].startswith("Kairos-Webhooks/")
-    return {a.headers["webhook-id"] for a in receiver.arrivals}
+__all__ = ["app", "notifier"]  # fixtures
 
 
 def test_a_receiver_failing_twice_gets_it_on_the_schedule_signed_under_one_id(
