@@ -165,6 +165,10 @@ def test_the_callbacks_of_a_job_as_the_app_sees_them(processes: Processes) -> No
 
             wait_until(delivered, 30, what="the delivery to read DELIVERED")
             (delivery,) = kairos.callbacks(job.job_id)
+            kairos.replay_callback(delivery.delivery_id)
+            wait_until(lambda: len(receiver.received) == 3, 30, what="the replayed callback")
+            wait_until(delivered, 30, what="the replay to read DELIVERED")
+            (replayed,) = kairos.callbacks(job.job_id)
     finally:
         receiver.close()
     assert job.last_execution is not None
@@ -172,6 +176,9 @@ def test_the_callbacks_of_a_job_as_the_app_sees_them(processes: Processes) -> No
     assert delivery.next_attempt_at is None
     assert [a.status_code for a in delivery.attempts] == [500, 204]
     assert all(a.at is not None for a in delivery.attempts)
+    assert [a.status_code for a in replayed.attempts] == [500, 204, 204]
+    ids = {r.headers["webhook-id"] for r in receiver.received}
+    assert ids == {delivery.delivery_id}, "a replay keeps the webhook-id"
 
 
 def readme_example(name: str) -> str:
