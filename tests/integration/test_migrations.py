@@ -116,3 +116,23 @@ def test_the_operators_migration_goes_down_and_up_again(engine: Engine) -> None:
     migrate(engine)
     assert current_revision(engine) == HEAD
     assert tables <= set(sa.inspect(engine).get_table_names())
+
+
+def test_the_callback_attempts_migration_goes_down_and_up_again_keeping_deliveries(
+    engine: Engine,
+) -> None:
+    added = {"next_attempt_at", "dead_reason"}
+
+    def delivery_columns() -> set[str]:
+        return {c["name"] for c in sa.inspect(engine).get_columns("callback_deliveries")}
+
+    assert "callback_attempts" in sa.inspect(engine).get_table_names()
+    assert added <= delivery_columns()
+    downgrade(engine, "0007")
+    assert "callback_attempts" not in sa.inspect(engine).get_table_names()
+    assert not added & delivery_columns()
+    migrate(engine)
+    migrate(engine)  # every step can run again
+    assert current_revision(engine) == HEAD
+    assert added <= delivery_columns()
+    assert "callback_attempts" in sa.inspect(engine).get_table_names()
