@@ -20,6 +20,7 @@ from common.messages import CallbackMessage
 from common.metrics import CALLBACKS_ORPHANED
 from common.topology import CALLBACKS_DEAD_QUEUE
 from services.notifier.delivery import CallbackDeliverer
+from services.notifier.outages import StoreBackoff
 from services.notifier.posting import CallbackPoster
 from services.notifier.schedule import RetrySchedule
 from tests.integration.results_helpers import queued_jobs
@@ -148,3 +149,29 @@ def test_a_message_whose_delivery_row_was_pruned_is_counted_and_logged_not_sent(
     assert deliverer.deliver(body.model_dump_json().encode()) is None
     assert CALLBACKS_ORPHANED._value.get() == before + 1
     assert any("no longer exists" in r.getMessage() for r in caplog.records)
+
+
+def test_mysql_out_of_reach_makes_the_notifier_wait_longer_each_time_not_spin(
+    redis_client: redis.Redis,
+) -> None:
+    unreachable = sa.create_engine("mysql+pymysql://root@127.0.0.1:1/kairos")
+    pauses: list[float] = []
+    poster = CallbackPoster(TOTAL_SECONDS)
+    poster.start()
+    deliverer = CallbackDeliverer(
+        unreachable,
+        poster,
+        ClusterClock(redis_client),
+        RetrySchedule([1]),
+        backoff=StoreBackoff(sleep=pauses.append),
+    )
+    body = CallbackMessage(delivery_id="msg_1", app_id=1, url="http://x/", payload="{}")
+    try:
+        for _ in range(4):
+            with pytest.raises(sa.exc.OperationalError):
+                deliverer.deliver(body.model_dump_json().encode())
+    finally:
+        poster.close()
+        unreachable.dispose()
+    assert len(pauses) == 4, "a pause before each message goes back to its queue"
+    assert pauses[0] <= 1 and pauses[3] >= 4, pauses
