@@ -13,10 +13,12 @@ import redis
 from pika.adapters.blocking_connection import BlockingConnection
 from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
-from common.db.apps import AppCredentials
+from common.db.apps import AppCredentials, rotate_signing_secret
 from common.topology import CALLBACKS_DEAD_QUEUE, retry_queue
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.main import _serve, retry_schedule
@@ -164,3 +166,28 @@ def test_a_retry_queue_deleted_under_the_notifier_loses_no_callback(
         poster.close()
         receiver.close()
     assert len(receiver.arrivals) == 2
+
+
+def test_while_a_secret_rotates_receivers_holding_either_secret_verify(
+    engine: Engine,
+    connection: BlockingConnection,
+    redis_client: redis.Redis,
+    notifier: None,
+    app: AppCredentials,
+) -> None:
+    now = ClusterClock(redis_client).now_ms()
+    with engine.begin() as conn:
+        new_secret = rotate_signing_secret(conn, app.app_id, now, now + 3_600_000)
+    assert new_secret is not None
+    receiver = ScriptedReceiver()
+    try:
+        delivery_id = send(engine, connection, receiver.url)
+        wait_for_status(engine, delivery_id, "DELIVERED", 30)
+    finally:
+        receiver.close()
+    (arrival,) = receiver.arrivals
+    assert len(arrival.headers["webhook-signature"].split()) == 2, "signed with both"
+    for secret in (app.signing_secret, new_secret):
+        Webhook(secret).verify(arrival.body, arrival.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook("whsec_" + "A" * 43 + "=").verify(arrival.body, arrival.headers)
