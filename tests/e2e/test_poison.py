@@ -277,8 +277,8 @@ def check_endings(
 def check_bad_receivers(engine: Engine, job_ids: list[int], good: str, bad: list[str]) -> None:
     """Each callback to a receiver that hangs, trickles, answers 410 or 500, or sits at
     a URL the HTTP client cannot use ended DEAD, saying why (after every attempt; the
-    URL at once, as the callback URL policy refuses it and a retry would not heal it);
-    the rest of A's callbacks were delivered."""
+    410 at once, as the receiver asked; the URL at once, as the callback URL policy
+    refuses it and a retry would not heal it); the rest of A's callbacks were delivered."""
     hang, trickle, gone, broken, _ = bad
     expected = {
         hang: (None, "no complete answer"),
@@ -287,7 +287,7 @@ def check_bad_receivers(engine: Engine, job_ids: list[int], good: str, bad: list
         broken: (500, None),
         "http://example.com:abc/": (None, "cannot be read as a URL"),
     }
-    attempts = {"http://example.com:abc/": 1}
+    attempts = {"http://example.com:abc/": 1, gone: 1}
     found = deliveries(engine, job_ids)
     assert {d["url"] for d in found} == {*expected, good}
     for delivery in found:
@@ -321,7 +321,7 @@ def ordinary_jobs(b: Tenant, count: int, url: str, at_ms: int | None) -> list[in
 
 def called_back(receiver: CallbackReceiver, job_ids: list[int]) -> set[int]:
     """The jobs among ``job_ids`` whose SUCCEEDED callback reached the receiver."""
-    seen = {json.loads(r.body)["jobId"] for r in list(receiver.received)}
+    seen = {json.loads(r.body)["data"]["jobId"] for r in list(receiver.received)}
     return {j for j in job_ids if j in seen}
 
 
@@ -534,7 +534,7 @@ def test_every_poison_of_one_app_settles_alone(processes: Processes, engine: Eng
         check_dst_cron(engine, dst)
         check_paused_retry(engine, a, retried)
         assert settle(engine, too_early)["status"] == "SUCCEEDED"
-        early = [json.loads(r.body) for r in hook_a.received]
+        early = [json.loads(r.body)["data"] for r in hook_a.received]
         assert [p["triggerTime"] for p in early if p["jobId"] == too_early] == [None]
         wait_until(lambda: set(storm) <= succeeded(engine, stormed), BOUND, what="every manual run")
         a_jobs = [*taken.values(), *stored.values(), held, waiting, dst, dst_paused, cron]

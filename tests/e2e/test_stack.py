@@ -49,16 +49,23 @@ def test_one_shot_job_succeeds_and_its_signed_callback_arrives(
         callback.body,
         headers["webhook-signature"],
     )
-    payload = json.loads(callback.body)
+    assert headers["user-agent"].startswith("Kairos-Webhooks/")
+    envelope = json.loads(callback.body)
+    assert envelope["type"] == "execution.finished"
+    payload = envelope["data"]
     assert payload["jobId"] == job_id
     assert payload["status"] == "SUCCEEDED"
     assert payload["executionId"] == job["lastExecution"]["executionId"]
+    assert payload["result"] == {"day": "2026-11-30"}
     assert set(payload) == {
         "jobId",
+        "jobName",
+        "clientRequestId",
         "executionId",
+        "attempt",
         "status",
         "message",
-        "attempt",
+        "result",
         "triggerTime",
         "startedAt",
         "endedAt",
