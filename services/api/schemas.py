@@ -224,7 +224,8 @@ class CallbackDeliveryView(BaseModel):
     executionId: ExecutionId
     state: CallbackState
     deadReason: str | None = Field(
-        description="when DEAD: `exhausted` (every attempt failed) or `gone` (410)"
+        description="when DEAD: `exhausted` (every attempt failed), `gone` (the receiver "
+        "answered 410) or `refused` (the callback URL policy refused it at send time)"
     )
     createdAt: Timestamp
     deliveredAt: Timestamp | None

@@ -27,7 +27,7 @@ from services.notifier.delivery import CallbackDeliverer
 from services.notifier.main import _serve, delivery_shares, retry_schedule
 from services.notifier.posting import CallbackPoster
 from tests.integration.helpers import make_app
-from tests.integration.receivers import ScriptedReceiver
+from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
 
 TIERS = "1,2"  # attempts at 0, ~1 s, ~2 s later; DEAD after the third
 
@@ -46,7 +46,7 @@ def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
         request_timeout_seconds=3,
         secret_cache_seconds=0,
     )
-    poster = CallbackPoster(settings.request_timeout_seconds)
+    poster = CallbackPoster(settings.request_timeout_seconds, policy=LOCAL_RECEIVERS)
     poster.start()
     deliverer = CallbackDeliverer(
         engine,

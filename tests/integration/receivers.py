@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from common.callback_urls import CallbackUrlPolicy
+
+# The receivers listen on this machine: the notifier's policy must admit loopback.
+LOCAL_RECEIVERS = CallbackUrlPolicy.from_settings("127.0.0.0/8", False)
+
 
 @dataclass(frozen=True)
 class Arrival:

@@ -25,7 +25,7 @@ from services.notifier.delivery import CallbackDeliverer
 from services.notifier.main import _serve, delivery_shares, retry_schedule
 from services.notifier.posting import CallbackPoster
 from tests.integration.notifier_helpers import app, notifier, record, row, send, wait_for_status
-from tests.integration.receivers import ScriptedReceiver
+from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
 
 __all__ = ["app", "notifier"]  # fixtures
 
@@ -81,7 +81,7 @@ def test_callbacks_in_flight_when_the_notifier_reconnects_arrive_under_their_own
     app: AppCredentials,
 ) -> None:
     settings = NotifierSettings(namespace=namespace.namespace, retry_tiers_seconds="1")
-    poster = CallbackPoster(10)
+    poster = CallbackPoster(10, policy=LOCAL_RECEIVERS)
     poster.start()
     deliverer = CallbackDeliverer(
         engine,

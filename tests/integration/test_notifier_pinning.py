@@ -24,6 +24,7 @@ from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.posting import CallbackPoster
+from services.notifier.schedule import RetrySchedule
 from tests.integration.test_notifier_attempts import delivery_to
 
 HOST = "hooks.example.com"
@@ -101,7 +102,9 @@ def test_a_name_that_resolves_to_a_refused_address_at_send_time_is_refused_and_d
     resolver.table[HOST] = ["127.0.0.1"]
     poster = poster_for(resolver)
     try:
-        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        deliverer = CallbackDeliverer(
+            engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2])
+        )
         attempt = deliverer.deliver(delivery_to(engine, f"http://{HOST}:{receiver.port}/h"))
     finally:
         poster.close()
@@ -110,6 +113,11 @@ def test_a_name_that_resolves_to_a_refused_address_at_send_time_is_refused_and_d
     status, error = delivery_status(engine)
     assert status == DeliveryStatus.DEAD
     assert "loopback" in error and "KAIROS_CALLBACK_ALLOWED_NETWORKS" in error
+    with engine.connect() as conn:
+        reason = conn.execute(sa.text("SELECT dead_reason FROM callback_deliveries")).scalar()
+    assert reason == "refused"
+    assert attempt.follow_up.headers is not None
+    assert attempt.follow_up.headers["x-kairos-dead-reason"] == "refused"
     assert receiver.heads == [], "nothing reached the receiver"
     assert poster.backend.connected == []
 
@@ -119,14 +127,16 @@ def test_a_name_that_does_not_resolve_at_send_time_is_retried_not_dead(
 ) -> None:
     poster = poster_for(TableResolver())
     try:
-        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        deliverer = CallbackDeliverer(
+            engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2])
+        )
         attempt = deliverer.deliver(delivery_to(engine, f"https://{HOST}/h"))
     finally:
         poster.close()
     assert attempt is not None and attempt.follow_up is not None
     assert attempt.follow_up.routing_key != CALLBACKS_DEAD_QUEUE, "DNS may answer later"
     status, error = delivery_status(engine)
-    assert status == DeliveryStatus.QUEUED and "did not resolve" in error
+    assert status == DeliveryStatus.RETRYING and "did not resolve" in error
 
 
 def test_a_literal_refused_address_is_refused_at_send_time_without_a_lookup(
@@ -135,7 +145,9 @@ def test_a_literal_refused_address_is_refused_at_send_time_without_a_lookup(
     resolver = TableResolver()
     poster = poster_for(resolver)
     try:
-        deliverer = CallbackDeliverer(engine, poster, ClusterClock(redis_client), [1, 2])
+        deliverer = CallbackDeliverer(
+            engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2])
+        )
         deliverer.deliver(delivery_to(engine, f"http://0x7f000001:{receiver.port}/h"))
     finally:
         poster.close()

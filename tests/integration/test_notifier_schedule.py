@@ -32,7 +32,7 @@ from tests.integration.notifier_helpers import (
     verify_all,
     wait_for_status,
 )
-from tests.integration.receivers import Answer, ScriptedReceiver
+from tests.integration.receivers import LOCAL_RECEIVERS, Answer, ScriptedReceiver
 
 __all__ = ["app", "notifier"]  # fixtures
 
@@ -139,7 +139,7 @@ def test_a_retry_queue_deleted_under_the_notifier_loses_no_callback(
     settings = NotifierSettings(
         namespace=namespace.namespace, retry_tiers_seconds="1", retry_jitter=0
     )
-    poster = CallbackPoster(3)
+    poster = CallbackPoster(3, policy=LOCAL_RECEIVERS)
     poster.start()
     deliverer = CallbackDeliverer(
         engine, poster, ClusterClock(redis_client), retry_schedule(settings)

@@ -89,16 +89,16 @@ def test_410_is_dead_at_once_as_gone() -> None:
 
 @pytest.mark.parametrize("code", [429, 503])
 def test_429_and_503_wait_as_asked(code: int) -> None:
-    verdict = judge(PostOutcome(code, "busy", "30"), 1, SCHEDULE, 0)
+    verdict = judge(PostOutcome(code, "busy", retry_after="30"), 1, SCHEDULE, 0)
     assert verdict.status is DeliveryStatus.RETRYING and verdict.delay_ms == 30_000
 
 
 def test_retry_after_on_another_code_is_not_honoured() -> None:
-    assert judge(PostOutcome(500, "x", "30"), 1, SCHEDULE, 0).delay_ms == 1_000
+    assert judge(PostOutcome(500, "x", retry_after="30"), 1, SCHEDULE, 0).delay_ms == 1_000
 
 
 def test_after_the_last_tier_a_failure_is_dead_even_asked_to_wait() -> None:
-    verdict = judge(PostOutcome(503, "x", "1"), 3, SCHEDULE, 0)
+    verdict = judge(PostOutcome(503, "x", retry_after="1"), 3, SCHEDULE, 0)
     assert verdict.status is DeliveryStatus.DEAD
     assert verdict.dead_reason is DeadReason.EXHAUSTED
 
@@ -106,3 +106,8 @@ def test_after_the_last_tier_a_failure_is_dead_even_asked_to_wait() -> None:
 def test_no_answer_waits_the_tier() -> None:
     verdict = judge(PostOutcome(None, "timeout"), 2, SCHEDULE, 0)
     assert verdict.status is DeliveryStatus.RETRYING and verdict.delay_ms == 2_000
+
+
+def test_a_url_the_policy_refuses_is_dead_at_once_as_refused() -> None:
+    verdict = judge(PostOutcome(None, "refused by the callback URL policy", True), 1, SCHEDULE, 0)
+    assert verdict.status is DeliveryStatus.DEAD and verdict.dead_reason is DeadReason.REFUSED

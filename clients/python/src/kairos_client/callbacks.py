@@ -51,7 +51,8 @@ class CallbackDelivery:
     attempts: list[CallbackAttempt]
     next_attempt_at: datetime | None
     dead_reason: str | None = None
-    """When DEAD: ``exhausted`` (every attempt failed) or ``gone`` (the receiver said 410)."""
+    """When DEAD: ``exhausted`` (every attempt failed), ``gone`` (the receiver said 410) or
+    ``refused`` (the server's callback URL policy refused the URL at send time)."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
