@@ -34,6 +34,8 @@ from common.errors import CallbackHostUnresolvedError, CallbackUrlRefusedError
 from services.notifier.pinning import PinnedBackend, PinnedTransport
 
 MAX_RESPONSE_BYTES = 4 * 1024
+# How long a 2xx answer's body may take to read for its connection to be reused.
+DRAIN_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class CallbackPoster:
         response = await self._client.send(request, stream=True)
         try:
             if 200 <= response.status_code < 300:
+                await self._drain_for_reuse(response)
                 return PostOutcome(response.status_code, None)
             excerpt = await self._read_some(response)
             return PostOutcome(
@@ -144,6 +147,16 @@ class CallbackPoster:
             )
         finally:
             await response.aclose()
+
+    async def _drain_for_reuse(self, response: httpx.Response) -> None:
+        """Read a 2xx answer's body to its end, so that its connection goes back to the
+        pool: closing a response with its body unread closes the connection, and then
+        every callback pays a new connection. A body that is long or slow is let go
+        (the connection closes); the callback is delivered either way."""
+        try:
+            await asyncio.wait_for(self._read_some(response), DRAIN_SECONDS)
+        except Exception:  # the answer was 2xx: delivered whatever follows
+            return
 
     async def _read_some(self, response: httpx.Response) -> str:
         """At most ``max_response_bytes`` of the answer, as text."""
