@@ -150,24 +150,9 @@ EXECUTION_COLUMNS = [
 ]
 
 
-def _callback_json(c: AnyRow) -> dict[str, Any]:
-    from common.timefmt import iso_ms
-
-    return {
-        "deliveryId": c.delivery_id,
-        "executionId": c.execution_id,
-        "url": c.url,
-        "status": c.status,
-        "attempts": c.attempts,
-        "lastStatusCode": c.last_status_code,
-        "lastError": c.last_error,
-        "updatedAt": iso_ms(c.updated_at),
-        "deliveredAt": iso_ms(c.delivered_at),
-    }
-
-
 def _detail_json(detail: JobDetail) -> dict[str, Any]:
     from common.timefmt import iso_ms
+    from services.api.callback_reads import delivery_view
     from services.api.views import execution_view, job_view
 
     last = detail.executions[0] if detail.executions else None
@@ -181,7 +166,13 @@ def _detail_json(detail: JobDetail) -> dict[str, Any]:
         "nextTriggerTimes": [iso_ms(t) for t in detail.next_triggers],
         "actions": detail.actions,
         "executions": [execution_view(e).model_dump(mode="json") for e in detail.executions],
-        "callbacks": [_callback_json(c) for c in detail.callbacks],
+        "callbacks": [
+            {
+                **delivery_view(c, detail.attempts_of(c)).model_dump(mode="json"),
+                "url": c.url,
+            }
+            for c in detail.callbacks
+        ],
     }
 
 

@@ -22,7 +22,7 @@ from common.config import ApiSettings
 from common.cron_words import describe_schedule
 from common.db import control as job_control
 from common.db.apps import App
-from common.db.deliveries import recent_for_job
+from common.db.deliveries import attempts_of, recent_for_job
 from common.db.engine import make_engine
 from common.db.executions import jobs_with_runs, list_for_job
 from common.db.operator_reads import (
@@ -180,6 +180,12 @@ class JobDetail:
     next_triggers: list[int]
     executions: list[AnyRow]
     callbacks: list[AnyRow]
+    # Each shown callback's attempts, oldest first, by its delivery row id.
+    callback_attempts: dict[int, list[AnyRow]]
+
+    def attempts_of(self, delivery: AnyRow) -> list[AnyRow]:
+        """The attempts of one of the shown callbacks, oldest first."""
+        return self.callback_attempts.get(int(delivery.id), [])
 
     @property
     def actions(self) -> list[str]:
@@ -198,6 +204,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
+        tried = attempts_of(conn, [int(d.id) for d in sent])
     return JobDetail(
         row,
         app,
@@ -206,6 +213,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         next_triggers(row),
         runs,
         sent,
+        tried,
     )
 
 

@@ -200,3 +200,19 @@ def test_workers_are_drained_and_undrained_from_the_console_with_its_csrf_token(
     stopping = console.post("/console/workers/w1/stop", data={"csrf": csrf})
     assert "drains at its next heartbeat" in stopping.text
     assert redis_client.get(keys.worker_drain("w1")) == b"alice"
+
+
+def test_a_jobs_page_shows_each_callbacks_attempts(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    from tests.integration.test_callback_reads import add_delivery, attempt
+
+    job_id = a_job(console, app_credentials.api_key)
+    delivery_id = add_delivery(engine, job_id)
+    attempt(engine, delivery_id, 1, status_code=503, error="HTTP 503 busy")
+    attempt(engine, delivery_id, 2, status_code=None, error="no complete answer within 15 s")
+    sign_in(console, make_operator(engine))
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert "2 attempts" in page
+    assert "#1" in page and "HTTP 503" in page and "HTTP 503 busy" in page
+    assert "#2" in page and "no answer, no complete answer within 15 s" in page

@@ -143,3 +143,23 @@ def test_a_job_id_that_is_not_one_is_refused_before_any_store_is_touched(
         main(["jobs", "show", bad])
     assert exited.value.code == 2
     assert "is not a job id" in capsys.readouterr().err
+
+
+def test_jobs_show_lists_each_callbacks_attempts(
+    cli: Any, client: TestClient, engine: Engine
+) -> None:
+    from tests.integration.test_callback_reads import add_delivery, attempt
+
+    job = submit(client, jobName="hooked", triggerAt="2100-01-01T00:00:00Z")
+    delivery_id = add_delivery(engine, job)
+    attempt(engine, delivery_id, 1, status_code=503, error="HTTP 503")
+    attempt(engine, delivery_id, 2, status_code=None, error="no complete answer within 15 s")
+    status, out, _ = cli("jobs", "show", str(job), "-o", "json")
+    assert status == 0
+    (shown,) = json.loads(out)["callbacks"]
+    assert shown["deliveryId"] == delivery_id and shown["state"] == "RETRYING"
+    assert [(a["attempt"], a["statusCode"], a["error"]) for a in shown["attempts"]] == [
+        (1, 503, "HTTP 503"),
+        (2, None, "no complete answer within 15 s"),
+    ]
+    assert shown["url"] == "https://x/h"

@@ -90,7 +90,7 @@ def job_context(state: ApiState, job_id: int) -> dict[str, Any]:
         "timeline": timeline(
             _marks(list(reversed(detail.executions))), "Executions by trigger time"
         ),
-        "callbacks": detail.callbacks,
+        "callbacks": [(c, detail.attempts_of(c)) for c in detail.callbacks],
         "actions": detail.actions,
         "now": state.clock.now_ms(),
     }
