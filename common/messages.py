@@ -26,10 +26,7 @@ class DispatchMessage(BaseModel):
 
 
 class DispatchBatch(BaseModel):
-    """Executions bound for one worker, sent as one message: one delivery, one ack.
-
-    Workers read a lone ``DispatchMessage`` as well (what older dispatchers sent).
-    """
+    """Executions bound for one worker, sent as one message: one delivery, one ack."""
 
     v: Literal[1] = 1
     executions: list[DispatchMessage] = Field(min_length=1)
