@@ -26,7 +26,7 @@ from common.db.stuck import (
 )
 from common.errors import ExecutionNotStuckError
 from common.keys import RedisKeys
-from common.result_messages import results_message, stand_in_results
+from common.result_messages import publish_results, stand_in_results
 from common.started_mark import FENCES, OPERATOR, parse_started
 from common.timefmt import iso_ms
 
@@ -127,7 +127,7 @@ def fail_execution(
     now = stores.clock.now_ms()
     message = f"failed by an operator: {reason}"
     results = stand_in_results([view.execution], "FAILED", message, now)
-    publisher.publish([results_message(OPERATOR, results)])
+    publish_results(publisher, OPERATOR, results)
     return view
 
 

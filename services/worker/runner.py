@@ -17,7 +17,7 @@ from common.jsontext import clip_utf8
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
-from common.result_messages import results_message
+from common.result_messages import results_messages, stand_in_result
 from common.started_mark import parse_started
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
@@ -196,7 +196,7 @@ class ExecutionRunner:
                 log.warning("could not store %d outcomes in Redis: %s", len(results), e)
             else:
                 self._local.forget([r.execution_id for r in results])
-        return result_messages(self._worker_id, results)
+        return results_messages(self._worker_id, results)
 
     def keep_outcome(self, outcome: ExecutionResult | None) -> None:
         """Store an outcome that cannot be published now (its connection is gone) with
@@ -260,17 +260,8 @@ class ExecutionRunner:
 
     def _unreadable(self, unit: Unreadable, extra: dict[str, object]) -> ExecutionResult:
         log.error("cannot read this execution's dispatch message: %s", unit.error, extra=extra)
-        now = self._clock.now_ms()
-        return ExecutionResult(
-            execution_id=unit.execution_id,
-            job_id=unit.job_id,
-            worker_id=self._worker_id,
-            status="FAILED",
-            message=clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
-            started_at=now,
-            ended_at=now,
-            ref=unit.ref,
-        )
+        why = clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}")
+        return stand_in_result(unit, self._worker_id, "FAILED", why, self._clock.now_ms())
 
     def _already_started(
         self, admitted: Admitted, extra: dict[str, object]
@@ -315,17 +306,7 @@ class ExecutionRunner:
             )
 
     def _lost(self, unit: Unit, text: str) -> ExecutionResult:
-        now = self._clock.now_ms()
-        return ExecutionResult(
-            execution_id=unit.execution_id,
-            job_id=unit.job_id,
-            worker_id=self._worker_id,
-            status="LOST",
-            message=text,
-            started_at=now,
-            ended_at=now,
-            ref=unit.ref,
-        )
+        return stand_in_result(unit, self._worker_id, "LOST", text, self._clock.now_ms())
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:
         fn = self._handlers.get(message.handler)
@@ -351,11 +332,3 @@ class ExecutionRunner:
             return "FAILED", describe_error(e), None
         rendered = render_result(value)
         return "SUCCEEDED", rendered.note, rendered.result
-
-
-def result_messages(
-    worker_id: str, outcomes: Sequence[ExecutionResult | None]
-) -> list[OutgoingMessage]:
-    """Pack the outcomes that finished together into one results message."""
-    results = [o for o in outcomes if o is not None]
-    return [results_message(worker_id, results)] if results else []

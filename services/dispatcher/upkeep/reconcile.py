@@ -29,7 +29,7 @@ from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
-from common.result_messages import results_message, stand_in_results, stored_result
+from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import RECONCILER, parse_started
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -147,7 +147,7 @@ class Reconciler:
         """Publish results through the results path; log and count each."""
         if not results:
             return
-        self._publisher.publish([results_message(RECONCILER, results)])
+        publish_results(self._publisher, RECONCILER, results)
         for result in results:
             log.warning(
                 "%s (worker %s)",
