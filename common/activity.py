@@ -21,6 +21,7 @@ import redis
 from common.clock import ClusterClock
 from common.keys import RedisKeys
 from common.metrics import EXECUTIONS_FINISHED, TRIGGER_LAG
+from common.states import ExecutionStatus
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ FINISHED = "finished:"
 LAG = "lag_le:"
 """Field prefix: first attempts dispatched with a trigger lag up to a bound in seconds,
 cumulative as in a Prometheus histogram (``lag_le:0.25``, ``lag_le:+Inf``)."""
-FAILED_OUTCOMES = ("FAILED", "LOST", "TIMED_OUT")
+FAILED_OUTCOMES = (ExecutionStatus.FAILED, ExecutionStatus.LOST, ExecutionStatus.TIMED_OUT)
 
 
 def read_counters() -> dict[str, float]:
@@ -110,7 +111,7 @@ class MinuteActivity:
     @property
     def succeeded(self) -> int:
         """Runs recorded SUCCEEDED."""
-        return self.finished.get("SUCCEEDED", 0)
+        return self.finished.get(ExecutionStatus.SUCCEEDED, 0)
 
     @property
     def failed(self) -> int:

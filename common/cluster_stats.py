@@ -26,7 +26,7 @@ from common.config import StoreSettings
 from common.db.deliveries import count_dead
 from common.errors import StoreUnavailableError
 from common.keys import RedisKeys
-from common.states import WorkerState
+from common.states import ExecutionStatus, WorkerState
 from common.vhost import vhost_queues
 from common.worker_views import worker_views
 
@@ -55,7 +55,7 @@ class ClusterStats:
     @property
     def succeeded(self) -> int:
         """Runs recorded SUCCEEDED in the span."""
-        return self.finished.get("SUCCEEDED", 0)
+        return self.finished.get(ExecutionStatus.SUCCEEDED, 0)
 
     @property
     def failed(self) -> int:

@@ -7,6 +7,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from common.states import ReportedStatus
+
 
 class DispatchMessage(BaseModel):
     """One execution sent to one worker's queue."""
@@ -39,7 +41,7 @@ class ExecutionResult(BaseModel):
     execution_id: str
     job_id: int
     worker_id: str
-    status: Literal["SUCCEEDED", "FAILED", "LOST", "TIMED_OUT"]
+    status: ReportedStatus
     message: str | None = None
     result: str | None = None
     started_at: int

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.messages import ExecutionResult, ResultBatch, read_message
+from common.states import ExecutionStatus, StandInStatus
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
-
-StandInStatus = Literal["FAILED", "LOST", "TIMED_OUT"]
 
 
 class Identified(Protocol):
@@ -127,4 +126,4 @@ def stored_result(outcome: str, row: Unreported, now_ms: int) -> ExecutionResult
     if result is not None:
         return result
     why = "its worker stored an outcome that cannot be read"
-    return stand_in_results([row], "FAILED", why, now_ms)[0]
+    return stand_in_results([row], ExecutionStatus.FAILED, why, now_ms)[0]

@@ -19,6 +19,7 @@ from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
 from common.started_mark import parse_started
+from common.states import ExecutionStatus
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
 from services.worker.overruns import Overruns
@@ -29,7 +30,7 @@ from services.worker.start_guard import Fresh, RowStatuses, StartGuard, Verdict
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["SUCCEEDED", "FAILED", "TIMED_OUT"]
+Outcome = Literal[ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT]
 
 
 def _text(value: object) -> str:
@@ -241,7 +242,7 @@ class ExecutionRunner:
         observe_run(message.handler, status, time.perf_counter() - began)
         # Success is the common case: at thousands a second it is DEBUG; the rest INFO.
         log.log(
-            logging.DEBUG if status == "SUCCEEDED" else logging.INFO,
+            logging.DEBUG if status is ExecutionStatus.SUCCEEDED else logging.INFO,
             "execution %s",
             status.lower(),
             extra=extra,
@@ -261,7 +262,9 @@ class ExecutionRunner:
     def _unreadable(self, unit: Unreadable, extra: dict[str, object]) -> ExecutionResult:
         log.error("cannot read this execution's dispatch message: %s", unit.error, extra=extra)
         why = clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}")
-        return stand_in_result(unit, self._worker_id, "FAILED", why, self._clock.now_ms())
+        return stand_in_result(
+            unit, self._worker_id, ExecutionStatus.FAILED, why, self._clock.now_ms()
+        )
 
     def _already_started(
         self, admitted: Admitted, extra: dict[str, object]
@@ -306,12 +309,18 @@ class ExecutionRunner:
             )
 
     def _lost(self, unit: Unit, text: str) -> ExecutionResult:
-        return stand_in_result(unit, self._worker_id, "LOST", text, self._clock.now_ms())
+        return stand_in_result(
+            unit, self._worker_id, ExecutionStatus.LOST, text, self._clock.now_ms()
+        )
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:
         fn = self._handlers.get(message.handler)
         if fn is None:
-            return "FAILED", f"handler {message.handler!r} is not registered here", None
+            return (
+                ExecutionStatus.FAILED,
+                f"handler {message.handler!r} is not registered here",
+                None,
+            )
         context = HandlerContext(
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
@@ -320,7 +329,7 @@ class ExecutionRunner:
                 fn, message.params, context, message.timeout_seconds, self.overruns
             )
         except HandlerTimeoutError as e:
-            return "TIMED_OUT", str(e), None
+            return ExecutionStatus.TIMED_OUT, str(e), None
         except BaseException as e:  # whatever a handler raises fails its run, not the worker
             log.error(
                 "handler %s raised %s",
@@ -329,6 +338,6 @@ class ExecutionRunner:
                 exc_info=e,
                 extra={"job_id": message.job_id, "execution_id": message.execution_id},
             )
-            return "FAILED", describe_error(e), None
+            return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
-        return "SUCCEEDED", rendered.note, rendered.result
+        return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result

@@ -24,7 +24,7 @@ from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
-from common.states import WorkerState
+from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep import rescue as recovery_module
@@ -101,7 +101,7 @@ def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
         execution_id="e-ended",
         job_id=ended,
         worker_id="dead",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )

@@ -22,7 +22,7 @@ from common.keys import WORKER_INCARNATION, RedisKeys
 from common.messages import DispatchBatch, DispatchMessage, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.started_mark import parse_started
-from common.states import WorkerState
+from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import (
     DISPATCH_EXCHANGE,
@@ -261,7 +261,7 @@ def test_a_worker_restarted_with_its_id_settles_the_runs_its_previous_process_le
         execution_id="e-ended",
         job_id=ended,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )

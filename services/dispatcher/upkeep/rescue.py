@@ -20,6 +20,7 @@ from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import key_may_be_lost, parse_started, started_epoch
+from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
@@ -169,12 +170,12 @@ class Rescue:
         unstarted = [r for r in rows if r not in started and r not in unknown]
         self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
         why = f"worker {worker_id} died while running it"
-        self._report(stand_in_results(lost, "LOST", why, now))
+        self._report(stand_in_results(lost, ExecutionStatus.LOST, why, now))
         why = (
             f"worker {worker_id} died, and Redis lost the mark that says whether it had "
             "started this run: it is not run again"
         )
-        self._report(stand_in_results(unknown, "LOST", why, now))
+        self._report(stand_in_results(unknown, ExecutionStatus.LOST, why, now))
         lost += unknown
         moved, held = self._reroute(unstarted)
         log.warning(
