@@ -86,7 +86,7 @@ def _worker_row(
     ]
 
 
-WORKER_COLUMNS = [
+WORKER_COLUMNS = (
     Column("WORKER", "id"),
     Column("STATE", keep=9),
     Column("AGE", "num", keep=8),
@@ -100,7 +100,7 @@ WORKER_COLUMNS = [
     Column("AVG_MS", "num", keep=2),
     Column("SCORE", "num", keep=6),
     Column("HANDLERS", "text", keep=4),
-]
+)
 
 
 def cmd_workers(args: argparse.Namespace) -> int:

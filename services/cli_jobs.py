@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from common.states import ExecutionStatus, JobStatus
@@ -139,7 +140,7 @@ def _execution_rows(runs: list[AnyRow], now_ms: int) -> list[list[str]]:
     return rows
 
 
-EXECUTION_COLUMNS = [
+EXECUTION_COLUMNS = (
     Column("EXECUTION", "id"),
     Column("TRIGGER", keep=6),
     Column("TRY", "num", keep=3),
@@ -147,7 +148,7 @@ EXECUTION_COLUMNS = [
     Column("WORKER", keep=5),
     Column("TOOK", "num", keep=4),
     Column("MESSAGE", "text", keep=2),
-]
+)
 
 
 def _callback_json(c: AnyRow) -> dict[str, Any]:
@@ -281,12 +282,16 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_ACTION_HELP = {
-    "pause": "stop claiming the job's triggers (a WAITING or RUNNING job)",
-    "resume": "claim a PAUSED job's triggers again; those that fell inside the pause are skipped",
-    "trigger": "run the job now, besides its schedule (a manual execution)",
-    "cancel": "end the job; its scheduled runs become CANCELLED, running ones finish",
-}
+_ACTION_HELP = MappingProxyType(
+    {
+        "pause": "stop claiming the job's triggers (a WAITING or RUNNING job)",
+        "resume": (
+            "claim a PAUSED job's triggers again; those that fell inside the pause are skipped"
+        ),
+        "trigger": "run the job now, besides its schedule (a manual execution)",
+        "cancel": "end the job; its scheduled runs become CANCELLED, running ones finish",
+    }
+)
 
 
 def add_jobs_parser(sub: Any) -> None:

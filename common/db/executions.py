@@ -21,7 +21,7 @@ from common.db.rows import AnyRow
 from common.db.schema import executions
 from common.states import ExecutionStatus
 
-UNFINISHED = [ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED]
+UNFINISHED = (ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED)
 
 
 @dataclass(frozen=True)
