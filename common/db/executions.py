@@ -148,7 +148,7 @@ def mark_queued(conn: Connection, workers: Mapping[int, str], now_ms: int) -> No
 
     Only SCHEDULED rows change: a result may have been recorded already. One UPDATE per
     worker keeps every SET a constant: a CASE over hundreds of ids costs the database a
-    comparison per id per row (measured 40-110 ms for 500 rows, against a few ms).
+    comparison per id per row.
     MySQL applies SET left to right: each column reads status before status changes.
     """
     by_worker: dict[str, list[int]] = {}

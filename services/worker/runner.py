@@ -39,8 +39,8 @@ def _text(value: object) -> str:
 
 # Sets each key but the last to this worker unless it is set; returns "" for a key
 # taken now, else the owner already there. One script call instead of a command per
-# message: redis-py packs and parses every pipelined command in Python (14% of a
-# worker's CPU). The last key is the started epoch (common/started_mark.py), set to
+# message: redis-py packs and parses every pipelined command in Python, a large share
+# of a worker's CPU. The last key is the started epoch (common/started_mark.py), set to
 # ARGV[3] when Redis has none, and returned last.
 _TAKE_SCRIPT = """
 redis.call('SET', KEYS[#KEYS], ARGV[3], 'NX')
@@ -184,7 +184,7 @@ class ExecutionRunner:
 
         Stored first: if the publish or the ack is lost with the connection, the copy
         of the delivery that comes back reports this outcome instead of LOST. Storing is
-        best effort; without it such a copy is reported LOST, as before.
+        best effort; without it such a copy is reported LOST.
         """
         results = [o for o in outcomes if o is not None]
         if results:

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 ON_TIME_MS = 5_000
 # After a look at the backlog that found nothing, the next look waits this long: jobs
 # due long ago whose handler no live worker runs stay in the backlog's index range, and
-# every look walks past them (100,000 of them: ~200 ms), which the on-time scan never
-# does. A trigger that turns late meanwhile waits this much more.
+# every look walks past them, which the on-time scan never does. A trigger that turns
+# late meanwhile waits this much more.
 BACKLOG_IDLE_MS = 1_000
 
 

@@ -1,14 +1,14 @@
 """Sending the triggers a claim finds already due, in the claim's own transaction.
 
-A trigger claimed after its time (a backlog, a job created to run now) used to be
-written SCHEDULED, read back by the firer, locked, marked QUEUED and only then sent:
-two more statements per batch and one more rewrite of every status index per
+A trigger claimed after its time (a backlog, a job created to run now) is not written
+SCHEDULED to be read back by the firer, locked, marked QUEUED and only then sent: that
+would take two more statements per batch and one more rewrite of every status index per
 execution. Here the claim writes such executions QUEUED on their worker and leaves
 its transaction open; the dispatch loop, which owns the broker connection (pika is
 not thread-safe), publishes them and then commits. Meanwhile the claim thread claims
 the next batch on another connection: its due scan skips the rows the open claims
 hold (``FOR UPDATE SKIP LOCKED``). Triggers due later are written SCHEDULED and fired
-at their time, as before.
+at their time.
 """
 
 from __future__ import annotations

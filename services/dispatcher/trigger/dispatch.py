@@ -104,8 +104,8 @@ def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     """A ``DispatchMessage`` as JSON, written directly.
 
     The fields come from our own rows and the params are stored as JSON text already:
-    building the model, parsing the params and serializing it all again was ~15% of
-    the claim thread's CPU. A unit test holds this to what the model itself writes.
+    building the model, parsing the params and serializing it all again would weigh on
+    the claim thread. A unit test holds this to what the model itself writes.
     """
     timeout = "null" if a.timeout_seconds is None else int(a.timeout_seconds)
     return (

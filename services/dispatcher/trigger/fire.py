@@ -39,8 +39,8 @@ from services.dispatcher.upkeep.workers import WorkerDirectory
 log = logging.getLogger(__name__)
 
 # How long before a due time the firer refreshes its view of the workers: the refresh
-# (a heartbeat query and a queue check per worker) took 5-25 ms, paid at the due time
-# otherwise.
+# (a heartbeat query and a queue check per worker) takes milliseconds, paid at the due
+# time otherwise.
 WARM_UP_MS = 100
 # How long an execution that cannot be sent now (no live worker runs its handler, its
 # job is paused) waits before the firer looks at it again. It is written back with its

@@ -31,7 +31,7 @@ from services.dispatcher.upkeep.workers import WorkerDirectory
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
-# Forgetting a worker takes a commit and a queue deletion (~5 ms here): a backlog of
+# Forgetting a worker takes a commit and a queue deletion: a backlog of
 # gone workers is forgotten over several sweeps rather than stalling the dispatch loop
 # in one (bench/sweep.py).
 FORGET_PER_SWEEP = 20
