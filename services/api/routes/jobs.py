@@ -32,6 +32,13 @@ from services.api.views import job_view
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
 JobId = Annotated[int, Path(alias="jobId", ge=1, le=2**63 - 1, description="the job's id")]
+# The opaque page token of a list; its form is checked here, its meaning by the reader.
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="nextCursor of the previous page"
+    ),
+]
 
 _INVALID = (
     "Invalid request (a handler outside the app's handler patterns too; a callbackUrl "
@@ -165,14 +172,7 @@ def list_executions(
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=64,
-            pattern=r"^[A-Za-z0-9_-]+$",
-            description="nextCursor of the previous page",
-        ),
-    ] = None,
+    cursor: Cursor = None,
 ) -> ExecutionList:
     """The job's executions, newest first (trigger time, then attempt), one page at a time."""
     return execution_reads.list_executions(
