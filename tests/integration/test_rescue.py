@@ -27,6 +27,7 @@ from common.messages import ExecutionResult, ResultBatch
 from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep import rescue as recovery_module
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -76,8 +77,9 @@ def make_recovery(
     return Rescue(
         stores,
         BatchPublisher(connection.channel()),
-        directory or WorkerDirectory(engine, connection, stores.clock, 60_000),
-        WorkerChooser(),
+        Router(
+            directory or WorkerDirectory(engine, connection, stores.clock, 60_000), WorkerChooser()
+        ),
         RescueSettings(stale_ms=1_000, forget_ms=forget_ms),
     )
 

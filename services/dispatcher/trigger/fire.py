@@ -22,7 +22,6 @@ from common.db import executions, sendable
 from common.db.jobs import lock_free_jobs, release_jobs
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
-from common.loadbalance import WorkerChooser
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -34,7 +33,7 @@ from services.dispatcher.trigger.fire_rules import (
     no_worker_reason,
     release_on_skip,
 )
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.trigger.route import Router
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +65,13 @@ class Firer:
         self,
         stores: Stores,
         publisher: BatchPublisher,
-        directory: WorkerDirectory,
-        chooser: WorkerChooser,
+        router: Router,
         settings: FireSettings,
     ) -> None:
         self._engine = stores.engine
         self._clock = stores.clock
         self._publisher = publisher
-        self._directory = directory
-        self._chooser = chooser
+        self._router = router
         self._window_ms = settings.window_ms
         self._batch_size = settings.batch_size
         self._fire_batch_size = settings.fire_batch_size
@@ -115,7 +112,7 @@ class Firer:
             return
         ahead_ms = due - self._clock.now_ms()
         if 0 < ahead_ms <= WARM_UP_MS:
-            self._directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
+            self._router.directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
 
     def fire_due(self) -> int:
         """Send held executions whose time has come, up to one fire batch; returns how many.
@@ -158,15 +155,13 @@ class Firer:
 
     def _assign(self, decisions: FireDecisions) -> tuple[list[Assignment], dict[int, str]]:
         """Workers for what is to be sent; what no live worker runs is held, with why."""
-        live = self._directory.live()
         assignments: list[Assignment] = []
         held = dict(decisions.held)
-        for row in decisions.to_send:
-            worker = self._chooser.choose(live, row.handler)
-            if worker is None:
+        for row, assignment in self._router.route(decisions.to_send):
+            if assignment is None:
                 held[row.id] = no_worker_reason(row.handler)
             else:
-                assignments.append(Assignment.of(row, worker.worker_id))
+                assignments.append(assignment)
         return assignments, held
 
     def _settle_unsent(
