@@ -99,14 +99,11 @@ class ActivityPublisher:
                 self._failed_at = time.monotonic()
 
 
-@dataclass(frozen=True)
-class MinuteActivity:
-    """One minute's activity across every dispatcher of the namespace."""
+class FinishedCounts:
+    """Runs recorded by outcome (``finished``: status -> count), read as succeeded and
+    failed."""
 
-    minute_ms: int
     finished: Mapping[str, int]
-    lag_buckets: tuple[tuple[float, int], ...]
-    """(upper bound in seconds, first attempts up to it), ascending, ``inf`` last."""
 
     @property
     def succeeded(self) -> int:
@@ -117,6 +114,16 @@ class MinuteActivity:
     def failed(self) -> int:
         """Runs recorded FAILED, LOST or TIMED_OUT (a retry, if any, counts on its own)."""
         return sum(self.finished.get(status, 0) for status in FAILED_OUTCOMES)
+
+
+@dataclass(frozen=True)
+class MinuteActivity(FinishedCounts):
+    """One minute's activity across every dispatcher of the namespace."""
+
+    minute_ms: int
+    finished: Mapping[str, int]
+    lag_buckets: tuple[tuple[float, int], ...]
+    """(upper bound in seconds, first attempts up to it), ascending, ``inf`` last."""
 
 
 def read_activity(

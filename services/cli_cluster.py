@@ -151,13 +151,7 @@ def cmd_workers_drain(args: argparse.Namespace) -> int:
     settings = ApiSettings()
     with operator_state(settings) as state:
         set_drained(
-            state.engine,
-            state.redis,
-            state.keys,
-            state.clock,
-            args.worker_id,
-            settings.heartbeat_stale_ms,
-            f"{getpass.getuser()} (cli)",
+            state, args.worker_id, settings.heartbeat_stale_ms, f"{getpass.getuser()} (cli)"
         )
     print(
         f"worker {args.worker_id} drains at its next heartbeat: it takes no new work, its "
