@@ -276,6 +276,15 @@ def lock_queued_on(conn: Connection, execution_ids: Iterable[str], worker_id: st
     return {str(r) for r in rows}
 
 
+def _queued_on(execution_id: str, worker_id: str) -> sa.ColumnElement[bool]:
+    """The row of ``execution_id`` while it is QUEUED on ``worker_id``."""
+    return sa.and_(
+        executions.c.execution_id == execution_id,
+        executions.c.worker_id == worker_id,
+        executions.c.status == ExecutionStatus.QUEUED,
+    )
+
+
 def reassign(
     conn: Connection, execution_id: str, from_worker: str, to_worker: str, now_ms: int
 ) -> bool:
@@ -287,11 +296,7 @@ def reassign(
     """
     result = conn.execute(
         executions.update()
-        .where(
-            executions.c.execution_id == execution_id,
-            executions.c.worker_id == from_worker,
-            executions.c.status == ExecutionStatus.QUEUED,
-        )
+        .where(_queued_on(execution_id, from_worker))
         .values(worker_id=to_worker, dispatched_at=now_ms)
     )
     return bool(result.rowcount)
@@ -304,11 +309,7 @@ def unassign(
     why in its message; False if it is no longer QUEUED on ``from_worker``."""
     result = conn.execute(
         executions.update()
-        .where(
-            executions.c.execution_id == execution_id,
-            executions.c.worker_id == from_worker,
-            executions.c.status == ExecutionStatus.QUEUED,
-        )
+        .where(_queued_on(execution_id, from_worker))
         .values(
             status=ExecutionStatus.SCHEDULED,
             worker_id=None,
