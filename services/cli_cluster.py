@@ -16,6 +16,7 @@ from services.cli_render import (
     print_table,
     seconds_text,
 )
+from services.cli_types import whole_number
 
 if TYPE_CHECKING:
     from common.cluster_stats import ClusterStats
@@ -264,15 +265,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _minutes(text: str) -> int:
-    """An argparse type: 1 to 120 minutes (the activity kept)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 120:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 120")
-    return value
+# 1 to 120 minutes: the activity kept.
+_minutes = whole_number(1, 120)
 
 
 def add_cluster_parsers(sub: Any) -> None:

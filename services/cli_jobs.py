@@ -19,6 +19,7 @@ from services.cli_render import (
     seconds_text,
     when_text,
 )
+from services.cli_types import whole_number
 
 if TYPE_CHECKING:
     from common.db.rows import AnyRow
@@ -31,15 +32,7 @@ JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
 MAX_LIMIT = 1000
 
 
-def _limit(text: str) -> int:
-    """An argparse type: 1 to ``MAX_LIMIT``."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
-    return value
+_limit = whole_number(1, MAX_LIMIT)
 
 
 def _job_id(text: str) -> int:
