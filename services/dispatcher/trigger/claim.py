@@ -77,26 +77,13 @@ def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecut
     """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason
     (FAILED when its plan could not be computed)."""
     if isinstance(plan, Unplannable):
-        return NewExecution(
-            trigger_execution_id(job),
-            job.id,
-            1,
-            job.trigger_time,
-            job.trigger_time,
-            status=ExecutionStatus.FAILED,
-            message=plan.reason,
-        )
-    if plan.run:
-        return NewExecution(trigger_execution_id(job), job.id, 1, job.trigger_time, plan.fire_at)
-    return NewExecution(
-        trigger_execution_id(job),
-        job.id,
-        1,
-        job.trigger_time,
-        plan.fire_at,
-        status=ExecutionStatus.SKIPPED,
-        message=plan.reason,
-    )
+        fire_at, status, message = job.trigger_time, ExecutionStatus.FAILED, plan.reason
+    elif plan.run:
+        fire_at, status, message = plan.fire_at, ExecutionStatus.SCHEDULED, None
+    else:
+        fire_at, status, message = plan.fire_at, ExecutionStatus.SKIPPED, plan.reason
+    execution_id = trigger_execution_id(job)
+    return NewExecution(execution_id, job.id, 1, job.trigger_time, fire_at, status, message)
 
 
 class TriggerClaimer:
