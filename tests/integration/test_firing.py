@@ -142,7 +142,7 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
     with engine.begin() as conn:
         executions.lock_still_scheduled(conn, [int(r.id) for r in rows])
-        executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, 1_500)
+        executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, 1_500)
         publisher = BatchPublisher(connection.channel())
         returned = dispatch(conn, publisher, pack_dispatches(assignments, 1_500))
     assert returned == {"e-lost"}

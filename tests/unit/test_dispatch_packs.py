@@ -14,7 +14,7 @@ from services.worker.packs import DispatchPacking, Unreadable
 
 def assignment(n: int, worker_id: str) -> Assignment:
     return Assignment(
-        row_id=n,
+        execution_key=n,
         execution_id=f"e-{n}",
         job_id=n,
         attempt=1,

@@ -146,10 +146,10 @@ class ClaimSender:
                 if worker is not None:
                     execution = execution.queued_on(worker.worker_id)
             rows.append(execution)
-        keys = insert_executions_with_ids(conn, rows, now_ms)
+        execution_keys = insert_executions_with_ids(conn, rows, now_ms)
         sent = [
-            _assignment(row, key, jobs[row.job_id])
-            for row, key in zip(rows, keys, strict=True)
+            _assignment(row, execution_key, jobs[row.job_id])
+            for row, execution_key in zip(rows, execution_keys, strict=True)
             if row.status is ExecutionStatus.QUEUED
         ]
         return sent, pack_dispatches(sent, now_ms)
@@ -198,10 +198,10 @@ class ClaimSender:
                     return
 
 
-def _assignment(row: NewExecution, key: int, job: DueJob) -> Assignment:
+def _assignment(row: NewExecution, execution_key: int, job: DueJob) -> Assignment:
     assert row.worker_id is not None
     return Assignment(
-        row_id=key,
+        execution_key=execution_key,
         execution_id=row.execution_id,
         job_id=row.job_id,
         attempt=row.attempt,

@@ -147,7 +147,7 @@ class Firer:
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
-            executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now)
+            executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, now)
             returned = dispatch(conn, self._publisher, pack_dispatches(assignments, now))
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
@@ -204,6 +204,6 @@ def _skip_later_if_job_held(
     ends = {r.id: release_on_skip(r) for r in rows if r.id in decisions.skipped}
     jobs = {end[0] for end in ends.values() if end is not None}
     free = lock_free_jobs(conn, jobs)
-    for row_id, end in ends.items():
+    for execution_key, end in ends.items():
         if end is not None and end[0] not in free:
-            del decisions.skipped[row_id]
+            del decisions.skipped[execution_key]
