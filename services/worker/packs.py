@@ -48,7 +48,7 @@ class DispatchPacking:
         When the body does not read as a whole, each execution is read on its own: one
         that cannot be read (from a newer dispatcher, damaged, or with params nested
         deeper than the JSON reader goes or holding a lone surrogate) becomes
-        ``Unreadable`` if its id, job and row key can still be read, and is skipped
+        ``Unreadable`` if its id, job and execution key can still be read, and is skipped
         (logged) if not; the others run. Raises ``ValueError`` (a ``ValidationError``)
         when not one execution can be named.
         """
