@@ -17,9 +17,9 @@ from common.db.executions import (
     insert_executions,
     mark_queued,
     primary_keys,
-    reassign,
 )
 from common.db.jobs import NewJob, insert_job
+from common.db.worker_moves import reassign
 from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser

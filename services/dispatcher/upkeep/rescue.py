@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher
-from common.db import executions, sendable, workers
+from common.db import sendable, worker_moves, workers
 from common.db.sendable import ExecutionWithJob
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
@@ -215,8 +215,8 @@ class Rescue:
                 # A row that ended since it was read stays as it is.
                 if assignment is None:
                     reason = no_worker_reason(row.handler)
-                    held += executions.unassign(conn, row.execution_id, from_worker, reason, now)
-                elif executions.reassign(
+                    held += worker_moves.unassign(conn, row.execution_id, from_worker, reason, now)
+                elif worker_moves.reassign(
                     conn, row.execution_id, from_worker, assignment.worker_id, now
                 ):
                     moved.append(assignment)
@@ -238,7 +238,7 @@ class Rescue:
         return those. Rows another transaction holds (a paused ex-leader's) move on a
         later pass: waiting for them could keep this sweep past the leader's stall limit.
         """
-        free = executions.lock_queued_on(conn, [r.execution_id for r in rows], from_worker)
+        free = worker_moves.lock_queued_on(conn, [r.execution_id for r in rows], from_worker)
         if len(free) < len(rows):
             log.info(
                 "%d executions to move are held by another transaction; a later pass moves them",
