@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from common.db import driver
-from common.db.jobs import DueJob
+from common.db.due_jobs import DueJob
 from common.execution_ids import TRIGGER_IDS as _TRIGGER_IDS
 from common.messages import DispatchMessage
 from common.schedule import Schedule, TriggerPolicy

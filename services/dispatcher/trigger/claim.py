@@ -10,8 +10,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from common.clock import ClusterClock
+from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, triggers_with_executions
-from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.execution_ids import trigger_execution_id as derived_id
 from common.metrics import observe_claim

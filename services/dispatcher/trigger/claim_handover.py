@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import BatchPublisher
+from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
     NewExecution,
@@ -31,7 +32,6 @@ from common.db.executions import (
     insert_executions_with_ids,
     jobs_with_runs,
 )
-from common.db.jobs import DueJob
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
