@@ -6,7 +6,7 @@ is spread evenly at random over the next 30 days (so few are due at any time), i
 multi-row INSERTs of ``--rows-per-insert`` rows, printing progress. Then it measures:
 
 1. the due scan exactly as the dispatcher runs it,
-   ``common.db.jobs.find_due_jobs(conn, now + 1000, handlers, 500, skip_locked=True)``
+   ``common.db.due_jobs.find_due_jobs(conn, now + 1000, handlers, 500, skip_locked=True)``
    (locking, as the claim thread runs it) with the handlers
    a default worker registers: median and p99 over 50 runs, with the EXPLAIN of the
    statement it sends (captured from the driver, so it is the same SQL);
@@ -73,8 +73,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db.due_jobs import find_due_jobs
 from common.db.engine import make_engine
-from common.db.jobs import find_due_jobs
 from common.db.schema import executions, jobs, workers
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace

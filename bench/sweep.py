@@ -43,6 +43,7 @@ from common.namespace import prepare_namespace
 from common.states import WorkerState
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
+from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.rescue import FORGET_PER_SWEEP, Rescue, RescueSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
@@ -108,8 +109,7 @@ def measure(settings: StoreSettings, workers: int, sweeps: int) -> dict[str, obj
             return Rescue(
                 Stores.build(settings, engine, client),
                 BatchPublisher(connection.channel()),
-                WorkerDirectory(engine, connection, clock, 15_000),
-                WorkerChooser(),
+                Router(WorkerDirectory(engine, connection, clock, 15_000), WorkerChooser()),
                 RescueSettings(stale_ms=15_000, forget_ms=forget_ms),
             )
 

@@ -21,6 +21,7 @@ import redis
 from common.clock import ClusterClock
 from common.keys import RedisKeys
 from common.metrics import EXECUTIONS_FINISHED, TRIGGER_LAG
+from common.states import ExecutionStatus
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ FINISHED = "finished:"
 LAG = "lag_le:"
 """Field prefix: first attempts dispatched with a trigger lag up to a bound in seconds,
 cumulative as in a Prometheus histogram (``lag_le:0.25``, ``lag_le:+Inf``)."""
-FAILED_OUTCOMES = ("FAILED", "LOST", "TIMED_OUT")
+FAILED_OUTCOMES = (ExecutionStatus.FAILED, ExecutionStatus.LOST, ExecutionStatus.TIMED_OUT)
 
 
 def read_counters() -> dict[str, float]:
@@ -98,24 +99,31 @@ class ActivityPublisher:
                 self._failed_at = time.monotonic()
 
 
+class FinishedCounts:
+    """Runs recorded by outcome (``finished``: status -> count), read as succeeded and
+    failed."""
+
+    finished: Mapping[str, int]
+
+    @property
+    def succeeded(self) -> int:
+        """Runs recorded SUCCEEDED."""
+        return self.finished.get(ExecutionStatus.SUCCEEDED, 0)
+
+    @property
+    def failed(self) -> int:
+        """Runs recorded FAILED, LOST or TIMED_OUT (a retry, if any, counts on its own)."""
+        return sum(self.finished.get(status, 0) for status in FAILED_OUTCOMES)
+
+
 @dataclass(frozen=True)
-class MinuteActivity:
+class MinuteActivity(FinishedCounts):
     """One minute's activity across every dispatcher of the namespace."""
 
     minute_ms: int
     finished: Mapping[str, int]
     lag_buckets: tuple[tuple[float, int], ...]
     """(upper bound in seconds, first attempts up to it), ascending, ``inf`` last."""
-
-    @property
-    def succeeded(self) -> int:
-        """Runs recorded SUCCEEDED."""
-        return self.finished.get("SUCCEEDED", 0)
-
-    @property
-    def failed(self) -> int:
-        """Runs recorded FAILED, LOST or TIMED_OUT (a retry, if any, counts on its own)."""
-        return sum(self.finished.get(status, 0) for status in FAILED_OUTCOMES)
 
 
 def read_activity(

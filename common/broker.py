@@ -1,6 +1,6 @@
 """RabbitMQ connections and a publisher that confirms whole batches at once.
 
-Confirming each message costs a round trip (about 1,300-2,100 msg/s here); a batch
+Confirming each message costs a round trip; a batch
 published inside an AMQP transaction costs one round trip per batch and gives the same
 guarantee: ``tx.commit-ok`` arrives only once the broker has taken every message (and
 written the persistent ones to disk). Unroutable mandatory messages come back as
@@ -82,9 +82,9 @@ class BatchPublisher:
         self._returned.clear()
         began = time.perf_counter()
         # BlockingChannel.basic_publish runs the I/O loop after every message (a poll
-        # and a send each: 500 took 40-75 ms here); the underlying channel only frames
-        # the message into the connection's output buffer (7 ms for 500), and the
-        # commit below sends the lot and waits for the broker as before.
+        # and a send each); the underlying channel only frames the message into the
+        # connection's output buffer, and the commit below sends the lot and waits for
+        # the broker.
         frame_only = self._channel._impl
         try:
             for message in messages:

@@ -14,8 +14,8 @@ import redis
 from sqlalchemy.engine import Engine
 
 from common.activity import (
-    FAILED_OUTCOMES,
     MINUTE_MS,
+    FinishedCounts,
     MinuteActivity,
     merged_buckets,
     quantile,
@@ -34,7 +34,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 
 @dataclass(frozen=True)
-class ClusterStats:
+class ClusterStats(FinishedCounts):
     """What ``read_cluster_stats`` found, at ``now_ms`` on the cluster clock."""
 
     now_ms: int
@@ -51,16 +51,6 @@ class ClusterStats:
     dead_callbacks: int
     queues: list[dict[str, int | str]] = field(default_factory=list)
     queue_error: str | None = None
-
-    @property
-    def succeeded(self) -> int:
-        """Runs recorded SUCCEEDED in the span."""
-        return self.finished.get("SUCCEEDED", 0)
-
-    @property
-    def failed(self) -> int:
-        """Runs recorded FAILED, LOST or TIMED_OUT in the span."""
-        return sum(self.finished.get(status, 0) for status in FAILED_OUTCOMES)
 
     def per_second(self, count: int) -> float:
         """``count`` over the span, per second."""

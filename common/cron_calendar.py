@@ -13,13 +13,14 @@ import calendar
 from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import date
+from types import MappingProxyType
 
 from common.cron_fields import CronFields, DayRule
 
 DAY_S = 86_400
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _LAST_YEAR = 9999
-_LONGEST_MONTH = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}
+_LONGEST_MONTH = MappingProxyType({2: 29, 4: 30, 6: 30, 9: 30, 11: 30})
 
 
 @dataclass

@@ -290,10 +290,6 @@ class PublishFailedError(KairosError):
     """RabbitMQ refused (nack) or could not route (return) a message."""
 
 
-class LeaseLostError(KairosError):
-    """The dispatcher lease was taken over or expired while it was held."""
-
-
 class RateLimitedError(KairosError):
     """An app sent more requests than its rate limit allows; it may retry after a while."""
 

@@ -26,8 +26,9 @@ from common.db.stuck import (
 )
 from common.errors import ExecutionNotStuckError
 from common.keys import RedisKeys
-from common.result_messages import results_message, stand_in_results
+from common.result_messages import publish_results, stand_in_results
 from common.started_mark import FENCES, OPERATOR, parse_started
+from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 
 LIST_LIMIT = 1_000
@@ -126,8 +127,8 @@ def fail_execution(
     stores.redis.set(key, OPERATOR, nx=True, ex=stores.fence_ttl_seconds)
     now = stores.clock.now_ms()
     message = f"failed by an operator: {reason}"
-    results = stand_in_results([view.execution], "FAILED", message, now)
-    publisher.publish([results_message(OPERATOR, results)])
+    results = stand_in_results([view.execution], ExecutionStatus.FAILED, message, now)
+    publish_results(publisher, OPERATOR, results)
     return view
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate
+from types import MappingProxyType
 from typing import Any
 
 MAX_STORED_TEXT_BYTES = 64 * 1024
@@ -30,7 +31,7 @@ _STRINGS = re.compile(_STRING, re.DOTALL)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _MEMBER_KEY = re.compile(r"\s*(" + _STRING + r")\s*:", re.DOTALL)
-_CLOSING = {"[": "]", "{": "}"}
+_CLOSING = MappingProxyType({"[": "]", "{": "}"})
 
 
 def scrub(text: str) -> str:

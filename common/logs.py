@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from types import MappingProxyType
 from typing import Any
 
 from common.log_context import current_request_id
@@ -70,14 +71,16 @@ class TextFormatter(logging.Formatter):
 # pika reports one failed connection attempt as six ERROR lines and a traceback, every
 # attempt of a broker outage; Kairos reports it once, with its cause, and says what it
 # does next (see ``common.broker.connect`` and the services' reconnect loops).
-_CONNECT_NOISE = {
-    "pika.adapters.utils.connection_workflow": ("",),
-    "pika.adapters.utils.io_services_utils": ("Socket failed to connect",),
-    "pika.adapters.blocking_connection": (
-        "Connection workflow failed",
-        "Error in _create_connection",
-    ),
-}
+_CONNECT_NOISE = MappingProxyType(
+    {
+        "pika.adapters.utils.connection_workflow": ("",),
+        "pika.adapters.utils.io_services_utils": ("Socket failed to connect",),
+        "pika.adapters.blocking_connection": (
+            "Connection workflow failed",
+            "Error in _create_connection",
+        ),
+    }
+)
 
 
 class _WithoutConnectNoise(logging.Filter):

@@ -42,7 +42,7 @@ def plan_acks(done: Iterable[int], waiting: Iterable[int]) -> tuple[int | None, 
     """How to ack the ``done`` delivery tags while the ``waiting`` ones stay unacked.
 
     One ``multiple`` ack covers every done tag below the lowest waiting one (each ack
-    is a frame and a flush in pika: per-message acks were 15% of a worker's CPU); the
+    is a frame and a flush in pika, a large share of a worker's CPU one per message); the
     done tags above it are acked one by one, so a long run never holds them back.
     Returns the tag for the multiple ack (None when there is none) and the singles.
     """
@@ -131,9 +131,8 @@ class PooledConsumer(Generic[U, P, T]):
 
     ``prefetch`` deliveries (default: the pool size) are held at once, and a unit starts
     only when a pool slot is free: the units beyond the pool wait here, unstarted, so
-    the next run starts as soon as one ends instead of a broker round trip later
-    (bench/pipeline.py with no-op jobs: ~26% more jobs/s with a window four times the
-    pool). Units still waiting when consuming stops are given back (``_give_back``).
+    the next run starts as soon as one ends instead of a broker round trip later.
+    Units still waiting when consuming stops are given back (``_give_back``).
 
     ``ack_deadline`` (seconds), when set, acks a delivery still held that long after it
     arrived (its runs still going): RabbitMQ closes a channel that keeps a delivery

@@ -10,13 +10,26 @@ results consumer reads first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.messages import ExecutionResult, ResultBatch, read_message
+from common.states import ExecutionStatus, StandInStatus
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 
-StandInStatus = Literal["FAILED", "LOST", "TIMED_OUT"]
+
+class Identified(Protocol):
+    """What any result needs to name its execution: ids, and the row key when known."""
+
+    @property
+    def execution_id(self) -> str: ...
+
+    @property
+    def job_id(self) -> int: ...
+
+    @property
+    def ref(self) -> int | None: ...
 
 
 class Unreported(Protocol):
@@ -35,6 +48,25 @@ class Unreported(Protocol):
     def worker_id(self) -> str | None: ...
 
 
+@dataclass(frozen=True)
+class _Row:
+    """An execution row named as a result names it (its primary key is ``ref``)."""
+
+    row: Unreported
+
+    @property
+    def execution_id(self) -> str:
+        return self.row.execution_id
+
+    @property
+    def job_id(self) -> int:
+        return int(self.row.job_id)
+
+    @property
+    def ref(self) -> int | None:
+        return int(self.row.id)
+
+
 def results_message(sender_id: str, results: Sequence[ExecutionResult]) -> OutgoingMessage:
     """One results message carrying ``results`` (at least one), as ``sender_id`` sends it."""
     batch = ResultBatch(worker_id=sender_id, results=list(results))
@@ -46,23 +78,37 @@ def results_message(sender_id: str, results: Sequence[ExecutionResult]) -> Outgo
     )
 
 
+def results_messages(
+    sender_id: str, outcomes: Sequence[ExecutionResult | None]
+) -> list[OutgoingMessage]:
+    """The outcomes that ended together (Nones skipped) as one results message; none
+    when there is no outcome."""
+    results = [o for o in outcomes if o is not None]
+    return [results_message(sender_id, results)] if results else []
+
+
+def stand_in_result(
+    execution: Identified, worker_id: str, status: StandInStatus, why: str, now_ms: int
+) -> ExecutionResult:
+    """A result that ends ``execution`` with ``status`` at ``now_ms``, for a run that will
+    never report one of its own (or whose report cannot be read)."""
+    return ExecutionResult(
+        execution_id=execution.execution_id,
+        job_id=int(execution.job_id),
+        worker_id=worker_id,
+        status=status,
+        message=why,
+        started_at=now_ms,
+        ended_at=now_ms,
+        ref=execution.ref,
+    )
+
+
 def stand_in_results(
     rows: Sequence[Unreported], status: StandInStatus, why: str, now_ms: int
 ) -> list[ExecutionResult]:
     """Results that end these executions with ``status`` on their worker's behalf."""
-    return [
-        ExecutionResult(
-            execution_id=r.execution_id,
-            job_id=int(r.job_id),
-            worker_id=r.worker_id or "unknown",
-            status=status,
-            message=why,
-            started_at=now_ms,
-            ended_at=now_ms,
-            ref=int(r.id),
-        )
-        for r in rows
-    ]
+    return [stand_in_result(_Row(r), r.worker_id or "unknown", status, why, now_ms) for r in rows]
 
 
 def publish_results(
@@ -70,7 +116,7 @@ def publish_results(
 ) -> None:
     """Publish and commit ``results`` as one results message (nothing when empty)."""
     if results:
-        publisher.publish([results_message(sender_id, results)])
+        publisher.publish(results_messages(sender_id, results))
 
 
 def stored_result(outcome: str, row: Unreported, now_ms: int) -> ExecutionResult:
@@ -80,4 +126,4 @@ def stored_result(outcome: str, row: Unreported, now_ms: int) -> ExecutionResult
     if result is not None:
         return result
     why = "its worker stored an outcome that cannot be read"
-    return stand_in_results([row], "FAILED", why, now_ms)[0]
+    return stand_in_results([row], ExecutionStatus.FAILED, why, now_ms)[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class JobStatus(StrEnum):
@@ -32,6 +33,17 @@ class ExecutionStatus(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     SKIPPED = "SKIPPED"
     CANCELLED = "CANCELLED"
+
+
+# The statuses a run can report for itself, and those a stand-in result gives a run that
+# will not report one.
+ReportedStatus = Literal[
+    ExecutionStatus.SUCCEEDED,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.LOST,
+    ExecutionStatus.TIMED_OUT,
+]
+StandInStatus = Literal[ExecutionStatus.FAILED, ExecutionStatus.LOST, ExecutionStatus.TIMED_OUT]
 
 
 class WorkerState(StrEnum):

@@ -13,6 +13,7 @@ worker on any host).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import redis
 from sqlalchemy.engine import Engine
@@ -26,28 +27,38 @@ from common.worker_views import WorkerView, worker_views
 DRAIN_REQUEST_SECONDS = 600
 
 
+class WorkerStores(Protocol):
+    """The stores an operator's drain reaches (``Stores`` and the API's state have them)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def redis(self) -> redis.Redis: ...
+
+    @property
+    def keys(self) -> RedisKeys: ...
+
+    @property
+    def clock(self) -> ClusterClock: ...
+
+
 def request_drain(
-    engine: Engine,
-    client: redis.Redis,
-    keys: RedisKeys,
-    clock: ClusterClock,
-    worker_id: str,
-    stale_ms: int,
-    requested_by: str,
+    stores: WorkerStores, worker_id: str, stale_ms: int, requested_by: str
 ) -> WorkerView:
     """Ask a live worker to drain; ``WorkerNotLiveError`` for one that is not running
     (unknown, stopped, forgotten, draining already or silent for longer than
     ``stale_ms``). Returns the worker as it was."""
-    worker = _live_worker(engine, clock, worker_id, stale_ms)
-    client.set(keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
+    worker = _live_worker(stores, worker_id, stale_ms)
+    stores.redis.set(stores.keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
     return worker
 
 
-def _live_worker(engine: Engine, clock: ClusterClock, worker_id: str, stale_ms: int) -> WorkerView:
+def _live_worker(stores: WorkerStores, worker_id: str, stale_ms: int) -> WorkerView:
     """The worker, if it is ACTIVE and heard from within ``stale_ms``; else
     ``WorkerNotLiveError`` saying why not."""
-    with engine.connect() as conn:
-        found = {w.worker_id: w for w in worker_views(conn, clock.now_ms(), stale_ms)}
+    with stores.engine.connect() as conn:
+        found = {w.worker_id: w for w in worker_views(conn, stores.clock.now_ms(), stale_ms)}
     worker = found.get(worker_id)
     if worker is None:
         raise WorkerNotLiveError(worker_id, "no worker has that id")
@@ -61,19 +72,13 @@ def _live_worker(engine: Engine, clock: ClusterClock, worker_id: str, stale_ms: 
 
 
 def set_drained(
-    engine: Engine,
-    client: redis.Redis,
-    keys: RedisKeys,
-    clock: ClusterClock,
-    worker_id: str,
-    stale_ms: int,
-    requested_by: str,
+    stores: WorkerStores, worker_id: str, stale_ms: int, requested_by: str
 ) -> WorkerView:
     """Drain a live worker until it is undrained (``WorkerNotLiveError`` for one that is
     not ACTIVE and fresh); it takes the drain with its next heartbeat. Returns the
     worker as it was."""
-    worker = _live_worker(engine, clock, worker_id, stale_ms)
-    client.set(keys.worker_drained(worker_id), requested_by)
+    worker = _live_worker(stores, worker_id, stale_ms)
+    stores.redis.set(stores.keys.worker_drained(worker_id), requested_by)
     return worker
 
 

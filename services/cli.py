@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import ValidationError
@@ -162,7 +163,7 @@ def cmd_executions_requeue(args: argparse.Namespace) -> int:
     return 0
 
 
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_UNITS = MappingProxyType({"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0})
 
 
 def _duration(text: str) -> float:

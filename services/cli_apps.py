@@ -8,6 +8,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from services.cli_types import number
+
 if TYPE_CHECKING:
     from common.handler_patterns import HandlerPatterns
 
@@ -175,15 +177,7 @@ def _say_handlers_changed(
 MAX_OVERLAP_HOURS = 720
 
 
-def _overlap_hours(text: str) -> float:
-    """An argparse type: hours from 0 to ``MAX_OVERLAP_HOURS``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= MAX_OVERLAP_HOURS:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {MAX_OVERLAP_HOURS}")
-    return value
+_overlap_hours = number(0, MAX_OVERLAP_HOURS)
 
 
 def add_app_parsers(sub: Any) -> None:

@@ -16,6 +16,7 @@ from services.cli_render import (
     print_table,
     seconds_text,
 )
+from services.cli_types import whole_number
 
 if TYPE_CHECKING:
     from common.cluster_stats import ClusterStats
@@ -86,7 +87,7 @@ def _worker_row(
     ]
 
 
-WORKER_COLUMNS = [
+WORKER_COLUMNS = (
     Column("WORKER", "id"),
     Column("STATE", keep=9),
     Column("AGE", "num", keep=8),
@@ -100,7 +101,7 @@ WORKER_COLUMNS = [
     Column("AVG_MS", "num", keep=2),
     Column("SCORE", "num", keep=6),
     Column("HANDLERS", "text", keep=4),
-]
+)
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
@@ -151,13 +152,7 @@ def cmd_workers_drain(args: argparse.Namespace) -> int:
     settings = ApiSettings()
     with operator_state(settings) as state:
         set_drained(
-            state.engine,
-            state.redis,
-            state.keys,
-            state.clock,
-            args.worker_id,
-            settings.heartbeat_stale_ms,
-            f"{getpass.getuser()} (cli)",
+            state, args.worker_id, settings.heartbeat_stale_ms, f"{getpass.getuser()} (cli)"
         )
     print(
         f"worker {args.worker_id} drains at its next heartbeat: it takes no new work, its "
@@ -270,15 +265,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _minutes(text: str) -> int:
-    """An argparse type: 1 to 120 minutes (the activity kept)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 120:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 120")
-    return value
+# 1 to 120 minutes: the activity kept.
+_minutes = whole_number(1, 120)
 
 
 def add_cluster_parsers(sub: Any) -> None:

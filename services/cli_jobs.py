@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from common.states import ExecutionStatus, JobStatus
@@ -18,6 +19,7 @@ from services.cli_render import (
     seconds_text,
     when_text,
 )
+from services.cli_types import whole_number
 
 if TYPE_CHECKING:
     from common.db.rows import AnyRow
@@ -30,15 +32,7 @@ JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
 MAX_LIMIT = 1000
 
 
-def _limit(text: str) -> int:
-    """An argparse type: 1 to ``MAX_LIMIT``."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
-    return value
+_limit = whole_number(1, MAX_LIMIT)
 
 
 def _job_id(text: str) -> int:
@@ -139,7 +133,7 @@ def _execution_rows(runs: list[AnyRow], now_ms: int) -> list[list[str]]:
     return rows
 
 
-EXECUTION_COLUMNS = [
+EXECUTION_COLUMNS = (
     Column("EXECUTION", "id"),
     Column("TRIGGER", keep=6),
     Column("TRY", "num", keep=3),
@@ -147,7 +141,7 @@ EXECUTION_COLUMNS = [
     Column("WORKER", keep=5),
     Column("TOOK", "num", keep=4),
     Column("MESSAGE", "text", keep=2),
-]
+)
 
 
 def _detail_json(detail: JobDetail) -> dict[str, Any]:
@@ -272,12 +266,16 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_ACTION_HELP = {
-    "pause": "stop claiming the job's triggers (a WAITING or RUNNING job)",
-    "resume": "claim a PAUSED job's triggers again; those that fell inside the pause are skipped",
-    "trigger": "run the job now, besides its schedule (a manual execution)",
-    "cancel": "end the job; its scheduled runs become CANCELLED, running ones finish",
-}
+_ACTION_HELP = MappingProxyType(
+    {
+        "pause": "stop claiming the job's triggers (a WAITING or RUNNING job)",
+        "resume": (
+            "claim a PAUSED job's triggers again; those that fell inside the pause are skipped"
+        ),
+        "trigger": "run the job now, besides its schedule (a manual execution)",
+        "cancel": "end the job; its scheduled runs become CANCELLED, running ones finish",
+    }
+)
 
 
 def add_jobs_parser(sub: Any) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import redis
 from sqlalchemy.engine import Connection
@@ -249,12 +250,14 @@ def _cancel(state: ApiState, app: App, job_id: int) -> str:
     return f"Job {job_id} cancelled."
 
 
-ACTIONS: dict[str, Callable[[ApiState, App, int], str]] = {
-    "pause": _pause,
-    "resume": _resume,
-    "trigger": _trigger,
-    "cancel": _cancel,
-}
+ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
+    {
+        "pause": _pause,
+        "resume": _resume,
+        "trigger": _trigger,
+        "cancel": _cancel,
+    }
+)
 
 
 def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:

@@ -79,16 +79,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int
 
 def mark_queued(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> None:
     """Record that these deliveries are confirmed in the callbacks queue."""
-    ids = list(delivery_ids)
-    if ids:
-        conn.execute(
-            deliveries.update()
-            .where(
-                deliveries.c.delivery_id.in_(ids),
-                deliveries.c.status == DeliveryStatus.PENDING,
-            )
-            .values(status=DeliveryStatus.QUEUED, updated_at=now_ms)
-        )
+    _queue(conn, delivery_ids, DeliveryStatus.PENDING, updated_at=now_ms)
 
 
 def stale_pending(
@@ -265,18 +256,24 @@ def count_dead(conn: Connection) -> int:
 
 def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> None:
     """Dead deliveries whose message went back to the callbacks queue are QUEUED again."""
+    _queue(
+        conn,
+        delivery_ids,
+        DeliveryStatus.DEAD,
+        dead_reason=None,
+        next_attempt_at=None,
+        updated_at=now_ms,
+    )
+
+
+def _queue(
+    conn: Connection, delivery_ids: Iterable[str], from_status: DeliveryStatus, **values: Any
+) -> None:
+    """Those of these deliveries still ``from_status`` become QUEUED, with ``values``."""
     ids = list(delivery_ids)
     if ids:
         conn.execute(
             deliveries.update()
-            .where(
-                deliveries.c.delivery_id.in_(ids),
-                deliveries.c.status == DeliveryStatus.DEAD,
-            )
-            .values(
-                status=DeliveryStatus.QUEUED,
-                dead_reason=None,
-                next_attempt_at=None,
-                updated_at=now_ms,
-            )
+            .where(deliveries.c.delivery_id.in_(ids), deliveries.c.status == from_status)
+            .values(status=DeliveryStatus.QUEUED, **values)
         )

@@ -3,9 +3,9 @@
 SQLAlchemy Core builds, caches and binds a statement on every call: for an IN list or a
 multi-row VALUES of hundreds of entries that is one bind parameter at a time, and the
 rows that come back go through its result processing. On the dispatcher's busiest
-statements (claim, fire, record results) that was about a quarter of its CPU. Here the
+statements (claim, fire, record results) that is a large share of its CPU. Here the
 SQL is a fixed string with the driver's ``%s`` placeholders, filled by the driver in
-one pass; the rows come back as SQLAlchemy rows, read by column name as before.
+one pass; the rows come back as SQLAlchemy rows, read by column name.
 
 Only the statements that run per batch of jobs live here; everything else stays in
 SQLAlchemy Core, where it is clearer.
@@ -35,10 +35,9 @@ def marks(count: int) -> str:
 def ints(values: Iterable[int]) -> str:
     """``1, 2, 3``: integers written into the SQL text, for IN lists of keys.
 
-    The driver escapes each parameter in Python (~1 µs each); an integer needs no
-    escaping, and ``operator.index`` refuses anything that is not one (a string, a
-    float), so writing it as text is as safe and takes a tenth of the time. The
-    dispatcher's batches carry thousands.
+    The driver escapes each parameter in Python; an integer needs no escaping, and
+    ``operator.index`` refuses anything that is not one (a string, a float), so writing
+    it as text is as safe and much cheaper. The dispatcher's batches carry thousands.
     """
     return ", ".join([str(index(v)) for v in values])
 
@@ -86,8 +85,8 @@ def consecutive_id_step(conn: Connection) -> int | None:
 
     Read once per database connection and kept with it: the lock mode changes only with
     a server restart (which means new connections) and a session's increment is copied
-    from the global one when it connects. The query was ~9% of the API's CPU when
-    single creates were stored in small groups.
+    from the global one when it connects. Asked per statement, the query showed in the
+    API's CPU when single creates are stored in small groups (bench/RESULTS.md).
     """
     info = conn.connection.info
     if _ID_STEP_KEY not in info:

@@ -66,26 +66,19 @@ def upsert_heartbeat(conn: Connection, heartbeat: Heartbeat) -> None:
 
 def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
     """ACTIVE workers whose last heartbeat is no older than the cut-off."""
-    return list(
-        conn.execute(
-            sa.select(workers).where(
-                workers.c.state == WorkerState.ACTIVE,
-                workers.c.last_heartbeat >= heard_since_ms,
-            )
-        ).all()
-    )
+    return _heard_since(conn, WorkerState.ACTIVE, heard_since_ms)
 
 
 def draining_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
     """DRAINING workers whose last heartbeat is no older than the cut-off."""
-    return list(
-        conn.execute(
-            sa.select(workers).where(
-                workers.c.state == WorkerState.DRAINING,
-                workers.c.last_heartbeat >= heard_since_ms,
-            )
-        ).all()
+    return _heard_since(conn, WorkerState.DRAINING, heard_since_ms)
+
+
+def _heard_since(conn: Connection, state: WorkerState, heard_since_ms: int) -> list[AnyRow]:
+    query = sa.select(workers).where(
+        workers.c.state == state, workers.c.last_heartbeat >= heard_since_ms
     )
+    return list(conn.execute(query).all())
 
 
 def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:

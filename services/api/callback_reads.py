@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from types import MappingProxyType
 from typing import Any
 
 from common.db import deliveries, jobs
@@ -31,13 +32,15 @@ _CURSOR_TEXT = re.compile(r"d(\d{1,19})")
 
 # QUEUED is Kairos's own step (confirmed in the notifier's queue, not tried yet): to the
 # app it is PENDING, as is a delivery not yet handed over.
-_STATES = {
-    DeliveryStatus.PENDING: CallbackState.PENDING,
-    DeliveryStatus.QUEUED: CallbackState.PENDING,
-    DeliveryStatus.RETRYING: CallbackState.RETRYING,
-    DeliveryStatus.DELIVERED: CallbackState.DELIVERED,
-    DeliveryStatus.DEAD: CallbackState.DEAD,
-}
+_STATES = MappingProxyType(
+    {
+        DeliveryStatus.PENDING: CallbackState.PENDING,
+        DeliveryStatus.QUEUED: CallbackState.PENDING,
+        DeliveryStatus.RETRYING: CallbackState.RETRYING,
+        DeliveryStatus.DELIVERED: CallbackState.DELIVERED,
+        DeliveryStatus.DEAD: CallbackState.DEAD,
+    }
+)
 
 
 def encode_cursor(delivery_pk: int) -> str:

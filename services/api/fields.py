@@ -6,6 +6,7 @@ taken as one second, or as 1970-01-01T00:00:00.001Z for ``triggerAt``.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
@@ -34,7 +35,9 @@ WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 """An integer; ``true`` and ``false`` are refused (fractions are, as for any int)."""
 
 
-_BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+_BOUNDS = MappingProxyType(
+    {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+)
 
 
 def standard_bounds(schema: Any) -> None:

@@ -10,7 +10,8 @@ and 401, 403, 429 and 503 for every call with an API key.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import FastAPI
@@ -25,17 +26,19 @@ Document = dict[str, Any]
 
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
-_GENERIC: dict[int, str] = {
-    401: "Missing, unknown or revoked API key (`WWW-Authenticate: Bearer`)",
-    403: "The app is disabled",
-    404: "No such resource",
-    409: "Conflicts with the resource's state; nothing changed",
-    413: "The request body is larger than KAIROS_MAX_BODY_BYTES; not read",
-    422: "Invalid parameter, header or body (`errors` names each); nothing written",
-    429: "The app is over its rate limit; retry after `Retry-After` seconds",
-    500: "An error the API did not expect; `instance` names the request to report",
-    503: "MySQL or Redis did not answer (`detail` says which); retry after `Retry-After`",
-}
+_GENERIC: Mapping[int, str] = MappingProxyType(
+    {
+        401: "Missing, unknown or revoked API key (`WWW-Authenticate: Bearer`)",
+        403: "The app is disabled",
+        404: "No such resource",
+        409: "Conflicts with the resource's state; nothing changed",
+        413: "The request body is larger than KAIROS_MAX_BODY_BYTES; not read",
+        422: "Invalid parameter, header or body (`errors` names each); nothing written",
+        429: "The app is over its rate limit; retry after `Retry-After` seconds",
+        500: "An error the API did not expect; `instance` names the request to report",
+        503: "MySQL or Redis did not answer (`detail` says which); retry after `Retry-After`",
+    }
+)
 
 _HEADERS: dict[str, Document] = {
     "RequestId": {

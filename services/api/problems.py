@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -42,9 +43,9 @@ log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 
-_PHRASES = {status.value for status in HTTPStatus}
+_PHRASES = frozenset(status.value for status in HTTPStatus)
 
-_TYPES: list[tuple[type[KairosError], ProblemType]] = [
+_TYPES: tuple[tuple[type[KairosError], ProblemType], ...] = (
     (AuthenticationError, ProblemType.UNAUTHORIZED),
     (AppDisabledError, ProblemType.APP_DISABLED),
     (BatchRejectedError, ProblemType.BATCH_REJECTED),
@@ -62,7 +63,7 @@ _TYPES: list[tuple[type[KairosError], ProblemType]] = [
     (HandlerNotAllowedError, ProblemType.HANDLER_NOT_ALLOWED),
     (ValidationFailedError, ProblemType.VALIDATION_FAILED),
     (StoreUnavailableError, ProblemType.STORE_UNAVAILABLE),
-]
+)
 
 
 # Seconds a client is told to wait before retrying while a store is away.
@@ -189,10 +190,12 @@ def _unreadable_body(cause: BaseException, rid: str) -> JSONResponse:
     return problem(ProblemType.VALIDATION_FAILED, f"body: {message}", rid, errors=errors)
 
 
-_STARLETTE_DETAILS = {
-    404: "no such path; the operations are listed at /openapi.json and /docs",
-    405: "this path does not take this method; the Allow header lists those it takes",
-}
+_STARLETTE_DETAILS = MappingProxyType(
+    {
+        404: "no such path; the operations are listed at /openapi.json and /docs",
+        405: "this path does not take this method; the Allow header lists those it takes",
+    }
+)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

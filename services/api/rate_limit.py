@@ -8,7 +8,7 @@ bucket correctly.
 
 When Redis does not answer, the request goes through as if no limit were set: the limit
 protects the stores from floods, and must not become an outage of its own. The calls
-that need Redis anyway (a create reads the cluster clock) still answer 503 as before.
+that need Redis anyway (a create reads the cluster clock) still answer 503.
 """
 
 from __future__ import annotations

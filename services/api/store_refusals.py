@@ -9,6 +9,7 @@ Whether an error is the store's or a row's is ``common.store_errors.is_store_out
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
@@ -16,23 +17,25 @@ from common.db.retry import is_duplicate_key
 from common.errors import ValidationFailedError
 
 # Job columns by the request field a client sets them with.
-_FIELDS = {
-    "job_name": "jobName",
-    "handler": "jobHandler",
-    "params": "params",
-    "cron_expr": "cronExpr",
-    "next_trigger_time": "triggerAt",
-    "callback_url": "callbackUrl",
-    "client_request_id": "clientRequestId",
-    "timezone": "timezone",
-    "fixed_rate_seconds": "fixedRateSeconds",
-    "misfire_threshold_seconds": "misfireThresholdSeconds",
-    "catch_up_window_seconds": "catchUpWindowSeconds",
-    "max_retries": "maxRetries",
-    "retry_backoff_seconds": "retryBackoffSeconds",
-    "retry_backoff_max_seconds": "retryBackoffMaxSeconds",
-    "timeout_seconds": "timeoutSeconds",
-}
+_FIELDS = MappingProxyType(
+    {
+        "job_name": "jobName",
+        "handler": "jobHandler",
+        "params": "params",
+        "cron_expr": "cronExpr",
+        "next_trigger_time": "triggerAt",
+        "callback_url": "callbackUrl",
+        "client_request_id": "clientRequestId",
+        "timezone": "timezone",
+        "fixed_rate_seconds": "fixedRateSeconds",
+        "misfire_threshold_seconds": "misfireThresholdSeconds",
+        "catch_up_window_seconds": "catchUpWindowSeconds",
+        "max_retries": "maxRetries",
+        "retry_backoff_seconds": "retryBackoffSeconds",
+        "retry_backoff_max_seconds": "retryBackoffMaxSeconds",
+        "timeout_seconds": "timeoutSeconds",
+    }
+)
 
 _COLUMN = re.compile(r"column '([^']+)'")
 _ROW = re.compile(r"at row (\d+)")

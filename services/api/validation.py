@@ -171,7 +171,7 @@ def build_job(
         callback_url=callback,
         client_request_id=body.clientRequestId,
         # Only a retry with the same clientRequestId is ever compared with the original;
-        # hashing every body cost ~10% of a batch create's CPU.
+        # hashing every body would weigh on every batch create.
         request_hash=request_hash(body) if body.clientRequestId is not None else None,
         policies=build_policies(body),
     )

@@ -9,6 +9,8 @@ Read it in the order a trigger travels:
                        to the dispatch loop (pika is not thread-safe)
     ``fire``           executions SCHEDULED for later (claimed ahead, retries, manual runs)
                        held in a heap and fired at their time
+    ``route``          a live worker for each execution (fire and rescue; a claim's
+                       hand-over picks its own)
     ``dispatch``       the one path out: packs per worker, publish, put back what bounced
     ``wake_thread``    thread: the API's wake-ups for jobs due now
 

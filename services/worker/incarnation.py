@@ -25,6 +25,7 @@ from common.broker import BatchPublisher
 from common.db import sendable
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import parse_started
+from common.states import ExecutionStatus
 from common.stores import Stores
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ def settle_previous(
         if owner == worker_id and outcome is None
     ]
     why = f"interrupted: worker {worker_id} was restarted while running it"
-    publish_results(publisher, worker_id, [*ended, *stand_in_results(taken, "LOST", why, now)])
+    publish_results(
+        publisher, worker_id, [*ended, *stand_in_results(taken, ExecutionStatus.LOST, why, now)]
+    )
     if ended or taken:
         log.warning(
             "worker %s (incarnation %s) settled what its previous process left: %d ended "

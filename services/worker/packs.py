@@ -8,14 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from common.jsontext import json_elements, json_members
 from common.messages import DispatchBatch, DispatchMessage
 
 log = logging.getLogger(__name__)
 
-_DISPATCH = TypeAdapter(DispatchBatch | DispatchMessage)
 
 # How much of a validation error an unreadable execution's FAILED result carries.
 MAX_ERROR = 2_000
@@ -41,7 +40,7 @@ Unit = DispatchMessage | Unreadable
 
 
 class DispatchPacking:
-    """The packing of a worker queue: a message carries one execution or a batch."""
+    """The packing of a worker queue: a message is a ``DispatchBatch`` of executions."""
 
     def unpack(self, body: bytes) -> Sequence[Unit]:
         """The executions in a dispatch body.
@@ -49,20 +48,17 @@ class DispatchPacking:
         When the body does not read as a whole, each execution is read on its own: one
         that cannot be read (from a newer dispatcher, damaged, or with params nested
         deeper than the JSON reader goes or holding a lone surrogate) becomes
-        ``Unreadable`` if its id, job and row key can still be read, and is skipped
+        ``Unreadable`` if its id, job and execution key can still be read, and is skipped
         (logged) if not; the others run. Raises ``ValueError`` (a ``ValidationError``)
         when not one execution can be named.
         """
         try:
-            message = _DISPATCH.validate_json(body)
+            return DispatchBatch.model_validate_json(body).executions
         except ValidationError as whole:
             units = _one_by_one(body)
             if not units:
                 raise whole from None
             return units
-        if isinstance(message, DispatchBatch):
-            return message.executions
-        return (message,)
 
     def repack(self, units: Sequence[Unit]) -> bytes:
         """One message carrying ``units`` (unreadable ones as they came)."""
@@ -78,12 +74,9 @@ def _one_by_one(body: bytes) -> list[Unit]:
     except UnicodeDecodeError:
         return []
     members = json_members(text)
-    if members is None:
+    if members is None or "executions" not in members:
         return []
-    if "executions" not in members:
-        items = [text]  # a lone dispatch message, as older dispatchers sent
-    else:
-        items = json_elements(members["executions"]) or []
+    items = json_elements(members["executions"]) or []
     units: list[Unit] = []
     for item in items:
         unit = _read(item)

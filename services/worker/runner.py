@@ -17,8 +17,9 @@ from common.jsontext import clip_utf8
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
-from common.result_messages import results_message
+from common.result_messages import results_messages, stand_in_result
 from common.started_mark import parse_started
+from common.states import ExecutionStatus
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
 from services.worker.overruns import Overruns
@@ -29,7 +30,7 @@ from services.worker.start_guard import Fresh, RowStatuses, StartGuard, Verdict
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["SUCCEEDED", "FAILED", "TIMED_OUT"]
+Outcome = Literal[ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT]
 
 
 def _text(value: object) -> str:
@@ -38,8 +39,8 @@ def _text(value: object) -> str:
 
 # Sets each key but the last to this worker unless it is set; returns "" for a key
 # taken now, else the owner already there. One script call instead of a command per
-# message: redis-py packs and parses every pipelined command in Python (14% of a
-# worker's CPU). The last key is the started epoch (common/started_mark.py), set to
+# message: redis-py packs and parses every pipelined command in Python, a large share
+# of a worker's CPU. The last key is the started epoch (common/started_mark.py), set to
 # ARGV[3] when Redis has none, and returned last.
 _TAKE_SCRIPT = """
 redis.call('SET', KEYS[#KEYS], ARGV[3], 'NX')
@@ -183,7 +184,7 @@ class ExecutionRunner:
 
         Stored first: if the publish or the ack is lost with the connection, the copy
         of the delivery that comes back reports this outcome instead of LOST. Storing is
-        best effort; without it such a copy is reported LOST, as before.
+        best effort; without it such a copy is reported LOST.
         """
         results = [o for o in outcomes if o is not None]
         if results:
@@ -196,7 +197,7 @@ class ExecutionRunner:
                 log.warning("could not store %d outcomes in Redis: %s", len(results), e)
             else:
                 self._local.forget([r.execution_id for r in results])
-        return result_messages(self._worker_id, results)
+        return results_messages(self._worker_id, results)
 
     def keep_outcome(self, outcome: ExecutionResult | None) -> None:
         """Store an outcome that cannot be published now (its connection is gone) with
@@ -241,7 +242,7 @@ class ExecutionRunner:
         observe_run(message.handler, status, time.perf_counter() - began)
         # Success is the common case: at thousands a second it is DEBUG; the rest INFO.
         log.log(
-            logging.DEBUG if status == "SUCCEEDED" else logging.INFO,
+            logging.DEBUG if status is ExecutionStatus.SUCCEEDED else logging.INFO,
             "execution %s",
             status.lower(),
             extra=extra,
@@ -260,16 +261,9 @@ class ExecutionRunner:
 
     def _unreadable(self, unit: Unreadable, extra: dict[str, object]) -> ExecutionResult:
         log.error("cannot read this execution's dispatch message: %s", unit.error, extra=extra)
-        now = self._clock.now_ms()
-        return ExecutionResult(
-            execution_id=unit.execution_id,
-            job_id=unit.job_id,
-            worker_id=self._worker_id,
-            status="FAILED",
-            message=clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}"),
-            started_at=now,
-            ended_at=now,
-            ref=unit.ref,
+        why = clip_utf8(f"worker {self._worker_id} cannot read its dispatch: {unit.error}")
+        return stand_in_result(
+            unit, self._worker_id, ExecutionStatus.FAILED, why, self._clock.now_ms()
         )
 
     def _already_started(
@@ -315,22 +309,18 @@ class ExecutionRunner:
             )
 
     def _lost(self, unit: Unit, text: str) -> ExecutionResult:
-        now = self._clock.now_ms()
-        return ExecutionResult(
-            execution_id=unit.execution_id,
-            job_id=unit.job_id,
-            worker_id=self._worker_id,
-            status="LOST",
-            message=text,
-            started_at=now,
-            ended_at=now,
-            ref=unit.ref,
+        return stand_in_result(
+            unit, self._worker_id, ExecutionStatus.LOST, text, self._clock.now_ms()
         )
 
     def _call(self, message: DispatchMessage) -> tuple[Outcome, str | None, str | None]:
         fn = self._handlers.get(message.handler)
         if fn is None:
-            return "FAILED", f"handler {message.handler!r} is not registered here", None
+            return (
+                ExecutionStatus.FAILED,
+                f"handler {message.handler!r} is not registered here",
+                None,
+            )
         context = HandlerContext(
             message.job_id, message.execution_id, message.attempt, message.trigger_time
         )
@@ -339,7 +329,7 @@ class ExecutionRunner:
                 fn, message.params, context, message.timeout_seconds, self.overruns
             )
         except HandlerTimeoutError as e:
-            return "TIMED_OUT", str(e), None
+            return ExecutionStatus.TIMED_OUT, str(e), None
         except BaseException as e:  # whatever a handler raises fails its run, not the worker
             log.error(
                 "handler %s raised %s",
@@ -348,14 +338,6 @@ class ExecutionRunner:
                 exc_info=e,
                 extra={"job_id": message.job_id, "execution_id": message.execution_id},
             )
-            return "FAILED", describe_error(e), None
+            return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
-        return "SUCCEEDED", rendered.note, rendered.result
-
-
-def result_messages(
-    worker_id: str, outcomes: Sequence[ExecutionResult | None]
-) -> list[OutgoingMessage]:
-    """Pack the outcomes that finished together into one results message."""
-    results = [o for o in outcomes if o is not None]
-    return [results_message(worker_id, results)] if results else []
+        return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result

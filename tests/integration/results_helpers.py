@@ -10,6 +10,7 @@ from common.config import StoreSettings
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import ExecutionResult, ResultBatch
+from common.states import ExecutionStatus
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE, declare_core
 from tests.integration.helpers import make_app
 
@@ -59,7 +60,7 @@ def succeeded(job_id: int) -> bytes:
         execution_id=f"e-{job_id}",
         job_id=job_id,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=1_100,
         ended_at=1_200,
     )

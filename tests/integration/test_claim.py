@@ -12,16 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db.jobs import (
-    ClaimUpdate,
-    DueJob,
-    JobPolicies,
-    NewJob,
-    claim_jobs,
-    find_due_jobs,
-    get_job,
-    insert_job,
-)
+from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
+from common.db.jobs import JobPolicies, NewJob, get_job, insert_job
 from common.loadbalance import WorkerChooser
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus

@@ -27,6 +27,7 @@ from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
 from services.dispatcher.trigger.fire import WARM_UP_MS, Firer, FireSettings
+from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app, register_worker
@@ -49,7 +50,7 @@ def firer(
     publisher = BatchPublisher(connection.channel())
     stores = Stores(StoreSettings(), engine, client, RedisKeys("unused"), clock)
     settings = FireSettings(1_000, batch_size, fire_batch_size)
-    return Firer(stores, publisher, directory, WorkerChooser(), settings)
+    return Firer(stores, publisher, Router(directory, WorkerChooser()), settings)
 
 
 def scheduled(engine: Engine, job_id: int, execution_id: str, at: int, attempt: int = 1) -> None:
@@ -141,7 +142,7 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
     with engine.begin() as conn:
         executions.lock_still_scheduled(conn, [int(r.id) for r in rows])
-        executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, 1_500)
+        executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, 1_500)
         publisher = BatchPublisher(connection.channel())
         returned = dispatch(conn, publisher, pack_dispatches(assignments, 1_500))
     assert returned == {"e-lost"}
@@ -250,7 +251,7 @@ def test_a_held_execution_is_sent_once_a_worker_runs_its_handler_and_its_message
     register_worker(engine, "w1", now_ms=now, handlers=("demo.noop", "late.handler"))
     with engine.begin() as conn:  # as if the hold were over
         conn.execute(sa.text("UPDATE executions SET scheduled_at = :t"), {"t": now - 1})
-    fire._directory.live(fresh_for=3600)
+    fire._router.directory.live(fresh_for=3600)
     fire.load()
     assert fire.fire_due() == 1
     with engine.connect() as conn:

@@ -19,6 +19,7 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.messages import ExecutionResult
 from common.schedule import MisfirePolicy
+from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
@@ -50,7 +51,7 @@ def succeeded(execution_id: str) -> ExecutionResult:
         execution_id=execution_id,
         job_id=1,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=1,
         ended_at=2,
     )

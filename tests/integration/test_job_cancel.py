@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.db.apps import AppCredentials
-from common.db.jobs import find_due_jobs
+from common.db.due_jobs import find_due_jobs
 from common.errors import InvalidTransitionError
 from common.states import ExecutionStatus
 from services.api import control, trigger

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.db.jobs import find_due_jobs
+from common.db.due_jobs import find_due_jobs
 from common.schedule import PAUSE_SKIP_ROWS, PAUSED_SKIP
 from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (

@@ -17,6 +17,7 @@ from common.db.executions import NewExecution, insert_executions, mark_queued, p
 from common.db.jobs import NewJob, insert_job
 from common.db.retry import retry_lock_conflicts
 from common.messages import ExecutionResult
+from common.states import ExecutionStatus
 from services.dispatcher.outcomes.record import record_results
 from tests.integration.helpers import make_app
 
@@ -44,7 +45,7 @@ def finished(execution_id: str) -> ExecutionResult:
         execution_id=execution_id,
         job_id=1,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=1,
         ended_at=2,
     )

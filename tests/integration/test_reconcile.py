@@ -17,6 +17,7 @@ from common.config import StoreSettings
 from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.messages import ExecutionResult
 from common.started_mark import RECONCILER, parse_started
+from common.states import ExecutionStatus
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep import reconcile as reconcile_module
@@ -92,7 +93,7 @@ def test_a_stored_outcome_that_was_never_recorded_is_published_again(
         execution_id="e-ended",
         job_id=job_id,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )
@@ -132,7 +133,7 @@ def test_runs_still_going_do_not_keep_the_reconciler_from_the_rest(
         execution_id="e-ended",
         job_id=job_id,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )

@@ -17,16 +17,17 @@ from common.db.executions import (
     insert_executions,
     mark_queued,
     primary_keys,
-    reassign,
 )
 from common.db.jobs import NewJob, insert_job
+from common.db.worker_moves import reassign
 from common.db.workers import gone_workers
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
-from common.states import WorkerState
+from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep import rescue as recovery_module
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -76,8 +77,9 @@ def make_recovery(
     return Rescue(
         stores,
         BatchPublisher(connection.channel()),
-        directory or WorkerDirectory(engine, connection, stores.clock, 60_000),
-        WorkerChooser(),
+        Router(
+            directory or WorkerDirectory(engine, connection, stores.clock, 60_000), WorkerChooser()
+        ),
         RescueSettings(stale_ms=1_000, forget_ms=forget_ms),
     )
 
@@ -101,7 +103,7 @@ def test_a_dead_workers_runs_are_lost_reported_or_moved_by_their_started_keys(
         execution_id="e-ended",
         job_id=ended,
         worker_id="dead",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )

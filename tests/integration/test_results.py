@@ -7,8 +7,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
+from common.db.due_jobs import claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, insert_executions
-from common.db.jobs import JobPolicies, NewJob, claim_jobs, find_due_jobs, get_job, insert_job
+from common.db.jobs import JobPolicies, NewJob, get_job, insert_job
 from common.messages import ExecutionResult
 from common.schedule import plan_trigger
 from services.dispatcher.outcomes.record import record_results

@@ -129,7 +129,7 @@ def claimed_twice(
     second = claims.claim()
     assert second is not None
     assert second.send(BatchPublisher(channel.connection.channel())) == 1
-    return job_id, first.sent[0].row_id
+    return job_id, first.sent[0].execution_key
 
 
 def test_a_claim_rolled_back_after_its_publish_sends_the_same_execution_again(
@@ -150,7 +150,7 @@ def test_a_result_carrying_a_rolled_back_key_is_recorded_by_execution_id(
         execution_id=execution_id,
         job_id=job_id,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=1,
         ended_at=2,
         ref=stale_key,
@@ -196,10 +196,10 @@ def test_a_result_with_a_rolled_back_key_waits_for_the_claim_still_open_with_it(
         execution_id=second.sent[0].execution_id,
         job_id=job_id,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=1,
         ended_at=2,
-        ref=first.sent[0].row_id,
+        ref=first.sent[0].execution_key,
     )
     recording = threading.Thread(
         target=record_results, args=(engine, ClusterClock(redis_client), [result])

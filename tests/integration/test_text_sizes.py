@@ -12,6 +12,7 @@ from common.clock import ClusterClock
 from common.db.jobs import NewJob, insert_job
 from common.jsontext import MAX_STORED_TEXT_BYTES
 from common.messages import ExecutionResult
+from common.states import ExecutionStatus
 from services.dispatcher.outcomes.record import record_results
 from tests.integration.helpers import make_app
 from tests.integration.test_results import running_job
@@ -54,7 +55,7 @@ def test_the_longest_message_and_result_a_worker_sends_are_stored_with_their_cal
         execution_id="e-1",
         job_id=1,
         worker_id="w1",
-        status="FAILED",
+        status=ExecutionStatus.FAILED,
         message=longest,
         result=quoted,
         started_at=2_100,

@@ -46,7 +46,7 @@ def test_a_drain_request_is_taken_by_the_next_heartbeat_and_stops_the_worker(
     heartbeat.start()
     assert not stop.is_set(), "a request left from before the process started is dropped"
 
-    request_drain(engine, redis_client, keys, clock, "w1", 15_000, "alice")
+    request_drain(stores, "w1", 15_000, "alice")
     assert drains_requested(redis_client, keys, ["w1", "w2"]) == {"w1"}
     heartbeat.send()
     assert stop.is_set()
@@ -70,10 +70,11 @@ def test_a_worker_that_is_not_running_cannot_be_asked_to_drain(
     heard_ms_ago: int,
     why: str,
 ) -> None:
-    keys, clock = RedisKeys(namespace.namespace), ClusterClock(redis_client)
+    stores = Stores.build(namespace, engine, redis_client)
+    keys, clock = stores.keys, stores.clock
     register_worker(engine, "w1", clock.now_ms() - heard_ms_ago, state=state)
     with pytest.raises(WorkerNotLiveError, match=why):
-        request_drain(engine, redis_client, keys, clock, "w1", 15_000, "alice")
+        request_drain(stores, "w1", 15_000, "alice")
     with pytest.raises(WorkerNotLiveError, match="no worker has that id"):
-        request_drain(engine, redis_client, keys, clock, "w9", 15_000, "alice")
+        request_drain(stores, "w9", 15_000, "alice")
     assert drains_requested(redis_client, keys, ["w1", "w9"]) == set()

@@ -19,10 +19,10 @@ from common.config import StoreSettings, WorkerSettings
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
-from common.messages import DispatchMessage, ExecutionResult, ResultBatch
+from common.messages import DispatchBatch, DispatchMessage, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.started_mark import parse_started
-from common.states import WorkerState
+from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import (
     DISPATCH_EXCHANGE,
@@ -109,7 +109,7 @@ class WorkerInThread:
             dispatched_at=0,
             timeout_seconds=timeout,
         )
-        self.send_raw(message.model_dump_json().encode(), execution_id)
+        self.send_raw(DispatchBatch(executions=[message]).model_dump_json().encode(), execution_id)
 
     def send_raw(self, body: bytes, message_id: str) -> None:
         self.publisher.publish([OutgoingMessage(DISPATCH_EXCHANGE, "w1", body, message_id)])
@@ -261,7 +261,7 @@ def test_a_worker_restarted_with_its_id_settles_the_runs_its_previous_process_le
         execution_id="e-ended",
         job_id=ended,
         worker_id="w1",
-        status="SUCCEEDED",
+        status=ExecutionStatus.SUCCEEDED,
         started_at=20,
         ended_at=30,
     )

@@ -14,7 +14,7 @@ from services.worker.packs import DispatchPacking, Unreadable
 
 def assignment(n: int, worker_id: str) -> Assignment:
     return Assignment(
-        row_id=n,
+        execution_key=n,
         execution_id=f"e-{n}",
         job_id=n,
         attempt=1,
@@ -50,7 +50,7 @@ def test_a_returned_pack_names_every_execution_in_it() -> None:
     assert pack_dispatches([], 0).messages == []
 
 
-def test_workers_still_read_a_lone_dispatch_message() -> None:
+def test_a_pack_reads_back_as_it_was_packed() -> None:
     lone = DispatchMessage(
         execution_id="e-1",
         job_id=1,
@@ -61,8 +61,9 @@ def test_workers_still_read_a_lone_dispatch_message() -> None:
         dispatched_at=0,
     )
     packing = DispatchPacking()
-    assert packing.unpack(lone.model_dump_json().encode()) == (lone,)
     assert packing.unpack(packing.repack([lone, lone])) == [lone, lone]
+    with pytest.raises(pydantic.ValidationError):
+        packing.unpack(lone.model_dump_json().encode())  # only packs are sent
 
 
 def test_an_execution_that_cannot_be_read_is_named_and_the_rest_still_run() -> None:
@@ -121,7 +122,7 @@ def test_one_unreadable_execution_in_a_pack_of_fifty_leaves_the_others_readable(
 def test_an_unreadable_execution_travels_again_as_it_came() -> None:
     item = raw_item(3, POISON[3])
     packing = DispatchPacking()
-    [unit] = packing.unpack(item.encode())
+    [unit] = packing.unpack(('{"v":1,"executions":[' + item + "]}").encode())
     assert isinstance(unit, Unreadable)
     good = DispatchMessage.model_validate_json(raw_item(4, "{}"))
     again = packing.unpack(packing.repack([unit, good]))

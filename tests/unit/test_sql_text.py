@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from common.db import driver
-from common.db.jobs import DueJob
+from common.db.due_jobs import DueJob
 from common.execution_ids import TRIGGER_IDS as _TRIGGER_IDS
 from common.messages import DispatchMessage
 from common.schedule import Schedule, TriggerPolicy
@@ -18,7 +18,7 @@ from services.dispatcher.trigger.dispatch import Assignment, dispatch_body
 
 def assignment(**changes: object) -> Assignment:
     fields: dict[str, object] = {
-        "row_id": 7,
+        "execution_key": 7,
         "execution_id": "e-1",
         "job_id": 3,
         "attempt": 2,
@@ -49,7 +49,7 @@ def test_the_hand_written_dispatch_body_is_what_the_model_writes(
         params=json.loads(a.params_json),
         dispatched_at=1_700_000_000_123,
         timeout_seconds=a.timeout_seconds,
-        ref=a.row_id,
+        ref=a.execution_key,
     )
     body = dispatch_body(a, 1_700_000_000_123)
     assert DispatchMessage.model_validate_json(body) == model

@@ -4,6 +4,7 @@ list them, fail one with a reason, requeue one that never started."""
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
-OLDER_THAN_CHOICES = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600}
+OLDER_THAN_CHOICES = MappingProxyType({"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600})
 FAIL_WAIT_SECONDS = 5.0
 MAX_REASON = 500
 

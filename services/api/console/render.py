@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -21,16 +22,18 @@ COOKIE_PATH = "/console"
 
 # No script or style from anywhere but the console itself, no framing, no form posted
 # elsewhere: a page that shows a job's stored text can run nothing it carries.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+SECURITY_HEADERS = MappingProxyType(
+    {
+        "Content-Security-Policy": (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+    }
+)
 
 
 def when(epoch_ms: int | None) -> str:

@@ -66,15 +66,7 @@ def workers_page(request: Request, session: SessionDep) -> Response:
 
 
 def _drain_and_stop(state: ApiState, worker_id: str, operator: str) -> str:
-    request_drain(
-        state.engine,
-        state.redis,
-        state.keys,
-        state.clock,
-        worker_id,
-        state.settings.heartbeat_stale_ms,
-        operator,
-    )
+    request_drain(state, worker_id, state.settings.heartbeat_stale_ms, operator)
     log.info(
         "console: operator %s asked worker %s to drain and stop",
         operator,
@@ -88,15 +80,7 @@ def _drain_and_stop(state: ApiState, worker_id: str, operator: str) -> str:
 
 
 def _drain(state: ApiState, worker_id: str, operator: str) -> str:
-    set_drained(
-        state.engine,
-        state.redis,
-        state.keys,
-        state.clock,
-        worker_id,
-        state.settings.heartbeat_stale_ms,
-        operator,
-    )
+    set_drained(state, worker_id, state.settings.heartbeat_stale_ms, operator)
     log.info(
         "console: operator %s drained worker %s",
         operator,

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, status
 from services.api import callback_reads
 from services.api.deps import CallerDep, StateDep
 from services.api.openapi_doc import problem_responses
-from services.api.routes.jobs import JobId
+from services.api.routes.jobs import Cursor, JobId
 from services.api.schemas import CallbackList, CallbackReplayAccepted
 
 router = APIRouter(prefix="/openapi", tags=["callbacks"])
@@ -36,14 +36,7 @@ def list_callbacks(
     state: StateDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=64,
-            pattern=r"^[A-Za-z0-9_-]+$",
-            description="nextCursor of the previous page",
-        ),
-    ] = None,
+    cursor: Cursor = None,
 ) -> CallbackList:
     """The job's callback deliveries, newest first: state, every attempt (time, status
     code or error, duration) and when the next attempt is due."""

@@ -15,7 +15,7 @@ from services.api.deps import CallerDep, StateDep
 from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
 from services.api.openapi_doc import problem_responses
-from services.api.routes.jobs import IdempotencyKeyHeader, JobId
+from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
 from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
@@ -49,14 +49,7 @@ def list_jobs(
         Query(alias="namePrefix", max_length=200, description="jobName starts with this"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=64,
-            pattern=r"^[A-Za-z0-9_-]+$",
-            description="nextCursor of the previous page",
-        ),
-    ] = None,
+    cursor: Cursor = None,
 ) -> JobList:
     """The app's jobs, newest first, one page at a time.
 

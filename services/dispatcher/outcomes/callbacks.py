@@ -103,7 +103,7 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
             execution_id=execution.execution_id,
             job_id=execution.job_id,
             worker_id=CLAIM_SENDER,
-            status="FAILED",
+            status=ExecutionStatus.FAILED,
             message=execution.message,
             started_at=now_ms,
             ended_at=now_ms,

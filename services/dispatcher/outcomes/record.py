@@ -27,7 +27,7 @@ from common.db.retry import is_lock_conflict, retry_lock_conflicts
 from common.messages import ExecutionResult
 from common.metrics import observe_finished
 from common.schedule import retry_delay_ms
-from common.states import JobStatus
+from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
 
@@ -73,7 +73,7 @@ class _Finished:
     def retry_due(self) -> bool:
         """A failed attempt with retries left, of a job still alive."""
         return (
-            self.result.status != "SUCCEEDED"
+            self.result.status is not ExecutionStatus.SUCCEEDED
             and self.execution.attempt <= self.job.max_retries
             and self.job.status is not JobStatus.CANCELLED
         )
@@ -188,7 +188,9 @@ def _final(item: _Finished) -> JobStatus | None:
     # ends with its last run, as a one-shot job does.
     if item.job.recurring and item.job.has_next_trigger:
         return None
-    return JobStatus.SUCCEEDED if item.result.status == "SUCCEEDED" else JobStatus.FAILED
+    return (
+        JobStatus.SUCCEEDED if item.result.status is ExecutionStatus.SUCCEEDED else JobStatus.FAILED
+    )
 
 
 def _delivery(item: _Finished, labels: dict[int, JobLabel]) -> NewDelivery | None:
@@ -203,7 +205,7 @@ def _delivery(item: _Finished, labels: dict[int, JobLabel]) -> NewDelivery | Non
 def _log(finished: Sequence[_Finished]) -> None:
     for item in finished:
         # Success is the common case: at thousands a second it is DEBUG; the rest INFO.
-        level = logging.DEBUG if item.result.status == "SUCCEEDED" else logging.INFO
+        level = logging.DEBUG if item.result.status is ExecutionStatus.SUCCEEDED else logging.INFO
         log.log(
             level,
             "execution %s on %s%s",
@@ -275,7 +277,12 @@ def _record_unrecordable(
     why = UNRECORDABLE.format(error=_safe_text(f"{type(error).__name__}: {error}")[:500])
     # Only what is known to fit: a worker id as long as its column, no result.
     worker_id = _safe_text(result.worker_id)[:WORKER_ID_CHARS]
-    update = {"status": "FAILED", "message": why, "result": None, "worker_id": worker_id}
+    update = {
+        "status": ExecutionStatus.FAILED,
+        "message": why,
+        "result": None,
+        "worker_id": worker_id,
+    }
     failed = result.model_copy(update=update)
     try:
         recorded.deliveries += record_results(engine, clock, [failed])

@@ -118,8 +118,8 @@ class ResultsConsumer:
                 connection.close()
 
     def _gather(self, connection: BlockingConnection) -> None:
-        """Let a few more results arrive before writing: one transaction for 20 result
-        messages costs about what one costs for 4 (measured with bench/pipeline.py)."""
+        """Let a few more results arrive before writing: one transaction for many result
+        messages costs about what one for a few costs."""
         deadline = time.monotonic() + self._settings.results_batch_wait_ms / 1000
         while len(self._pending) < GATHER_MESSAGES and time.monotonic() < deadline:
             connection.process_data_events(time_limit=0.002)

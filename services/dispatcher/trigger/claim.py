@@ -10,8 +10,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from common.clock import ClusterClock
+from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, triggers_with_executions
-from common.db.jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.retry import is_duplicate_key, retry_lock_conflicts
 from common.execution_ids import trigger_execution_id as derived_id
 from common.metrics import observe_claim
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 ON_TIME_MS = 5_000
 # After a look at the backlog that found nothing, the next look waits this long: jobs
 # due long ago whose handler no live worker runs stay in the backlog's index range, and
-# every look walks past them (100,000 of them: ~200 ms), which the on-time scan never
-# does. A trigger that turns late meanwhile waits this much more.
+# every look walks past them, which the on-time scan never does. A trigger that turns
+# late meanwhile waits this much more.
 BACKLOG_IDLE_MS = 1_000
 
 
@@ -77,26 +77,13 @@ def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecut
     """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason
     (FAILED when its plan could not be computed)."""
     if isinstance(plan, Unplannable):
-        return NewExecution(
-            trigger_execution_id(job),
-            job.id,
-            1,
-            job.trigger_time,
-            job.trigger_time,
-            status=ExecutionStatus.FAILED,
-            message=plan.reason,
-        )
-    if plan.run:
-        return NewExecution(trigger_execution_id(job), job.id, 1, job.trigger_time, plan.fire_at)
-    return NewExecution(
-        trigger_execution_id(job),
-        job.id,
-        1,
-        job.trigger_time,
-        plan.fire_at,
-        status=ExecutionStatus.SKIPPED,
-        message=plan.reason,
-    )
+        fire_at, status, message = job.trigger_time, ExecutionStatus.FAILED, plan.reason
+    elif plan.run:
+        fire_at, status, message = plan.fire_at, ExecutionStatus.SCHEDULED, None
+    else:
+        fire_at, status, message = plan.fire_at, ExecutionStatus.SKIPPED, plan.reason
+    execution_id = trigger_execution_id(job)
+    return NewExecution(execution_id, job.id, 1, job.trigger_time, fire_at, status, message)
 
 
 class TriggerClaimer:

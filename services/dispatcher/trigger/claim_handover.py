@@ -1,14 +1,14 @@
 """Sending the triggers a claim finds already due, in the claim's own transaction.
 
-A trigger claimed after its time (a backlog, a job created to run now) used to be
-written SCHEDULED, read back by the firer, locked, marked QUEUED and only then sent:
-two more statements per batch and one more rewrite of every status index per
+A trigger claimed after its time (a backlog, a job created to run now) is not written
+SCHEDULED to be read back by the firer, locked, marked QUEUED and only then sent: that
+would take two more statements per batch and one more rewrite of every status index per
 execution. Here the claim writes such executions QUEUED on their worker and leaves
 its transaction open; the dispatch loop, which owns the broker connection (pika is
 not thread-safe), publishes them and then commits. Meanwhile the claim thread claims
 the next batch on another connection: its due scan skips the rows the open claims
 hold (``FOR UPDATE SKIP LOCKED``). Triggers due later are written SCHEDULED and fired
-at their time, as before.
+at their time.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import BatchPublisher
+from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
     NewExecution,
@@ -31,7 +32,6 @@ from common.db.executions import (
     insert_executions_with_ids,
     jobs_with_runs,
 )
-from common.db.jobs import DueJob
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
@@ -146,10 +146,10 @@ class ClaimSender:
                 if worker is not None:
                     execution = execution.queued_on(worker.worker_id)
             rows.append(execution)
-        keys = insert_executions_with_ids(conn, rows, now_ms)
+        execution_keys = insert_executions_with_ids(conn, rows, now_ms)
         sent = [
-            _assignment(row, key, jobs[row.job_id])
-            for row, key in zip(rows, keys, strict=True)
+            _assignment(row, execution_key, jobs[row.job_id])
+            for row, execution_key in zip(rows, execution_keys, strict=True)
             if row.status is ExecutionStatus.QUEUED
         ]
         return sent, pack_dispatches(sent, now_ms)
@@ -198,10 +198,10 @@ class ClaimSender:
                     return
 
 
-def _assignment(row: NewExecution, key: int, job: DueJob) -> Assignment:
+def _assignment(row: NewExecution, execution_key: int, job: DueJob) -> Assignment:
     assert row.worker_id is not None
     return Assignment(
-        row_id=key,
+        execution_key=execution_key,
         execution_id=row.execution_id,
         job_id=row.job_id,
         attempt=row.attempt,

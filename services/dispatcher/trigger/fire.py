@@ -22,7 +22,6 @@ from common.db import executions, sendable
 from common.db.jobs import lock_free_jobs, release_jobs
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
-from common.loadbalance import WorkerChooser
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -34,13 +33,13 @@ from services.dispatcher.trigger.fire_rules import (
     no_worker_reason,
     release_on_skip,
 )
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.trigger.route import Router
 
 log = logging.getLogger(__name__)
 
 # How long before a due time the firer refreshes its view of the workers: the refresh
-# (a heartbeat query and a queue check per worker) took 5-25 ms, paid at the due time
-# otherwise.
+# (a heartbeat query and a queue check per worker) takes milliseconds, paid at the due
+# time otherwise.
 WARM_UP_MS = 100
 # How long an execution that cannot be sent now (no live worker runs its handler, its
 # job is paused) waits before the firer looks at it again. It is written back with its
@@ -66,15 +65,13 @@ class Firer:
         self,
         stores: Stores,
         publisher: BatchPublisher,
-        directory: WorkerDirectory,
-        chooser: WorkerChooser,
+        router: Router,
         settings: FireSettings,
     ) -> None:
         self._engine = stores.engine
         self._clock = stores.clock
         self._publisher = publisher
-        self._directory = directory
-        self._chooser = chooser
+        self._router = router
         self._window_ms = settings.window_ms
         self._batch_size = settings.batch_size
         self._fire_batch_size = settings.fire_batch_size
@@ -115,7 +112,7 @@ class Firer:
             return
         ahead_ms = due - self._clock.now_ms()
         if 0 < ahead_ms <= WARM_UP_MS:
-            self._directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
+            self._router.directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
 
     def fire_due(self) -> int:
         """Send held executions whose time has come, up to one fire batch; returns how many.
@@ -150,7 +147,7 @@ class Firer:
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
-            executions.mark_queued(conn, {a.row_id: a.worker_id for a in assignments}, now)
+            executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, now)
             returned = dispatch(conn, self._publisher, pack_dispatches(assignments, now))
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
@@ -158,15 +155,13 @@ class Firer:
 
     def _assign(self, decisions: FireDecisions) -> tuple[list[Assignment], dict[int, str]]:
         """Workers for what is to be sent; what no live worker runs is held, with why."""
-        live = self._directory.live()
         assignments: list[Assignment] = []
         held = dict(decisions.held)
-        for row in decisions.to_send:
-            worker = self._chooser.choose(live, row.handler)
-            if worker is None:
+        for row, assignment in self._router.route(decisions.to_send):
+            if assignment is None:
                 held[row.id] = no_worker_reason(row.handler)
             else:
-                assignments.append(Assignment.of(row, worker.worker_id))
+                assignments.append(assignment)
         return assignments, held
 
     def _settle_unsent(
@@ -209,6 +204,6 @@ def _skip_later_if_job_held(
     ends = {r.id: release_on_skip(r) for r in rows if r.id in decisions.skipped}
     jobs = {end[0] for end in ends.values() if end is not None}
     free = lock_free_jobs(conn, jobs)
-    for row_id, end in ends.items():
+    for execution_key, end in ends.items():
         if end is not None and end[0] not in free:
-            del decisions.skipped[row_id]
+            del decisions.skipped[execution_key]

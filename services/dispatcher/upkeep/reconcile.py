@@ -29,8 +29,9 @@ from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
-from common.result_messages import results_message, stand_in_results, stored_result
+from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import RECONCILER, parse_started
+from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
@@ -140,14 +141,14 @@ class Reconciler:
         ]
 
     def _settle_lost(self, rows: Sequence[StuckExecution], now: int) -> None:
-        results = stand_in_results(rows, "LOST", NEVER_STARTED, now)
+        results = stand_in_results(rows, ExecutionStatus.LOST, NEVER_STARTED, now)
         self._publish(results, "never_started", "execution never started; recording it LOST")
 
     def _publish(self, results: Sequence[ExecutionResult], cause: str, what: str) -> None:
         """Publish results through the results path; log and count each."""
         if not results:
             return
-        self._publisher.publish([results_message(RECONCILER, results)])
+        publish_results(self._publisher, RECONCILER, results)
         for result in results:
             log.warning(
                 "%s (worker %s)",

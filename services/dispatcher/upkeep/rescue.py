@@ -12,25 +12,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher
-from common.db import executions, sendable, workers
-from common.loadbalance import WorkerChooser
+from common.db import sendable, worker_moves, workers
+from common.db.sendable import ExecutionWithJob
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import key_may_be_lost, parse_started, started_epoch
+from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
 from services.dispatcher.trigger.fire_rules import no_worker_reason
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.trigger.route import Router
 
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
-# Forgetting a worker takes a commit and a queue deletion (~5 ms here): a backlog of
+# Forgetting a worker takes a commit and a queue deletion: a backlog of
 # gone workers is forgotten over several sweeps rather than stalling the dispatch loop
 # in one (bench/sweep.py).
 FORGET_PER_SWEEP = 20
@@ -52,15 +54,14 @@ class Rescue:
         self,
         stores: Stores,
         publisher: BatchPublisher,
-        directory: WorkerDirectory,
-        chooser: WorkerChooser,
+        router: Router,
         settings: RescueSettings,
     ) -> None:
         self._engine = stores.engine
         self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
         self._publisher = publisher
-        self._directory = directory
-        self._chooser = chooser
+        self._directory = router.directory
+        self._router = router
         self._stale_ms = settings.stale_ms
         self._forget_ms = settings.forget_ms
 
@@ -113,7 +114,7 @@ class Rescue:
                 if self._started_mark(r.execution_id)[0] is None
                 and not key_may_be_lost(r.dispatched_at, epoch)
             ]
-            moved, held = self._reroute(unstarted)
+            moved, held = self._reroute(worker.worker_id, unstarted)
             if moved or held:
                 log.info(
                     "worker %s drains: %d unstarted executions moved, %d back to the firer",
@@ -169,14 +170,14 @@ class Rescue:
         unstarted = [r for r in rows if r not in started and r not in unknown]
         self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
         why = f"worker {worker_id} died while running it"
-        self._report(stand_in_results(lost, "LOST", why, now))
+        self._report(stand_in_results(lost, ExecutionStatus.LOST, why, now))
         why = (
             f"worker {worker_id} died, and Redis lost the mark that says whether it had "
             "started this run: it is not run again"
         )
-        self._report(stand_in_results(unknown, "LOST", why, now))
+        self._report(stand_in_results(unknown, ExecutionStatus.LOST, why, now))
         lost += unknown
-        moved, held = self._reroute(unstarted)
+        moved, held = self._reroute(worker_id, unstarted)
         log.warning(
             "worker %s is dead: %d executions lost, %d ended unreported, %d moved, "
             "%d back to the firer (no live worker runs their handler)",
@@ -195,9 +196,10 @@ class Rescue:
     def _report(self, results: Sequence[ExecutionResult]) -> None:
         publish_results(self._publisher, STAND_IN_SENDER, results)
 
-    def _reroute(self, rows: list[Any]) -> tuple[int, int]:
-        """Move never-started executions to live workers; how many moved, and how many
-        went back to the firer because no live worker runs their handler.
+    def _reroute(self, from_worker: str, rows: Sequence[ExecutionWithJob]) -> tuple[int, int]:
+        """Move never-started executions off ``from_worker`` to live workers; how many
+        moved, and how many went back to the firer because no live worker runs their
+        handler.
 
         Those must leave the dead worker: left QUEUED there, they would be read first
         at every sweep, and the rest of its work behind them would never move. The
@@ -208,28 +210,16 @@ class Rescue:
         held = 0
         now = self._clock.now_ms()
         with self._engine.begin() as conn:
-            # Rows another transaction holds (a paused ex-leader's) move on a later pass:
-            # waiting for them could keep this sweep past the leader's stall limit.
-            free = set[str]()
-            for worker_id in sorted({str(r.worker_id) for r in rows}):
-                mine = [r.execution_id for r in rows if r.worker_id == worker_id]
-                free |= executions.lock_queued_on(conn, mine, worker_id)
-            if len(free) < len(rows):
-                log.info(
-                    "%d executions to move are held by another transaction; a later pass "
-                    "moves them",
-                    len(rows) - len(free),
-                )
-            for row in (r for r in rows if r.execution_id in free):
-                worker = self._chooser.choose(live, row.handler)
+            free = self._lock_free(conn, from_worker, rows)
+            for row, assignment in self._router.route(free, live):
                 # A row that ended since it was read stays as it is.
-                if worker is None:
+                if assignment is None:
                     reason = no_worker_reason(row.handler)
-                    held += executions.unassign(conn, row.execution_id, row.worker_id, reason, now)
-                elif executions.reassign(
-                    conn, row.execution_id, row.worker_id, worker.worker_id, now
+                    held += worker_moves.unassign(conn, row.execution_id, from_worker, reason, now)
+                elif worker_moves.reassign(
+                    conn, row.execution_id, from_worker, assignment.worker_id, now
                 ):
-                    moved.append(Assignment.of(row, worker.worker_id))
+                    moved.append(assignment)
             # The rows stay QUEUED, now pointing at their new worker; publishing inside
             # the transaction means a failed publish leaves them on the dead one, and
             # what the broker could not route goes SCHEDULED, for the firer.
@@ -240,3 +230,18 @@ class Rescue:
                         "%d moved executions found no queue; firing them again", len(returned)
                     )
         return len(moved), held
+
+    def _lock_free(
+        self, conn: Connection, from_worker: str, rows: Sequence[ExecutionWithJob]
+    ) -> list[ExecutionWithJob]:
+        """Lock the rows still QUEUED on ``from_worker`` that no other transaction holds;
+        return those. Rows another transaction holds (a paused ex-leader's) move on a
+        later pass: waiting for them could keep this sweep past the leader's stall limit.
+        """
+        free = worker_moves.lock_queued_on(conn, [r.execution_id for r in rows], from_worker)
+        if len(free) < len(rows):
+            log.info(
+                "%d executions to move are held by another transaction; a later pass moves them",
+                len(rows) - len(free),
+            )
+        return [r for r in rows if r.execution_id in free]

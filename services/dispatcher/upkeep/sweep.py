@@ -13,17 +13,16 @@ from dataclasses import dataclass
 
 from common.broker import BatchPublisher
 from common.config import DispatcherSettings
-from common.loadbalance import WorkerChooser
 from common.started_mark import started_epoch
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
+from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
 from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +67,14 @@ class Upkeep:
         self,
         stores: Stores,
         publisher: BatchPublisher,
-        directory: WorkerDirectory,
-        chooser: WorkerChooser,
+        router: Router,
         settings: UpkeepSettings,
     ) -> None:
         self._stores = stores
         self._publisher = publisher
         self._settings = settings
-        self.rescue = Rescue(stores, publisher, directory, chooser, settings.rescue)
+        self.rescue = Rescue(stores, publisher, router, settings.rescue)
+        directory = router.directory
         self._reconciler = None
         if settings.reconcile is not None:
             self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)

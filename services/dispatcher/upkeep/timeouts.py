@@ -22,6 +22,7 @@ from common.db.sendable import ExecutionWithJob
 from common.db.stuck import Page
 from common.result_messages import publish_results, stand_in_results
 from common.started_mark import FENCES, parse_started
+from common.states import ExecutionStatus
 from common.stores import Stores
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class Timeouts:
         if rows:
             log.warning("%d executions passed their timeout without a report", len(rows))
             why = "no result within the job's timeout"
-            results = stand_in_results(rows, "TIMED_OUT", why, now)
+            results = stand_in_results(rows, ExecutionStatus.TIMED_OUT, why, now)
             publish_results(self._publisher, STAND_IN_SENDER, results)
 
 

@@ -1,10 +1,10 @@
-"""Packing a worker's finished executions into results messages."""
+"""Packing finished executions into results messages."""
 
 from __future__ import annotations
 
 from common.messages import ExecutionResult, ResultBatch
+from common.result_messages import results_messages
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
-from services.worker.runner import result_messages
 
 
 def _result(execution_id: str, status: str = "SUCCEEDED") -> ExecutionResult:
@@ -22,7 +22,7 @@ def _result(execution_id: str, status: str = "SUCCEEDED") -> ExecutionResult:
 
 def test_results_finished_together_go_in_one_message() -> None:
     outcomes = [_result("ex-1"), None, _result("ex-2", "FAILED"), None, _result("ex-3", "LOST")]
-    messages = result_messages("w-1", outcomes)
+    messages = results_messages("w-1", outcomes)
     assert len(messages) == 1
     batch = ResultBatch.model_validate_json(messages[0].body)
     assert batch == ResultBatch(
@@ -32,18 +32,18 @@ def test_results_finished_together_go_in_one_message() -> None:
 
 
 def test_results_message_goes_to_the_results_queue() -> None:
-    (message,) = result_messages("w-1", [_result("ex-1")])
+    (message,) = results_messages("w-1", [_result("ex-1")])
     assert (message.exchange, message.routing_key) == (RESULTS_EXCHANGE, RESULTS_QUEUE)
 
 
 def test_results_message_is_named_after_its_first_result() -> None:
-    (message,) = result_messages("w-1", [None, _result("ex-7"), _result("ex-8")])
+    (message,) = results_messages("w-1", [None, _result("ex-7"), _result("ex-8")])
     assert message.message_id == "ex-7"
 
 
 def test_all_none_gives_no_message() -> None:
-    assert result_messages("w-1", [None, None]) == []
+    assert results_messages("w-1", [None, None]) == []
 
 
 def test_no_outcomes_give_no_message() -> None:
-    assert result_messages("w-1", []) == []
+    assert results_messages("w-1", []) == []

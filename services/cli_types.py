@@ -1,0 +1,39 @@
+"""argparse types for the CLI's numeric options: the text read, then held to a range."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        _hold(value, str(value), low, high)
+        return value
+
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number from ``low`` to ``high``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        _hold(value, text, low, high)
+        return value
+
+    return parse
+
+
+def _hold(value: float, shown: str, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{shown} is not between {low} and {high}")

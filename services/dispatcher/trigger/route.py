@@ -1,0 +1,35 @@
+"""Routing: each execution to a live worker that runs its handler, by the strategy.
+
+The firer routes what is due, and the rescue what it moves off a dead or draining
+worker; both send the assignments through ``dispatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from common.db.sendable import ExecutionWithJob
+from common.loadbalance import WorkerChooser, WorkerLoad
+from services.dispatcher.trigger.dispatch import Assignment
+from services.dispatcher.upkeep.workers import WorkerDirectory
+
+
+class Router:
+    """Chooses a live worker for each execution; ``directory`` is its view of the workers."""
+
+    def __init__(self, directory: WorkerDirectory, chooser: WorkerChooser) -> None:
+        self.directory = directory
+        self._chooser = chooser
+
+    def route(
+        self, rows: Sequence[ExecutionWithJob], live: Sequence[WorkerLoad] | None = None
+    ) -> list[tuple[ExecutionWithJob, Assignment | None]]:
+        """Each row, in order, with its assignment to a live worker that runs its handler;
+        None where no live worker runs it. ``live``: the live workers as read before
+        (read now when None)."""
+        live = self.directory.live() if live is None else live
+        routes: list[tuple[ExecutionWithJob, Assignment | None]] = []
+        for row in rows:
+            worker = self._chooser.choose(live, row.handler)
+            routes.append((row, None if worker is None else Assignment.of(row, worker.worker_id)))
+        return routes
