@@ -266,6 +266,12 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
         "while as many attempts stay free for other hosts; default a quarter of the "
         "concurrency",
     )
+    share_wait_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="how long a callback over its app's or host's share waits for one of "
+        "their attempts to end before it is deferred to the first retry delay",
+    )
     request_timeout_seconds: float = Field(
         default=15.0,
         gt=0,

@@ -36,6 +36,7 @@ def delivery_shares(settings: NotifierSettings) -> DeliveryShares:
     return DeliveryShares(
         AppShares(slots, settings.app_share or default_share(slots)),
         AppShares(slots, settings.host_share or default_share(slots)),
+        settings.share_wait_seconds,
     )
 
 

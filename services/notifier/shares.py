@@ -11,6 +11,7 @@ may post to many hosts of which one hangs. So a host has a share of its own too.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Hashable
 from urllib.parse import urlsplit
 
@@ -21,7 +22,8 @@ class AppShares:
 
     An app may have ``share`` attempts in flight at once, and more only while ``share``
     slots stay free for the others: an app alone may use most of the notifier, and one
-    whose receivers hang holds at most ``slots - share`` attempts.
+    whose receivers hang holds at most ``slots - share`` attempts. Not thread-safe by
+    itself: ``DeliveryShares`` holds the lock.
     """
 
     def __init__(self, slots: int, share: int) -> None:
@@ -29,27 +31,28 @@ class AppShares:
         self._share = max(1, share)
         self._by_app: dict[Hashable, int] = {}
         self._total = 0
-        self._lock = threading.Lock()
+
+    def allows(self, app_id: Hashable) -> bool:
+        """Whether one more attempt of the app fits now."""
+        held = self._by_app.get(app_id, 0)
+        return held < self._share or self._slots - (self._total + 1) >= self._share
 
     def take(self, app_id: Hashable) -> bool:
         """Count one more attempt of the app; False if it must wait for its turn."""
-        with self._lock:
-            held = self._by_app.get(app_id, 0)
-            if held >= self._share and self._slots - (self._total + 1) < self._share:
-                return False
-            self._by_app[app_id] = held + 1
-            self._total += 1
-            return True
+        if not self.allows(app_id):
+            return False
+        self._by_app[app_id] = self._by_app.get(app_id, 0) + 1
+        self._total += 1
+        return True
 
     def give_back(self, app_id: Hashable) -> None:
         """The app's attempt ended."""
-        with self._lock:
-            held = self._by_app.get(app_id, 0) - 1
-            if held > 0:
-                self._by_app[app_id] = held
-            else:
-                self._by_app.pop(app_id, None)
-            self._total -= 1
+        held = self._by_app.get(app_id, 0) - 1
+        if held > 0:
+            self._by_app[app_id] = held
+        else:
+            self._by_app.pop(app_id, None)
+        self._total -= 1
 
 
 def default_share(slots: int) -> int:
@@ -68,26 +71,40 @@ def receiving_host(url: str) -> str:
 
 class DeliveryShares:
     """An attempt takes a slot of its app's share and of its receiving host's share,
-    both or neither."""
+    both or neither.
 
-    def __init__(self, apps: AppShares, hosts: AppShares) -> None:
+    A callback over a share waits up to ``wait_seconds`` for an attempt of its app and
+    host to end before it is deferred: under a burst of one app's callbacks, attempts
+    end every few milliseconds, and a callback deferred at once would go round the
+    first retry tier (seconds) many times over. A receiver that hangs ends no attempt,
+    so its excess is deferred after the wait, and other apps' callbacks find the slots
+    kept for them.
+    """
+
+    def __init__(self, apps: AppShares, hosts: AppShares, wait_seconds: float = 0.0) -> None:
         self._apps = apps
         self._hosts = hosts
-        self._lock = threading.Lock()
+        self._wait = wait_seconds
+        self._changed = threading.Condition()
 
     def take(self, app_id: int, url: str) -> bool:
-        """Count one more attempt of the app to the URL's host; False if it must wait."""
+        """Count one more attempt of the app to the URL's host; False if it must wait
+        longer than ``wait_seconds``."""
         host = receiving_host(url)
-        with self._lock:
-            if not self._apps.take(app_id):
-                return False
-            if not self._hosts.take(host):
-                self._apps.give_back(app_id)
-                return False
+        deadline = time.monotonic() + self._wait
+        with self._changed:
+            while not (self._apps.allows(app_id) and self._hosts.allows(host)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            self._apps.take(app_id)
+            self._hosts.take(host)
             return True
 
     def give_back(self, app_id: int, url: str) -> None:
         """The attempt ended."""
-        with self._lock:
+        with self._changed:
             self._apps.give_back(app_id)
             self._hosts.give_back(receiving_host(url))
+            self._changed.notify_all()
