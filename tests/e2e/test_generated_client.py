@@ -21,6 +21,7 @@ import pytest
 from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
 
 GENERATOR = str(Path(sys.executable).parent / "openapi-python-client")
+MYPY = str(Path(sys.executable).parent / "mypy")
 PACKAGE = "kairos_generated"
 FAR = "2100-01-01T00:00:00Z"
 # The generator's default post-hooks format its output with ruff from PATH; the output's
@@ -79,6 +80,15 @@ class Generator:
         )
         output = done.stdout + done.stderr
         assert done.returncode == 0, output
+        # A schema the generator half-understands shows as code that does not type-check.
+        typed = subprocess.run(
+            [MYPY, "--strict", "--no-incremental", PACKAGE],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=work,
+        )
+        assert typed.returncode == 0, typed.stdout + typed.stderr
         sys.path.insert(0, str(work))
         package = importlib.import_module(PACKAGE)
         # Operation modules are not imported by their tags' packages.
@@ -152,6 +162,8 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
             run.started_at, datetime.datetime
         )
         assert run.ended_at >= run.started_at
+        read = g.executions.get_execution.sync(run.execution_id, client=client)
+        assert isinstance(read, m.ExecutionView) and read.to_dict() == run.to_dict()
 
         def delivered() -> Any:
             page = g.callbacks.list_job_callbacks.sync(job_id, client=client)
@@ -197,6 +209,14 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
         assert isinstance(paused, m.JobView) and paused.status is m.JobStatus.PAUSED
         resumed = g.jobs.resume_job.sync(cron, client=client)
         assert isinstance(resumed, m.JobView) and resumed.status is m.JobStatus.WAITING
+        timed = m.JobPatch(max_retries=2, timeout_seconds=30)
+        assert (
+            g.jobs.update_job.sync(cron, client=client, body=timed).policies.timeout_seconds == 30
+        )
+        # An explicit None is sent as null, which clears the timeout; UNSET leaves the rest.
+        cleared = g.jobs.update_job.sync(cron, client=client, body=m.JobPatch(timeout_seconds=None))
+        assert isinstance(cleared, m.JobView), cleared
+        assert (cleared.policies.timeout_seconds, cleared.policies.max_retries) == (None, 2)
 
         first = g.jobs.trigger_job.sync_detailed(cron, client=client, idempotency_key="gen-run-1")
         again = g.jobs.trigger_job.sync_detailed(cron, client=client, idempotency_key="gen-run-1")
@@ -209,6 +229,10 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
         manual = g.jobs.list_job_executions.sync(cron, client=client)
         assert [e.execution_id for e in manual.executions] == [first.parsed.execution_id]
         assert manual.executions[0].manual is True
+
+        gone = g.jobs.delete_job.sync_detailed(listed[0], client=client)
+        assert gone.status_code == 204
+        assert isinstance(g.jobs.get_job.sync(listed[0], client=client), m.Problem)
 
 
 def test_the_generated_client_parses_errors_as_problems(
