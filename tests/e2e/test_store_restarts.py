@@ -23,8 +23,14 @@ FINAL = {"SUCCEEDED", "FAILED"}
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Each test restarts or cuts a server of the machine: never beside other tests.
+pytestmark = pytest.mark.serial
+
+
 def restart_rabbitmq(down_seconds: float) -> None:
     """Stop the broker application (queues and persistent messages stay) and start it."""
+    if shutil.which("rabbitmqctl") is None:
+        pytest.fail("rabbitmqctl is not on PATH: this test restarts the machine's RabbitMQ")
     subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=60)
     time.sleep(down_seconds)
     subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
@@ -111,7 +117,9 @@ def assert_each_ran_once(api: Api, namespace: StoreSettings, job_ids: list[int])
     assert not not_succeeded
 
 
-@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl here")
+# The restart alone may take up to 5 minutes before it fails by its own timeouts; the
+# test's limit leaves room for it and for the run to settle after.
+@pytest.mark.timeout(480)
 def test_rabbitmq_restart_mid_run(
     processes: Processes, namespace: StoreSettings, engine: Engine
 ) -> None:
