@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -65,3 +65,22 @@ def results_consumer(
     yield
     stop.set()
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, namespace: StoreSettings, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, str, str]]:
+    """Run ``kairos ARGS`` on the test's namespace in a 200-column terminal; return
+    (status, stdout, stderr)."""
+    from services.cli import main
+
+    monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = main(list(args))
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return run

@@ -8,35 +8,16 @@ import json
 import uuid
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
 from common.db.deliveries import AttemptRecord, NewDelivery, insert_deliveries, record_attempt
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import CallbackMessage
 from common.states import DeadReason, DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_QUEUE, declare_core
-from services.cli import main
 from tests.integration.helpers import make_app
-
-
-@pytest.fixture
-def cli(
-    monkeypatch: pytest.MonkeyPatch, namespace: StoreSettings, capsys: pytest.CaptureFixture[str]
-) -> Any:
-    """Run ``kairos ARGS`` on the test's namespace; return (status, stdout, stderr)."""
-    monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        status = main(list(args))
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-
-    return run
 
 
 def job_of(engine: Engine, app_pk: int) -> int:

@@ -10,26 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
 from common.db.apps import AppCredentials
 from services.cli import main
 from tests.integration.helpers import make_app
-
-
-@pytest.fixture
-def cli(
-    monkeypatch: pytest.MonkeyPatch, namespace: StoreSettings, capsys: pytest.CaptureFixture[str]
-) -> Any:
-    """Run ``kairos ARGS`` on the test's namespace; return (status, stdout, stderr)."""
-    monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        status = main(list(args))
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-
-    return run
 
 
 def submit(client: TestClient, **body: Any) -> int:
