@@ -68,7 +68,7 @@ class NewJob:
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dict[str, Any]:
     """The column values of a new WAITING job."""
     return {
-        "app_id": job.app_pk,
+        "app_pk": job.app_pk,
         "job_name": job.job_name,
         "handler": job.handler,
         "params": stored_text(job.params),
@@ -163,37 +163,30 @@ def _ids_by_marker(conn: Connection, first: int, marker: str, expected: int) -> 
     return [int(i) for i in ids]
 
 
-def find_by_client_request(conn: Connection, app_pk: int, client_request_id: str) -> AnyRow | None:
-    """The job an app created earlier with this clientRequestId, if any."""
-    return conn.execute(
-        sa.select(jobs.c.id, jobs.c.status, jobs.c.request_hash).where(
-            jobs.c.app_id == app_pk, jobs.c.client_request_id == client_request_id
-        )
-    ).first()
+@dataclass(frozen=True, slots=True)
+class KeyedJob:
+    """A job stored under a clientRequestId: its id and the hash of the request that
+    created it."""
+
+    job_id: int
+    request_hash: str | None
 
 
-def find_by_client_requests(
-    conn: Connection, app_pk: int, client_request_ids: Iterable[str]
-) -> dict[str, AnyRow]:
-    """The jobs an app created earlier with any of these clientRequestIds, by that id."""
-    wanted = sorted(set(client_request_ids))
-    if not wanted:
-        return {}
-    rows = conn.execute(
-        sa.select(jobs.c.id, jobs.c.status, jobs.c.request_hash, jobs.c.client_request_id).where(
-            jobs.c.app_id == app_pk, jobs.c.client_request_id.in_(wanted)
-        )
-    ).all()
-    return {str(r.client_request_id): r for r in rows}
-
-
-def earlier_rows(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[AnyRow | None]:
+def keyed_jobs(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> list[KeyedJob | None]:
     """Per clientRequestId (None: none given), the app's job stored under it, else None.
 
     One query finds them all; the column compares exactly (binary, NO PAD collation),
     so a stored id is found only by the same characters.
     """
-    found = find_by_client_requests(conn, app_pk, [key for key in keys if key is not None])
+    wanted = sorted({key for key in keys if key is not None})
+    if not wanted:
+        return [None] * len(keys)
+    rows = conn.execute(
+        sa.select(jobs.c.id, jobs.c.request_hash, jobs.c.client_request_id).where(
+            jobs.c.app_pk == app_pk, jobs.c.client_request_id.in_(wanted)
+        )
+    ).all()
+    found = {str(r.client_request_id): KeyedJob(int(r.id), r.request_hash) for r in rows}
     return [None if key is None else found.get(key) for key in keys]
 
 
@@ -201,7 +194,7 @@ def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
     """One job of one app (deleted jobs are gone)."""
     return conn.execute(
         sa.select(jobs).where(
-            jobs.c.id == job_id, jobs.c.app_id == app_pk, jobs.c.deleted_at.is_(None)
+            jobs.c.id == job_id, jobs.c.app_pk == app_pk, jobs.c.deleted_at.is_(None)
         )
     ).first()
 
@@ -228,14 +221,14 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
         return {}
     rows = driver.fetch(
         conn,
-        "SELECT id, app_id, status, cron_expr, fixed_rate_seconds, next_trigger_time, "
+        "SELECT id, app_pk, status, cron_expr, fixed_rate_seconds, next_trigger_time, "
         "callback_url, max_retries, retry_backoff_seconds, retry_backoff_max_seconds "
         f"FROM jobs WHERE id IN ({driver.ints(ids)})",
     )
     return {
         int(r.id): TriggerSettings(
             int(r.id),
-            int(r.app_id),
+            int(r.app_pk),
             JobStatus(r.status),
             r.cron_expr is not None or r.fixed_rate_seconds is not None,
             r.next_trigger_time is not None,

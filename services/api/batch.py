@@ -210,7 +210,7 @@ def earlier_jobs(conn: Connection, app: App, new_jobs: Sequence[NewJob]) -> list
     answers: list[Submitted | None] = []
     conflicts: ItemErrors = []
     first_item: dict[int, int] = {}
-    for index, earlier in enumerate(resolve_earlier(conn, app.id, new_jobs)):
+    for index, earlier in enumerate(resolve_earlier(conn, new_jobs)):
         if isinstance(earlier, IdempotencyConflictError):
             conflicts.append((index, earlier))
             earlier = None

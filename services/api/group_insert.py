@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from common.db.jobs import NewJob, earlier_rows, find_by_client_request, insert_job, insert_jobs
-from common.db.rows import AnyRow
+from common.db.jobs import NewJob, insert_job, insert_jobs
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
 from common.store_errors import is_store_outage
-from services.api.idempotency import Submitted, match_earlier
+from services.api.idempotency import Submitted, resolve_earlier
 from services.api.store_refusals import as_refusal
 
 log = logging.getLogger(__name__)
@@ -153,10 +152,7 @@ class GroupInserter:
 
 
 def _earlier(conn: Connection, job: NewJob) -> Answer | None:
-    if job.client_request_id is None:
-        return None
-    row = find_by_client_request(conn, job.app_pk, job.client_request_id)
-    return None if row is None else match_earlier(job, row)
+    return resolve_earlier(conn, [job])[0]
 
 
 def _earlier_or_insert(conn: Connection, job: NewJob, now_ms: int) -> Answer:
@@ -175,33 +171,34 @@ def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     A clientRequestId repeated inside the group is stored once: the later requests get
     the first one's job, or a conflict when their bodies differ.
     """
+    repeats = _repeats(new_jobs)
+    answers: dict[int, Answer] = {
+        i: earlier for i, earlier in enumerate(resolve_earlier(conn, new_jobs)) if earlier
+    }
+    fresh = [i for i in range(len(new_jobs)) if i not in answers and i not in repeats]
+    ids = dict(zip(fresh, insert_jobs(conn, [new_jobs[i] for i in fresh], now_ms), strict=True))
+    for index, job_id in ids.items():
+        answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
+    for index, original in repeats.items():
+        job = new_jobs[index]
+        if index in answers:
+            continue  # stored before this group: answered as its original is
+        if job.request_hash != new_jobs[original].request_hash:
+            answers[index] = IdempotencyConflictError(str(job.client_request_id), ids[original])
+        else:
+            answers[index] = Submitted(ids[original], JobStatus.WAITING, created=False)
+    return [answers[i] for i in range(len(new_jobs))]
+
+
+def _repeats(new_jobs: Sequence[NewJob]) -> dict[int, int]:
+    """The index of each job whose app and clientRequestId an earlier job of the group
+    carries, mapped to that earlier job's index."""
     first: dict[tuple[int, str], int] = {}
     repeats: dict[int, int] = {}
-    keyed: dict[int, list[int]] = {}
     for index, job in enumerate(new_jobs):
         if job.client_request_id is None:
             continue
         seen = first.setdefault((job.app_pk, job.client_request_id), index)
         if seen != index:
             repeats[index] = seen
-        else:
-            keyed.setdefault(job.app_pk, []).append(index)
-    stored: dict[int, AnyRow] = {}
-    for app_pk, indexes in keyed.items():
-        rows = earlier_rows(conn, app_pk, [new_jobs[i].client_request_id for i in indexes])
-        stored.update((i, row) for i, row in zip(indexes, rows, strict=True) if row is not None)
-    answers: dict[int, Answer] = {i: match_earlier(new_jobs[i], row) for i, row in stored.items()}
-    fresh = [i for i in range(len(new_jobs)) if i not in stored and i not in repeats]
-    ids = insert_jobs(conn, [new_jobs[i] for i in fresh], now_ms)
-    for index, job_id in zip(fresh, ids, strict=True):
-        answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
-    for index, original in repeats.items():
-        job = new_jobs[index]
-        if original in stored:
-            answers[index] = match_earlier(job, stored[original])
-        elif job.request_hash != new_jobs[original].request_hash:
-            job_id = ids[fresh.index(original)]
-            answers[index] = IdempotencyConflictError(str(job.client_request_id), job_id)
-        else:
-            answers[index] = Submitted(ids[fresh.index(original)], JobStatus.WAITING, False)
-    return [answers[i] for i in range(len(new_jobs))]
+    return repeats

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from common.db.jobs import NewJob, earlier_rows
-from common.db.rows import AnyRow
+from common.db.jobs import KeyedJob, NewJob, keyed_jobs
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
 
@@ -35,20 +34,27 @@ class Submitted:
 Earlier = Submitted | IdempotencyConflictError
 
 
-def match_earlier(job: NewJob, row: AnyRow) -> Earlier:
-    """The answer for ``job`` whose clientRequestId names the stored ``row``: the first
+def match_earlier(job: NewJob, stored: KeyedJob) -> Earlier:
+    """The answer for ``job`` whose clientRequestId names the ``stored`` job: the first
     answer again (the job as created: WAITING), or a conflict for another body."""
-    if row.request_hash != job.request_hash:
-        return IdempotencyConflictError(str(job.client_request_id), int(row.id))
-    return Submitted(int(row.id), JobStatus.WAITING, created=False)
+    if stored.request_hash != job.request_hash:
+        return IdempotencyConflictError(str(job.client_request_id), stored.job_id)
+    return Submitted(stored.job_id, JobStatus.WAITING, created=False)
 
 
-def resolve_earlier(
-    conn: Connection, app_pk: int, new_jobs: Sequence[NewJob]
-) -> list[Earlier | None]:
-    """Per job, the earlier job its clientRequestId names (or a conflict), else None."""
-    rows = earlier_rows(conn, app_pk, [job.client_request_id for job in new_jobs])
-    return [
-        None if row is None else match_earlier(job, row)
-        for job, row in zip(new_jobs, rows, strict=True)
-    ]
+def resolve_earlier(conn: Connection, new_jobs: Sequence[NewJob]) -> list[Earlier | None]:
+    """Per job, the earlier job its clientRequestId names (or a conflict), else None.
+
+    The jobs may belong to several apps (a group of single creates): one query per app.
+    """
+    answers: list[Earlier | None] = [None] * len(new_jobs)
+    by_app: dict[int, list[int]] = {}
+    for index, job in enumerate(new_jobs):
+        if job.client_request_id is not None:
+            by_app.setdefault(job.app_pk, []).append(index)
+    for app_pk, indexes in by_app.items():
+        found = keyed_jobs(conn, app_pk, [new_jobs[i].client_request_id for i in indexes])
+        for index, stored in zip(indexes, found, strict=True):
+            if stored is not None:
+                answers[index] = match_earlier(new_jobs[index], stored)
+    return answers

@@ -226,7 +226,7 @@ def test_a_concurrent_duplicate_is_found_on_the_second_look(
     client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     earlier = client.post("/openapi/jobs", json=item(0, clientRequestId="r-0")).json()["jobId"]
-    real_lookup = job_rows.earlier_rows
+    real_lookup = job_rows.keyed_jobs
     calls: list[int] = []
 
     def miss_once(*args: Any) -> Any:
@@ -234,7 +234,7 @@ def test_a_concurrent_duplicate_is_found_on_the_second_look(
         rows = real_lookup(*args)
         return [None] * len(rows) if len(calls) == 1 else rows
 
-    monkeypatch.setattr(idempotency, "earlier_rows", miss_once)
+    monkeypatch.setattr(idempotency, "keyed_jobs", miss_once)
     items = [item(1), item(0, clientRequestId="r-0")]
     response = client.post(BATCH, json={"jobs": items})
     assert response.status_code == 202
