@@ -96,7 +96,7 @@ def insert_due_jobs(
     """Commit ``count`` demo.noop jobs due now, in multi-row INSERTs, one transaction;
     every ``callbacks.every``-th calls back to ``callbacks.url``."""
     row = {
-        "app_id": app_pk,
+        "app_pk": app_pk,
         "job_name": "bench",
         "handler": "demo.noop",
         "params": "{}",

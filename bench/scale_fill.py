@@ -15,7 +15,7 @@ from common.db.schema import apps
 
 SPREAD_MS = 30 * 86_400_000
 INSERT_COLUMNS = (
-    "app_id, job_name, handler, params, next_trigger_time, status, version, created_at, updated_at"
+    "app_pk, job_name, handler, params, next_trigger_time, status, version, created_at, updated_at"
 )
 
 

@@ -27,7 +27,7 @@ class DispatchMessage(BaseModel):
     )
 
 
-class DispatchBatch(BaseModel):
+class DispatchPack(BaseModel):
     """Executions bound for one worker, sent as one message: one delivery, one ack."""
 
     v: Literal[1] = 1
@@ -66,7 +66,7 @@ class CallbackMessage(BaseModel):
 
     v: Literal[1] = 1
     delivery_id: str
-    app_id: int
+    app_pk: int
     url: str
     payload: str
     attempt: int = 1

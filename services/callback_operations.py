@@ -34,9 +34,9 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
         apps = apps_by_key(conn)
         query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
         if app is not None:
-            query = query.where(deliveries.c.app_id == find_app(apps, app).id)
+            query = query.where(deliveries.c.app_pk == find_app(apps, app).id)
         rows = conn.execute(query.order_by(deliveries.c.updated_at.desc()).limit(limit)).all()
-    return [DeadLine(r, apps.get(int(r.app_id))) for r in rows]
+    return [DeadLine(r, apps.get(int(r.app_pk))) for r in rows]
 
 
 def replay_delivery(state: ApiState, delivery_id: str) -> int:

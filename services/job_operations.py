@@ -133,7 +133,7 @@ def job_lines(
     lines = [
         JobLine(
             r,
-            apps.get(int(r.app_id)),
+            apps.get(int(r.app_pk)),
             shown_status(r, int(r.id) in running),
             shown_next_trigger(r),
             last.get(int(r.id)),
@@ -201,7 +201,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         row = find_job(conn, job_id)
         if row is None:
             raise JobNotFoundError(job_id)
-        app = apps_by_key(conn).get(int(row.app_id))
+        app = apps_by_key(conn).get(int(row.app_pk))
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
@@ -265,7 +265,7 @@ def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
     what was done. Raises what the OpenAPI answers as 404, 403 or 409."""
     with state.engine.connect() as conn:
         row = find_job(conn, job_id)
-        app = apps_by_key(conn).get(int(row.app_id)) if row is not None else None
+        app = apps_by_key(conn).get(int(row.app_pk)) if row is not None else None
     if row is None or app is None:
         raise JobNotFoundError(job_id)
     done = ACTIONS[action](state, app, job_id)

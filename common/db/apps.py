@@ -74,7 +74,7 @@ def _add_key(conn: Connection, app_pk: int, api_key: str, now_ms: int) -> str:
     key_id = new_key_id()
     conn.execute(
         api_keys.insert().values(
-            key_id=key_id, app_id=app_pk, key_hash=hash_api_key(api_key), created_at=now_ms
+            key_id=key_id, app_pk=app_pk, key_hash=hash_api_key(api_key), created_at=now_ms
         )
     )
     return key_id
@@ -113,7 +113,7 @@ def rotate_api_key(conn: Connection, app_id: str, now_ms: int, until_ms: int) ->
         return None
     api_key = new_api_key()
     live = sa.and_(
-        api_keys.c.app_id == app_pk,
+        api_keys.c.app_pk == app_pk,
         api_keys.c.revoked_at.is_(None),
         sa.or_(api_keys.c.expires_at.is_(None), api_keys.c.expires_at > until_ms),
     )
@@ -132,7 +132,7 @@ def revoke_api_key(conn: Connection, app_id: str, key_id: str, now_ms: int) -> b
         return False
     found = conn.execute(
         sa.select(api_keys.c.revoked_at).where(
-            api_keys.c.app_id == app_pk, api_keys.c.key_id == key_id
+            api_keys.c.app_pk == app_pk, api_keys.c.key_id == key_id
         )
     ).first()
     if found is None:
@@ -140,7 +140,7 @@ def revoke_api_key(conn: Connection, app_id: str, key_id: str, now_ms: int) -> b
     if found.revoked_at is None:
         conn.execute(
             api_keys.update()
-            .where(api_keys.c.app_id == app_pk, api_keys.c.key_id == key_id)
+            .where(api_keys.c.app_pk == app_pk, api_keys.c.key_id == key_id)
             .values(revoked_at=now_ms)
         )
     return True
@@ -153,7 +153,7 @@ def app_keys(conn: Connection, app_id: str) -> list[AnyRow] | None:
     if app_pk is None:
         return None
     columns = (api_keys.c.key_id, api_keys.c.created_at, api_keys.c.expires_at)
-    query = sa.select(*columns, api_keys.c.revoked_at).where(api_keys.c.app_id == app_pk)
+    query = sa.select(*columns, api_keys.c.revoked_at).where(api_keys.c.app_pk == app_pk)
     return list(conn.execute(query.order_by(api_keys.c.id)))
 
 
@@ -193,7 +193,7 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
             apps.c.disabled_at,
             (api_keys.c.expires_at - DB_NOW_MS).label("expires_in"),
         )
-        .select_from(api_keys.join(apps, api_keys.c.app_id == apps.c.id))
+        .select_from(api_keys.join(apps, api_keys.c.app_pk == apps.c.id))
         .where(
             api_keys.c.key_hash == hash_api_key(api_key),
             api_keys.c.revoked_at.is_(None),
@@ -234,7 +234,7 @@ def live_job_handlers(conn: Connection, app_id: str) -> dict[str, int]:
     each handler; empty if no such app."""
     query = (
         sa.select(jobs.c.handler, sa.func.count())
-        .select_from(jobs.join(apps, jobs.c.app_id == apps.c.id))
+        .select_from(jobs.join(apps, jobs.c.app_pk == apps.c.id))
         .where(
             apps.c.app_id == app_id,
             jobs.c.status.in_([str(s) for s in ACTIVE]),

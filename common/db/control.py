@@ -53,7 +53,7 @@ class JobFilter:
 
 
 def _alive(app_pk: int, job_id: int) -> sa.ColumnElement[bool]:
-    return sa.and_(jobs.c.id == job_id, jobs.c.app_id == app_pk, jobs.c.deleted_at.is_(None))
+    return sa.and_(jobs.c.id == job_id, jobs.c.app_pk == app_pk, jobs.c.deleted_at.is_(None))
 
 
 def job_status(conn: Connection, app_pk: int, job_id: int) -> JobStatus | None:
@@ -223,11 +223,11 @@ def insert_manual_execution(conn: Connection, row: AnyRow, now_ms: int) -> NewEx
 
 
 def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int) -> sa.Select[Any]:
-    """The query behind ``list_jobs``: newest first through ix_jobs_app_id_id."""
+    """The query behind ``list_jobs``: newest first through ix_jobs_app_pk_id."""
     query = (
         sa.select(jobs)
-        .with_hint(jobs, "FORCE INDEX (ix_jobs_app_id_id)", "mysql")
-        .where(jobs.c.app_id == app_pk, jobs.c.deleted_at.is_(None))
+        .with_hint(jobs, "FORCE INDEX (ix_jobs_app_pk_id)", "mysql")
+        .where(jobs.c.app_pk == app_pk, jobs.c.deleted_at.is_(None))
         .order_by(jobs.c.id.desc())
         .limit(limit)
     )

@@ -64,7 +64,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int
                 "delivery_id": r.delivery_id,
                 "execution_id": r.execution_id,
                 "job_id": r.job_id,
-                "app_id": r.app_pk,
+                "app_pk": r.app_pk,
                 "url": r.url,
                 "payload": r.payload,
                 "status": DeliveryStatus.PENDING,
@@ -188,7 +188,7 @@ def find_for_app(conn: Connection, app_pk: int, delivery_id: str) -> AnyRow | No
     """The delivery with this id if it is one of the app's callbacks."""
     return conn.execute(
         sa.select(deliveries).where(
-            deliveries.c.delivery_id == delivery_id, deliveries.c.app_id == app_pk
+            deliveries.c.delivery_id == delivery_id, deliveries.c.app_pk == app_pk
         )
     ).first()
 

@@ -54,7 +54,7 @@ def find_for_app(conn: Connection, app_pk: int, execution_id: str) -> AnyRow | N
         .select_from(executions.join(jobs, executions.c.job_id == jobs.c.id))
         .where(
             executions.c.execution_id == execution_id,
-            jobs.c.app_id == app_pk,
+            jobs.c.app_pk == app_pk,
             jobs.c.deleted_at.is_(None),
         )
     )

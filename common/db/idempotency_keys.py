@@ -41,7 +41,7 @@ class StoredAnswer:
 
 def _this(request: KeyedRequest) -> sa.ColumnElement[bool]:
     return sa.and_(
-        table.c.app_id == request.app_pk,
+        table.c.app_pk == request.app_pk,
         table.c.operation == request.operation,
         table.c.idempotency_key == request.key,
     )
@@ -65,7 +65,7 @@ def take_key(conn: Connection, request: KeyedRequest, now_ms: int, expires_ms: i
     conn.execute(table.delete().where(_this(request), table.c.expires_at <= now_ms))
     conn.execute(
         table.insert().values(
-            app_id=request.app_pk,
+            app_pk=request.app_pk,
             operation=request.operation,
             idempotency_key=request.key,
             request_hash=request.request_hash,

@@ -40,7 +40,7 @@ def find_jobs(conn: Connection, query: JobQuery) -> list[AnyRow]:
         .limit(query.limit + 1)
     )
     if query.app_pk is not None:
-        select = select.where(jobs.c.app_id == query.app_pk)
+        select = select.where(jobs.c.app_pk == query.app_pk)
     if query.before_id is not None:
         select = select.where(jobs.c.id < query.before_id)
     if query.status is not None:

@@ -54,19 +54,19 @@ api_keys = Table(
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("key_id", String(40), nullable=False, unique=True),
-    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("key_hash", String(64), nullable=False, unique=True),
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=True),
     Column("revoked_at", BigInteger, nullable=True),
-    Index("ix_api_keys_app_id", "app_id", "id"),
+    Index("ix_api_keys_app_pk", "app_pk", "id"),
 )
 
 jobs = Table(
     "jobs",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("job_name", String(200), nullable=False),
     Column("handler", String(200), nullable=False),
     Column("params", MEDIUMTEXT, nullable=False),
@@ -92,11 +92,11 @@ jobs = Table(
     Column("retry_backoff_max_seconds", Integer, nullable=False, server_default="3600"),
     Column("timeout_seconds", Integer, nullable=True),
     Column("deleted_at", BigInteger, nullable=True),
-    UniqueConstraint("app_id", "client_request_id", name="uq_jobs_app_client_request"),
+    UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).
     Index("ix_jobs_status_updated", "status", "updated_at"),
-    Index("ix_jobs_app_id_id", "app_id", "id"),
+    Index("ix_jobs_app_pk_id", "app_pk", "id"),
 )
 
 executions = Table(
@@ -150,7 +150,7 @@ callback_deliveries = Table(
     Column("delivery_id", String(40), nullable=False, unique=True),
     Column("execution_id", String(36), nullable=False, unique=True),
     Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
-    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("url", String(2048), nullable=False),
     Column("payload", MEDIUMTEXT, nullable=False),
     Column("status", String(16), nullable=False),
@@ -218,7 +218,7 @@ idempotency_keys = Table(
     "idempotency_keys",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("app_id", BigInteger, ForeignKey("apps.id"), nullable=False),
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=False),
     Column("idempotency_key", String(128, collation=EXACT_COLLATION), nullable=False),
     Column("operation", String(32), nullable=False),
     Column("request_hash", String(64), nullable=False),
@@ -228,7 +228,7 @@ idempotency_keys = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
     UniqueConstraint(
-        "app_id", "operation", "idempotency_key", name="uq_idempotency_keys_app_operation_key"
+        "app_pk", "operation", "idempotency_key", name="uq_idempotency_keys_app_operation_key"
     ),
     Index("ix_idempotency_keys_expires_at", "expires_at"),
 )

@@ -79,12 +79,12 @@ class CallbackDeliverer:
     def _shared_attempt(self, message: CallbackMessage) -> Attempt | None:
         if self._shares is None:
             return self._attempt(message)
-        if not self._shares.take(message.app_id, message.url):
+        if not self._shares.take(message.app_pk, message.url):
             return self._defer(message)
         try:
             return self._attempt(message)
         finally:
-            self._shares.give_back(message.app_id, message.url)
+            self._shares.give_back(message.app_pk, message.url)
 
     def _attempt(self, message: CallbackMessage) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
@@ -155,7 +155,7 @@ class CallbackDeliverer:
         CALLBACKS_DEFERRED.inc()
         log.debug(
             "callback deferred: its host or app %d holds its share of attempts",
-            message.app_id,
+            message.app_pk,
             extra={"delivery_id": message.delivery_id},
         )
         queue = retry_queue(self._schedule.rng.choice(self._schedule.buckets(0)))
@@ -166,7 +166,7 @@ class CallbackDeliverer:
 
     def _post(self, message: CallbackMessage) -> PostOutcome:
         headers = webhook_headers(
-            self._signing_secrets(message.app_id),
+            self._signing_secrets(message.app_pk),
             message.delivery_id,
             int(time.time()),
             message.payload,

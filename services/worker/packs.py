@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from common.jsontext import json_elements, json_members
-from common.messages import DispatchBatch, DispatchMessage
+from common.messages import DispatchMessage, DispatchPack
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ Unit = DispatchMessage | Unreadable
 
 
 class DispatchPacking:
-    """The packing of a worker queue: a message is a ``DispatchBatch`` of executions."""
+    """The packing of a worker queue: a message is a ``DispatchPack`` of executions."""
 
     def unpack(self, body: bytes) -> Sequence[Unit]:
         """The executions in a dispatch body.
@@ -53,7 +53,7 @@ class DispatchPacking:
         when not one execution can be named.
         """
         try:
-            return DispatchBatch.model_validate_json(body).executions
+            return DispatchPack.model_validate_json(body).executions
         except ValidationError as whole:
             units = _one_by_one(body)
             if not units:

@@ -69,7 +69,7 @@ def job_count(engine: Engine, app: Tenant) -> int:
     """How many jobs the app has in MySQL."""
     with engine.connect() as conn:
         count = conn.execute(
-            sa.text("SELECT COUNT(*) FROM jobs WHERE app_id = :a"), {"a": app.pk}
+            sa.text("SELECT COUNT(*) FROM jobs WHERE app_pk = :a"), {"a": app.pk}
         ).scalar_one()
     return int(count)
 

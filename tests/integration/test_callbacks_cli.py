@@ -67,7 +67,7 @@ def park(connection: BlockingConnection, delivery_ids: list[str]) -> None:
     channel = connection.channel()
     declare_core(channel)
     for delivery_id in delivery_ids:
-        body = CallbackMessage(delivery_id=delivery_id, app_id=1, url="http://x/", payload="{}")
+        body = CallbackMessage(delivery_id=delivery_id, app_pk=1, url="http://x/", payload="{}")
         channel.basic_publish("", CALLBACKS_DEAD_QUEUE, body.model_dump_json().encode())
     channel.close()
 

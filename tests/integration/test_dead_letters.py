@@ -22,7 +22,7 @@ def dead_delivery(engine: Engine, delivery_id: str) -> CallbackMessage:
         app_pk = conn.execute(sa.text("SELECT MIN(id) FROM apps")).scalar_one()
         job_id = conn.execute(
             jobs.insert().values(
-                app_id=app_pk,
+                app_pk=app_pk,
                 job_name="j",
                 handler="demo.noop",
                 params="{}",
@@ -42,7 +42,7 @@ def dead_delivery(engine: Engine, delivery_id: str) -> CallbackMessage:
             .where(callback_deliveries.c.delivery_id == delivery_id)
             .values(status=DeliveryStatus.DEAD, attempts=3)
         )
-    return CallbackMessage(delivery_id=delivery_id, app_id=app_pk, url="http://x/", payload="{}")
+    return CallbackMessage(delivery_id=delivery_id, app_pk=app_pk, url="http://x/", payload="{}")
 
 
 def park(connection: BlockingConnection, bodies: list[bytes]) -> None:

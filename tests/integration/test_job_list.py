@@ -110,4 +110,4 @@ def test_list_scans_the_app_id_index(engine: Engine) -> None:
     compiled = query.compile(dialect=engine.dialect)
     with engine.connect() as conn:
         plan = conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params).mappings().all()
-    assert [row["key"] for row in plan] == ["ix_jobs_app_id_id"]
+    assert [row["key"] for row in plan] == ["ix_jobs_app_pk_id"]

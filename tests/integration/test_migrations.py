@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 from common.db import engine as engine_module
 from common.db.engine import current_revision, migrate
 
-HEAD = "0010"
+HEAD = "0011"
 TEXT_COLUMNS = {
     ("jobs", "params"),
     ("executions", "message"),
@@ -69,7 +69,7 @@ def test_the_text_size_migration_goes_down_and_up_again_keeping_rows(engine: Eng
         )
         conn.execute(
             sa.text(
-                "INSERT INTO jobs (app_id, job_name, handler, params, status, version, "
+                "INSERT INTO jobs (app_pk, job_name, handler, params, status, version, "
                 "created_at, updated_at) VALUES (1, 'j', 'demo.noop', :params, 'WAITING', "
                 "0, 0, 0)"
             ),
@@ -136,3 +136,34 @@ def test_the_callback_attempts_migration_goes_down_and_up_again_keeping_deliveri
     assert current_revision(engine) == HEAD
     assert added <= delivery_columns()
     assert "callback_attempts" in sa.inspect(engine).get_table_names()
+
+
+def app_reference_columns(engine: Engine) -> dict[str, set[str]]:
+    inspector = sa.inspect(engine)
+    tables = ("api_keys", "jobs", "callback_deliveries", "idempotency_keys")
+    return {t: {c["name"] for c in inspector.get_columns(t)} & {"app_id", "app_pk"} for t in tables}
+
+
+def test_the_app_pk_migration_goes_down_and_up_again_keeping_jobs(engine: Engine) -> None:
+    assert set(map(frozenset, app_reference_columns(engine).values())) == {frozenset({"app_pk"})}
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('app_a', 'a', 'h', 's', 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO jobs (app_pk, job_name, handler, params, status, version, "
+                "created_at, updated_at) VALUES (1, 'j', 'demo.noop', '{}', 'WAITING', 0, 0, 0)"
+            )
+        )
+    downgrade(engine, "0010")
+    assert set(map(frozenset, app_reference_columns(engine).values())) == {frozenset({"app_id"})}
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT app_pk FROM jobs WHERE job_name = 'j'")).scalar_one()
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes("jobs")}
+    assert found == 1 and "ix_jobs_app_pk_id" in indexes

@@ -95,7 +95,7 @@ def delivery_to(engine: Engine, url: str) -> bytes:
     with engine.begin() as conn:
         insert_deliveries(conn, [NewDelivery("msg_1", f"e-{job_id}", job_id, 1, url, "{}")], 0)
     return (
-        CallbackMessage(delivery_id="msg_1", app_id=1, url=url, payload="{}")
+        CallbackMessage(delivery_id="msg_1", app_pk=1, url=url, payload="{}")
         .model_dump_json()
         .encode()
     )
@@ -145,7 +145,7 @@ def test_a_message_whose_delivery_row_was_pruned_is_counted_and_logged_not_sent(
     deliverer: CallbackDeliverer, caplog: pytest.LogCaptureFixture
 ) -> None:
     before = CALLBACKS_ORPHANED._value.get()
-    body = CallbackMessage(delivery_id="msg_gone", app_id=1, url="http://x/", payload="{}")
+    body = CallbackMessage(delivery_id="msg_gone", app_pk=1, url="http://x/", payload="{}")
     assert deliverer.deliver(body.model_dump_json().encode()) is None
     assert CALLBACKS_ORPHANED._value.get() == before + 1
     assert any("no longer exists" in r.getMessage() for r in caplog.records)
@@ -165,7 +165,7 @@ def test_mysql_out_of_reach_makes_the_notifier_wait_longer_each_time_not_spin(
         RetrySchedule([1]),
         backoff=StoreBackoff(sleep=pauses.append),
     )
-    body = CallbackMessage(delivery_id="msg_1", app_id=1, url="http://x/", payload="{}")
+    body = CallbackMessage(delivery_id="msg_1", app_pk=1, url="http://x/", payload="{}")
     try:
         for _ in range(4):
             with pytest.raises(sa.exc.OperationalError):

@@ -47,7 +47,7 @@ def message(engine: Engine, number: int, app_pk: int, url: str) -> bytes:
         job_id = conn.execute(sa.text("SELECT MIN(id) FROM jobs")).scalar_one()
         row = NewDelivery(delivery_id, f"e-x{number}", job_id, app_pk, url, "{}")
         insert_deliveries(conn, [row], 0)
-    callback = CallbackMessage(delivery_id=delivery_id, app_id=app_pk, url=url, payload="{}")
+    callback = CallbackMessage(delivery_id=delivery_id, app_pk=app_pk, url=url, payload="{}")
     return callback.model_dump_json().encode()
 
 

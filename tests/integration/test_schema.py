@@ -42,7 +42,7 @@ def test_database_refuses_second_execution_of_same_trigger(engine: Engine) -> No
         )
         conn.execute(
             sa.text(
-                "INSERT INTO jobs (app_id, job_name, handler, params, status, version, "
+                "INSERT INTO jobs (app_pk, job_name, handler, params, status, version, "
                 "created_at, updated_at) VALUES (1, 'j', 'demo.noop', '{}', 'WAITING', 0, 0, 0)"
             )
         )

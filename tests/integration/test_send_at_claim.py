@@ -19,7 +19,7 @@ from common.config import StoreSettings
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, insert_job
 from common.loadbalance import WorkerChooser, WorkerLoad
-from common.messages import DispatchBatch, ExecutionResult
+from common.messages import DispatchPack, ExecutionResult
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue
@@ -83,7 +83,7 @@ def queued_messages(channel: BlockingChannel) -> list[dict[str, object]]:
         method, _props, body = channel.basic_get(worker_queue("w1"), auto_ack=True)
         if method is None:
             return found
-        found.extend(m.model_dump() for m in DispatchBatch.model_validate_json(body).executions)
+        found.extend(m.model_dump() for m in DispatchPack.model_validate_json(body).executions)
 
 
 def test_a_due_trigger_goes_queued_in_its_claim_and_commits_after_the_publish(

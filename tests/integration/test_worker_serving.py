@@ -19,7 +19,7 @@ from common.config import StoreSettings, WorkerSettings
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
-from common.messages import DispatchBatch, DispatchMessage, ExecutionResult, ResultBatch
+from common.messages import DispatchMessage, DispatchPack, ExecutionResult, ResultBatch
 from common.pooled_consumer import ConsumerStats, PooledConsumer
 from common.started_mark import parse_started
 from common.states import ExecutionStatus, WorkerState
@@ -109,7 +109,7 @@ class WorkerInThread:
             dispatched_at=0,
             timeout_seconds=timeout,
         )
-        self.send_raw(DispatchBatch(executions=[message]).model_dump_json().encode(), execution_id)
+        self.send_raw(DispatchPack(executions=[message]).model_dump_json().encode(), execution_id)
 
     def send_raw(self, body: bytes, message_id: str) -> None:
         self.publisher.publish([OutgoingMessage(DISPATCH_EXCHANGE, "w1", body, message_id)])

@@ -118,7 +118,7 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
     """The message that hands a delivery to the notifier."""
     message = CallbackMessage(
         delivery_id=delivery.delivery_id,
-        app_id=delivery.app_pk,
+        app_pk=delivery.app_pk,
         url=delivery.url,
         payload=delivery.payload,
     )
@@ -162,7 +162,7 @@ def republish_stale_deliveries(
         publisher.publish(
             [
                 callback_message(
-                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_id, r.url, r.payload)
+                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_pk, r.url, r.payload)
                 )
                 for r in rows
             ]

@@ -74,7 +74,7 @@ class DispatchPacks:
 def pack_dispatches(
     assignments: Sequence[Assignment], now_ms: int, limit: int = PACK_LIMIT
 ) -> DispatchPacks:
-    """Group the executions by worker into ``DispatchBatch`` messages of ``limit`` at most.
+    """Group the executions by worker into ``DispatchPack`` messages of ``limit`` at most.
 
     Each message is named by its first execution's id, which is unique.
     """
