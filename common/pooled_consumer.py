@@ -1,122 +1,37 @@
 """Consume a queue, run each unit of work in a thread pool, publish what it yields, then ack.
 
-pika connections are not thread-safe: pool threads hand their outcome back to the
-connection thread with ``add_callback_threadsafe``. Outcomes that finish close
-together are flushed as one batch: one transaction for their output messages, then
-the acks. A delivery is acked only after the output of every unit it carries is
-committed.
+The parts, each in a module of its own: ``Packing`` reads a body's units,
+``HeldDeliveries`` keeps account of the deliveries held and their units waiting for a
+slot, ``RunPool`` runs units and hands their outcomes back to the connection thread
+(pika connections are not thread-safe), and ``OutcomeFlush`` publishes the output of
+outcomes that finish close together in one transaction, then acks. A delivery is acked
+only after the output of every unit it carries is committed.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import partial
-from itertools import count
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any, Generic, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, OutgoingMessage
+from common.consumer_stats import ConsumerStats
+from common.held_deliveries import HeldDeliveries
+from common.outcome_flush import OutcomeFlush, Reroute
+from common.run_pool import Finished, Run, RunPool
 from common.runtime import backoff_seconds
+from common.unit_packing import Packing
 
 log = logging.getLogger(__name__)
 
 U = TypeVar("U")
 P = TypeVar("P")
 T = TypeVar("T")
-
-
-def unchanged(bodies: Sequence[bytes]) -> Sequence[bytes]:
-    """The ``prepare`` step of a consumer whose ``run`` takes the raw bodies."""
-    return bodies
-
-
-def plan_acks(done: Iterable[int], waiting: Iterable[int]) -> tuple[int | None, list[int]]:
-    """How to ack the ``done`` delivery tags while the ``waiting`` ones stay unacked.
-
-    One ``multiple`` ack covers every done tag below the lowest waiting one (each ack
-    is a frame and a flush in pika, a large share of a worker's CPU one per message); the
-    done tags above it are acked one by one, so a long run never holds them back.
-    Returns the tag for the multiple ack (None when there is none) and the singles.
-    """
-    ordered = sorted(done)
-    floor = min(waiting, default=None)
-    below = [tag for tag in ordered if floor is None or tag < floor]
-    above = ordered[len(below) :]
-    if len(below) < 2:
-        return None, ordered
-    return below[-1], above
-
-
-@dataclass
-class _Delivery:
-    """One unacked delivery: how many of its units wait, run or await their flush."""
-
-    arrived: float
-    waiting: int
-    open: int = 0
-    started: float | None = None
-    acked_early: bool = False
-
-    @property
-    def complete(self) -> bool:
-        """Every unit it carries ran and was flushed (or was given back)."""
-        return self.waiting == 0 and self.open == 0
-
-
-@dataclass(frozen=True)
-class _Run(Generic[U]):
-    """One unit handed to the pool: which delivery it came in and when it started."""
-
-    number: int
-    tag: int
-    unit: U
-    started: float
-
-
-class Packing(Protocol[U]):
-    """How a message body carries its units of work, and how units travel again."""
-
-    def unpack(self, body: bytes) -> Sequence[U]:
-        """The units a body carries; raises if the body cannot be read."""
-
-    def repack(self, units: Sequence[U]) -> bytes:
-        """One body carrying ``units`` (the unstarted rest of a delivery)."""
-
-
-class OnePerMessage:
-    """The packing of a queue whose every message is one unit: its raw body."""
-
-    def unpack(self, body: bytes) -> Sequence[bytes]:
-        """The body itself."""
-        return (body,)
-
-    def repack(self, units: Sequence[bytes]) -> bytes:
-        """Never needed: a one-unit delivery has no rest to send again."""
-        (body,) = units
-        return body
-
-
-ONE_PER_MESSAGE = OnePerMessage()
-
-
-@dataclass
-class ConsumerStats:
-    """Counts the owning service reports in its heartbeat or metrics.
-
-    ``durations`` holds (finished at, seconds taken) of the latest runs, monotonic time.
-    """
-
-    finished: int = 0
-    failed_runs: int = 0
-    durations: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=10_000))
 
 
 class PooledConsumer(Generic[U, P, T]):
@@ -176,57 +91,56 @@ class PooledConsumer(Generic[U, P, T]):
         redelivered: Callable[[Sequence[U]], object] | None = None,
         hold_unrouted: bool = False,
         orphaned: Callable[[T], object] | None = None,
-        reroute: Callable[[Sequence[OutgoingMessage]], Sequence[OutgoingMessage]] | None = None,
+        reroute: Reroute | None = None,
     ) -> None:
         self._connection = connection
         self._queue = queue
         self._packing = packing
         self._prepare = prepare
-        self._run = run
-        self._flush_fn = flush
         self._release = release
         self._occupied = occupied
         self._note_redelivered = redelivered
-        self._hold_unrouted = hold_unrouted
-        self._reroute = reroute
         self._orphaned = orphaned
-        self._submitted: dict[int, tuple[Future[T], P]] = {}
         self._stopping = False
-        self._runs = count()
         self._ack_deadline = ack_deadline
         self._pool_size = pool_size
-        self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="run")
-        self._running = 0
+        self._runs: RunPool[U, P, T] = RunPool(
+            connection, pool_size, run, self._drain_finished, orphaned
+        )
         self._channel: BlockingChannel = connection.channel()
         self._channel.basic_qos(prefetch_count=max(pool_size, prefetch or pool_size))
         self._publisher = BatchPublisher(connection.channel())
-        self._in_flight: dict[int, _Delivery] = {}
-        self._done: list[tuple[int, float, T]] = []
-        self._flush_scheduled = False
-        self._arrived: deque[tuple[int, U]] = deque()
+        self._deliveries: HeldDeliveries[U] = HeldDeliveries()
+        self.stats = stats if stats is not None else ConsumerStats()
+        self._outcomes: OutcomeFlush[U, T] = OutcomeFlush(
+            connection,
+            self._channel,
+            self._publisher,
+            self._deliveries,
+            flush,
+            self.stats,
+            hold_unrouted,
+            reroute,
+        )
         self._admit_scheduled = False
         self._prepare_failures = 0
         self._prepare_retry = False
-        self._finished: list[tuple[_Run[U], Future[T]]] = []
-        self._finished_lock = threading.Lock()
-        self._drain_scheduled = False
         self._consumer_tag: str | None = None
-        self.stats = stats if stats is not None else ConsumerStats()
 
     @property
     def held(self) -> int:
         """Deliveries taken from the queue and not yet settled (safe from any thread)."""
-        return len(self._in_flight)
+        return self._deliveries.held
 
     @property
     def active(self) -> int:
         """How many units are running now or finished and not yet flushed."""
-        return self._running + len(self._done)
+        return self._runs.running + self._outcomes.pending
 
     @property
     def waiting(self) -> int:
         """How many units arrived and wait for a free slot."""
-        return len(self._arrived)
+        return self._deliveries.waiting
 
     def wake(self) -> None:
         """Start waiting units in slots freed outside the pool; safe from any thread."""
@@ -247,7 +161,7 @@ class PooledConsumer(Generic[U, P, T]):
         if self._consumer_tag is not None:
             self._channel.basic_cancel(self._consumer_tag)
             self._consumer_tag = None
-        self._give_back({tag for tag, _ in self._arrived})
+        self._give_back(self._deliveries.waiting_tags())
 
     def resume_consuming(self) -> None:
         """Take messages again after ``stop_consuming`` (an operator's drain lifted)."""
@@ -265,13 +179,11 @@ class PooledConsumer(Generic[U, P, T]):
         not make the redelivered copy look like an interrupted run. Outcomes still
         waiting for a flush go to ``orphaned``.
         """
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        done, self._done = self._done, []
+        never_ran = self._runs.shutdown()
+        pending = self._outcomes.take_pending()
         if self._orphaned is not None:
-            for _tag, _started, outcome in done:
+            for outcome in pending:
                 self._orphaned(outcome)
-        never_ran = [item for future, item in self._submitted.values() if future.cancelled()]
-        self._submitted.clear()
         if never_ran and self._release is not None:
             try:
                 self._release(never_ran)
@@ -292,8 +204,7 @@ class PooledConsumer(Generic[U, P, T]):
             return
         if method.redelivered and self._note_redelivered is not None:
             self._note_redelivered(units)
-        self._in_flight[tag] = _Delivery(arrived=time.monotonic(), waiting=len(units))
-        self._arrived.extend((tag, unit) for unit in units)
+        self._deliveries.receive(tag, units, time.monotonic())
         if not self._admit_scheduled:
             self._admit_scheduled = True
             self._connection.add_callback_threadsafe(self._admit)
@@ -301,12 +212,12 @@ class PooledConsumer(Generic[U, P, T]):
     def _admit(self) -> None:
         """Start as many waiting units as there are free pool slots."""
         self._admit_scheduled = False
-        free = self._pool_size - self._running
+        free = self._pool_size - self._runs.running
         if self._occupied is not None:
             free -= self._occupied()
-        if free <= 0 or not self._arrived or self._stopping or self._prepare_retry:
+        if free <= 0 or not self._deliveries.waiting or self._stopping or self._prepare_retry:
             return
-        batch = [self._arrived.popleft() for _ in range(min(free, len(self._arrived)))]
+        batch = self._deliveries.take(free)
         try:
             items = self._prepare([unit for _, unit in batch])
         except Exception as e:
@@ -314,17 +225,10 @@ class PooledConsumer(Generic[U, P, T]):
             return
         self._prepare_failures = 0
         now = time.monotonic()
-        self._running += len(batch)
-        for (tag, unit), item in zip(batch, items, strict=True):
-            delivery = self._in_flight[tag]
-            delivery.waiting -= 1
-            delivery.open += 1
-            if delivery.started is None:
-                delivery.started = now
-            run = _Run(next(self._runs), tag, unit, now)
-            future = self._pool.submit(self._run, item)
-            self._submitted[run.number] = (future, item)
-            future.add_done_callback(partial(self._hand_back, run))
+        for tag, _ in batch:
+            self._deliveries.start(tag, now)
+        runs = [(tag, unit, item) for (tag, unit), item in zip(batch, items, strict=True)]
+        self._runs.submit(runs, now)
 
     def _prepare_failed(self, batch: list[tuple[int, U]], error: Exception) -> None:
         """Keep the units waiting and try again after a jittered backoff.
@@ -334,7 +238,7 @@ class PooledConsumer(Generic[U, P, T]):
         Held here, they stay this consumer's; the ack deadline and stopping still give
         them back as usual.
         """
-        self._arrived.extendleft(reversed(batch))
+        self._deliveries.put_back(batch)
         self._prepare_failures += 1
         delay = backoff_seconds(self._prepare_failures)
         log.warning(
@@ -347,113 +251,21 @@ class PooledConsumer(Generic[U, P, T]):
         self._prepare_retry = False
         self._admit()
 
-    def _hand_back(self, run: _Run[U], future: Future[T]) -> None:
-        # Pool threads queue their outcome and wake the connection thread once, not once
-        # per outcome: each wake-up is a write to pika's wake-up socket.
-        with self._finished_lock:
-            self._finished.append((run, future))
-            if self._drain_scheduled:
-                return
-            self._drain_scheduled = True
-        try:
-            self._connection.add_callback_threadsafe(self._drain_finished)
-        except AMQPError:
-            # The connection is gone: its deliveries return to the queue and are handled
-            # again; ``orphaned`` keeps the outcome where that copy can find it.
-            log.warning("connection closed; cannot flush the outcome of delivery %d", run.tag)
-            self._orphan([future])
-
-    def _orphan(self, futures: Sequence[Future[T]]) -> None:
-        """Hand outcomes this consumer can no longer flush to ``orphaned``."""
-        if self._orphaned is None:
-            return
-        for future in futures:
-            if future.done() and not future.cancelled() and future.exception() is None:
-                try:
-                    self._orphaned(future.result())
-                except Exception:
-                    log.exception("could not keep an outcome the connection lost")
-
-    def _drain_finished(self) -> None:
-        with self._finished_lock:
-            finished, self._finished = self._finished, []
-            self._drain_scheduled = False
-        self._running -= len(finished)
+    def _drain_finished(self, finished: Finished[U, T]) -> None:
         for run, future in finished:
-            self._submitted.pop(run.number, None)
             self._collect(run, future)
         self._admit()
 
-    def _collect(self, run: _Run[U], future: Future[T]) -> None:
+    def _collect(self, run: Run[U], future: Future[T]) -> None:
         try:
             outcome = future.result()
         except Exception:
             log.exception("run failed outside its own error handling; sending it back")
             self._publisher.publish([self._rest(run.tag, [run.unit])])
-            delivery = self._in_flight[run.tag]
-            delivery.open -= 1
-            if delivery.complete and self._settle(run.tag):
+            if self._deliveries.close_unit(run.tag):
                 self._channel.basic_ack(run.tag)
             return
-        self._done.append((run.tag, run.started, outcome))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._connection.add_callback_threadsafe(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        batch, self._done = self._done, []
-        if not batch:
-            return
-        messages = self._flush_fn([outcome for _, _, outcome in batch])
-        self._publish_then_settle(batch, messages, 0)
-
-    def _publish_then_settle(
-        self, batch: list[tuple[int, float, T]], messages: Sequence[OutgoingMessage], tries: int
-    ) -> None:
-        """Publish a batch's output, then ack its deliveries; with ``hold_unrouted``,
-        output the broker returned (no queue took it) is published again after a
-        jittered backoff, and its deliveries stay unacked until it lands."""
-        returned = self._publisher.publish(messages)
-        if returned and self._hold_unrouted:
-            unrouted = [m for m in messages if m.message_id in returned]
-            if self._reroute is not None:
-                unrouted = list(self._reroute(unrouted))
-            delay = backoff_seconds(tries + 1)
-            log.error(
-                "the broker routed %d output messages to no queue (is %s bound?); holding "
-                "their deliveries and publishing again in %.1f s",
-                len(unrouted),
-                unrouted[0].exchange,
-                delay,
-            )
-            self._connection.call_later(
-                delay, partial(self._publish_then_settle, batch, unrouted, tries + 1)
-            )
-            return
-        self._settle_flushed(batch)
-
-    def _settle_flushed(self, batch: list[tuple[int, float, T]]) -> None:
-        """Ack the deliveries a published batch completes."""
-        now = time.monotonic()
-        done: list[int] = []
-        for tag, started, _ in batch:
-            self.stats.durations.append((now, now - started))
-            delivery = self._in_flight[tag]
-            delivery.open -= 1
-            if delivery.complete and self._settle(tag):
-                done.append(tag)
-        waiting = [tag for tag, delivery in self._in_flight.items() if not delivery.acked_early]
-        up_to, singles = plan_acks(done, waiting)
-        if up_to is not None:
-            self._channel.basic_ack(up_to, multiple=True)
-        for tag in singles:
-            self._channel.basic_ack(tag)
-        self.stats.finished += len(batch)
-
-    def _settle(self, tag: int) -> bool:
-        """Forget a complete delivery; True when the caller is to ack it now."""
-        return not self._in_flight.pop(tag).acked_early
+        self._outcomes.add(run.tag, run.started, outcome)
 
     def _rest(self, tag: int, units: Sequence[U]) -> OutgoingMessage:
         """A message of its own, to this queue, for units of delivery ``tag``."""
@@ -470,20 +282,10 @@ class PooledConsumer(Generic[U, P, T]):
         """
         if not tags:
             return
-        rests: dict[int, list[U]] = {}
-        kept: deque[tuple[int, U]] = deque()
-        for tag, unit in self._arrived:
-            if tag in tags:
-                rests.setdefault(tag, []).append(unit)
-            else:
-                kept.append((tag, unit))
-        self._arrived = kept
+        rests = self._deliveries.withdraw(tags)
         messages: list[OutgoingMessage] = []
         for tag, units in rests.items():
-            delivery = self._in_flight[tag]
-            delivery.waiting = 0
-            if delivery.started is None:
-                del self._in_flight[tag]
+            if self._deliveries.give_back(tag):
                 self._channel.basic_nack(tag, requeue=True)
             else:
                 messages.append(self._rest(tag, units))
@@ -491,8 +293,7 @@ class PooledConsumer(Generic[U, P, T]):
             return
         self._publisher.publish(messages)
         for tag in rests:
-            held = self._in_flight.get(tag)
-            if held is not None and held.complete and self._settle(tag):
+            if self._deliveries.settle_if_complete(tag):
                 self._channel.basic_ack(tag)
 
     def _sweep_interval(self) -> float:
@@ -501,19 +302,14 @@ class PooledConsumer(Generic[U, P, T]):
 
     def _ack_overdue(self) -> None:
         assert self._ack_deadline is not None
-        now = time.monotonic()
-        overdue = [
-            tag
-            for tag, delivery in self._in_flight.items()
-            if not delivery.acked_early and now - delivery.arrived >= self._ack_deadline
-        ]
+        overdue = self._deliveries.overdue(time.monotonic(), self._ack_deadline)
         # Units still waiting for a slot go back before the broker's consumer timeout
         # closes the channel; the runs still going are acked early.
-        waiting = {tag for tag in overdue if self._in_flight[tag].waiting}
+        waiting = self._deliveries.with_waiting(overdue)
         self._give_back(waiting)
-        early = [tag for tag in overdue if tag in self._in_flight]
+        early = self._deliveries.still_held(overdue)
         for tag in early:
-            self._in_flight[tag].acked_early = True
+            self._deliveries.mark_acked_early(tag)
             self._channel.basic_ack(tag)
         if waiting:
             log.info("gave the waiting units of %d deliveries back to the queue", len(waiting))

@@ -12,9 +12,10 @@ from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
 from common.config import NotifierSettings
 from common.heap import freeze_startup_heap
-from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
+from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
+from common.unit_packing import ONE_PER_MESSAGE, unchanged
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.posting import CallbackPoster
 from services.notifier.schedule import RetrySchedule

@@ -13,9 +13,9 @@ from typing import Any, Protocol, cast
 
 import psutil
 
+from common.consumer_stats import ConsumerStats
 from common.db.workers import Heartbeat, upsert_heartbeat
 from common.keys import WORKER_HELD, WORKER_HELD_AT, WORKER_INCARNATION
-from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
 from services.worker.fence import Fence

@@ -12,10 +12,11 @@ from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, connect
 from common.config import WorkerSettings
+from common.consumer_stats import ConsumerStats
 from common.errors import ConfigurationError
 from common.heap import freeze_startup_heap
 from common.messages import ExecutionResult
-from common.pooled_consumer import ConsumerStats, PooledConsumer
+from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
 from common.stores import Stores

@@ -10,11 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from pika.adapters.blocking_connection import BlockingConnection
 
-from common import pooled_consumer
+from common import outcome_flush, pooled_consumer
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.config import StoreSettings
-from common.pooled_consumer import ONE_PER_MESSAGE, PooledConsumer, unchanged
+from common.pooled_consumer import PooledConsumer
 from common.topology import DISPATCH_EXCHANGE, declare_core, declare_worker_queue
+from common.unit_packing import ONE_PER_MESSAGE, unchanged
 
 
 @pytest.fixture
@@ -137,8 +138,8 @@ def test_closing_releases_admitted_runs_no_pool_thread_picked_up(
     hold = threading.Event()
     busy = ThreadPoolExecutor(max_workers=1)
     busy.submit(hold.wait, 10)
-    consumer._pool.shutdown()
-    consumer._pool = busy
+    consumer._runs._pool.shutdown()
+    consumer._runs._pool = busy
     consumer.start()
     pump(connection, lambda: consumer.active == 3)
     consumer.close()
@@ -308,7 +309,7 @@ def test_a_run_that_ends_while_consuming_stops_starts_nothing_more(
     # and runs while the rest of "a,b" is published (pika serves callbacks meanwhile).
     gate.release.set()
     deadline = time.monotonic() + 5
-    while not consumer._finished and time.monotonic() < deadline:
+    while not consumer._runs._finished and time.monotonic() < deadline:
         time.sleep(0.01)
     consumer.stop_consuming()
     pump(connection, lambda: consumer.active == 0)
@@ -340,7 +341,7 @@ def test_units_whose_prepare_fails_wait_for_a_backoff_instead_of_looping_through
 ) -> None:
     # Redis down: a worker's admit fails. Given back, the deliveries came straight back
     # and failed again, a tight loop of nacks; held, they wait for the backoff.
-    monkeypatch.setattr(pooled_consumer, "backoff_seconds", lambda failures: 3600.0, raising=False)
+    monkeypatch.setattr(pooled_consumer, "backoff_seconds", lambda failures: 3600.0)
     connection, queue = broker
     calls: list[int] = []
     store_up = [False]
@@ -372,7 +373,7 @@ def test_output_no_queue_takes_holds_its_delivery_until_it_lands(
 ) -> None:
     # A worker's results exchange with no queue bound: the broker returns the results,
     # and acking their deliveries would lose them silently.
-    monkeypatch.setattr(pooled_consumer, "backoff_seconds", lambda failures: 0.2, raising=False)
+    monkeypatch.setattr(outcome_flush, "backoff_seconds", lambda failures: 0.2)
     connection, queue = broker
 
     flushed: list[bytes] = []

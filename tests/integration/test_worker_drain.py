@@ -12,9 +12,9 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.consumer_stats import ConsumerStats
 from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
-from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
 from common.worker_control import drains_requested, request_drain

@@ -12,8 +12,8 @@ from unittest import mock
 
 import pytest
 
+from common.consumer_stats import ConsumerStats
 from common.keys import RedisKeys
-from common.pooled_consumer import ConsumerStats
 from common.states import WorkerState
 from common.stores import Stores
 from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity

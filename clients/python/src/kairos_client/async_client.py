@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
 import httpx
 
 from kairos_client import operations as ops
-from kairos_client._session import (
+from kairos_client._core import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
-    base_url_of,
-    client_headers,
-    finished,
-    merged_headers,
-    next_poll,
+    Exchange,
+    PageCall,
+    Retry,
+    Waiting,
+    http_settings,
 )
 from kairos_client.callbacks import CallbackDelivery
 from kairos_client.enums import ExecutionStatus, JobStatus
-from kairos_client.errors import ConnectionFailedError, WaitTimeoutError
 from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
 from kairos_client.retries import RetryPolicy
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
@@ -47,11 +46,7 @@ class AsyncClient:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._http = httpx.AsyncClient(
-            base_url=base_url_of(base_url),
-            headers=client_headers(api_key),
-            timeout=timeout,
-            transport=transport,
-            follow_redirects=False,
+            **http_settings(base_url, api_key, timeout), transport=transport
         )
 
     async def __aenter__(self) -> AsyncClient:
@@ -70,26 +65,27 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _send(self, call: ops.Call[T]) -> T:
-        retry = 0
+        exchange = Exchange(call, self.retry)
         while True:
-            retry += 1
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=tuple(call.query),
-                    json=call.body,
-                    headers=merged_headers(call.headers),
-                )
+                response = await self._http.send(exchange.request(self._http))
             except httpx.TransportError as e:
-                delay = self.retry.after_error(retry, e, call.repeatable)
-                if delay is None:
-                    raise ConnectionFailedError(f"{call.method} {call.path}: {e!r}") from e
+                step: T | Retry = exchange.after_error(e)
             else:
-                delay = self.retry.after_answer(retry, response, call.repeatable)
-                if delay is None:
-                    return call.answer(response, repeated=retry > 1)
-            await self._sleep(delay)
+                step = exchange.after_answer(response)
+            if not isinstance(step, Retry):
+                return step
+            await self._sleep(step.delay)
+
+    async def _pages(self, page: PageCall[T]) -> AsyncIterator[T]:
+        """Every item of a listing, each page read when the iteration reaches it."""
+        cursor: str | None = None
+        while True:
+            items, cursor = await self._send(page(cursor))
+            for item in items:
+                yield item
+            if cursor is None:
+                return
 
     async def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
         """Submit one job (see ``Client.create_job``)."""
@@ -115,14 +111,11 @@ class AsyncClient:
     ) -> AsyncIterator[Job]:
         """Every job of the app that matches, newest first, page by page
         (``async for job in kairos.list_jobs(): ...``)."""
-        cursor: str | None = None
-        while True:
-            call = ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
-            jobs, cursor = await self._send(call)
-            for job in jobs:
-                yield job
-            if cursor is None:
-                return
+        jobs = self._pages(
+            lambda cursor: ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
+        )
+        async for job in jobs:
+            yield job
 
     async def list_executions(
         self,
@@ -135,14 +128,11 @@ class AsyncClient:
         """The job's executions, newest first, page by page (see
         ``Client.list_executions``)."""
         statuses = list(status)
-        cursor: str | None = None
-        while True:
-            call = ops.list_executions_page(job_id, statuses, since, page_size, cursor)
-            executions, cursor = await self._send(call)
-            for execution in executions:
-                yield execution
-            if cursor is None:
-                return
+        executions = self._pages(
+            lambda cursor: ops.list_executions_page(job_id, statuses, since, page_size, cursor)
+        )
+        async for execution in executions:
+            yield execution
 
     async def get_execution(self, execution_id: str) -> Execution:
         """One execution of the app's jobs."""
@@ -179,25 +169,15 @@ class AsyncClient:
 
     async def callbacks(self, job_id: int) -> list[CallbackDelivery]:
         """The job's callback deliveries: state, every attempt, the next one's time."""
-        found: list[CallbackDelivery] = []
-        cursor: str | None = None
-        while True:
-            deliveries, cursor = await self._send(ops.callbacks_page(job_id, cursor))
-            found.extend(deliveries)
-            if cursor is None:
-                return found
+        return [delivery async for delivery in self._pages(partial(ops.callbacks_page, job_id))]
 
     async def wait(self, job_id: int, timeout: float, *, poll_interval: float = 0.5) -> Job:
         """Read the job until it is SUCCEEDED, FAILED or CANCELLED (see
         ``Client.wait``); ``WaitTimeoutError`` after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        polls = 0
+        waiting = Waiting(job_id, timeout, poll_interval)
         while True:
             job = await self.get_job(job_id)
-            remaining = deadline - time.monotonic()
-            if finished(job):
+            delay = waiting.after(job)
+            if delay is None:
                 return job
-            if remaining <= 0:
-                raise WaitTimeoutError(job_id, timeout, job)
-            await self._sleep(next_poll(poll_interval, polls, remaining))
-            polls += 1
+            await self._sleep(delay)

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
 import httpx
 
 from kairos_client import operations as ops
-from kairos_client._session import (
+from kairos_client._core import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
-    base_url_of,
-    client_headers,
-    finished,
-    merged_headers,
-    next_poll,
+    Exchange,
+    PageCall,
+    Retry,
+    Waiting,
+    http_settings,
 )
 from kairos_client.callbacks import CallbackDelivery
 from kairos_client.enums import ExecutionStatus, JobStatus
-from kairos_client.errors import ConnectionFailedError, WaitTimeoutError
 from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
 from kairos_client.retries import RetryPolicy
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
@@ -49,13 +49,7 @@ class Client:
     ) -> None:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
-        self._http = httpx.Client(
-            base_url=base_url_of(base_url),
-            headers=client_headers(api_key),
-            timeout=timeout,
-            transport=transport,
-            follow_redirects=False,
-        )
+        self._http = httpx.Client(**http_settings(base_url, api_key, timeout), transport=transport)
 
     def __enter__(self) -> Client:
         return self
@@ -73,26 +67,26 @@ class Client:
         self._http.close()
 
     def _send(self, call: ops.Call[T]) -> T:
-        retry = 0
+        exchange = Exchange(call, self.retry)
         while True:
-            retry += 1
             try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    params=tuple(call.query),
-                    json=call.body,
-                    headers=merged_headers(call.headers),
-                )
+                response = self._http.send(exchange.request(self._http))
             except httpx.TransportError as e:
-                delay = self.retry.after_error(retry, e, call.repeatable)
-                if delay is None:
-                    raise ConnectionFailedError(f"{call.method} {call.path}: {e!r}") from e
+                step: T | Retry = exchange.after_error(e)
             else:
-                delay = self.retry.after_answer(retry, response, call.repeatable)
-                if delay is None:
-                    return call.answer(response, repeated=retry > 1)
-            self._sleep(delay)
+                step = exchange.after_answer(response)
+            if not isinstance(step, Retry):
+                return step
+            self._sleep(step.delay)
+
+    def _pages(self, page: PageCall[T]) -> Iterator[T]:
+        """Every item of a listing, each page read when the iteration reaches it."""
+        cursor: str | None = None
+        while True:
+            items, cursor = self._send(page(cursor))
+            yield from items
+            if cursor is None:
+                return
 
     def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
         """Submit one job. Retried safely: unless the spec has a ``client_request_id``
@@ -121,13 +115,9 @@ class Client:
     ) -> Iterator[Job]:
         """Every job of the app that matches, newest first, read page by page (each
         page of ``page_size``, 1 to 200, is fetched when the iteration reaches it)."""
-        cursor: str | None = None
-        while True:
-            call = ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
-            jobs, cursor = self._send(call)
-            yield from jobs
-            if cursor is None:
-                return
+        yield from self._pages(
+            lambda cursor: ops.list_jobs_page(status, handler, name_prefix, page_size, cursor)
+        )
 
     def list_executions(
         self,
@@ -140,13 +130,9 @@ class Client:
         """The job's executions, newest first, page by page; ``status`` keeps those in
         any of the statuses given, ``since`` those triggered at or after it."""
         statuses = list(status)
-        cursor: str | None = None
-        while True:
-            call = ops.list_executions_page(job_id, statuses, since, page_size, cursor)
-            executions, cursor = self._send(call)
-            yield from executions
-            if cursor is None:
-                return
+        yield from self._pages(
+            lambda cursor: ops.list_executions_page(job_id, statuses, since, page_size, cursor)
+        )
 
     def get_execution(self, execution_id: str) -> Execution:
         """One execution of the app's jobs."""
@@ -184,26 +170,16 @@ class Client:
 
     def callbacks(self, job_id: int) -> list[CallbackDelivery]:
         """The job's callback deliveries: state, every attempt, the next one's time."""
-        found: list[CallbackDelivery] = []
-        cursor: str | None = None
-        while True:
-            deliveries, cursor = self._send(ops.callbacks_page(job_id, cursor))
-            found.extend(deliveries)
-            if cursor is None:
-                return found
+        return list(self._pages(partial(ops.callbacks_page, job_id)))
 
     def wait(self, job_id: int, timeout: float, *, poll_interval: float = 0.5) -> Job:
         """Read the job until it is SUCCEEDED, FAILED or CANCELLED and return it; raise
         ``WaitTimeoutError`` after ``timeout`` seconds. A recurring job finishes only
         when cancelled or at its last trigger: poll ``get_execution`` for one run."""
-        deadline = time.monotonic() + timeout
-        polls = 0
+        waiting = Waiting(job_id, timeout, poll_interval)
         while True:
             job = self.get_job(job_id)
-            remaining = deadline - time.monotonic()
-            if finished(job):
+            delay = waiting.after(job)
+            if delay is None:
                 return job
-            if remaining <= 0:
-                raise WaitTimeoutError(job_id, timeout, job)
-            self._sleep(next_poll(poll_interval, polls, remaining))
-            polls += 1
+            self._sleep(delay)
