@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+from pika.channel import Channel
 from pika.exceptions import AMQPError
+from pika.spec import Basic, BasicProperties
 
 from common.config import StoreSettings
 from common.errors import PublishFailedError, StoreUnavailableError
@@ -70,7 +72,9 @@ class BatchPublisher:
         channel._impl.add_on_return_callback(self._on_return)
         channel.tx_select()
 
-    def _on_return(self, _channel: Any, _method: Any, properties: Any, _body: bytes) -> None:
+    def _on_return(
+        self, _channel: Channel, _method: Basic.Return, properties: BasicProperties, _body: bytes
+    ) -> None:
         self._returned.add(properties.message_id)
 
     def publish(self, messages: Sequence[OutgoingMessage]) -> set[str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pika.adapters.blocking_connection import BlockingChannel
+
 DISPATCH_EXCHANGE = "kairos.dispatch"
 RESULTS_EXCHANGE = "kairos.results"
 RESULTS_QUEUE = "kairos.results"
@@ -31,7 +33,7 @@ def retry_queue(delay_ms: int) -> str:
     return f"kairos.callbacks.retry.{delay_ms}ms"
 
 
-def declare_core(channel: Any) -> None:
+def declare_core(channel: BlockingChannel) -> None:
     """Declare the exchanges and queues every service relies on."""
     channel.exchange_declare(DISPATCH_EXCHANGE, exchange_type="direct", durable=True)
     channel.exchange_declare(RESULTS_EXCHANGE, exchange_type="direct", durable=True)
@@ -44,7 +46,7 @@ def declare_core(channel: Any) -> None:
     channel.queue_declare(CALLBACKS_DEAD_QUEUE, durable=True)
 
 
-def declare_worker_queue(channel: Any, worker_id: str) -> str:
+def declare_worker_queue(channel: BlockingChannel, worker_id: str) -> str:
     """Declare and bind the queue of one worker; returns its name."""
     name = worker_queue(worker_id)
     channel.queue_declare(name, durable=True)
@@ -52,7 +54,7 @@ def declare_worker_queue(channel: Any, worker_id: str) -> str:
     return name
 
 
-def declare_retry_tiers(channel: Any, delays_ms: list[int]) -> None:
+def declare_retry_tiers(channel: BlockingChannel, delays_ms: list[int]) -> None:
     """Declare one TTL queue per retry delay, each dead-lettering back to the callbacks queue.
 
     One queue per delay keeps a message with a short delay from waiting behind a long
