@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import pika
@@ -56,6 +56,22 @@ class OutgoingMessage:
     body: bytes
     message_id: str
     headers: dict[str, Any] | None = None
+
+
+class Publisher(Protocol):
+    """What sending needs of a publisher: a batch published under one commit.
+
+    ``BatchPublisher`` is the real one; ``common.memory_broker.MemoryPublisher`` keeps
+    the same contract in memory for unit tests.
+    """
+
+    def publish(self, messages: Sequence[OutgoingMessage]) -> set[str]:
+        """Publish and commit ``messages``; return the ids the broker could not route.
+
+        Raises ``PublishFailedError`` when the commit fails: nothing of the batch is
+        known to have landed.
+        """
+        ...
 
 
 class BatchPublisher:

@@ -15,7 +15,7 @@ from enum import StrEnum
 import redis
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.clock import ClusterClock
 from common.db.stuck import (
     StuckExecution,
@@ -116,7 +116,7 @@ def find_stuck(stores: ExecutionStores, execution_id: str) -> StuckView:
 
 
 def fail_execution(
-    stores: ExecutionStores, publisher: BatchPublisher, execution_id: str, reason: str
+    stores: ExecutionStores, publisher: Publisher, execution_id: str, reason: str
 ) -> StuckView:
     """Record an unfinished execution FAILED with ``reason`` (the job's retry policy
     applies). A copy of it that turns up later is not run. Returns what it was."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from common.broker import BatchPublisher, OutgoingMessage
+from common.broker import OutgoingMessage, Publisher
 from common.messages import ExecutionResult, ResultBatch, read_message
 from common.states import ExecutionStatus, StandInStatus
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
@@ -112,7 +112,7 @@ def stand_in_results(
 
 
 def publish_results(
-    publisher: BatchPublisher, sender_id: str, results: Sequence[ExecutionResult]
+    publisher: Publisher, sender_id: str, results: Sequence[ExecutionResult]
 ) -> None:
     """Publish and commit ``results`` as one results message (nothing when empty)."""
     if results:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.broker import BatchPublisher, OutgoingMessage
+from common.broker import OutgoingMessage, Publisher
 from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
@@ -132,7 +132,7 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
 
 def publish_deliveries(
     engine: Engine,
-    publisher: BatchPublisher,
+    publisher: Publisher,
     clock: ClusterClock,
     rows: Sequence[NewDelivery],
 ) -> None:
@@ -145,7 +145,7 @@ def publish_deliveries(
 
 
 def republish_stale_deliveries(
-    engine: Engine, publisher: BatchPublisher, clock: ClusterClock, after_ms: int
+    engine: Engine, publisher: Publisher, clock: ClusterClock, after_ms: int
 ) -> None:
     """Hand the notifier again callbacks recorded but never confirmed in its queue
     (the results consumer stopped between its commit and its publish).

@@ -12,7 +12,7 @@ from typing import Any
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
-from common.broker import BatchPublisher, OutgoingMessage, connect
+from common.broker import BatchPublisher, OutgoingMessage, Publisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
 from common.messages import ExecutionResult, ResultBatch, read_message
@@ -127,7 +127,7 @@ class ResultsConsumer:
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
         self._pending.append((int(method.delivery_tag), body))
 
-    def _handle(self, publisher: BatchPublisher, batch: list[tuple[int, bytes]]) -> int:
+    def _handle(self, publisher: Publisher, batch: list[tuple[int, bytes]]) -> int:
         """Record a batch; returns how many of its results were deferred."""
         parsed = parse_results([body for _, body in batch])
         recorded = record_each_alone_if_need_be(self._engine, self._clock, parsed.results)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
@@ -61,7 +61,7 @@ class OpenClaim:
     now_ms: int
     after_commit: Callable[[], None] = lambda: None
 
-    def send(self, publisher: BatchPublisher) -> int:
+    def send(self, publisher: Publisher) -> int:
         """Publish the executions, put back what the broker returned, commit; how many landed.
 
         If the commit fails after the publish, the messages are out but the rows are
@@ -176,7 +176,7 @@ class ClaimSender:
         claim.abandon()
         return False
 
-    def send_ready(self, publisher: BatchPublisher) -> int:
+    def send_ready(self, publisher: Publisher) -> int:
         """Send every claim handed over so far (dispatch loop); how many executions landed."""
         landed = 0
         while True:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from common.broker import BatchPublisher, OutgoingMessage
+from common.broker import OutgoingMessage, Publisher
 from common.db.executions import unmark_queued
 from common.db.sendable import ExecutionWithJob
 from common.topology import DISPATCH_EXCHANGE
@@ -116,7 +116,7 @@ def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     ).encode()
 
 
-def dispatch(conn: Connection, publisher: BatchPublisher, packs: DispatchPacks) -> set[str]:
+def dispatch(conn: Connection, publisher: Publisher, packs: DispatchPacks) -> set[str]:
     """Publish executions this transaction wrote QUEUED; put back what did not land.
 
     Returns the ids the broker could not route (no queue for their worker): SCHEDULED

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.db import executions, sendable
 from common.db.jobs import lock_free_jobs, release_jobs
 from common.db.retry import retry_lock_conflicts
@@ -64,7 +64,7 @@ class Firer:
     def __init__(
         self,
         stores: Stores,
-        publisher: BatchPublisher,
+        publisher: Publisher,
         router: Router,
         settings: FireSettings,
     ) -> None:

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
@@ -61,7 +61,7 @@ class Reconciler:
     def __init__(
         self,
         stores: Stores,
-        publisher: BatchPublisher,
+        publisher: Publisher,
         directory: WorkerDirectory,
         settings: ReconcileSettings,
     ) -> None:

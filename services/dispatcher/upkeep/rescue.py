@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.db import sendable, worker_moves, workers
 from common.db.sendable import ExecutionWithJob
 from common.messages import ExecutionResult
@@ -53,7 +53,7 @@ class Rescue:
     def __init__(
         self,
         stores: Stores,
-        publisher: BatchPublisher,
+        publisher: Publisher,
         router: Router,
         settings: RescueSettings,
     ) -> None:

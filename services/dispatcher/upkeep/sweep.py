@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.config import DispatcherSettings
 from common.started_mark import started_epoch
 from common.store_errors import is_store_outage
@@ -66,7 +66,7 @@ class Upkeep:
     def __init__(
         self,
         stores: Stores,
-        publisher: BatchPublisher,
+        publisher: Publisher,
         router: Router,
         settings: UpkeepSettings,
     ) -> None:

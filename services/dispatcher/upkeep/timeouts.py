@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.broker import BatchPublisher
+from common.broker import Publisher
 from common.db import sendable
 from common.db.sendable import ExecutionWithJob
 from common.db.stuck import Page
@@ -89,7 +89,7 @@ def past_timeout(
 class Timeouts:
     """The timeout sweep, paging through the candidates from one sweep to the next."""
 
-    def __init__(self, stores: Stores, publisher: BatchPublisher, settings: TimeoutSettings):
+    def __init__(self, stores: Stores, publisher: Publisher, settings: TimeoutSettings):
         self._stores = stores
         self._publisher = publisher
         self._settings = settings
@@ -116,6 +116,6 @@ class Timeouts:
             publish_results(self._publisher, STAND_IN_SENDER, results)
 
 
-def time_out_overdue(stores: Stores, publisher: BatchPublisher, settings: TimeoutSettings) -> None:
+def time_out_overdue(stores: Stores, publisher: Publisher, settings: TimeoutSettings) -> None:
     """One sweep from the first page (``Timeouts.sweep``)."""
     Timeouts(stores, publisher, settings).sweep()
