@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
 
 import redis
+
+
+class Clock(Protocol):
+    """What a stage needs of the cluster clock: the time now (``ClusterClock``, or a
+    clock a unit test sets)."""
+
+    def now_ms(self) -> int:
+        """The cluster time in epoch milliseconds."""
+        ...
 
 
 class ClusterClock:

@@ -9,20 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from common.clock import ClusterClock
-from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
+from common.clock import Clock, ClusterClock
+from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
 from common.db.engine import lock_waits_of
-from common.db.executions import (
-    LockedExecution,
-    NewExecution,
-    insert_executions,
-    lock_unfinished,
-    record_outcomes,
-)
-from common.db.jobs import TriggerSettings, release_jobs, trigger_settings
+from common.db.executions import LockedExecution, NewExecution
+from common.db.jobs import TriggerSettings
+from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import is_lock_conflict, retry_lock_conflicts
 from common.messages import ExecutionResult
 from common.metrics import observe_finished
@@ -112,31 +107,33 @@ def _record(
     with engine.begin() as conn:
         waits = lock_waits_of(conn, lock_wait_s) if lock_wait_s is not None else None
         with waits or contextlib.nullcontext():
-            finished, wanted = _record_in(conn, clock, results)
+            finished, wanted = _record_in(MySqlOutcomeStore(conn), clock, results)
     _log(finished)
     observe_finished([f.result.status for f in finished])
     return wanted
 
 
 def _record_in(
-    conn: Connection, clock: ClusterClock, results: Sequence[ExecutionResult]
+    store: OutcomeStore, clock: Clock, results: Sequence[ExecutionResult]
 ) -> tuple[list[_Finished], list[NewDelivery]]:
-    finished = _lock_and_match(conn, results)
+    """Record ``results`` through ``store``, inside the caller's transaction: the
+    results it recorded (those seen before are left out) and the deliveries it made."""
+    finished = _lock_and_match(store, results)
     now = clock.now_ms()
-    record_outcomes(conn, [_outcome(f) for f in finished])
-    insert_executions(conn, [_retry(f, now) for f in finished if f.retry_due], now)
+    store.record_outcomes([_outcome(f) for f in finished])
+    store.insert_executions([_retry(f, now) for f in finished if f.retry_due], now)
     ended = [f for f in finished if not f.retry_due]
-    _end_triggers(conn, ended, now)
-    labels = job_labels(conn, [f.job.id for f in ended if f.job.callback_url])
+    _end_triggers(store, ended, now)
+    labels = store.job_labels([f.job.id for f in ended if f.job.callback_url])
     wanted = [d for d in (_delivery(f, labels) for f in ended) if d is not None]
-    insert_deliveries(conn, wanted, now)
+    store.insert_deliveries(wanted, now)
     return finished, wanted
 
 
-def _lock_and_match(conn: Connection, results: Sequence[ExecutionResult]) -> list[_Finished]:
+def _lock_and_match(store: OutcomeStore, results: Sequence[ExecutionResult]) -> list[_Finished]:
     refs = {x.execution_id: x.ref for x in results}
-    rows = {r.execution_id: r for r in lock_unfinished(conn, refs)}
-    jobs = trigger_settings(conn, [r.job_id for r in rows.values()])
+    rows = {r.execution_id: r for r in store.lock_unfinished(refs)}
+    jobs = store.trigger_settings([r.job_id for r in rows.values()])
     finished: list[_Finished] = []
     for result in results:
         row = rows.pop(result.execution_id, None)
@@ -177,10 +174,10 @@ def _retry(item: _Finished, now: int) -> NewExecution:
     )
 
 
-def _end_triggers(conn: Connection, ended: Sequence[_Finished], now: int) -> None:
+def _end_triggers(store: OutcomeStore, ended: Sequence[_Finished], now: int) -> None:
     """Move the jobs of ended triggers on: one-shot jobs to their end, recurring ones to
     their next trigger; manual runs leave their job as it is."""
-    release_jobs(conn, [(i.job.id, _final(i)) for i in ended if not i.execution.manual], now)
+    store.release_jobs([(i.job.id, _final(i)) for i in ended if not i.execution.manual], now)
 
 
 def _final(item: _Finished) -> JobStatus | None:

@@ -1,0 +1,267 @@
+"""The outcome store contract, which ``MySqlOutcomeStore`` and ``MemoryStore`` keep.
+
+A subclass gives the store on an empty database (or a new ``MemoryStore``) and reads
+rows back as the memory store's row types, so both are held to the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from common.db.deliveries import JobLabel, NewDelivery
+from common.db.executions import LockedExecution, NewExecution
+from common.db.jobs import TriggerSettings
+from common.db.outcome_store import OutcomeStore
+from common.db.retry import is_duplicate_key
+from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+
+NOW = 5_000
+DONE = ExecutionStatus.SUCCEEDED
+
+
+class OutcomeStoreContract(ABC):
+    """What every outcome store does, call by call."""
+
+    @property
+    @abstractmethod
+    def store(self) -> OutcomeStore:
+        """The store under test, empty but for one app (``app_pk``)."""
+
+    @property
+    @abstractmethod
+    def app_pk(self) -> int:
+        """The primary key of the app every job belongs to."""
+
+    @abstractmethod
+    def add_job(self, job: MemoryJob) -> int:
+        """Add a job as ``job`` describes it (its app: ``app_pk``); its id."""
+
+    @abstractmethod
+    def job(self, job_id: int) -> MemoryJob:
+        """The job's row."""
+
+    @abstractmethod
+    def execution(self, execution_id: str) -> MemoryExecution:
+        """The execution's row."""
+
+    @abstractmethod
+    def deliveries(self) -> list[MemoryDelivery]:
+        """Every delivery row, in insertion order."""
+
+    # Builders.
+
+    def a_job(self, **changes: object) -> int:
+        job = MemoryJob(app_pk=self.app_pk, job_name="nightly")
+        return self.add_job(dataclasses.replace(job, **changes))  # type: ignore[arg-type]
+
+    def runs(self, job_id: int, *specs: tuple[str, ExecutionStatus]) -> list[int]:
+        """Executions of ``job_id``, attempts 1, 2, ... of trigger 1000; their keys."""
+        rows = [
+            NewExecution(e, job_id, n, 1_000, 1_500, status, worker_id="w1")
+            for n, (e, status) in enumerate(specs, start=1)
+        ]
+        self.store.insert_executions(rows, 1_500)
+        return [self.execution(e).id for e, _ in specs]
+
+    def locked(self, execution_id: str) -> LockedExecution:
+        row = self.execution(execution_id)
+        return row.locked()
+
+    # lock_unfinished
+
+    def test_lock_unfinished_returns_the_unfinished_by_key_in_key_order(self) -> None:
+        job = self.a_job()
+        queued = ExecutionStatus.QUEUED
+        scheduled = ExecutionStatus.SCHEDULED
+        k = self.runs(job, ("e1", queued), ("e2", DONE), ("e3", scheduled))
+        got = self.store.lock_unfinished({"e3": k[2], "e1": k[0], "e2": k[1]})
+        assert got == [self.locked("e1"), self.locked("e3")]
+        assert got[0] == LockedExecution(k[0], "e1", job, 1, 1_000, queued, False)
+
+    def test_lock_unfinished_looks_up_ids_without_a_key(self) -> None:
+        job = self.a_job()
+        k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))
+        got = self.store.lock_unfinished({"e2": None, "e1": k[0]})
+        assert got == [self.locked("e1"), self.locked("e2")]
+
+    def test_lock_unfinished_finds_a_stale_key_by_execution_id_after_the_rest(self) -> None:
+        job = self.a_job()
+        k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))
+        got = self.store.lock_unfinished({"e1": k[1] + 1_000, "e2": k[1]})
+        assert got == [self.locked("e2"), self.locked("e1")]
+
+    def test_lock_unfinished_with_a_key_of_another_row_returns_both(self) -> None:
+        # e2's result carries e1's key (a key a rolled-back claim handed out): e1 is
+        # locked by the key, e2 by its id after it; recording matches by id.
+        job = self.a_job()
+        k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))
+        assert self.store.lock_unfinished({"e2": k[0]}) == [self.locked("e1"), self.locked("e2")]
+
+    def test_lock_unfinished_skips_what_is_unknown_or_final(self) -> None:
+        job = self.a_job()
+        k = self.runs(job, ("e1", DONE))
+        assert self.store.lock_unfinished({}) == []
+        assert self.store.lock_unfinished({"nope": None, "gone": 9_999, "e1": k[0]}) == []
+
+    # trigger_settings and job_labels
+
+    def test_trigger_settings_of_each_job_that_exists(self) -> None:
+        plain = self.a_job(callback_url="http://h/cb", max_retries=2, retry_backoff_seconds=3)
+        cron = self.a_job(recurring=True, next_trigger_time=60_000, status=JobStatus.WAITING)
+        got = self.store.trigger_settings([cron, plain, plain, 9_999])
+        assert got == {
+            plain: TriggerSettings(
+                plain, self.app_pk, JobStatus.RUNNING, False, False, "http://h/cb", 2, 3, 3600
+            ),
+            cron: TriggerSettings(
+                cron, self.app_pk, JobStatus.WAITING, True, True, None, 0, 10, 3600
+            ),
+        }
+        assert self.store.trigger_settings([]) == {}
+
+    def test_job_labels_of_each_job_that_exists(self) -> None:
+        named = self.a_job(job_name="report", client_request_id="abc")
+        bare = self.a_job(job_name="bare", client_request_id=None)
+        got = self.store.job_labels([named, bare, 9_999])
+        assert got == {named: JobLabel("report", "abc"), bare: JobLabel("bare", None)}
+        assert self.store.job_labels([]) == {}
+
+    # record_outcomes
+
+    def test_record_outcomes_writes_the_outcome_and_keeps_the_identity(self) -> None:
+        job = self.a_job()
+        k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))
+        before = self.execution("e1")
+        outcome = {
+            "id": k[0],
+            "execution_id": "e1",
+            "job_id": job,
+            "attempt": 1,
+            "trigger_time": 1_000,
+            "status": ExecutionStatus.FAILED,
+            "worker_id": "w9",
+            "message": "boom",
+            "result": '{"a":1}',
+            "started_at": 2_000,
+            "ended_at": 2_500,
+        }
+        self.store.record_outcomes([outcome])
+        self.store.record_outcomes([])
+        after = self.execution("e1")
+        assert after == dataclasses.replace(
+            before,
+            status=ExecutionStatus.FAILED,
+            worker_id="w9",
+            message="boom",
+            result='{"a":1}',
+            started_at=2_000,
+            ended_at=2_500,
+        )
+        assert self.execution("e2").status is ExecutionStatus.QUEUED
+
+    # insert_executions
+
+    def test_insert_executions_writes_rows_by_status(self) -> None:
+        job = self.a_job()
+        rows = [
+            NewExecution("s", job, 1, 1_000, 1_200),
+            NewExecution("q", job, 2, 1_000, 1_200).queued_on("w1"),
+            NewExecution("f", job, 3, 1_000, 1_200, ExecutionStatus.SKIPPED, "late", True),
+        ]
+        self.store.insert_executions(rows, NOW)
+        self.store.insert_executions([], NOW)
+        s, q, f = (self.execution(e) for e in ("s", "q", "f"))
+        assert dataclasses.replace(s, id=0) == MemoryExecution(
+            0, "s", job, 1, 1_000, 1_200, ExecutionStatus.SCHEDULED, created_at=NOW
+        )
+        assert (q.status, q.worker_id, q.dispatched_at, q.ended_at) == ("QUEUED", "w1", NOW, None)
+        assert (f.status, f.message, f.manual, f.ended_at) == ("SKIPPED", "late", True, NOW)
+        assert s.id < q.id < f.id
+
+    def test_a_second_execution_of_a_trigger_and_attempt_is_refused_with_its_batch(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", ExecutionStatus.QUEUED))
+        fresh = NewExecution("e9", job, 2, 1_000, 1_200)
+        again = NewExecution("e2", job, 1, 1_000, 1_200)
+        with pytest.raises(IntegrityError) as refused:
+            self.store.insert_executions([fresh, again], NOW)
+        assert is_duplicate_key(refused.value)
+        with pytest.raises(KeyError):
+            self.execution("e9")
+
+    def test_the_same_execution_id_twice_is_refused(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", ExecutionStatus.QUEUED))
+        with pytest.raises(IntegrityError) as refused:
+            self.store.insert_executions([NewExecution("e1", job, 5, 1_000, 1_200)], NOW)
+        assert is_duplicate_key(refused.value)
+        twice = [NewExecution("e7", job, 6, 1_000, 1_200), NewExecution("e7", job, 7, 1, 1)]
+        with pytest.raises(IntegrityError):
+            self.store.insert_executions(twice, NOW)
+
+    def test_a_manual_run_takes_a_slot_of_its_own(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", ExecutionStatus.QUEUED))
+        manual = NewExecution("m1", job, 1, 1_000, 1_200, manual=True)
+        self.store.insert_executions([manual], NOW)
+        assert self.execution("m1").manual
+
+    # release_jobs
+
+    def test_release_jobs_ends_one_shot_jobs_unless_cancelled(self) -> None:
+        running = self.a_job()
+        paused = self.a_job(status=JobStatus.PAUSED)
+        cancelled = self.a_job(status=JobStatus.CANCELLED)
+        failed = self.a_job()
+        ends = [
+            (running, JobStatus.SUCCEEDED),
+            (paused, JobStatus.SUCCEEDED),
+            (cancelled, JobStatus.SUCCEEDED),
+            (failed, JobStatus.FAILED),
+        ]
+        self.store.release_jobs(ends, NOW)
+        got = {j: self.job(j) for j in (running, paused, cancelled, failed)}
+        assert {j: r.status for j, r in got.items()} == {
+            running: JobStatus.SUCCEEDED,
+            paused: JobStatus.SUCCEEDED,
+            cancelled: JobStatus.CANCELLED,
+            failed: JobStatus.FAILED,
+        }
+        assert {(r.version, r.updated_at) for r in got.values()} == {(1, NOW)}
+
+    def test_release_jobs_sends_recurring_jobs_back_to_waiting(self) -> None:
+        running = self.a_job(recurring=True, next_trigger_time=60_000)
+        paused = self.a_job(recurring=True, next_trigger_time=60_000, status=JobStatus.PAUSED)
+        self.store.release_jobs([(running, None), (paused, None), (9_999, None)], NOW)
+        self.store.release_jobs([], NOW)
+        assert (self.job(running).status, self.job(running).version) == (JobStatus.WAITING, 1)
+        assert (self.job(paused).status, self.job(paused).updated_at) == (JobStatus.PAUSED, NOW)
+
+    # insert_deliveries
+
+    def delivery(self, job_id: int, execution_id: str, delivery_id: str) -> NewDelivery:
+        return NewDelivery(delivery_id, execution_id, job_id, self.app_pk, "http://h/cb", "{}")
+
+    def test_insert_deliveries_records_them_pending(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", DONE), ("e2", DONE))
+        rows = [self.delivery(job, "e1", "msg_1"), self.delivery(job, "e2", "msg_2")]
+        self.store.insert_deliveries(rows, NOW)
+        self.store.insert_deliveries([], NOW)
+        pending = DeliveryStatus.PENDING
+        assert self.deliveries() == [MemoryDelivery(r, pending, 0, NOW, NOW) for r in rows]
+
+    def test_a_second_delivery_of_an_execution_or_id_is_refused_with_its_batch(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", DONE), ("e2", DONE), ("e3", DONE))
+        self.store.insert_deliveries([self.delivery(job, "e1", "msg_1")], NOW)
+        for clash in (self.delivery(job, "e1", "msg_9"), self.delivery(job, "e3", "msg_1")):
+            with pytest.raises(IntegrityError) as refused:
+                self.store.insert_deliveries([self.delivery(job, "e2", "msg_2"), clash], NOW)
+            assert is_duplicate_key(refused.value)
+        assert [d.delivery.delivery_id for d in self.deliveries()] == ["msg_1"]

@@ -1,0 +1,118 @@
+"""``MySqlOutcomeStore`` keeps the outcome store contract (its fake: tests/unit)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from common.db.deliveries import NewDelivery
+from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
+from common.db.schema import callback_deliveries, executions, jobs
+from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+from tests.contracts.outcome_store import OutcomeStoreContract
+from tests.integration.helpers import make_app
+
+
+class TestMySqlOutcomeStore(OutcomeStoreContract):
+    """The contract on the test's own database, in one transaction rolled back after."""
+
+    @pytest.fixture(autouse=True)
+    def _database(self, engine: Engine) -> Iterator[None]:
+        make_app(engine)
+        with engine.connect() as conn:
+            self._conn: Connection = conn
+            self._store = MySqlOutcomeStore(conn)
+            with conn.begin() as transaction:
+                self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
+                yield
+                transaction.rollback()
+
+    @property
+    def store(self) -> OutcomeStore:
+        return self._store
+
+    @property
+    def app_pk(self) -> int:
+        return self._app_pk
+
+    def add_job(self, job: MemoryJob) -> int:
+        values = {
+            "app_pk": job.app_pk,
+            "job_name": job.job_name,
+            "handler": "demo.noop",
+            "params": "{}",
+            "cron_expr": "* * * * *" if job.recurring else None,
+            "next_trigger_time": job.next_trigger_time,
+            "status": job.status.value,
+            "version": job.version,
+            "callback_url": job.callback_url,
+            "client_request_id": job.client_request_id,
+            "created_at": 0,
+            "updated_at": job.updated_at,
+            "max_retries": job.max_retries,
+            "retry_backoff_seconds": job.retry_backoff_seconds,
+            "retry_backoff_max_seconds": job.retry_backoff_max_seconds,
+        }
+        key = self._conn.execute(jobs.insert(), values).inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def job(self, job_id: int) -> MemoryJob:
+        r = self._conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+        return MemoryJob(
+            int(r.app_pk),
+            r.job_name,
+            JobStatus(r.status),
+            r.cron_expr is not None or r.fixed_rate_seconds is not None,
+            r.next_trigger_time,
+            r.callback_url,
+            r.client_request_id,
+            int(r.max_retries),
+            int(r.retry_backoff_seconds),
+            int(r.retry_backoff_max_seconds),
+            int(r.version),
+            int(r.updated_at),
+            int(r.id),
+        )
+
+    def execution(self, execution_id: str) -> MemoryExecution:
+        query = sa.select(executions).where(executions.c.execution_id == execution_id)
+        r = self._conn.execute(query).one_or_none()
+        if r is None:
+            raise KeyError(execution_id)
+        return MemoryExecution(
+            int(r.id),
+            r.execution_id,
+            int(r.job_id),
+            int(r.attempt),
+            int(r.trigger_time),
+            r.scheduled_at,
+            ExecutionStatus(r.status),
+            bool(r.manual),
+            r.worker_id,
+            r.message,
+            r.result,
+            int(r.created_at),
+            r.dispatched_at,
+            r.started_at,
+            r.ended_at,
+        )
+
+    def deliveries(self) -> list[MemoryDelivery]:
+        query = sa.select(callback_deliveries).order_by(callback_deliveries.c.id)
+        return [
+            MemoryDelivery(
+                NewDelivery(
+                    r.delivery_id, r.execution_id, int(r.job_id), int(r.app_pk), r.url, r.payload
+                ),
+                DeliveryStatus(r.status),
+                int(r.attempts),
+                int(r.created_at),
+                int(r.updated_at),
+            )
+            for r in self._conn.execute(query)
+        ]
