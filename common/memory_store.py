@@ -6,13 +6,17 @@ same unique keys refuse a second row with the same ``IntegrityError`` (MySQL's 1
 so the logic above it can be tested without a server. ``tests/contracts/outcome_store.py``
 runs one test class against it and against MySQL.
 
-What it leaves out: transactions and locks (every call applies at once; nothing rolls
-back), the apps table and its keys, and every column recording does not touch.
+It keeps ``DispatchStore`` too (``unmark_queued``), and a ``transaction`` that undoes
+what it changed when it raises, as a rolled-back one does. What it leaves out: locks and
+isolation (one caller at a time), the apps table and its keys, and every column that
+recording and sending do not touch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import copy
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +110,18 @@ class MemoryStore:
     _next_job_id: int = 1
     _next_execution_key: int = 1
 
-    # Seeding and reading, for tests.
+    # Seeding, reading and transactions, for tests.
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[MemoryStore]:
+        """A transaction as ``engine.begin()`` gives one: whatever it changed is undone
+        if it raises. (Not isolated: there is one caller at a time.)"""
+        before = copy.deepcopy(self.__dict__)
+        try:
+            yield self
+        except BaseException:
+            self.__dict__.update(before)
+            raise
 
     def add_job(self, job: MemoryJob) -> int:
         """Add ``job`` under a new id; return the id. A client request id an app has
@@ -227,6 +242,27 @@ class MemoryStore:
         """The name and client request id of each job that exists."""
         found = (self.jobs.get(i) for i in set(job_ids))
         return {j.id: JobLabel(j.job_name, j.client_request_id) for j in found if j is not None}
+
+    # DispatchStore, and what the firer marks before it sends.
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        """Mark these executions (key -> worker id) QUEUED, as ``executions.mark_queued``
+        does: only those still SCHEDULED change."""
+        for key, worker_id in workers.items():
+            row = self.executions.get(key)
+            if row is not None and row.status is ExecutionStatus.SCHEDULED:
+                row.dispatched_at = now_ms
+                row.worker_id = worker_id
+                row.message = None
+                row.status = ExecutionStatus.QUEUED
+
+    def unmark_queued(self, keys: Iterable[int]) -> None:
+        """Put these executions back to SCHEDULED, with no worker and no dispatch time."""
+        for row in (self.executions.get(k) for k in sorted(set(keys))):
+            if row is not None:
+                row.status = ExecutionStatus.SCHEDULED
+                row.worker_id = None
+                row.dispatched_at = None
 
     def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
         """Record PENDING deliveries: all, or none if a unique key refuses one."""

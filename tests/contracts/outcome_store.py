@@ -1,13 +1,12 @@
 """The outcome store contract, which ``MySqlOutcomeStore`` and ``MemoryStore`` keep.
 
-A subclass gives the store on an empty database (or a new ``MemoryStore``) and reads
-rows back as the memory store's row types, so both are held to the same values.
+A subclass gives the store on an empty database (or a new ``MemoryStore``) through
+``StoreHarness``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from abc import ABC, abstractmethod
 
 import pytest
 from sqlalchemy.exc import IntegrityError
@@ -15,62 +14,16 @@ from sqlalchemy.exc import IntegrityError
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import LockedExecution, NewExecution
 from common.db.jobs import TriggerSettings
-from common.db.outcome_store import OutcomeStore
 from common.db.retry import is_duplicate_key
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.memory_store import MemoryDelivery, MemoryExecution
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+from tests.contracts.store_harness import NOW, StoreHarness
 
-NOW = 5_000
 DONE = ExecutionStatus.SUCCEEDED
 
 
-class OutcomeStoreContract(ABC):
+class OutcomeStoreContract(StoreHarness):
     """What every outcome store does, call by call."""
-
-    @property
-    @abstractmethod
-    def store(self) -> OutcomeStore:
-        """The store under test, empty but for one app (``app_pk``)."""
-
-    @property
-    @abstractmethod
-    def app_pk(self) -> int:
-        """The primary key of the app every job belongs to."""
-
-    @abstractmethod
-    def add_job(self, job: MemoryJob) -> int:
-        """Add a job as ``job`` describes it (its app: ``app_pk``); its id."""
-
-    @abstractmethod
-    def job(self, job_id: int) -> MemoryJob:
-        """The job's row."""
-
-    @abstractmethod
-    def execution(self, execution_id: str) -> MemoryExecution:
-        """The execution's row."""
-
-    @abstractmethod
-    def deliveries(self) -> list[MemoryDelivery]:
-        """Every delivery row, in insertion order."""
-
-    # Builders.
-
-    def a_job(self, **changes: object) -> int:
-        job = MemoryJob(app_pk=self.app_pk, job_name="nightly")
-        return self.add_job(dataclasses.replace(job, **changes))  # type: ignore[arg-type]
-
-    def runs(self, job_id: int, *specs: tuple[str, ExecutionStatus]) -> list[int]:
-        """Executions of ``job_id``, attempts 1, 2, ... of trigger 1000; their keys."""
-        rows = [
-            NewExecution(e, job_id, n, 1_000, 1_500, status, worker_id="w1")
-            for n, (e, status) in enumerate(specs, start=1)
-        ]
-        self.store.insert_executions(rows, 1_500)
-        return [self.execution(e).id for e, _ in specs]
-
-    def locked(self, execution_id: str) -> LockedExecution:
-        row = self.execution(execution_id)
-        return row.locked()
 
     # lock_unfinished
 

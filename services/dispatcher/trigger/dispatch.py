@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from common.broker import OutgoingMessage, Publisher
-from common.db.executions import unmark_queued
+from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.sendable import ExecutionWithJob
 from common.topology import DISPATCH_EXCHANGE
 
@@ -127,6 +127,14 @@ def dispatch(conn: Connection, publisher: Publisher, packs: DispatchPacks) -> se
     """
     if not packs.messages:
         return set()
+    return send_packs(MySqlDispatchStore(conn), publisher, packs)
+
+
+def send_packs(store: DispatchStore, publisher: Publisher, packs: DispatchPacks) -> set[str]:
+    """``dispatch`` through a store port: publish the packs, put back what did not land,
+    return its execution ids. A failed publish raises before any row is touched."""
+    if not packs.messages:
+        return set()
     returned = packs.not_routed(publisher.publish(packs.messages))
-    unmark_queued(conn, [a.execution_key for a in packs.assignments if a.execution_id in returned])
+    store.unmark_queued([a.execution_key for a in packs.assignments if a.execution_id in returned])
     return returned

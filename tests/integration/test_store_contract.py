@@ -1,23 +1,28 @@
-"""``MySqlOutcomeStore`` keeps the outcome store contract (its fake: tests/unit)."""
+"""MySQL keeps the outcome and dispatch store contracts (their fake: tests/unit)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from common.db import executions
 from common.db.deliveries import NewDelivery
+from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
-from common.db.schema import callback_deliveries, executions, jobs
+from common.db.schema import callback_deliveries, jobs
+from common.db.schema import executions as executions_table
 from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
 from tests.integration.helpers import make_app
 
 
-class TestMySqlOutcomeStore(OutcomeStoreContract):
+class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
     """The contract on the test's own database, in one transaction rolled back after."""
 
     @pytest.fixture(autouse=True)
@@ -26,6 +31,7 @@ class TestMySqlOutcomeStore(OutcomeStoreContract):
         with engine.connect() as conn:
             self._conn: Connection = conn
             self._store = MySqlOutcomeStore(conn)
+            self._dispatch_store = MySqlDispatchStore(conn)
             with conn.begin() as transaction:
                 self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
                 yield
@@ -34,6 +40,16 @@ class TestMySqlOutcomeStore(OutcomeStoreContract):
     @property
     def store(self) -> OutcomeStore:
         return self._store
+
+    @property
+    def dispatch_store(self) -> DispatchStore:
+        return self._dispatch_store
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        executions.mark_queued(self._conn, workers, now_ms)
+
+    def undone_on_error(self) -> AbstractContextManager[object]:
+        return self._conn.begin_nested()
 
     @property
     def app_pk(self) -> int:
@@ -80,7 +96,7 @@ class TestMySqlOutcomeStore(OutcomeStoreContract):
         )
 
     def execution(self, execution_id: str) -> MemoryExecution:
-        query = sa.select(executions).where(executions.c.execution_id == execution_id)
+        query = sa.select(executions_table).where(executions_table.c.execution_id == execution_id)
         r = self._conn.execute(query).one_or_none()
         if r is None:
             raise KeyError(execution_id)

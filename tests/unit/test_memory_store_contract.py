@@ -1,15 +1,20 @@
-"""``MemoryStore`` keeps the outcome store contract (its real twin: tests/integration)."""
+"""``MemoryStore`` keeps the outcome and dispatch store contracts (its real twin:
+tests/integration)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
+from common.db.dispatch_store import DispatchStore
 from common.db.outcome_store import OutcomeStore
 from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob, MemoryStore
+from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
 
 
-class TestMemoryStore(OutcomeStoreContract):
+class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract):
     """The contract on a new ``MemoryStore`` (rows read back as copies, as from MySQL)."""
 
     def setup_method(self) -> None:
@@ -18,6 +23,16 @@ class TestMemoryStore(OutcomeStoreContract):
     @property
     def store(self) -> OutcomeStore:
         return self.memory
+
+    @property
+    def dispatch_store(self) -> DispatchStore:
+        return self.memory
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        self.memory.mark_queued(workers, now_ms)
+
+    def undone_on_error(self) -> AbstractContextManager[object]:
+        return self.memory.transaction()
 
     @property
     def app_pk(self) -> int:

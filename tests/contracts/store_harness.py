@@ -1,0 +1,82 @@
+"""What the store contracts need of a store under test: its ports, and its rows read back.
+
+Rows are read back as the memory store's row types (``MemoryJob``, ``MemoryExecution``,
+``MemoryDelivery``), so the real store and its twin are held to the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+
+from common.db.dispatch_store import DispatchStore
+from common.db.executions import LockedExecution, NewExecution
+from common.db.outcome_store import OutcomeStore
+from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.states import ExecutionStatus
+
+NOW = 5_000
+
+
+class StoreHarness(ABC):
+    """A store under test (its ports), with the rows read back as the memory store's."""
+
+    @property
+    @abstractmethod
+    def store(self) -> OutcomeStore:
+        """The store under test, empty but for one app (``app_pk``)."""
+
+    @property
+    @abstractmethod
+    def dispatch_store(self) -> DispatchStore:
+        """The same store as sending sees it."""
+
+    @abstractmethod
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        """Mark executions QUEUED on workers as the firer does (``executions.mark_queued``)."""
+
+    @abstractmethod
+    def undone_on_error(self) -> AbstractContextManager[object]:
+        """A transaction (nested in the test's) whose changes go if it raises."""
+
+    @property
+    @abstractmethod
+    def app_pk(self) -> int:
+        """The primary key of the app every job belongs to."""
+
+    @abstractmethod
+    def add_job(self, job: MemoryJob) -> int:
+        """Add a job as ``job`` describes it (its app: ``app_pk``); its id."""
+
+    @abstractmethod
+    def job(self, job_id: int) -> MemoryJob:
+        """The job's row."""
+
+    @abstractmethod
+    def execution(self, execution_id: str) -> MemoryExecution:
+        """The execution's row."""
+
+    @abstractmethod
+    def deliveries(self) -> list[MemoryDelivery]:
+        """Every delivery row, in insertion order."""
+
+    # Builders.
+
+    def a_job(self, **changes: object) -> int:
+        job = MemoryJob(app_pk=self.app_pk, job_name="nightly")
+        return self.add_job(dataclasses.replace(job, **changes))  # type: ignore[arg-type]
+
+    def runs(self, job_id: int, *specs: tuple[str, ExecutionStatus]) -> list[int]:
+        """Executions of ``job_id``, attempts 1, 2, ... of trigger 1000; their keys."""
+        rows = [
+            NewExecution(e, job_id, n, 1_000, 1_500, status, worker_id="w1")
+            for n, (e, status) in enumerate(specs, start=1)
+        ]
+        self.store.insert_executions(rows, 1_500)
+        return [self.execution(e).id for e, _ in specs]
+
+    def locked(self, execution_id: str) -> LockedExecution:
+        row = self.execution(execution_id)
+        return row.locked()
