@@ -22,6 +22,7 @@ from services.cli_callbacks import add_callbacks_parsers
 from services.cli_cluster import add_cluster_parsers
 from services.cli_completion import add_completion_parser
 from services.cli_jobs import add_jobs_parser
+from services.cli_types import Subcommands
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -190,7 +191,7 @@ def _add_metrics_port(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_service_parsers(sub: Any) -> None:
+def _add_service_parsers(sub: Subcommands) -> None:
     api = sub.add_parser("api", help="serve the OpenAPI (Swagger UI at /docs)")
     api.add_argument("--host", help="env KAIROS_HOST (default 127.0.0.1)")
     api.add_argument("--port", type=int, help="env KAIROS_PORT (default 8000)")
@@ -221,7 +222,7 @@ def _add_service_parsers(sub: Any) -> None:
     notifier.set_defaults(func=cmd_notifier)
 
 
-def _add_operator_parsers(sub: Any) -> None:
+def _add_operator_parsers(sub: Subcommands) -> None:
     sub.add_parser("migrate", help="create database and vhost, migrate the schema").set_defaults(
         func=cmd_migrate
     )
@@ -247,7 +248,7 @@ def _add_operator_parsers(sub: Any) -> None:
     _add_operator_parser(sub)
 
 
-def _add_operator_parser(sub: Any) -> None:
+def _add_operator_parser(sub: Subcommands) -> None:
     operator = sub.add_parser(
         "operator", help="people who may sign in to the web console (/console)"
     ).add_subparsers(dest="operator_cmd", required=True)
@@ -264,7 +265,7 @@ def _add_operator_parser(sub: Any) -> None:
     revoke.set_defaults(func=cmd_operator_revoke)
 
 
-def _add_execution_parsers(sub: Any) -> None:
+def _add_execution_parsers(sub: Subcommands) -> None:
     executions = sub.add_parser(
         "executions", help="stuck executions: list, fail or requeue them"
     ).add_subparsers(dest="executions_cmd", required=True)

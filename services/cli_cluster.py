@@ -16,7 +16,7 @@ from services.cli_render import (
     print_table,
     seconds_text,
 )
-from services.cli_types import whole_number
+from services.cli_types import Subcommands, whole_number
 
 if TYPE_CHECKING:
     from common.cluster_stats import ClusterStats
@@ -269,7 +269,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 _minutes = whole_number(1, 120)
 
 
-def add_cluster_parsers(sub: Any) -> None:
+def add_cluster_parsers(sub: Subcommands) -> None:
     """``kairos workers`` and ``kairos stats``."""
     workers = sub.add_parser(
         "workers", help="workers: state, heartbeat age (cluster clock), load and score"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+
+from services.cli_types import Subcommands
 
 SHELLS = ("bash", "zsh")
 
@@ -118,7 +119,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_completion_parser(sub: Any) -> None:
+def add_completion_parser(sub: Subcommands) -> None:
     """``kairos completion SHELL``."""
     completion = sub.add_parser(
         "completion",

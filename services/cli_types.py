@@ -1,9 +1,14 @@
-"""argparse types for the CLI's numeric options: the text read, then held to a range."""
+"""argparse types for the CLI: the subcommand table each module adds its commands to,
+and numeric options (the text read, then held to a range)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TypeAlias
+
+# What ``add_subparsers`` returns: each CLI module adds its commands to one of these.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
