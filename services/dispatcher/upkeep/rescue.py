@@ -28,6 +28,7 @@ from common.timefmt import iso_ms
 from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
 from services.dispatcher.trigger.fire_rules import no_worker_reason
 from services.dispatcher.trigger.route import Router
+from services.dispatcher.upkeep.rescue_plan import plan_rescue
 
 log = logging.getLogger(__name__)
 
@@ -158,32 +159,23 @@ class Rescue:
             return False
         marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}
         now = self._clock.now_ms()
-        epoch = started_epoch(self._redis, self._keys, now)
-        started = [r for r in rows if marks[r.execution_id][0] == worker_id]
-        ended = [r for r in started if marks[r.execution_id][1] is not None]
-        lost = [r for r in started if r not in ended]
-        unknown = [
-            r
-            for r in rows
-            if marks[r.execution_id][0] is None and key_may_be_lost(r.dispatched_at, epoch)
-        ]
-        unstarted = [r for r in rows if r not in started and r not in unknown]
-        self._report([stored_result(str(marks[r.execution_id][1]), r, now) for r in ended])
+        plan = plan_rescue(worker_id, rows, marks, started_epoch(self._redis, self._keys, now))
+        self._report([stored_result(outcome, r, now) for r, outcome in plan.ended])
         why = f"worker {worker_id} died while running it"
-        self._report(stand_in_results(lost, ExecutionStatus.LOST, why, now))
+        self._report(stand_in_results(plan.lost, ExecutionStatus.LOST, why, now))
         why = (
             f"worker {worker_id} died, and Redis lost the mark that says whether it had "
             "started this run: it is not run again"
         )
-        self._report(stand_in_results(unknown, ExecutionStatus.LOST, why, now))
-        lost += unknown
-        moved, held = self._reroute(worker_id, unstarted)
+        self._report(stand_in_results(plan.unknown, ExecutionStatus.LOST, why, now))
+        lost = len(plan.lost) + len(plan.unknown)
+        moved, held = self._reroute(worker_id, plan.unstarted)
         log.warning(
             "worker %s is dead: %d executions lost, %d ended unreported, %d moved, "
             "%d back to the firer (no live worker runs their handler)",
             worker_id,
-            len(lost),
-            len(ended),
+            lost,
+            len(plan.ended),
             moved,
             held,
             extra={"worker_id": worker_id},
