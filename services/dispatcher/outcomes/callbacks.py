@@ -159,12 +159,5 @@ def republish_stale_deliveries(
         if not rows:
             return
         log.warning("republishing %d callback deliveries", len(rows))
-        publisher.publish(
-            [
-                callback_message(
-                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_pk, r.url, r.payload)
-                )
-                for r in rows
-            ]
-        )
+        publisher.publish([callback_message(r.as_new()) for r in rows])
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())
