@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeAlias
+
+JsonObject: TypeAlias = dict[str, Any]
+"""A JSON object, as ``json.loads`` reads one or ``json.dumps`` writes one: what its
+members hold is known only when it is read."""
 
 MAX_DEPTH = 32
 """Objects and arrays inside one another, the document itself counting as one."""

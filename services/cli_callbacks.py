@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from services.cli_jobs import _job_id, _limit
 from services.cli_render import Column, make_console, one_line, print_json, print_table, when_text
+from services.cli_types import Subcommands
 
 if TYPE_CHECKING:
     from common.dead_letters import ReplayReport
+    from common.documents import JsonObject
     from services.callback_operations import DeadLine
 
 ALL_DEAD_LIMIT = 100_000
 
 
-def _dead_json(line: DeadLine) -> dict[str, Any]:
+def _dead_json(line: DeadLine) -> JsonObject:
     from common.timefmt import iso_ms
 
     delivery = line.delivery
@@ -120,7 +122,7 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_callbacks_parsers(sub: Any) -> None:
+def add_callbacks_parsers(sub: Subcommands) -> None:
     """``kairos callbacks dead|replay``."""
     callbacks = sub.add_parser("callbacks", help="dead callbacks; replay").add_subparsers(
         dest="callbacks_cmd", required=True

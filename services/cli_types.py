@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TypeAlias
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``ArgumentParser.add_subparsers`` returns: each command adds its parsers to it."""
 
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
