@@ -15,7 +15,7 @@ from common.db import deliveries
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
 from common.db.executions import NewExecution
 from common.db.jobs import trigger_settings
-from common.documents import JsonObject
+from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.messages import CallbackMessage, ExecutionResult
 from common.states import ExecutionStatus
@@ -35,7 +35,7 @@ EVENT_TYPE = "execution.finished"
 MAX_RESULT_CHARS = 16 * 1024
 
 
-def _bounded_result(raw: str | None) -> tuple[object, bool]:
+def _bounded_result(raw: str | None) -> tuple[JsonValue, bool]:
     """The result as JSON for the callback, and whether it was left out for its size."""
     if raw is None:
         return None, False
