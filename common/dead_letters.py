@@ -116,8 +116,8 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         report.stale += 1
         return False
     with walk.engine.connect() as conn:
-        row = get_delivery(conn, message.delivery_id)
-    if row is None:
+        delivery = get_delivery(conn, message.delivery_id)
+    if delivery is None:
         log.warning(
             "dead callback of a pruned delivery left parked",
             extra={"delivery_id": message.delivery_id},
@@ -125,7 +125,7 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         report.pruned += 1
         walk.held.append(tag)
         return False
-    if row.status != DeliveryStatus.DEAD:
+    if delivery.status is not DeliveryStatus.DEAD:
         walk.channel.basic_ack(tag)
         report.stale += 1
         return False

@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeAlias
+
+JsonObject: TypeAlias = dict[str, Any]
+"""A JSON object, as ``json.loads`` reads one or ``json.dumps`` writes one: what its
+members hold is known only when it is read."""
+
+JsonValue: TypeAlias = Any
+"""Any JSON value (an object, array, text, number, true, false or null), as
+``json.loads`` reads one: its shape is its writer's, known only when it is read."""
 
 MAX_DEPTH = 32
 """Objects and arrays inside one another, the document itself counting as one."""
 
 
-def stored_text(document: Any) -> str:
+def stored_text(document: JsonValue) -> str:
     """The JSON text Kairos stores for ``document``: compact, non-ASCII escaped.
 
     Size limits are measured on this text, in UTF-8 bytes. Raises ValueError for NaN
@@ -27,7 +35,7 @@ def stored_text(document: Any) -> str:
     return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
-def stored_size(document: Any) -> int:
+def stored_size(document: JsonValue) -> int:
     """The size in UTF-8 bytes of the text ``stored_text`` gives for ``document``."""
     return len(stored_text(document).encode())
 

@@ -6,14 +6,12 @@ The CLI (``kairos workers``) and the console show the same figures from here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
 from common.db.executions import inflight_by_worker
-from common.db.rows import AnyRow
-from common.db.workers import all_workers
+from common.db.workers import WorkerRecord, all_workers
 from common.loadbalance import WorkerLoad, load_score
 from common.states import WorkerState
 
@@ -37,7 +35,7 @@ class ScoreParts:
 
 @dataclass(frozen=True)
 class WorkerView:
-    """One worker row, read at ``now_ms`` on the cluster clock."""
+    """One worker, read at ``now_ms`` on the cluster clock."""
 
     worker_id: str
     hostname: str
@@ -79,24 +77,24 @@ class WorkerView:
 def worker_views(conn: Connection, now_ms: int, stale_ms: int) -> list[WorkerView]:
     """Every worker, by id, with its heartbeat age and the executions QUEUED on it."""
     queued = inflight_by_worker(conn)
-    return [_view(row, queued.get(row.worker_id, 0), now_ms, stale_ms) for row in all_workers(conn)]
+    return [_view(w, queued.get(w.worker_id, 0), now_ms, stale_ms) for w in all_workers(conn)]
 
 
-def _view(row: AnyRow, queued: int, now_ms: int, stale_ms: int) -> WorkerView:
-    age = max(0, now_ms - int(row.last_heartbeat))
-    state = WorkerState(row.state)
+def _view(worker: WorkerRecord, queued: int, now_ms: int, stale_ms: int) -> WorkerView:
+    age = max(0, now_ms - worker.last_heartbeat)
+    state = worker.state
     return WorkerView(
-        worker_id=str(row.worker_id),
-        hostname=str(row.hostname),
-        pid=int(row.pid),
+        worker_id=worker.worker_id,
+        hostname=worker.hostname,
+        pid=worker.pid,
         state=state,
-        capacity=int(row.capacity),
-        active=int(row.active),
-        overrun=int(row.overrun),
+        capacity=worker.capacity,
+        active=worker.active,
+        overrun=worker.overrun,
         queued=queued,
-        cpu_idle=int(row.cpu_idle),
-        avg_ms=int(row.avg_ms),
-        handlers=tuple(json.loads(row.handlers)),
+        cpu_idle=worker.cpu_idle,
+        avg_ms=worker.avg_ms,
+        handlers=worker.handlers,
         age_ms=age,
         stale=age > stale_ms and state in (WorkerState.ACTIVE, WorkerState.DRAINING),
     )

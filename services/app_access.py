@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from common.config import StoreSettings
 from common.db.apps import (
+    ApiKeyRecord,
     NewApiKey,
     app_keys,
     database_now_ms,
@@ -80,21 +81,24 @@ def revoke_key(settings: StoreSettings, app_id: str, key_id: str) -> bool:
 def keys_table(settings: StoreSettings, app_id: str) -> str:
     """A table of an app's API keys: id, creation, end, state now.
     Raises ``UnknownAppError``."""
-    found = _at_database_time(settings, lambda conn, now: (app_keys(conn, app_id), now))
-    rows, now = found
-    if rows is None:
+    keys, now = _at_database_time(settings, lambda conn, now: (app_keys(conn, app_id), now))
+    if keys is None:
         raise UnknownAppError(app_id)
     lines = [f"{'KEY_ID':22} {'CREATED':24} {'ENDS':24} STATE"]
-    for r in rows:
-        if r.revoked_at is not None:
-            state = "revoked"
-        elif r.expires_at is not None and r.expires_at <= now:
-            state = "expired"
-        else:
-            state = "active"
-        ends = iso_ms(r.revoked_at if r.revoked_at is not None else r.expires_at) or "-"
-        lines.append(f"{r.key_id:22} {iso_ms(r.created_at)!s:24} {ends:24} {state}")
+    lines.extend(_key_line(key, now) for key in keys)
     return "\n".join(lines)
+
+
+def _key_line(key: ApiKeyRecord, now_ms: int) -> str:
+    """One key's line of ``keys_table``: its state at ``now_ms`` on the database's clock."""
+    if key.revoked_at is not None:
+        state = "revoked"
+    elif key.expires_at is not None and key.expires_at <= now_ms:
+        state = "expired"
+    else:
+        state = "active"
+    ends = iso_ms(key.revoked_at if key.revoked_at is not None else key.expires_at) or "-"
+    return f"{key.key_id:22} {iso_ms(key.created_at)!s:24} {ends:24} {state}"
 
 
 def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool) -> None:

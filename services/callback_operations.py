@@ -9,9 +9,8 @@ import sqlalchemy as sa
 
 from common.broker import connect
 from common.db.apps import App
-from common.db.deliveries import start_again
+from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
 from common.db.operator_reads import apps_by_key
-from common.db.rows import AnyRow
 from common.db.schema import callback_deliveries as deliveries
 from common.dead_letters import ReplayReport, replay_dead
 from common.states import DeliveryStatus
@@ -23,7 +22,7 @@ from services.job_operations import find_app
 class DeadLine:
     """One dead delivery and the app it belongs to."""
 
-    row: AnyRow
+    delivery: DeliveryRecord
     app: App | None
 
 
@@ -32,11 +31,9 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
     unique name) when given. Raises ``UnknownAppError``."""
     with state.engine.connect() as conn:
         apps = apps_by_key(conn)
-        query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
-        if app is not None:
-            query = query.where(deliveries.c.app_pk == find_app(apps, app).id)
-        rows = conn.execute(query.order_by(deliveries.c.updated_at.desc()).limit(limit)).all()
-    return [DeadLine(r, apps.get(int(r.app_pk))) for r in rows]
+        app_pk = find_app(apps, app).id if app is not None else None
+        dead = dead_deliveries(conn, limit, app_pk)
+    return [DeadLine(d, apps.get(d.app_pk)) for d in dead]
 
 
 def replay_delivery(state: ApiState, delivery_id: str) -> int:

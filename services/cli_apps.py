@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from services.cli_types import number
+from services.cli_types import Subcommands, number
 
 if TYPE_CHECKING:
     from common.handler_patterns import HandlerPatterns
@@ -180,7 +180,7 @@ MAX_OVERLAP_HOURS = 720
 _overlap_hours = number(0, MAX_OVERLAP_HOURS)
 
 
-def add_app_parsers(sub: Any) -> None:
+def add_app_parsers(sub: Subcommands) -> None:
     """``kairos app ...``: create, list, keys, rotate-key, revoke-key, disable, enable,
     rotate-secret, handlers."""
     app = sub.add_parser("app", help="manage API apps").add_subparsers(
@@ -218,7 +218,7 @@ def add_app_parsers(sub: Any) -> None:
     _add_handlers_parser(app)
 
 
-def _add_key_parsers(app: Any) -> None:
+def _add_key_parsers(app: Subcommands) -> None:
     rotate = app.add_parser(
         "rotate-key",
         help="give an app a new API key; prints it; its other keys keep working for "
@@ -249,7 +249,7 @@ def _add_key_parsers(app: Any) -> None:
         parser.set_defaults(func=cmd_app_disable)
 
 
-def _add_handlers_parser(app: Any) -> None:
+def _add_handlers_parser(app: Subcommands) -> None:
     handlers = app.add_parser(
         "handlers",
         help="print an app's handler patterns, or restrict its jobs to handlers matching "

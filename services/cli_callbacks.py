@@ -5,35 +5,50 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from services.cli_jobs import _job_id, _limit
 from services.cli_render import Column, make_console, one_line, print_json, print_table, when_text
+from services.cli_types import Subcommands
 
 if TYPE_CHECKING:
     from common.dead_letters import ReplayReport
+    from common.documents import JsonObject
     from services.callback_operations import DeadLine
 
 ALL_DEAD_LIMIT = 100_000
 
 
-def _dead_json(line: DeadLine) -> dict[str, Any]:
+def _dead_json(line: DeadLine) -> JsonObject:
     from common.timefmt import iso_ms
 
-    row = line.row
+    delivery = line.delivery
     return {
-        "deliveryId": row.delivery_id,
-        "jobId": int(row.job_id),
-        "executionId": row.execution_id,
+        "deliveryId": delivery.delivery_id,
+        "jobId": delivery.job_id,
+        "executionId": delivery.execution_id,
         "appId": line.app.app_id if line.app else None,
         "appName": line.app.name if line.app else None,
-        "url": row.url,
-        "attempts": int(row.attempts),
-        "deadReason": row.dead_reason,
-        "lastStatusCode": row.last_status_code,
-        "lastError": row.last_error,
-        "deadAt": iso_ms(row.updated_at),
+        "url": delivery.url,
+        "attempts": delivery.attempts,
+        "deadReason": delivery.dead_reason,
+        "lastStatusCode": delivery.last_status_code,
+        "lastError": delivery.last_error,
+        "deadAt": iso_ms(delivery.updated_at),
     }
+
+
+def _dead_row(line: DeadLine, now: int) -> list[str]:
+    delivery = line.delivery
+    return [
+        delivery.delivery_id,
+        str(delivery.job_id),
+        line.app.name if line.app else "?",
+        str(delivery.attempts),
+        str(delivery.dead_reason or "-"),
+        when_text(delivery.updated_at, now),
+        one_line(delivery.last_error or str(delivery.last_status_code or ""), 80),
+    ]
 
 
 def cmd_callbacks_dead(args: argparse.Namespace) -> int:
@@ -48,18 +63,7 @@ def cmd_callbacks_dead(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json({"deliveries": [_dead_json(line) for line in lines]})
         return 0
-    rows = [
-        [
-            line.row.delivery_id,
-            str(line.row.job_id),
-            line.app.name if line.app else "?",
-            str(line.row.attempts),
-            str(line.row.dead_reason or "-"),
-            when_text(int(line.row.updated_at), now),
-            one_line(line.row.last_error or str(line.row.last_status_code or ""), 80),
-        ]
-        for line in lines
-    ]
+    rows = [_dead_row(line, now) for line in lines]
     columns = [
         Column("DELIVERY", keep=36),
         Column("JOB", "id"),
@@ -118,7 +122,7 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_callbacks_parsers(sub: Any) -> None:
+def add_callbacks_parsers(sub: Subcommands) -> None:
     """``kairos callbacks dead|replay``."""
     callbacks = sub.add_parser("callbacks", help="dead callbacks; replay").add_subparsers(
         dest="callbacks_cmd", required=True

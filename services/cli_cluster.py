@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from services.cli_render import (
     Column,
@@ -21,6 +21,7 @@ from services.cli_types import Subcommands, whole_number
 if TYPE_CHECKING:
     from common.cluster_stats import ClusterStats
     from common.config import ApiSettings
+    from common.documents import JsonObject
     from common.worker_views import WorkerView
 
 QueueCounts = dict[str, int | str]
@@ -38,7 +39,7 @@ def _queues_by_worker(settings: ApiSettings) -> tuple[dict[str, QueueCounts], st
 
 def _worker_json(
     w: WorkerView, drain: bool, queue: QueueCounts | None, drained: bool = False
-) -> dict[str, Any]:
+) -> JsonObject:
     parts = w.score
     return {
         "workerId": w.worker_id,
@@ -185,7 +186,7 @@ def _lag_text(seconds: float | None) -> str:
     return seconds_text(seconds)
 
 
-def _stats_json(stats: ClusterStats) -> dict[str, Any]:
+def _stats_json(stats: ClusterStats) -> JsonObject:
     def lag(value: float | None) -> float | str | None:
         return "+Inf" if value is not None and math.isinf(value) else value
 

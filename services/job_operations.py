@@ -23,7 +23,7 @@ from common.config import ApiSettings
 from common.cron_words import describe_schedule
 from common.db import control as job_control
 from common.db.apps import App
-from common.db.deliveries import attempts_of, recent_for_job
+from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job
 from common.db.engine import make_engine
 from common.db.executions import jobs_with_runs, list_for_job
 from common.db.operator_reads import (
@@ -180,13 +180,13 @@ class JobDetail:
     schedule: str
     next_triggers: list[int]
     executions: list[AnyRow]
-    callbacks: list[AnyRow]
+    callbacks: list[DeliveryRecord]
     # Each shown callback's attempts, oldest first, by its delivery row id.
-    callback_attempts: dict[int, list[AnyRow]]
+    callback_attempts: dict[int, list[AttemptRecord]]
 
-    def attempts_of(self, delivery: AnyRow) -> list[AnyRow]:
+    def attempts_of(self, delivery: DeliveryRecord) -> list[AttemptRecord]:
         """The attempts of one of the shown callbacks, oldest first."""
-        return self.callback_attempts.get(int(delivery.id), [])
+        return self.callback_attempts.get(delivery.delivery_pk, [])
 
     @property
     def actions(self) -> list[str]:
@@ -205,7 +205,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
-        tried = attempts_of(conn, [int(d.id) for d in sent])
+        tried = attempts_of(conn, [d.delivery_pk for d in sent])
     return JobDetail(
         row,
         app,

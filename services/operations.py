@@ -63,13 +63,14 @@ class SecretRotation:
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
     patterns (``(all)`` when the app may name every handler), name."""
-    rows = _in_transaction(settings, all_apps)
+    listed = _in_transaction(settings, all_apps)
     lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
-    for r in rows:
-        patterns = HandlerPatterns.from_stored(r.handler_patterns).patterns
+    for app in listed:
+        patterns = app.handlers.patterns
         shown = "(all)" if patterns is None else ",".join(patterns) or "(none)"
-        state = "enabled" if r.disabled_at is None else "disabled"
-        lines.append(f"{r.app_id:22} {iso_ms(r.created_at)!s:24} {state:8} {shown:16}  {r.name}")
+        state = "enabled" if app.disabled_at is None else "disabled"
+        created = iso_ms(app.created_at)
+        lines.append(f"{app.app_id:22} {created!s:24} {state:8} {shown:16}  {app.name}")
     return "\n".join(lines)
 
 
@@ -149,10 +150,11 @@ def create_operator_token(settings: StoreSettings, name: str) -> str:
 
 def list_operators(settings: StoreSettings) -> str:
     """A table of console operators: name, creation time, sessions held (no tokens)."""
-    rows = _in_transaction(settings, all_operators)
+    listed = _in_transaction(settings, all_operators)
     lines = [f"{'NAME':24} {'CREATED':24} SESSIONS"]
-    for r in rows:
-        lines.append(f"{r.name:24} {iso_ms(r.created_at)!s:24} {r.n}")
+    for operator in listed:
+        created = iso_ms(operator.created_at)
+        lines.append(f"{operator.name:24} {created!s:24} {operator.sessions}")
     return "\n".join(lines)
 
 

@@ -42,6 +42,48 @@ class App:
     key_expires_in_ms: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AppRecord:
+    """An app as operators list it: no key, no secret."""
+
+    app_id: str
+    name: str
+    created_at: int
+    handlers: HandlerPatterns
+    disabled_at: int | None
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> AppRecord:
+        """The app a row of ``all_apps``'s query holds."""
+        return cls(
+            app_id=row.app_id,
+            name=row.name,
+            created_at=row.created_at,
+            handlers=HandlerPatterns.from_stored(row.handler_patterns),
+            disabled_at=row.disabled_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """One of an app's API keys as operators list it: its id and times, never the key."""
+
+    key_id: str
+    created_at: int
+    expires_at: int | None
+    revoked_at: int | None
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> ApiKeyRecord:
+        """The key a row of ``app_keys``'s query holds."""
+        return cls(
+            key_id=row.key_id,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+            revoked_at=row.revoked_at,
+        )
+
+
 @dataclass(frozen=True)
 class NewApiKey:
     """A key just made: its public id (to revoke it by) and the key, shown once."""
@@ -146,7 +188,7 @@ def revoke_api_key(conn: Connection, app_id: str, key_id: str, now_ms: int) -> b
     return True
 
 
-def app_keys(conn: Connection, app_id: str) -> list[AnyRow] | None:
+def app_keys(conn: Connection, app_id: str) -> list[ApiKeyRecord] | None:
     """The app's API keys (id, created, expires, revoked; never the key), oldest first;
     None if no such app."""
     app_pk = _app_pk(conn, app_id)
@@ -154,7 +196,7 @@ def app_keys(conn: Connection, app_id: str) -> list[AnyRow] | None:
         return None
     columns = (api_keys.c.key_id, api_keys.c.created_at, api_keys.c.expires_at)
     query = sa.select(*columns, api_keys.c.revoked_at).where(api_keys.c.app_pk == app_pk)
-    return list(conn.execute(query.order_by(api_keys.c.id)))
+    return [ApiKeyRecord.from_row(row) for row in conn.execute(query.order_by(api_keys.c.id))]
 
 
 def set_disabled(conn: Connection, app_id: str, disabled_at: int | None) -> bool:
@@ -165,11 +207,12 @@ def set_disabled(conn: Connection, app_id: str, disabled_at: int | None) -> bool
     return bool(result.rowcount)
 
 
-def all_apps(conn: Connection) -> list[AnyRow]:
-    """Every app (id, name, creation time, stored handler patterns, when it was
-    disabled), oldest first; no secrets."""
+def all_apps(conn: Connection) -> list[AppRecord]:
+    """Every app (id, name, creation time, handler patterns, when it was disabled),
+    oldest first; no secrets."""
     columns = (apps.c.app_id, apps.c.name, apps.c.created_at, apps.c.handler_patterns)
-    return list(conn.execute(sa.select(*columns, apps.c.disabled_at).order_by(apps.c.id)))
+    query = sa.select(*columns, apps.c.disabled_at).order_by(apps.c.id)
+    return [AppRecord.from_row(row) for row in conn.execute(query)]
 
 
 # The database's clock in epoch ms: keys end by it, so authentication needs only MySQL.

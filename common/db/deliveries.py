@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -28,6 +27,86 @@ class NewDelivery:
     app_pk: int
     url: str
     payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """A ``callback_deliveries`` row: one callback, where it stands, its last answer."""
+
+    delivery_pk: int
+    """Its row id (``callback_deliveries.id``): attempts and page cursors refer to it."""
+    delivery_id: str
+    execution_id: str
+    job_id: int
+    app_pk: int
+    url: str
+    payload: str
+    status: DeliveryStatus
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    created_at: int
+    updated_at: int
+    delivered_at: int | None
+    next_attempt_at: int | None
+    dead_reason: DeadReason | None
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> DeliveryRecord:
+        """The delivery a ``select(callback_deliveries)`` row holds."""
+        reason = row.dead_reason
+        return cls(
+            delivery_pk=row.id,
+            delivery_id=row.delivery_id,
+            execution_id=row.execution_id,
+            job_id=row.job_id,
+            app_pk=row.app_pk,
+            url=row.url,
+            payload=row.payload,
+            status=DeliveryStatus(row.status),
+            attempts=row.attempts,
+            last_status_code=row.last_status_code,
+            last_error=row.last_error,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            delivered_at=row.delivered_at,
+            next_attempt_at=row.next_attempt_at,
+            dead_reason=DeadReason(reason) if reason is not None else None,
+        )
+
+    def as_new(self) -> NewDelivery:
+        """The delivery as first recorded, to hand the notifier again."""
+        return NewDelivery(
+            self.delivery_id, self.execution_id, self.job_id, self.app_pk, self.url, self.payload
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """A ``callback_attempts`` row: one POST of a delivery and how it went."""
+
+    delivery_pk: int
+    attempt: int
+    attempted_at: int
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> AttemptRecord:
+        """The attempt a ``select(callback_attempts)`` row holds."""
+        return cls(
+            delivery_pk=row.delivery_pk,
+            attempt=row.attempt,
+            attempted_at=row.attempted_at,
+            status_code=row.status_code,
+            error=row.error,
+            duration_ms=row.duration_ms,
+        )
+
+
+def _deliveries(conn: Connection, query: sa.Select[*tuple[object, ...]]) -> list[DeliveryRecord]:
+    return [DeliveryRecord.from_row(row) for row in conn.execute(query)]
 
 
 @dataclass(frozen=True)
@@ -84,7 +163,7 @@ def mark_queued(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> N
 
 def stale_pending(
     conn: Connection, updated_before_ms: int, limit: int, lock: bool = False
-) -> list[AnyRow]:
+) -> list[DeliveryRecord]:
     """PENDING deliveries whose publish failed or never happened; with ``lock``, locked
     for the caller's transaction, passing over those another transaction holds."""
     query = (
@@ -97,18 +176,17 @@ def stale_pending(
     )
     if lock:
         query = query.with_for_update(skip_locked=True)
-    return list(conn.execute(query).all())
+    return _deliveries(conn, query)
 
 
-def get_delivery(conn: Connection, delivery_id: str) -> AnyRow | None:
+def get_delivery(conn: Connection, delivery_id: str) -> DeliveryRecord | None:
     """One delivery by its id."""
-    return conn.execute(
-        sa.select(deliveries).where(deliveries.c.delivery_id == delivery_id)
-    ).first()
+    row = conn.execute(sa.select(deliveries).where(deliveries.c.delivery_id == delivery_id)).first()
+    return DeliveryRecord.from_row(row) if row is not None else None
 
 
 @dataclass(frozen=True)
-class AttemptRecord:
+class NewAttempt:
     """One POST of a callback, and what the delivery became after it."""
 
     delivery_id: str
@@ -121,7 +199,7 @@ class AttemptRecord:
     dead_reason: DeadReason | None = None
 
 
-def record_attempt(conn: Connection, record: AttemptRecord, now_ms: int) -> None:
+def record_attempt(conn: Connection, record: NewAttempt, now_ms: int) -> None:
     """Record one attempt and the delivery's state after it.
 
     A delivery already DELIVERED stays so: a late duplicate copy of its message (one
@@ -143,7 +221,7 @@ def record_attempt(conn: Connection, record: AttemptRecord, now_ms: int) -> None
             duration_ms=record.duration_ms,
         )
     )
-    values: dict[str, Any] = {
+    values: dict[str, object] = {
         "status": record.status,
         "attempts": deliveries.c.attempts + 1,
         "last_status_code": record.status_code,
@@ -161,9 +239,9 @@ def record_attempt(conn: Connection, record: AttemptRecord, now_ms: int) -> None
     )
 
 
-def attempts_of(conn: Connection, delivery_pks: Sequence[int]) -> dict[int, list[AnyRow]]:
+def attempts_of(conn: Connection, delivery_pks: Sequence[int]) -> dict[int, list[AttemptRecord]]:
     """The attempts of these deliveries (by delivery row id), oldest first."""
-    found: dict[int, list[AnyRow]] = {pk: [] for pk in delivery_pks}
+    found: dict[int, list[AttemptRecord]] = {pk: [] for pk in delivery_pks}
     if not delivery_pks:
         return found
     rows = conn.execute(
@@ -172,25 +250,29 @@ def attempts_of(conn: Connection, delivery_pks: Sequence[int]) -> dict[int, list
         .order_by(attempts.c.delivery_pk, attempts.c.id)
     ).all()
     for row in rows:
-        found[int(row.delivery_pk)].append(row)
+        attempt = AttemptRecord.from_row(row)
+        found[attempt.delivery_pk].append(attempt)
     return found
 
 
-def page_for_job(conn: Connection, job_id: int, before_pk: int | None, limit: int) -> list[AnyRow]:
+def page_for_job(
+    conn: Connection, job_id: int, before_pk: int | None, limit: int
+) -> list[DeliveryRecord]:
     """Up to ``limit`` of a job's deliveries, newest first, older than ``before_pk``."""
     query = sa.select(deliveries).where(deliveries.c.job_id == job_id)
     if before_pk is not None:
         query = query.where(deliveries.c.id < before_pk)
-    return list(conn.execute(query.order_by(deliveries.c.id.desc()).limit(limit)).all())
+    return _deliveries(conn, query.order_by(deliveries.c.id.desc()).limit(limit))
 
 
-def find_for_app(conn: Connection, app_pk: int, delivery_id: str) -> AnyRow | None:
+def find_for_app(conn: Connection, app_pk: int, delivery_id: str) -> DeliveryRecord | None:
     """The delivery with this id if it is one of the app's callbacks."""
-    return conn.execute(
+    row = conn.execute(
         sa.select(deliveries).where(
             deliveries.c.delivery_id == delivery_id, deliveries.c.app_pk == app_pk
         )
     ).first()
+    return DeliveryRecord.from_row(row) if row is not None else None
 
 
 def start_again(conn: Connection, delivery_id: str, now_ms: int) -> bool:
@@ -213,39 +295,27 @@ def start_again(conn: Connection, delivery_id: str, now_ms: int) -> bool:
     return bool(result.rowcount)
 
 
-def list_for_job(conn: Connection, job_id: int) -> list[AnyRow]:
+def list_for_job(conn: Connection, job_id: int) -> list[DeliveryRecord]:
     """A job's callback deliveries, newest first."""
-    return list(
-        conn.execute(
-            sa.select(deliveries)
-            .where(deliveries.c.job_id == job_id)
-            .order_by(deliveries.c.id.desc())
-        ).all()
-    )
+    query = sa.select(deliveries).where(deliveries.c.job_id == job_id)
+    return _deliveries(conn, query.order_by(deliveries.c.id.desc()))
 
 
-def recent_for_job(conn: Connection, job_id: int, limit: int) -> list[AnyRow]:
+def recent_for_job(conn: Connection, job_id: int, limit: int) -> list[DeliveryRecord]:
     """A job's newest ``limit`` callback deliveries, newest first."""
-    return list(
-        conn.execute(
-            sa.select(deliveries)
-            .where(deliveries.c.job_id == job_id)
-            .order_by(deliveries.c.id.desc())
-            .limit(limit)
-        ).all()
-    )
+    query = sa.select(deliveries).where(deliveries.c.job_id == job_id)
+    return _deliveries(conn, query.order_by(deliveries.c.id.desc()).limit(limit))
 
 
-def dead_deliveries(conn: Connection, limit: int) -> list[AnyRow]:
-    """Deliveries parked after their last retry tier, most recently parked first."""
-    return list(
-        conn.execute(
-            sa.select(deliveries)
-            .where(deliveries.c.status == DeliveryStatus.DEAD)
-            .order_by(deliveries.c.updated_at.desc())
-            .limit(limit)
-        ).all()
-    )
+def dead_deliveries(
+    conn: Connection, limit: int, app_pk: int | None = None
+) -> list[DeliveryRecord]:
+    """Deliveries parked after their last retry tier, most recently parked first; only
+    the app's with ``app_pk``."""
+    query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
+    if app_pk is not None:
+        query = query.where(deliveries.c.app_pk == app_pk)
+    return _deliveries(conn, query.order_by(deliveries.c.updated_at.desc()).limit(limit))
 
 
 def count_dead(conn: Connection) -> int:
@@ -267,7 +337,7 @@ def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) ->
 
 
 def _queue(
-    conn: Connection, delivery_ids: Iterable[str], from_status: DeliveryStatus, **values: Any
+    conn: Connection, delivery_ids: Iterable[str], from_status: DeliveryStatus, **values: object
 ) -> None:
     """Those of these deliveries still ``from_status`` become QUEUED, with ``values``."""
     ids = list(delivery_ids)

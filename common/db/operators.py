@@ -29,6 +29,22 @@ class Operator:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorRecord:
+    """An operator as ``kairos operator list`` shows it: never the token."""
+
+    id: int
+    name: str
+    created_at: int
+    sessions: int
+    """How many sessions it holds (those past their end too, until a sign-in clears them)."""
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> OperatorRecord:
+        """The operator a row of ``all_operators``'s query holds."""
+        return cls(id=row.id, name=row.name, created_at=row.created_at, sessions=row.sessions)
+
+
 @dataclass(frozen=True)
 class OperatorSession:
     """A signed-in browser: whose it is, the token its forms must carry, when it ends."""
@@ -71,7 +87,7 @@ def create_operator(conn: Connection, name: str, now_ms: int) -> str:
     return token
 
 
-def all_operators(conn: Connection) -> list[AnyRow]:
+def all_operators(conn: Connection) -> list[OperatorRecord]:
     """Every operator (id, name, creation time) with how many sessions it holds."""
     live = (
         sa.select(sa.func.count())
@@ -79,8 +95,9 @@ def all_operators(conn: Connection) -> list[AnyRow]:
         .correlate(operators)
         .scalar_subquery()
     )
-    query = sa.select(operators.c.id, operators.c.name, operators.c.created_at, live.label("n"))
-    return list(conn.execute(query.order_by(operators.c.name)).all())
+    columns = (operators.c.id, operators.c.name, operators.c.created_at)
+    query = sa.select(*columns, live.label("sessions")).order_by(operators.c.name)
+    return [OperatorRecord.from_row(row) for row in conn.execute(query)]
 
 
 def delete_operator(conn: Connection, name: str) -> bool:

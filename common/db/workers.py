@@ -56,6 +56,47 @@ class Heartbeat:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A ``workers`` row: a worker's last heartbeat as stored, and its state (FORGOTTEN
+    is the dispatcher's word, not the worker's)."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    capacity: int
+    active: int
+    cpu_idle: int
+    avg_ms: int
+    handlers: tuple[str, ...]
+    state: WorkerState
+    started_at: int
+    last_heartbeat: int
+    overrun: int
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> WorkerRecord:
+        """The worker a ``select(workers)`` row holds."""
+        return cls(
+            worker_id=row.worker_id,
+            hostname=row.hostname,
+            pid=row.pid,
+            capacity=row.capacity,
+            active=row.active,
+            cpu_idle=row.cpu_idle,
+            avg_ms=row.avg_ms,
+            handlers=tuple(json.loads(row.handlers)),
+            state=WorkerState(row.state),
+            started_at=row.started_at,
+            last_heartbeat=row.last_heartbeat,
+            overrun=row.overrun,
+        )
+
+
+def _workers(conn: Connection, query: sa.Select[*tuple[object, ...]]) -> list[WorkerRecord]:
+    return [WorkerRecord.from_row(row) for row in conn.execute(query)]
+
+
 def upsert_heartbeat(conn: Connection, heartbeat: Heartbeat) -> None:
     """Insert or refresh the worker's row."""
     values = heartbeat.as_dict()
@@ -64,39 +105,38 @@ def upsert_heartbeat(conn: Connection, heartbeat: Heartbeat) -> None:
     conn.execute(statement.on_duplicate_key_update(**updates))
 
 
-def fresh_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
+def fresh_workers(conn: Connection, heard_since_ms: int) -> list[WorkerRecord]:
     """ACTIVE workers whose last heartbeat is no older than the cut-off."""
     return _heard_since(conn, WorkerState.ACTIVE, heard_since_ms)
 
 
-def draining_workers(conn: Connection, heard_since_ms: int) -> list[AnyRow]:
+def draining_workers(conn: Connection, heard_since_ms: int) -> list[WorkerRecord]:
     """DRAINING workers whose last heartbeat is no older than the cut-off."""
     return _heard_since(conn, WorkerState.DRAINING, heard_since_ms)
 
 
-def _heard_since(conn: Connection, state: WorkerState, heard_since_ms: int) -> list[AnyRow]:
+def _heard_since(conn: Connection, state: WorkerState, heard_since_ms: int) -> list[WorkerRecord]:
     query = sa.select(workers).where(
         workers.c.state == state, workers.c.last_heartbeat >= heard_since_ms
     )
-    return list(conn.execute(query).all())
+    return _workers(conn, query)
 
 
-def gone_workers(conn: Connection, heard_before_ms: int) -> list[AnyRow]:
+def gone_workers(conn: Connection, heard_before_ms: int) -> list[WorkerRecord]:
     """Workers that said they stopped, or whose last heartbeat is older than the cut-off;
     not those forgotten already."""
-    return list(
-        conn.execute(
-            sa.select(workers)
-            .where(
-                sa.or_(
-                    workers.c.state == WorkerState.STOPPED,
-                    workers.c.last_heartbeat < heard_before_ms,
-                ),
-                workers.c.state != WorkerState.FORGOTTEN,
-            )
-            # Longest gone first: a per-sweep limit of forgets reaches them in turn.
-            .order_by(workers.c.last_heartbeat)
-        ).all()
+    return _workers(
+        conn,
+        sa.select(workers)
+        .where(
+            sa.or_(
+                workers.c.state == WorkerState.STOPPED,
+                workers.c.last_heartbeat < heard_before_ms,
+            ),
+            workers.c.state != WorkerState.FORGOTTEN,
+        )
+        # Longest gone first: a per-sweep limit of forgets reaches them in turn.
+        .order_by(workers.c.last_heartbeat),
     )
 
 
@@ -138,9 +178,9 @@ def forget_worker_unless_held(conn: Connection, worker_id: str, heard_before_ms:
         return False
 
 
-def all_workers(conn: Connection) -> list[AnyRow]:
-    """Every worker row, for listings."""
-    return list(conn.execute(sa.select(workers).order_by(workers.c.worker_id)).all())
+def all_workers(conn: Connection) -> list[WorkerRecord]:
+    """Every worker row, by id, for listings."""
+    return _workers(conn, sa.select(workers).order_by(workers.c.worker_id))
 
 
 def registered_handlers(conn: Connection) -> set[str]:

@@ -7,10 +7,10 @@ import base64
 import binascii
 import re
 from types import MappingProxyType
-from typing import Any
 
 from common.db import deliveries, jobs
 from common.db.apps import App
+from common.db.deliveries import AttemptRecord, DeliveryRecord
 from common.errors import (
     DeliveryInFlightError,
     DeliveryNotFoundError,
@@ -60,32 +60,34 @@ def decode_cursor(cursor: str) -> int:
     return int(found[1])
 
 
-def state_of(status: str) -> CallbackState:
+def state_of(status: DeliveryStatus) -> CallbackState:
     """The state an app sees for a stored delivery status."""
-    return _STATES[DeliveryStatus(status)]
+    return _STATES[status]
 
 
-def _attempt_view(row: Any) -> CallbackAttemptView:
+def _attempt_view(attempt: AttemptRecord) -> CallbackAttemptView:
     return CallbackAttemptView(
-        attempt=int(row.attempt),
-        at=iso_ms(row.attempted_at) or "",
-        statusCode=row.status_code,
-        error=row.error,
-        durationMs=int(row.duration_ms),
+        attempt=attempt.attempt,
+        at=iso_ms(attempt.attempted_at) or "",
+        statusCode=attempt.status_code,
+        error=attempt.error,
+        durationMs=attempt.duration_ms,
     )
 
 
-def delivery_view(row: Any, attempts: list[Any]) -> CallbackDeliveryView:
+def delivery_view(delivery: DeliveryRecord, attempts: list[AttemptRecord]) -> CallbackDeliveryView:
     """One delivery with its attempts."""
-    state = state_of(row.status)
+    state = state_of(delivery.status)
     return CallbackDeliveryView(
-        deliveryId=row.delivery_id,
-        executionId=row.execution_id,
+        deliveryId=delivery.delivery_id,
+        executionId=delivery.execution_id,
         state=state,
-        deadReason=row.dead_reason if state is CallbackState.DEAD else None,
-        createdAt=iso_ms(row.created_at) or "",
-        deliveredAt=iso_ms(row.delivered_at) if state is CallbackState.DELIVERED else None,
-        nextAttemptAt=iso_ms(row.next_attempt_at) if state is CallbackState.RETRYING else None,
+        deadReason=delivery.dead_reason if state is CallbackState.DEAD else None,
+        createdAt=iso_ms(delivery.created_at) or "",
+        deliveredAt=iso_ms(delivery.delivered_at) if state is CallbackState.DELIVERED else None,
+        nextAttemptAt=(
+            iso_ms(delivery.next_attempt_at) if state is CallbackState.RETRYING else None
+        ),
         attempts=[_attempt_view(a) for a in attempts],
     )
 
@@ -100,10 +102,10 @@ def list_callbacks(
             raise JobNotFoundError(job_id)
         rows = deliveries.page_for_job(conn, job_id, before, limit + 1)
         shown = rows[:limit]
-        attempts = deliveries.attempts_of(conn, [int(r.id) for r in shown])
+        attempts = deliveries.attempts_of(conn, [d.delivery_pk for d in shown])
     more = len(rows) > limit
-    next_cursor = encode_cursor(int(shown[-1].id)) if more and shown else None
-    views = [delivery_view(r, attempts[int(r.id)]) for r in shown]
+    next_cursor = encode_cursor(shown[-1].delivery_pk) if more and shown else None
+    views = [delivery_view(d, attempts[d.delivery_pk]) for d in shown]
     return CallbackList(jobId=job_id, deliveries=views, nextCursor=next_cursor)
 
 
@@ -111,9 +113,9 @@ def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackRepl
     """Start a DELIVERED or DEAD delivery of the app's again, on a fresh schedule: it is
     PENDING, and the dispatcher hands it to the notifier within seconds."""
     with state.engine.begin() as conn:
-        row = deliveries.find_for_app(conn, app.id, delivery_id)
-        if row is None or jobs.get_job(conn, app.id, int(row.job_id)) is None:
+        found = deliveries.find_for_app(conn, app.id, delivery_id)
+        if found is None or jobs.get_job(conn, app.id, found.job_id) is None:
             raise DeliveryNotFoundError(delivery_id)
         if not deliveries.start_again(conn, delivery_id, state.clock.now_ms()):
-            raise DeliveryInFlightError(delivery_id, state_of(row.status))
+            raise DeliveryInFlightError(delivery_id, state_of(found.status))
     return CallbackReplayAccepted(deliveryId=delivery_id, state=CallbackState.PENDING)

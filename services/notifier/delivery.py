@@ -14,7 +14,7 @@ from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
 from common.db.apps import signing_secrets
-from common.db.deliveries import AttemptRecord
+from common.db.deliveries import NewAttempt
 from common.messages import CallbackMessage, read_message
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
@@ -89,15 +89,15 @@ class CallbackDeliverer:
     def _attempt(self, message: CallbackMessage) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
         with self._engine.connect() as conn:
-            row = deliveries.get_delivery(conn, message.delivery_id)
-        if row is None:
+            delivery = deliveries.get_delivery(conn, message.delivery_id)
+        if delivery is None:
             CALLBACKS_ORPHANED.inc()
             log.warning(
                 "callback message of a delivery that no longer exists (pruned): not sent",
                 extra={"delivery_id": message.delivery_id},
             )
             return None
-        if row.status == DeliveryStatus.DELIVERED:
+        if delivery.status is DeliveryStatus.DELIVERED:
             return None
         began = time.monotonic()
         outcome = self._post(message)
@@ -118,7 +118,7 @@ class CallbackDeliverer:
     ) -> None:
         now = self._clock.now_ms()
         next_at = now + verdict.delay_ms if verdict.delay_ms is not None else None
-        record = AttemptRecord(
+        record = NewAttempt(
             delivery_id=message.delivery_id,
             attempt=message.attempt,
             status=verdict.status,

@@ -75,7 +75,7 @@ def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: 
         assert found is not None and found.handlers == restricted
         untouched = find_app_by_key(conn, other.api_key)
         assert untouched is not None and untouched.handlers == EVERY_HANDLER
-        listed = {r.app_id: HandlerPatterns.from_stored(r.handler_patterns) for r in all_apps(conn)}
+        listed = {r.app_id: r.handlers for r in all_apps(conn)}
         assert listed == {created.app_id: restricted, other.app_id: EVERY_HANDLER}
         assert set_handler_patterns(conn, created.app_id, restricted)  # the same again
         assert set_handler_patterns(conn, created.app_id, EVERY_HANDLER)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.db.deliveries import AttemptRecord, NewDelivery, insert_deliveries, record_attempt
+from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, record_attempt
 from common.states import DeadReason, DeliveryStatus
 from tests.integration.helpers import make_app
 
@@ -41,7 +41,7 @@ def add_delivery(engine: Engine, job_id: int) -> str:
 
 
 def attempt(engine: Engine, delivery_id: str, number: int, **fields: object) -> None:
-    record = AttemptRecord(
+    record = NewAttempt(
         delivery_id=delivery_id,
         attempt=number,
         status=fields.pop("status", DeliveryStatus.RETRYING),  # type: ignore[arg-type]

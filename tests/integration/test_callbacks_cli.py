@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
-from common.db.deliveries import AttemptRecord, NewDelivery, insert_deliveries, record_attempt
+from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, record_attempt
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import CallbackMessage
 from common.states import DeadReason, DeliveryStatus
@@ -40,7 +40,7 @@ def dead(
         )
         record_attempt(
             conn,
-            AttemptRecord(
+            NewAttempt(
                 delivery_id,
                 8,
                 status,

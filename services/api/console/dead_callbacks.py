@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from common.db.deliveries import count_dead, dead_deliveries
+from common.db.operators import OperatorSession
 from common.errors import KairosError, StoreUnavailableError
 from common.topology import CALLBACKS_DEAD_QUEUE
 from common.vhost import vhost_queues
@@ -76,7 +77,9 @@ def _replay(state: ApiState, delivery_id: str | None, operator: str) -> str:
     return f"Replayed {report.replayed} dead callbacks.{unreadable}"
 
 
-async def _replay_form(request: Request, session: Any, delivery_id: str | None) -> Response:
+async def _replay_form(
+    request: Request, session: OperatorSession, delivery_id: str | None
+) -> Response:
     check_form(request, await read_form(request), session)
     try:
         done = await run_in_threadpool(

@@ -6,7 +6,6 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -16,6 +15,7 @@ from common.db import deliveries
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
 from common.db.executions import NewExecution
 from common.db.jobs import trigger_settings
+from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.messages import CallbackMessage, ExecutionResult
 from common.states import ExecutionStatus
@@ -35,7 +35,7 @@ EVENT_TYPE = "execution.finished"
 MAX_RESULT_CHARS = 16 * 1024
 
 
-def _bounded_result(raw: str | None) -> tuple[Any, bool]:
+def _bounded_result(raw: str | None) -> tuple[JsonValue, bool]:
     """The result as JSON for the callback, and whether it was left out for its size."""
     if raw is None:
         return None, False
@@ -53,7 +53,7 @@ def callback_payload(
     """The JSON body a callback receiver gets, exactly as it is signed: a Standard
     Webhooks envelope (``type``, ``timestamp``, ``data``)."""
     value, omitted = _bounded_result(result.result)
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "jobId": result.job_id,
         "jobName": job.job_name,
         "clientRequestId": job.client_request_id,
@@ -159,12 +159,5 @@ def republish_stale_deliveries(
         if not rows:
             return
         log.warning("republishing %d callback deliveries", len(rows))
-        publisher.publish(
-            [
-                callback_message(
-                    NewDelivery(r.delivery_id, r.execution_id, r.job_id, r.app_pk, r.url, r.payload)
-                )
-                for r in rows
-            ]
-        )
+        publisher.publish([callback_message(r.as_new()) for r in rows])
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

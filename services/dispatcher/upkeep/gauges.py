@@ -7,7 +7,6 @@ worker runs (deploy/prometheus/alerts.yml).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -56,13 +55,13 @@ class LeaderGauges:
     def _handler_counts(self) -> dict[str, int]:
         """Every handler a worker not yet forgotten registered, with its live workers."""
         with self._engine.connect() as conn:
-            rows = all_workers(conn)
-        forget_worker_series(str(r.worker_id) for r in rows if r.state == WorkerState.FORGOTTEN)
+            known_workers = all_workers(conn)
+        forget_worker_series(w.worker_id for w in known_workers if w.state is WorkerState.FORGOTTEN)
         known = {
             name
-            for row in rows
-            if row.state != WorkerState.FORGOTTEN
-            for name in json.loads(row.handlers)
+            for worker in known_workers
+            if worker.state is not WorkerState.FORGOTTEN
+            for name in worker.handlers
         }
         live = Counter(name for worker in self._directory.live() for name in worker.handlers)
         return {name: live.get(name, 0) for name in sorted(known)}

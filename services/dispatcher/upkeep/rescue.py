@@ -87,7 +87,7 @@ class Rescue:
                 continue
             long_gone = worker.last_heartbeat < now - self._forget_ms
             if forgettable and long_gone and not had_work:
-                forgettable -= self._forget(worker.worker_id, int(worker.last_heartbeat), now)
+                forgettable -= self._forget(worker.worker_id, worker.last_heartbeat, now)
 
     def move_off_draining_workers(self) -> None:
         """Move the unstarted work of DRAINING workers that stopped consuming (an

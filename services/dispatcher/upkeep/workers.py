@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -106,18 +105,18 @@ class WorkerDirectory:
 
     def _load(self) -> list[WorkerLoad]:
         with self._engine.connect() as conn:
-            rows = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
+            fresh = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
             inflight = inflight_by_worker(conn)
         loads = [
             WorkerLoad(
-                worker_id=row.worker_id,
-                active=row.active + inflight.get(row.worker_id, 0),
-                avg_ms=float(row.avg_ms),
-                cpu_idle=float(row.cpu_idle),
-                handlers=frozenset(json.loads(row.handlers)),
+                worker_id=worker.worker_id,
+                active=worker.active + inflight.get(worker.worker_id, 0),
+                avg_ms=float(worker.avg_ms),
+                cpu_idle=float(worker.cpu_idle),
+                handlers=frozenset(worker.handlers),
             )
-            for row in rows
-            if self.consumer_count(row.worker_id) > 0
+            for worker in fresh
+            if self.consumer_count(worker.worker_id) > 0
         ]
         set_worker_loads(loads)
         return loads
