@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 
 class Strategy(StrEnum):
@@ -25,6 +26,15 @@ class WorkerLoad:
     avg_ms: float
     cpu_idle: float
     handlers: frozenset[str]
+
+
+class LiveWorkers(Protocol):
+    """What routing needs of a view of the workers: the live ones, with their load
+    (``WorkerDirectory`` on MySQL and RabbitMQ, ``MemoryWorkers`` in unit tests)."""
+
+    def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
+        """The live workers with their load, fresh for at least ``fresh_for`` seconds."""
+        ...
 
 
 def load_score(worker: WorkerLoad) -> float:

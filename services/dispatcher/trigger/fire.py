@@ -22,6 +22,7 @@ from common.db import executions, sendable
 from common.db.jobs import lock_free_jobs, release_jobs
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
+from common.loadbalance import LiveWorkers
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -65,7 +66,7 @@ class Firer:
         self,
         stores: Stores,
         publisher: Publisher,
-        router: Router,
+        router: Router[LiveWorkers],
         settings: FireSettings,
     ) -> None:
         self._engine = stores.engine

@@ -7,17 +7,21 @@ worker; both send the assignments through ``dispatch``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from common.db.sendable import ExecutionWithJob
-from common.loadbalance import WorkerChooser, WorkerLoad
+from common.loadbalance import LiveWorkers, WorkerChooser, WorkerLoad
 from services.dispatcher.trigger.dispatch import Assignment
-from services.dispatcher.upkeep.workers import WorkerDirectory
+
+# The directory's own type, so that the rescue, which also counts consumers and deletes
+# queues, reads a ``WorkerDirectory`` where the firer needs only ``LiveWorkers``.
+Directory = TypeVar("Directory", bound=LiveWorkers, covariant=True)
 
 
-class Router:
+class Router(Generic[Directory]):
     """Chooses a live worker for each execution; ``directory`` is its view of the workers."""
 
-    def __init__(self, directory: WorkerDirectory, chooser: WorkerChooser) -> None:
+    def __init__(self, directory: Directory, chooser: WorkerChooser) -> None:
         self.directory = directory
         self._chooser = chooser
 

@@ -29,6 +29,7 @@ from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_disp
 from services.dispatcher.trigger.fire_rules import no_worker_reason
 from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Rescue:
         self,
         stores: Stores,
         publisher: Publisher,
-        router: Router,
+        router: Router[WorkerDirectory],
         settings: RescueSettings,
     ) -> None:
         self._engine = stores.engine

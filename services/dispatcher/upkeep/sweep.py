@@ -23,6 +23,7 @@ from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.retention import prune
 from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
+from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Upkeep:
         self,
         stores: Stores,
         publisher: Publisher,
-        router: Router,
+        router: Router[WorkerDirectory],
         settings: UpkeepSettings,
     ) -> None:
         self._stores = stores

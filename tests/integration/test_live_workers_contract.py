@@ -1,0 +1,66 @@
+"""``WorkerDirectory`` on MySQL and RabbitMQ keeps the live workers contract (its fake:
+tests/unit)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from pika.adapters.blocking_connection import BlockingConnection
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.db.executions import NewExecution, insert_executions
+from common.db.jobs import NewJob, insert_job
+from common.db.workers import Heartbeat, upsert_heartbeat
+from common.loadbalance import LiveWorkers
+from common.states import WorkerState
+from common.topology import declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.upkeep.workers import WorkerDirectory
+from tests.contracts.live_workers import STALE_MS, LiveWorkersContract
+from tests.integration.helpers import make_app
+
+
+class TestWorkerDirectory(LiveWorkersContract):
+    """The contract on the test's own database and vhost, the view read afresh each time."""
+
+    @pytest.fixture(autouse=True)
+    def _stores(
+        self, engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+    ) -> None:
+        make_app(engine)
+        self._engine = engine
+        self._clock = ClusterClock(redis_client)
+        self._channel = connection.channel()
+        declare_core(self._channel)
+        self._directory = WorkerDirectory(engine, connection, self._clock, STALE_MS, ttl=0.0)
+
+    @property
+    def directory(self) -> LiveWorkers:
+        return self._directory
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def heartbeat(
+        self,
+        worker_id: str,
+        handlers: frozenset[str],
+        at_ms: int,
+        active: int = 0,
+        state: WorkerState = WorkerState.ACTIVE,
+    ) -> None:
+        beat = Heartbeat(
+            worker_id, "test", 1, 4, active, 100, 0, tuple(sorted(handlers)), state, at_ms, at_ms
+        )
+        with self._engine.begin() as conn:
+            upsert_heartbeat(conn, beat)
+
+    def consume(self, worker_id: str) -> None:
+        declare_worker_queue(self._channel, worker_id)
+        self._channel.basic_consume(worker_queue(worker_id), lambda *args: None)
+
+    def queue_runs(self, worker_id: str, count: int) -> None:
+        with self._engine.begin() as conn:
+            job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
+            rows = [NewExecution(f"{worker_id}-{n}", job, n, 1_000, 1_000) for n in range(count)]
+            insert_executions(conn, [r.queued_on(worker_id) for r in rows], 1_000)

@@ -1,0 +1,48 @@
+"""``MemoryWorkers`` keeps the live workers contract (its real twin: tests/integration)."""
+
+from __future__ import annotations
+
+from common.db.executions import NewExecution
+from common.loadbalance import LiveWorkers
+from common.memory_store import MemoryJob, MemoryStore
+from common.memory_workers import MemoryWorkers
+from common.states import WorkerState
+from tests.contracts.live_workers import STALE_MS, LiveWorkersContract
+
+
+class FixedClock:
+    def now_ms(self) -> int:
+        return 1_000_000
+
+
+class TestMemoryWorkers(LiveWorkersContract):
+    """The contract on new ``MemoryWorkers`` over a new ``MemoryStore``."""
+
+    def setup_method(self) -> None:
+        self.store = MemoryStore()
+        self.workers = MemoryWorkers(FixedClock(), STALE_MS, self.store)
+
+    @property
+    def directory(self) -> LiveWorkers:
+        return self.workers
+
+    def now_ms(self) -> int:
+        return FixedClock().now_ms()
+
+    def heartbeat(
+        self,
+        worker_id: str,
+        handlers: frozenset[str],
+        at_ms: int,
+        active: int = 0,
+        state: WorkerState = WorkerState.ACTIVE,
+    ) -> None:
+        self.workers.heartbeat(worker_id, handlers, active=active, state=state, at_ms=at_ms)
+
+    def consume(self, worker_id: str) -> None:
+        self.workers.set_consuming(worker_id)
+
+    def queue_runs(self, worker_id: str, count: int) -> None:
+        job = self.store.add_job(MemoryJob())
+        rows = [NewExecution(f"{worker_id}-{n}", job, n, 1_000, 1_000) for n in range(1, count + 1)]
+        self.store.insert_executions([r.queued_on(worker_id) for r in rows], 1_000)
