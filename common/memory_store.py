@@ -6,10 +6,12 @@ same unique keys refuse a second row with the same ``IntegrityError`` (MySQL's 1
 so the logic above it can be tested without a server. ``tests/contracts/outcome_store.py``
 runs one test class against it and against MySQL.
 
-It keeps ``DispatchStore`` too (``unmark_queued``), and a ``transaction`` that undoes
-what it changed when it raises, as a rolled-back one does. What it leaves out: locks and
-isolation (one caller at a time), the apps table and its keys, and every column that
-recording and sending do not touch.
+It keeps ``DispatchStore`` (``unmark_queued``) and ``FireStore`` (what is due, and the
+writes that settle it) too, and ``FireTransactions``: a ``transaction`` that undoes what
+it changed when it raises, as a rolled-back one does, and a plain ``reading``. What it
+leaves out: locks and isolation (one caller at a time: nothing is ever held by another
+transaction, so ``skip_locked`` passes nothing over), the apps table and its keys, and
+every column that recording, firing and sending do not touch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from sqlalchemy.exc import IntegrityError
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import UNFINISHED, LockedExecution, NewExecution
 from common.db.jobs import TriggerSettings
+from common.db.sendable import ExecutionWithJob
+from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 
 _DUPLICATE_KEY = 1062
@@ -34,7 +38,8 @@ _NO_PARENT_ROW = 1452
 
 @dataclass
 class MemoryJob:
-    """A jobs row, as far as recording reads and writes it (``id`` given when added)."""
+    """A jobs row, as far as recording and firing read and write it (``id`` given when
+    added; the fields after it are those only firing reads)."""
 
     app_pk: int = 1
     job_name: str = "job"
@@ -49,6 +54,12 @@ class MemoryJob:
     version: int = 0
     updated_at: int = 0
     id: int = 0
+    handler: str = "demo.noop"
+    params: str = "{}"
+    timeout_seconds: int | None = None
+    overlap_policy: str = OverlapPolicy.FORBID
+    misfire_policy: str = MisfirePolicy.FIRE_ONCE
+    misfire_threshold_seconds: int = 60
 
 
 @dataclass
@@ -83,6 +94,31 @@ class MemoryExecution:
             self.manual,
         )
 
+    def with_job(self, job: MemoryJob) -> ExecutionWithJob:
+        """The row as ``scheduled_until`` returns it, read with its job's data."""
+        assert self.scheduled_at is not None, "a SCHEDULED execution has its time"
+        return ExecutionWithJob(
+            self.id,
+            self.execution_id,
+            self.job_id,
+            self.attempt,
+            self.trigger_time,
+            self.scheduled_at,
+            self.worker_id,
+            self.status,
+            self.manual,
+            job.handler,
+            job.params,
+            job.timeout_seconds,
+            job.overlap_policy,
+            job.misfire_policy,
+            job.misfire_threshold_seconds,
+            job.next_trigger_time,
+            job.status,
+            job.recurring,
+            self.dispatched_at,
+        )
+
 
 @dataclass(frozen=True)
 class MemoryDelivery:
@@ -102,7 +138,8 @@ def refused(code: int, what: str) -> IntegrityError:
 
 @dataclass
 class MemoryStore:
-    """The jobs, executions and deliveries tables; ``OutcomeStore`` and seeding."""
+    """The jobs, executions and deliveries tables: ``OutcomeStore``, ``FireStore``,
+    ``FireTransactions``, and seeding."""
 
     jobs: dict[int, MemoryJob] = field(default_factory=dict)
     executions: dict[int, MemoryExecution] = field(default_factory=dict)
@@ -122,6 +159,11 @@ class MemoryStore:
         except BaseException:
             self.__dict__.update(before)
             raise
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[MemoryStore]:
+        """The store for reads outside a transaction (``engine.connect()``)."""
+        yield self
 
     def add_job(self, job: MemoryJob) -> int:
         """Add ``job`` under a new id; return the id. A client request id an app has
@@ -242,6 +284,55 @@ class MemoryStore:
         """The name and client request id of each job that exists."""
         found = (self.jobs.get(i) for i in set(job_ids))
         return {j.id: JobLabel(j.job_name, j.client_request_id) for j in found if j is not None}
+
+    # FireStore: what is due, and the writes that settle it.
+
+    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+        """SCHEDULED executions due by ``until_ms``, soonest first (then by key)."""
+        due = [
+            r
+            for r in self.executions.values()
+            if r.status is ExecutionStatus.SCHEDULED
+            and r.scheduled_at is not None
+            and r.scheduled_at <= until_ms
+        ]
+        due.sort(key=lambda r: (r.scheduled_at, r.id))
+        return [r.with_job(self.jobs[r.job_id]) for r in due[:limit]]
+
+    def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
+        """The keys of these executions still SCHEDULED (no other transaction holds any)."""
+        rows = (self.executions.get(k) for k in set(keys))
+        return {r.id for r in rows if r is not None and r.status is ExecutionStatus.SCHEDULED}
+
+    def jobs_with_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have an execution QUEUED."""
+        wanted = set(job_ids)
+        queued = ExecutionStatus.QUEUED
+        return {r.job_id for r in self.executions.values() if r.status is queued} & wanted
+
+    def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
+        """The ids of these jobs that exist (no other transaction holds any)."""
+        return set(job_ids) & self.jobs.keys()
+
+    def mark_skipped(
+        self,
+        reasons: Mapping[int, str],
+        now_ms: int,
+        status: ExecutionStatus = ExecutionStatus.SKIPPED,
+    ) -> None:
+        """End these executions with ``status`` and their reasons, whatever they were (the
+        caller locked them SCHEDULED)."""
+        for key, reason in reasons.items():
+            row = self.executions.get(key)
+            if row is not None:
+                row.status, row.message, row.ended_at = status, reason, now_ms
+
+    def hold_scheduled(self, reasons: Mapping[int, str], until_ms: int) -> None:
+        """Move these executions' ``scheduled_at`` to ``until_ms``, with why in their message."""
+        for key, reason in reasons.items():
+            row = self.executions.get(key)
+            if row is not None:
+                row.scheduled_at, row.message = until_ms, reason
 
     # DispatchStore, and what the firer marks before it sends.
 

@@ -34,7 +34,7 @@ class DispatchStoreContract(StoreHarness):
         job = self.a_job()
         scheduled = ExecutionStatus.SCHEDULED
         k = self.runs(job, ("e1", scheduled), ("e2", QUEUED), ("e3", ExecutionStatus.FAILED))
-        self.mark_queued({k[0]: "w7", k[1]: "w7", k[2]: "w7"}, NOW)
+        self.fire_store.mark_queued({k[0]: "w7", k[1]: "w7", k[2]: "w7"}, NOW)
         e1, e2, e3 = (self.execution(e) for e in ("e1", "e2", "e3"))
         assert (e1.status, e1.worker_id, e1.dispatched_at, e1.message) == (QUEUED, "w7", NOW, None)
         assert (e2.status, e2.worker_id, e2.dispatched_at) == (QUEUED, "w1", 1_500)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 
 from common.db.dispatch_store import DispatchStore
 from common.db.executions import LockedExecution, NewExecution
+from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
 from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import ExecutionStatus
@@ -33,9 +33,10 @@ class StoreHarness(ABC):
     def dispatch_store(self) -> DispatchStore:
         """The same store as sending sees it."""
 
+    @property
     @abstractmethod
-    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
-        """Mark executions QUEUED on workers as the firer does (``executions.mark_queued``)."""
+    def fire_store(self) -> FireStore:
+        """The same store as firing sees it."""
 
     @abstractmethod
     def undone_on_error(self) -> AbstractContextManager[object]:

@@ -1,28 +1,29 @@
-"""MySQL keeps the outcome and dispatch store contracts (their fake: tests/unit)."""
+"""MySQL keeps the outcome, dispatch and fire store contracts (their fake: tests/unit)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import executions
 from common.db.deliveries import NewDelivery
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
+from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.schema import callback_deliveries, jobs
 from common.db.schema import executions as executions_table
 from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from tests.contracts.dispatch_store import DispatchStoreContract
+from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
 from tests.integration.helpers import make_app
 
 
-class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
+class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContract):
     """The contract on the test's own database, in one transaction rolled back after."""
 
     @pytest.fixture(autouse=True)
@@ -32,6 +33,7 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
             self._conn: Connection = conn
             self._store = MySqlOutcomeStore(conn)
             self._dispatch_store = MySqlDispatchStore(conn)
+            self._fire_store = MySqlFireStore(conn)
             with conn.begin() as transaction:
                 self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
                 yield
@@ -45,8 +47,9 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
     def dispatch_store(self) -> DispatchStore:
         return self._dispatch_store
 
-    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
-        executions.mark_queued(self._conn, workers, now_ms)
+    @property
+    def fire_store(self) -> FireStore:
+        return self._fire_store
 
     def undone_on_error(self) -> AbstractContextManager[object]:
         return self._conn.begin_nested()
@@ -59,8 +62,8 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
         values = {
             "app_pk": job.app_pk,
             "job_name": job.job_name,
-            "handler": "demo.noop",
-            "params": "{}",
+            "handler": job.handler,
+            "params": job.params,
             "cron_expr": "* * * * *" if job.recurring else None,
             "next_trigger_time": job.next_trigger_time,
             "status": job.status.value,
@@ -72,6 +75,10 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
             "max_retries": job.max_retries,
             "retry_backoff_seconds": job.retry_backoff_seconds,
             "retry_backoff_max_seconds": job.retry_backoff_max_seconds,
+            "timeout_seconds": job.timeout_seconds,
+            "overlap_policy": job.overlap_policy,
+            "misfire_policy": job.misfire_policy,
+            "misfire_threshold_seconds": job.misfire_threshold_seconds,
         }
         key = self._conn.execute(jobs.insert(), values).inserted_primary_key
         assert key is not None
@@ -93,6 +100,12 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract):
             int(r.version),
             int(r.updated_at),
             int(r.id),
+            r.handler,
+            r.params,
+            r.timeout_seconds,
+            r.overlap_policy,
+            r.misfire_policy,
+            int(r.misfire_threshold_seconds),
         )
 
     def execution(self, execution_id: str) -> MemoryExecution:

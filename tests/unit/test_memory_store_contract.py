@@ -1,20 +1,21 @@
-"""``MemoryStore`` keeps the outcome and dispatch store contracts (its real twin:
+"""``MemoryStore`` keeps the outcome, dispatch and fire store contracts (its real twin:
 tests/integration)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 
 from common.db.dispatch_store import DispatchStore
+from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
 from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob, MemoryStore
 from tests.contracts.dispatch_store import DispatchStoreContract
+from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
 
 
-class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract):
+class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContract):
     """The contract on a new ``MemoryStore`` (rows read back as copies, as from MySQL)."""
 
     def setup_method(self) -> None:
@@ -28,8 +29,9 @@ class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract):
     def dispatch_store(self) -> DispatchStore:
         return self.memory
 
-    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
-        self.memory.mark_queued(workers, now_ms)
+    @property
+    def fire_store(self) -> FireStore:
+        return self.memory
 
     def undone_on_error(self) -> AbstractContextManager[object]:
         return self.memory.transaction()

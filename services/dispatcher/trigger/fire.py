@@ -6,6 +6,8 @@ truth: a fired execution is marked QUEUED in the same transaction that locked it
 anything not fired (this dispatcher died) is still SCHEDULED and is loaded again by the
 next pass of whichever dispatcher leads. What the rules (``fire_rules``) do not send
 now is written back in the same transaction: skipped, cancelled, or held for later.
+The firer reads and writes through ``FireStore`` (MySQL, or ``MemoryStore`` in unit
+tests), one per connection it opens.
 """
 
 from __future__ import annotations
@@ -15,18 +17,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
-
 from common.broker import Publisher
-from common.db import executions, sendable
-from common.db.jobs import lock_free_jobs, release_jobs
+from common.clock import Clock
+from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import LiveWorkers
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
-from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
 from services.dispatcher.trigger.fire_rules import (
     FireDecisions,
     decide,
@@ -69,8 +69,33 @@ class Firer:
         router: Router[LiveWorkers],
         settings: FireSettings,
     ) -> None:
-        self._engine = stores.engine
-        self._clock = stores.clock
+        self._setup(MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings)
+
+    @classmethod
+    def on(
+        cls,
+        transactions: FireTransactions,
+        clock: Clock,
+        publisher: Publisher,
+        router: Router[LiveWorkers],
+        settings: FireSettings,
+    ) -> Firer:
+        """A firer on any store that keeps ``FireTransactions`` (``MemoryStore`` in unit
+        tests), with the clock it is given."""
+        firer = cls.__new__(cls)
+        firer._setup(transactions, clock, publisher, router, settings)
+        return firer
+
+    def _setup(
+        self,
+        transactions: FireTransactions,
+        clock: Clock,
+        publisher: Publisher,
+        router: Router[LiveWorkers],
+        settings: FireSettings,
+    ) -> None:
+        self._transactions = transactions
+        self._clock = clock
         self._publisher = publisher
         self._router = router
         self._window_ms = settings.window_ms
@@ -87,8 +112,8 @@ class Firer:
         read is capped at twice a batch beyond what is held.
         """
         until = self._clock.now_ms() + self._window_ms
-        with self._engine.connect() as conn:
-            rows = sendable.scheduled_until(conn, until, len(self._held) + self._batch_size)
+        with self._transactions.reading() as store:
+            rows = store.scheduled_until(until, len(self._held) + self._batch_size)
         new = [r for r in rows if r.execution_id not in self._held]
         for row in new:
             self._held[row.execution_id] = row
@@ -133,23 +158,23 @@ class Firer:
     @retry_lock_conflicts
     def _fire(self, due: Sequence[ExecutionWithJob]) -> int:
         now = self._clock.now_ms()
-        with self._engine.begin() as conn:
+        with self._transactions.transaction() as store:
             # Passed over, not waited for: an execution another transaction holds (a
             # cancel, which then waits for its job's row) is fired on a later pass, if
             # still SCHEDULED. Waiting could close a circle through an open claim, which
             # only this loop commits, and stall it until MySQL gives up (50 s).
-            still = executions.lock_still_scheduled(conn, [r.id for r in due], skip_locked=True)
+            still = store.lock_still_scheduled([r.id for r in due], skip_locked=True)
             rows = [r for r in due if r.id in still]
-            busy = executions.jobs_with_runs(conn, forbid_candidates(rows))
+            busy = store.jobs_with_runs(forbid_candidates(rows))
             decisions = decide(rows, now, busy)
-            _skip_later_if_job_held(conn, rows, decisions)
+            _skip_later_if_job_held(store, rows, decisions)
             assignments, held = self._assign(decisions)
-            self._settle_unsent(conn, rows, decisions, held, now)
+            self._settle_unsent(store, rows, decisions, held, now)
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
-            executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, now)
-            returned = dispatch(conn, self._publisher, pack_dispatches(assignments, now))
+            store.mark_queued({a.execution_key: a.worker_id for a in assignments}, now)
+            returned = send_packs(store, self._publisher, pack_dispatches(assignments, now))
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
         return len(assignments) - len(returned)
@@ -167,7 +192,7 @@ class Firer:
 
     def _settle_unsent(
         self,
-        conn: Connection,
+        store: FireStore,
         rows: Sequence[ExecutionWithJob],
         decisions: FireDecisions,
         held: dict[int, str],
@@ -176,11 +201,11 @@ class Firer:
         """Write what is not sent: cancelled, skipped (their job released as a finished
         run releases it, if anything holds it) and held (looked at again after
         ``hold_ms``)."""
-        executions.mark_skipped(conn, decisions.cancelled, now, ExecutionStatus.CANCELLED)
-        executions.mark_skipped(conn, decisions.skipped, now)
+        store.mark_skipped(decisions.cancelled, now, ExecutionStatus.CANCELLED)
+        store.mark_skipped(decisions.skipped, now)
         skipped = [release_on_skip(r) for r in rows if r.id in decisions.skipped]
-        release_jobs(conn, [end for end in skipped if end is not None], now)
-        executions.hold_scheduled(conn, held, now + self._hold_ms)
+        store.release_jobs([end for end in skipped if end is not None], now)
+        store.hold_scheduled(held, now + self._hold_ms)
 
     @staticmethod
     def _observe(
@@ -195,7 +220,7 @@ class Firer:
 
 
 def _skip_later_if_job_held(
-    conn: Connection, rows: Sequence[ExecutionWithJob], decisions: FireDecisions
+    store: FireStore, rows: Sequence[ExecutionWithJob], decisions: FireDecisions
 ) -> None:
     """Leave SCHEDULED, for a later pass, a skip whose job row another transaction holds.
 
@@ -204,7 +229,7 @@ def _skip_later_if_job_held(
     """
     ends = {r.id: release_on_skip(r) for r in rows if r.id in decisions.skipped}
     jobs = {end[0] for end in ends.values() if end is not None}
-    free = lock_free_jobs(conn, jobs)
+    free = store.lock_free_jobs(jobs)
     for execution_key, end in ends.items():
         if end is not None and end[0] not in free:
             del decisions.skipped[execution_key]

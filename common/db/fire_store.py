@@ -1,0 +1,153 @@
+"""The store as firing sees it: what is due, and the writes that settle a due batch.
+
+``FireStore`` is the port ``services.dispatcher.trigger.fire`` reads and writes through
+inside its transaction; ``MySqlFireStore`` passes each call to the repository function
+of the same name on the caller's connection (no query of its own), and
+``common.memory_store.MemoryStore`` keeps the same contract in memory
+(``tests/contracts/fire_store.py``). ``FireTransactions`` is where the firer gets one:
+``MySqlFireTransactions`` on an engine, ``MemoryStore`` itself in unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from sqlalchemy.engine import Connection, Engine
+
+from common.db import executions, jobs, sendable
+from common.db.dispatch_store import DispatchStore
+from common.db.sendable import ExecutionWithJob
+from common.states import ExecutionStatus, JobStatus
+
+
+class FireStore(DispatchStore, Protocol):
+    """What firing a batch of due executions reads and writes, and what sending it puts
+    back (``DispatchStore``)."""
+
+    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+        """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
+        ...
+
+    def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
+        """Lock these executions; the keys of those still SCHEDULED (with ``skip_locked``,
+        those another transaction holds are passed over)."""
+        ...
+
+    def jobs_with_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have an execution QUEUED (in a worker queue or running)."""
+        ...
+
+    def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
+        """Lock these jobs' rows, passing over those another transaction holds; the ids
+        of those locked."""
+        ...
+
+    def mark_skipped(
+        self,
+        reasons: Mapping[int, str],
+        now_ms: int,
+        status: ExecutionStatus = ExecutionStatus.SKIPPED,
+    ) -> None:
+        """End executions without running them (SKIPPED or CANCELLED), with reasons."""
+        ...
+
+    def release_jobs(self, ends: Iterable[tuple[int, JobStatus | None]], now_ms: int) -> None:
+        """Move the jobs of ended triggers on (job id, final status or None: recurring)."""
+        ...
+
+    def hold_scheduled(self, reasons: Mapping[int, str], until_ms: int) -> None:
+        """Leave executions SCHEDULED until ``until_ms``, each with why in its message."""
+        ...
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        """Mark executions (key -> worker id) QUEUED; only those still SCHEDULED change."""
+        ...
+
+
+class FireTransactions(Protocol):
+    """Where the firer gets its ``FireStore``: a plain read, or a transaction."""
+
+    def reading(self) -> AbstractContextManager[FireStore]:
+        """The store for reads outside a transaction (``engine.connect()``)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[FireStore]:
+        """The store in a transaction committed on leaving, rolled back if it raises
+        (``engine.begin()``)."""
+        ...
+
+
+class MySqlFireStore:
+    """``FireStore`` on a MySQL connection whose transaction the caller holds."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+        """See ``sendable.scheduled_until``."""
+        return sendable.scheduled_until(self._conn, until_ms, limit)
+
+    def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
+        """See ``executions.lock_still_scheduled``."""
+        return executions.lock_still_scheduled(self._conn, keys, skip_locked)
+
+    def jobs_with_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """See ``executions.jobs_with_runs``."""
+        return executions.jobs_with_runs(self._conn, job_ids)
+
+    def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
+        """See ``jobs.lock_free_jobs``."""
+        return jobs.lock_free_jobs(self._conn, job_ids)
+
+    def mark_skipped(
+        self,
+        reasons: Mapping[int, str],
+        now_ms: int,
+        status: ExecutionStatus = ExecutionStatus.SKIPPED,
+    ) -> None:
+        """See ``executions.mark_skipped``."""
+        executions.mark_skipped(self._conn, reasons, now_ms, status)
+
+    def release_jobs(self, ends: Iterable[tuple[int, JobStatus | None]], now_ms: int) -> None:
+        """See ``jobs.release_jobs``."""
+        jobs.release_jobs(self._conn, ends, now_ms)
+
+    def hold_scheduled(self, reasons: Mapping[int, str], until_ms: int) -> None:
+        """See ``executions.hold_scheduled``."""
+        executions.hold_scheduled(self._conn, reasons, until_ms)
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        """See ``executions.mark_queued``."""
+        executions.mark_queued(self._conn, workers, now_ms)
+
+    def unmark_queued(self, keys: Iterable[int]) -> None:
+        """See ``executions.unmark_queued``."""
+        executions.unmark_queued(self._conn, keys)
+
+
+class MySqlFireTransactions:
+    """``FireTransactions`` on an engine: one ``MySqlFireStore`` per connection."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def reading(self) -> AbstractContextManager[FireStore]:
+        """A connection without a transaction of its own, closed on leaving."""
+        return _on(self._engine.connect())
+
+    def transaction(self) -> AbstractContextManager[FireStore]:
+        """A transaction committed on leaving, rolled back if it raises."""
+        return _on(self._engine.begin())
+
+
+@contextlib.contextmanager
+def _on(opened: AbstractContextManager[Connection]) -> Iterator[FireStore]:
+    with opened as conn:
+        yield MySqlFireStore(conn)

@@ -1,0 +1,133 @@
+"""The fire store contract, which ``MySqlFireStore`` and ``MemoryStore`` keep.
+
+What firing reads (due executions with their job's data, which of them are still
+SCHEDULED, which jobs have a run going) and the writes that settle a due batch (skip,
+cancel, hold). ``mark_queued`` and ``unmark_queued`` are held by the dispatch store
+contract, ``release_jobs`` by the outcome store contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from common.db.executions import NewExecution
+from common.db.sendable import ExecutionWithJob
+from common.schedule import MisfirePolicy, OverlapPolicy
+from common.states import ExecutionStatus, JobStatus
+from tests.contracts.store_harness import NOW, StoreHarness
+
+SCHEDULED = ExecutionStatus.SCHEDULED
+QUEUED = ExecutionStatus.QUEUED
+
+
+class FireStoreContract(StoreHarness):
+    """What every fire store does, call by call."""
+
+    def due(self, job_id: int, *specs: tuple[str, int]) -> list[int]:
+        """SCHEDULED first attempts of ``job_id`` (execution id, scheduled at); their keys."""
+        rows = [NewExecution(e, job_id, 1, 1_000 + at, at) for e, at in specs]
+        self.store.insert_executions(rows, 1_000)
+        return [self.execution(e).id for e, _ in specs]
+
+    # scheduled_until
+
+    def test_scheduled_until_reads_the_due_soonest_first_with_their_jobs_data(self) -> None:
+        cron = self.a_job(
+            recurring=True,
+            next_trigger_time=90_000,
+            status=JobStatus.WAITING,
+            handler="report.build",
+            params='{"day": 3}',
+            timeout_seconds=30,
+            overlap_policy=OverlapPolicy.QUEUE,
+            misfire_policy=MisfirePolicy.SKIP,
+            misfire_threshold_seconds=5,
+        )
+        plain = self.a_job()
+        [late, soon] = self.due(cron, ("late", 4_000), ("soon", 2_000))
+        self.due(plain, ("first", 1_000), ("after", 9_000))
+        got = self.fire_store.scheduled_until(4_000, 10)
+        assert [r.execution_id for r in got] == ["first", "soon", "late"]
+        assert got[1] == ExecutionWithJob(
+            soon, "soon", cron, 1, 3_000, 2_000, None, SCHEDULED, False,
+            "report.build", '{"day": 3}', 30, "QUEUE", "SKIP", 5, 90_000,
+            JobStatus.WAITING, True, None,
+        )  # fmt: skip
+        first = got[0]
+        assert (first.handler, first.params, first.timeout_seconds) == ("demo.noop", "{}", None)
+        assert (first.overlap_policy, first.misfire_policy) == ("FORBID", "FIRE_ONCE")
+        assert (first.misfire_threshold_seconds, first.recurring) == (60, False)
+        assert (first.job_status, first.next_trigger_time) == (JobStatus.RUNNING, None)
+        assert late in {r.id for r in got}
+
+    def test_scheduled_until_reads_only_scheduled_rows_up_to_the_limit(self) -> None:
+        job = self.a_job()
+        self.due(job, ("a", 1_000), ("b", 2_000), ("c", 3_000))
+        self.runs(job, ("q", QUEUED), ("d", ExecutionStatus.SUCCEEDED))  # scheduled at 1500
+        assert [r.execution_id for r in self.fire_store.scheduled_until(5_000, 2)] == ["a", "b"]
+        assert [r.execution_id for r in self.fire_store.scheduled_until(999, 10)] == []
+        assert self.fire_store.scheduled_until(5_000, 0) == []
+
+    # lock_still_scheduled
+
+    def test_lock_still_scheduled_returns_the_keys_still_scheduled(self) -> None:
+        job = self.a_job()
+        [a, b] = self.due(job, ("a", 1_000), ("b", 2_000))
+        [q] = self.runs(job, ("q", QUEUED))
+        assert self.fire_store.lock_still_scheduled([b, q, a, 9_999]) == {a, b}
+        assert self.fire_store.lock_still_scheduled([q, a], skip_locked=True) == {a}
+        assert self.fire_store.lock_still_scheduled([]) == set()
+
+    # jobs_with_runs and lock_free_jobs
+
+    def test_jobs_with_runs_are_those_with_an_execution_queued(self) -> None:
+        busy, idle, done = self.a_job(), self.a_job(), self.a_job()
+        self.runs(busy, ("b1", ExecutionStatus.FAILED), ("b2", QUEUED))
+        self.due(idle, ("i1", 1_000))
+        self.runs(done, ("d1", ExecutionStatus.SUCCEEDED))
+        assert self.fire_store.jobs_with_runs([idle, done, busy, busy, 9_999]) == {busy}
+        assert self.fire_store.jobs_with_runs([]) == set()
+
+    def test_lock_free_jobs_locks_the_jobs_that_exist(self) -> None:
+        one, two = self.a_job(), self.a_job(status=JobStatus.PAUSED)
+        assert self.fire_store.lock_free_jobs([two, one, one, 9_999]) == {one, two}
+        assert self.fire_store.lock_free_jobs([]) == set()
+
+    # mark_skipped
+
+    def test_mark_skipped_ends_executions_with_their_reasons(self) -> None:
+        job = self.a_job()
+        [a, b, c] = self.due(job, ("a", 1_000), ("b", 2_000), ("c", 3_000))
+        before = self.execution("a")
+        self.fire_store.mark_skipped({a: "skipped: late", b: "paused"}, NOW)
+        self.fire_store.mark_skipped({c: "cancelled"}, NOW, ExecutionStatus.CANCELLED)
+        self.fire_store.mark_skipped({}, NOW)
+        skipped = ExecutionStatus.SKIPPED
+        assert self.execution("a") == replace(
+            before, status=skipped, message="skipped: late", ended_at=NOW
+        )
+        assert (self.execution("b").status, self.execution("b").message) == (skipped, "paused")
+        c_row = self.execution("c")
+        assert (c_row.status, c_row.message, c_row.ended_at) == (
+            ExecutionStatus.CANCELLED,
+            "cancelled",
+            NOW,
+        )
+        assert self.fire_store.scheduled_until(9_000, 10) == []
+
+    # hold_scheduled
+
+    def test_hold_scheduled_moves_the_time_on_and_says_why(self) -> None:
+        job = self.a_job()
+        [a, b] = self.due(job, ("a", 1_000), ("b", 2_000))
+        before = self.execution("a")
+        self.fire_store.hold_scheduled({a: "waiting: no worker"}, 7_000)
+        self.fire_store.hold_scheduled({}, 7_000)
+        assert self.execution("a") == replace(
+            before, scheduled_at=7_000, message="waiting: no worker"
+        )
+        assert [r.execution_id for r in self.fire_store.scheduled_until(6_999, 10)] == ["b"]
+        assert [r.execution_id for r in self.fire_store.scheduled_until(7_000, 10)] == ["b", "a"]
+        self.fire_store.mark_queued({a: "w2", b: "w2"}, NOW)
+        assert self.execution("a").message is None, "sent at last: the wait is over"
+        assert self.fire_store.lock_still_scheduled([a, b]) == set()
