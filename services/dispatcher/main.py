@@ -152,7 +152,7 @@ class Dispatcher:
         sender = ClaimSender(WorkerChooser(Strategy(s.strategy)))
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
         fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
-        firer = Firer(self.stores, publisher, router, fire)
+        firer = Firer.on_stores(self.stores, publisher, router, fire)
         # Retention runs in a thread of its own (``RetentionLoop``), not in the sweep,
         # whose time the dispatch loop would spend instead of firing.
         swept = UpkeepSettings.of(s.model_copy(update={"retention_days": 0.0}))

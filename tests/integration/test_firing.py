@@ -50,7 +50,7 @@ def firer(
     publisher = BatchPublisher(connection.channel())
     stores = Stores(StoreSettings(), engine, client, RedisKeys("unused"), clock)
     settings = FireSettings(1_000, batch_size, fire_batch_size)
-    return Firer(stores, publisher, Router(directory, WorkerChooser()), settings)
+    return Firer.on_stores(stores, publisher, Router(directory, WorkerChooser()), settings)
 
 
 def scheduled(engine: Engine, job_id: int, execution_id: str, at: int, attempt: int = 1) -> None:

@@ -44,7 +44,7 @@ class Stage:
         self.handlers: dict[str, frozenset[str]] = {}
         router = Router(self.workers, WorkerChooser())
         settings = FireSettings(1_000, 500, fire_batch_size, HOLD_MS)
-        self.firer = Firer.on(self.store, self.clock, self.publisher, router, settings)
+        self.firer = Firer(self.store, self.clock, self.publisher, router, settings)
 
     def worker_up(self, worker_id: str, handlers: frozenset[str] = NOOP) -> None:
         """A worker starts: its queue, its heartbeat, a consumer on its queue."""

@@ -64,30 +64,6 @@ class Firer:
 
     def __init__(
         self,
-        stores: Stores,
-        publisher: Publisher,
-        router: Router[LiveWorkers],
-        settings: FireSettings,
-    ) -> None:
-        self._setup(MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings)
-
-    @classmethod
-    def on(
-        cls,
-        transactions: FireTransactions,
-        clock: Clock,
-        publisher: Publisher,
-        router: Router[LiveWorkers],
-        settings: FireSettings,
-    ) -> Firer:
-        """A firer on any store that keeps ``FireTransactions`` (``MemoryStore`` in unit
-        tests), with the clock it is given."""
-        firer = cls.__new__(cls)
-        firer._setup(transactions, clock, publisher, router, settings)
-        return firer
-
-    def _setup(
-        self,
         transactions: FireTransactions,
         clock: Clock,
         publisher: Publisher,
@@ -104,6 +80,18 @@ class Firer:
         self._hold_ms = settings.hold_ms
         self._heap: list[tuple[int, str]] = []
         self._held: dict[str, ExecutionWithJob] = {}
+
+    @classmethod
+    def on_stores(
+        cls,
+        stores: Stores,
+        publisher: Publisher,
+        router: Router[LiveWorkers],
+        settings: FireSettings,
+    ) -> Firer:
+        """The dispatcher's firer: on MySQL (``stores.engine``) and the cluster clock.
+        Unit tests build one on ``MemoryStore`` and a clock of their own instead."""
+        return cls(MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings)
 
     def load(self) -> int:
         """Read SCHEDULED executions due within the window; returns how many were new.
