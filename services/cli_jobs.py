@@ -22,7 +22,7 @@ from services.cli_render import (
 from services.cli_types import whole_number
 
 if TYPE_CHECKING:
-    from common.db.rows import AnyRow
+    from common.db.records import ExecutionRecord, JobRecord
     from services.job_operations import JobDetail, JobLine
 
 # Parsing stays light: the stores' drivers and the API's code load only when a
@@ -42,29 +42,29 @@ def _job_id(text: str) -> int:
     return int(text)
 
 
-def _schedule_text(row: AnyRow) -> str:
+def _schedule_text(job: JobRecord) -> str:
     from common.cron_words import every_interval
 
-    if row.cron_expr is not None:
-        return str(row.cron_expr)
-    if row.fixed_rate_seconds is not None:
-        return every_interval(int(row.fixed_rate_seconds))
+    if job.cron_expr is not None:
+        return job.cron_expr
+    if job.fixed_rate_seconds is not None:
+        return every_interval(job.fixed_rate_seconds)
     return "once"
 
 
-def _last_text(last: AnyRow | None, now_ms: int) -> str:
+def _last_text(last: ExecutionRecord | None, now_ms: int) -> str:
     if last is None:
         return "-"
     moment = last.ended_at or last.started_at or last.trigger_time
-    ago = seconds_text(max(0, now_ms - int(moment)) / 1000)
+    ago = seconds_text(max(0, now_ms - moment) / 1000)
     return f"{last.status} {ago} ago"
 
 
 def _line_json(line: JobLine) -> dict[str, Any]:
     from services.api.views import job_view
 
-    running = line.status != str(line.row.status)
-    view = job_view(line.row, line.last, running).model_dump(mode="json")
+    running = line.status != line.job.status
+    view = job_view(line.job, line.last, running).model_dump(mode="json")
     app = line.app
     return {"appId": app.app_id if app else None, "appName": app.name if app else None, **view}
 
@@ -80,17 +80,17 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
         page = list_jobs(state, query, args.app)
         now = state.clock.now_ms()
     if args.output == "json":
-        older = page.lines[-1].row.id if page.more else None
+        older = page.lines[-1].job.id if page.more else None
         print_json({"jobs": [_line_json(line) for line in page.lines], "nextBefore": older})
         return 0
     rows = [
         [
-            str(line.row.id),
+            str(line.job.id),
             line.app.name if line.app else "?",
-            one_line(line.row.job_name, 60),
-            str(line.row.handler),
+            one_line(line.job.job_name, 60),
+            line.job.handler,
             line.status,
-            _schedule_text(line.row),
+            _schedule_text(line.job),
             when_text(line.next_trigger, now),
             _last_text(line.last, now),
         ]
@@ -109,23 +109,23 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     console = make_console()
     print_table(columns, rows, "no job matches", console)
     if page.more:
-        console.print(f"more: --before {page.lines[-1].row.id}", markup=False)
+        console.print(f"more: --before {page.lines[-1].job.id}", markup=False)
     return 0
 
 
-def _execution_rows(runs: list[AnyRow], now_ms: int) -> list[list[str]]:
+def _execution_rows(runs: list[ExecutionRecord], now_ms: int) -> list[list[str]]:
     rows = []
     for e in runs:
         took = "-"
         if e.started_at is not None and e.ended_at is not None:
-            took = seconds_text(max(0, int(e.ended_at) - int(e.started_at)) / 1000)
+            took = seconds_text(max(0, e.ended_at - e.started_at) / 1000)
         rows.append(
             [
-                str(e.execution_id),
-                when_text(int(e.trigger_time), now_ms),
+                e.execution_id,
+                when_text(e.trigger_time, now_ms),
                 str(e.attempt),
                 str(e.status),
-                str(e.worker_id or "-"),
+                e.worker_id or "-",
                 took,
                 one_line(e.message),
             ]
@@ -150,8 +150,8 @@ def _detail_json(detail: JobDetail) -> dict[str, Any]:
     from services.api.views import execution_view, job_view
 
     last = detail.executions[0] if detail.executions else None
-    running = detail.status != str(detail.row.status)
-    view = job_view(detail.row, last, running).model_dump(mode="json")
+    running = detail.status != detail.job.status
+    view = job_view(detail.job, last, running).model_dump(mode="json")
     return {
         "appId": detail.app.app_id if detail.app else None,
         "appName": detail.app.name if detail.app else None,
@@ -171,25 +171,25 @@ def _detail_json(detail: JobDetail) -> dict[str, Any]:
 
 
 def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
-    row = detail.row
-    schedule = detail.schedule + (f"  [{row.cron_expr}]" if row.cron_expr else "")
+    job = detail.job
+    schedule = detail.schedule + (f"  [{job.cron_expr}]" if job.cron_expr else "")
     upcoming = [when_text(t, now) for t in detail.next_triggers]
-    retries = f"{row.max_retries} (backoff {row.retry_backoff_seconds}s to "
-    retries += f"{row.retry_backoff_max_seconds}s)"
+    retries = f"{job.max_retries} (backoff {job.retry_backoff_seconds}s to "
+    retries += f"{job.retry_backoff_max_seconds}s)"
     app = f"{detail.app.name} ({detail.app.app_id})" if detail.app else "?"
     return [
-        ("job", f"{row.id} {row.job_name}"),
+        ("job", f"{job.id} {job.job_name}"),
         ("app", app),
-        ("handler", str(row.handler)),
+        ("handler", job.handler),
         ("status", detail.status),
         ("schedule", schedule),
         ("next", "\n".join(upcoming) or "none: it does not fire again by schedule"),
-        ("misfire", f"{row.misfire_policy} (after {row.misfire_threshold_seconds}s)"),
-        ("overlap", str(row.overlap_policy)),
+        ("misfire", f"{job.misfire_policy} (after {job.misfire_threshold_seconds}s)"),
+        ("overlap", str(job.overlap_policy)),
         ("retries", retries),
-        ("timeout", f"{row.timeout_seconds}s" if row.timeout_seconds else "none"),
-        ("callback", str(row.callback_url or "none")),
-        ("created", when_text(int(row.created_at), now)),
+        ("timeout", f"{job.timeout_seconds}s" if job.timeout_seconds else "none"),
+        ("callback", job.callback_url or "none"),
+        ("created", when_text(job.created_at, now)),
         ("actions", ", ".join(detail.actions) or "none"),
     ]
 
@@ -227,7 +227,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
         Column("ANSWER", "num", keep=4),
         Column("LAST ERROR", "text", keep=3),
     ]
-    empty = "none" if detail.row.callback_url else "none: the job has no callback URL"
+    empty = "none" if detail.job.callback_url else "none: the job has no callback URL"
     print_table(columns, rows, empty, console)
     return 0
 

@@ -33,10 +33,9 @@ from common.db.operator_reads import (
     find_job,
     find_jobs,
 )
-from common.db.rows import AnyRow
+from common.db.records import ExecutionRecord, JobRecord
 from common.errors import AmbiguousAppError, JobNotFoundError, UnknownAppError
 from common.keys import RedisKeys
-from common.schedule import Schedule
 from common.states import JobStatus
 from services.api import control, trigger
 from services.api.state import ApiState
@@ -67,7 +66,7 @@ def operator_state(settings: ApiSettings) -> Iterator[ApiState]:
         client.close()
 
 
-def allowed_actions(status: str) -> list[str]:
+def allowed_actions(status: JobStatus) -> list[str]:
     """Pause, resume, trigger, cancel: those a job in stored ``status`` may take."""
     found = []
     if status in (JobStatus.WAITING, JobStatus.RUNNING):
@@ -83,19 +82,20 @@ def allowed_actions(status: str) -> list[str]:
 
 @dataclass(frozen=True)
 class JobLine:
-    """One job as an operator lists it: its row, its app, the status a client sees, its
-    next trigger (None: it does not fire again by schedule) and its newest execution."""
+    """One job as an operator lists it: the stored job, its app, the status a client
+    sees, its next trigger (None: it does not fire again by schedule) and its newest
+    execution."""
 
-    row: AnyRow
+    job: JobRecord
     app: App | None
     status: str
     next_trigger: int | None
-    last: AnyRow | None
+    last: ExecutionRecord | None
 
     @property
     def actions(self) -> list[str]:
         """The actions the job's stored status allows."""
-        return allowed_actions(str(self.row.status))
+        return allowed_actions(self.job.status)
 
 
 @dataclass(frozen=True)
@@ -125,22 +125,22 @@ def job_lines(
     conn: Connection, query: JobQuery, apps: dict[int, App]
 ) -> tuple[list[JobLine], bool]:
     """The jobs ``query`` finds, with their newest execution, and whether more follow."""
-    rows = find_jobs(conn, query)
-    shown = rows[: query.limit]
-    ids = [int(r.id) for r in shown]
+    found = find_jobs(conn, query)
+    shown = found[: query.limit]
+    ids = [job.id for job in shown]
     last = job_control.last_executions(conn, ids)
     running = jobs_with_runs(conn, ids)
     lines = [
         JobLine(
-            r,
-            apps.get(int(r.app_pk)),
-            shown_status(r, int(r.id) in running),
-            shown_next_trigger(r),
-            last.get(int(r.id)),
+            job,
+            apps.get(job.app_pk),
+            shown_status(job, job.id in running),
+            shown_next_trigger(job),
+            last.get(job.id),
         )
-        for r in shown
+        for job in shown
     ]
-    return lines, len(rows) > query.limit
+    return lines, len(found) > query.limit
 
 
 def list_jobs(state: ApiState, query: JobQuery, app: str | None = None) -> JobPage:
@@ -161,12 +161,12 @@ def list_jobs(state: ApiState, query: JobQuery, app: str | None = None) -> JobPa
     return JobPage(lines, more, apps)
 
 
-def next_triggers(row: AnyRow, count: int = NEXT_TRIGGERS) -> list[int]:
+def next_triggers(job: JobRecord, count: int = NEXT_TRIGGERS) -> list[int]:
     """The job's next ``count`` trigger times by its schedule (none once it is done)."""
-    start = shown_next_trigger(row)
+    start = shown_next_trigger(job)
     if start is None:
         return []
-    return Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds).preview(start, count)
+    return job.schedule.preview(start, count)
 
 
 @dataclass(frozen=True)
@@ -174,12 +174,12 @@ class JobDetail:
     """One job in full: when it runs next, where and how it ran, whether its callbacks
     arrived."""
 
-    row: AnyRow
+    job: JobRecord
     app: App | None
     status: str
     schedule: str
     next_triggers: list[int]
-    executions: list[AnyRow]
+    executions: list[ExecutionRecord]
     callbacks: list[DeliveryRecord]
     # Each shown callback's attempts, oldest first, by its delivery row id.
     callback_attempts: dict[int, list[AttemptRecord]]
@@ -191,27 +191,27 @@ class JobDetail:
     @property
     def actions(self) -> list[str]:
         """The actions the job's stored status allows."""
-        return allowed_actions(str(self.row.status))
+        return allowed_actions(self.job.status)
 
 
 def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) -> JobDetail:
     """A job of any app with its newest ``executions`` and ``callbacks``. Raises
     ``JobNotFoundError``."""
     with state.engine.connect() as conn:
-        row = find_job(conn, job_id)
-        if row is None:
+        job = find_job(conn, job_id)
+        if job is None:
             raise JobNotFoundError(job_id)
-        app = apps_by_key(conn).get(int(row.app_pk))
+        app = apps_by_key(conn).get(job.app_pk)
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
         tried = attempts_of(conn, [d.delivery_pk for d in sent])
     return JobDetail(
-        row,
+        job,
         app,
-        shown_status(row, running),
-        describe_schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds),
-        next_triggers(row),
+        shown_status(job, running),
+        describe_schedule(job.cron_expr, job.timezone, job.fixed_rate_seconds),
+        next_triggers(job),
         runs,
         sent,
         tried,
@@ -220,7 +220,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
 
 def job_executions(
     state: ApiState, job_id: int, limit: int, status: str | None = None
-) -> list[AnyRow]:
+) -> list[ExecutionRecord]:
     """A job's newest executions (only those in ``status`` when given), newest first.
     Raises ``JobNotFoundError``."""
     with state.engine.connect() as conn:
@@ -264,9 +264,9 @@ def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
     """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
     what was done. Raises what the OpenAPI answers as 404, 403 or 409."""
     with state.engine.connect() as conn:
-        row = find_job(conn, job_id)
-        app = apps_by_key(conn).get(int(row.app_pk)) if row is not None else None
-    if row is None or app is None:
+        job = find_job(conn, job_id)
+        app = apps_by_key(conn).get(job.app_pk) if job is not None else None
+    if job is None or app is None:
         raise JobNotFoundError(job_id)
     done = ACTIONS[action](state, app, job_id)
     log.info("operator %s: %s", operator, done, extra={"job_id": job_id})

@@ -28,8 +28,8 @@ from common.db.executions import (
     insert_executions,
     triggers_with_executions,
 )
+from common.db.records import ExecutionRecord, JobRecord
 from common.db.retry import is_duplicate_key
-from common.db.rows import AnyRow
 from common.db.schema import executions, jobs
 from common.errors import TriggerBusyError
 from common.execution_ids import trigger_execution_id
@@ -62,9 +62,10 @@ def job_status(conn: Connection, app_pk: int, job_id: int) -> JobStatus | None:
     return JobStatus(value) if value is not None else None
 
 
-def lock_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
+def lock_job(conn: Connection, app_pk: int, job_id: int) -> JobRecord | None:
     """Lock one job row of one app (deleted jobs are gone) and return it."""
-    return conn.execute(sa.select(jobs).where(_alive(app_pk, job_id)).with_for_update()).first()
+    row = conn.execute(sa.select(jobs).where(_alive(app_pk, job_id)).with_for_update()).first()
+    return JobRecord.from_row(row) if row is not None else None
 
 
 def set_status(
@@ -184,20 +185,20 @@ def cancel_job(
     return len(cancelled)
 
 
-def _first_free_trigger_time(conn: Connection, row: AnyRow, now_ms: int) -> int:
+def _first_free_trigger_time(conn: Connection, job: JobRecord, now_ms: int) -> int:
     """Now, or the millisecond after the latest trigger time the job's executions hold
     from now on; never the job's own next trigger time, which its claim will take."""
     latest = conn.execute(
         sa.select(sa.func.max(executions.c.trigger_time)).where(
-            executions.c.job_id == row.id, executions.c.trigger_time >= now_ms
+            executions.c.job_id == job.id, executions.c.trigger_time >= now_ms
         )
     ).scalar()
     candidate = now_ms if latest is None else max(now_ms, int(latest) + 1)
-    return candidate + 1 if candidate == row.next_trigger_time else candidate
+    return candidate + 1 if candidate == job.next_trigger_time else candidate
 
 
-def insert_manual_execution(conn: Connection, row: AnyRow, now_ms: int) -> NewExecution:
-    """Insert a SCHEDULED manual execution of the locked job ``row``, due now; return it.
+def insert_manual_execution(conn: Connection, job: JobRecord, now_ms: int) -> NewExecution:
+    """Insert a SCHEDULED manual execution of the locked ``job``, due now; return it.
 
     The unique key (job, trigger time, attempt) gives every trigger time one first
     attempt, so a manual run takes the first free trigger time from now on: triggers of
@@ -207,10 +208,8 @@ def insert_manual_execution(conn: Connection, row: AnyRow, now_ms: int) -> NewEx
     time is read again (each try in a savepoint, so the transaction stays usable).
     """
     for _ in range(SAME_MS_TRIES):
-        trigger_time = _first_free_trigger_time(conn, row, now_ms)
-        execution = NewExecution(
-            str(uuid.uuid4()), int(row.id), 1, trigger_time, now_ms, manual=True
-        )
+        trigger_time = _first_free_trigger_time(conn, job, now_ms)
+        execution = NewExecution(str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True)
         try:
             with conn.begin_nested():
                 insert_executions(conn, [execution], now_ms)
@@ -219,7 +218,7 @@ def insert_manual_execution(conn: Connection, row: AnyRow, now_ms: int) -> NewEx
                 raise
             continue
         return execution
-    raise TriggerBusyError(int(row.id))
+    raise TriggerBusyError(job.id)
 
 
 def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int) -> sa.Select[Any]:
@@ -244,16 +243,17 @@ def list_query(app_pk: int, where: JobFilter, before_id: int | None, limit: int)
 
 def list_jobs(
     conn: Connection, app_pk: int, where: JobFilter, before_id: int | None, limit: int
-) -> list[AnyRow]:
+) -> list[JobRecord]:
     """Up to ``limit`` of the app's live jobs with an id below ``before_id``, newest first.
 
     ``status`` matches the stored status; ``name_prefix`` is a LIKE prefix with % and _
     taken literally (case follows the column's collation, insensitive by default).
     """
-    return list(conn.execute(list_query(app_pk, where, before_id, limit)).all())
+    rows = conn.execute(list_query(app_pk, where, before_id, limit))
+    return [JobRecord.from_row(r) for r in rows]
 
 
-def last_executions(conn: Connection, job_ids: Sequence[int]) -> dict[int, AnyRow]:
+def last_executions(conn: Connection, job_ids: Sequence[int]) -> dict[int, ExecutionRecord]:
     """The newest execution of each job (as ``list_for_job`` orders them), in one query.
 
     Each job's newest row is found by a correlated LIMIT 1 over the unique key
@@ -274,21 +274,21 @@ def last_executions(conn: Connection, job_ids: Sequence[int]) -> dict[int, AnyRo
         sa.select(executions)
         .select_from(jobs.join(executions, executions.c.id == newest))
         .where(jobs.c.id.in_(sorted(set(job_ids))))
-    ).all()
-    return {int(r.job_id): r for r in rows}
+    )
+    return {e.job_id: e for e in map(ExecutionRecord.from_row, rows)}
 
 
 def skip_paused_triggers(
-    conn: Connection, row: AnyRow, triggers: Sequence[int], more: bool, now_ms: int
+    conn: Connection, job: JobRecord, triggers: Sequence[int], more: bool, now_ms: int
 ) -> None:
-    """Record the triggers the locked job ``row`` missed while paused as SKIPPED
-    executions (under the ids a claim would have given them); ``more``: it missed more
-    than these, up to ``now_ms``, which the last row's message says."""
-    taken = triggers_with_executions(conn, [(int(row.id), t, 1) for t in triggers])
+    """Record the triggers the locked ``job`` missed while paused as SKIPPED executions
+    (under the ids a claim would have given them); ``more``: it missed more than these,
+    up to ``now_ms``, which the last row's message says."""
+    taken = triggers_with_executions(conn, [(job.id, t, 1) for t in triggers])
     rows = [
         NewExecution(
-            trigger_execution_id(int(row.id), int(row.created_at), t),
-            int(row.id),
+            trigger_execution_id(job.id, job.created_at, t),
+            job.id,
             1,
             t,
             t,
@@ -296,7 +296,7 @@ def skip_paused_triggers(
             message=PAUSED_SKIP,
         )
         for t in triggers
-        if (int(row.id), t, 1) not in taken
+        if (job.id, t, 1) not in taken
     ]
     if rows and more:
         last = rows[-1]

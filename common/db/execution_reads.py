@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from common.db.rows import AnyRow
+from common.db.records import ExecutionRecord
 from common.db.schema import executions, jobs
 from common.states import ExecutionStatus
 
@@ -26,7 +26,7 @@ class ExecutionPage:
     limit: int = 50
 
 
-def page_for_job(conn: Connection, job_id: int, page: ExecutionPage) -> list[AnyRow]:
+def page_for_job(conn: Connection, job_id: int, page: ExecutionPage) -> list[ExecutionRecord]:
     """One page of a job's executions, newest first (trigger time, then attempt).
 
     The unique key (job_id, trigger_time, attempt) orders the rows and finds where a
@@ -44,10 +44,10 @@ def page_for_job(conn: Connection, job_id: int, page: ExecutionPage) -> list[Any
             sa.or_(c.trigger_time < time, sa.and_(c.trigger_time == time, c.attempt < attempt))
         )
     ordered = query.order_by(c.trigger_time.desc(), c.attempt.desc()).limit(page.limit)
-    return list(conn.execute(ordered).all())
+    return [ExecutionRecord.from_row(r) for r in conn.execute(ordered)]
 
 
-def find_for_app(conn: Connection, app_pk: int, execution_id: str) -> AnyRow | None:
+def find_for_app(conn: Connection, app_pk: int, execution_id: str) -> ExecutionRecord | None:
     """The execution with this id if it belongs to a live (not deleted) job of the app."""
     query = (
         sa.select(executions)
@@ -58,4 +58,5 @@ def find_for_app(conn: Connection, app_pk: int, execution_id: str) -> AnyRow | N
             jobs.c.deleted_at.is_(None),
         )
     )
-    return conn.execute(query).first()
+    row = conn.execute(query).first()
+    return ExecutionRecord.from_row(row) if row is not None else None

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db import driver
-from common.db.rows import AnyRow
+from common.db.records import ExecutionRecord
 from common.db.schema import executions
 from common.states import ExecutionStatus
 
@@ -358,13 +358,12 @@ def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> 
     )
 
 
-def list_for_job(conn: Connection, job_id: int, limit: int) -> list[AnyRow]:
+def list_for_job(conn: Connection, job_id: int, limit: int) -> list[ExecutionRecord]:
     """A job's executions, newest first."""
-    return list(
-        conn.execute(
-            sa.select(executions)
-            .where(executions.c.job_id == job_id)
-            .order_by(executions.c.trigger_time.desc(), executions.c.attempt.desc())
-            .limit(limit)
-        ).all()
+    rows = conn.execute(
+        sa.select(executions)
+        .where(executions.c.job_id == job_id)
+        .order_by(executions.c.trigger_time.desc(), executions.c.attempt.desc())
+        .limit(limit)
     )
+    return [ExecutionRecord.from_row(r) for r in rows]

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db import driver
-from common.db.rows import AnyRow
+from common.db.records import JobRecord
 from common.db.schema import jobs
 from common.documents import stored_text
 from common.schedule import MisfirePolicy, OverlapPolicy
@@ -190,13 +190,14 @@ def keyed_jobs(conn: Connection, app_pk: int, keys: Sequence[str | None]) -> lis
     return [None if key is None else found.get(key) for key in keys]
 
 
-def get_job(conn: Connection, app_pk: int, job_id: int) -> AnyRow | None:
+def get_job(conn: Connection, app_pk: int, job_id: int) -> JobRecord | None:
     """One job of one app (deleted jobs are gone)."""
-    return conn.execute(
+    row = conn.execute(
         sa.select(jobs).where(
             jobs.c.id == job_id, jobs.c.app_pk == app_pk, jobs.c.deleted_at.is_(None)
         )
     ).first()
+    return JobRecord.from_row(row) if row is not None else None
 
 
 @dataclass(frozen=True, slots=True)

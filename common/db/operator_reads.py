@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db.apps import App
-from common.db.rows import AnyRow
+from common.db.records import ExecutionRecord, JobRecord
 from common.db.schema import apps, executions, jobs
 from common.handler_patterns import HandlerPatterns
 from common.states import JobStatus
@@ -30,7 +30,7 @@ class JobQuery:
     limit: int = 50
 
 
-def find_jobs(conn: Connection, query: JobQuery) -> list[AnyRow]:
+def find_jobs(conn: Connection, query: JobQuery) -> list[JobRecord]:
     """Live jobs matching ``query``, newest first; one row more than the limit tells
     whether another page follows."""
     select = (
@@ -49,14 +49,15 @@ def find_jobs(conn: Connection, query: JobQuery) -> list[AnyRow]:
         select = select.where(jobs.c.handler == query.handler)
     if query.name_prefix:
         select = select.where(jobs.c.job_name.startswith(query.name_prefix, autoescape=True))
-    return list(conn.execute(select).all())
+    return [JobRecord.from_row(r) for r in conn.execute(select)]
 
 
-def find_job(conn: Connection, job_id: int) -> AnyRow | None:
+def find_job(conn: Connection, job_id: int) -> JobRecord | None:
     """One live job, whatever its app."""
-    return conn.execute(
+    row = conn.execute(
         sa.select(jobs).where(jobs.c.id == job_id, jobs.c.deleted_at.is_(None))
     ).first()
+    return JobRecord.from_row(row) if row is not None else None
 
 
 def apps_by_key(conn: Connection) -> dict[int, App]:
@@ -76,7 +77,7 @@ def apps_by_key(conn: Connection) -> dict[int, App]:
 
 def executions_of_job(
     conn: Connection, job_id: int, limit: int, status: str | None = None
-) -> list[AnyRow]:
+) -> list[ExecutionRecord]:
     """A job's newest ``limit`` executions, only those in ``status`` when given."""
     select = (
         sa.select(executions)
@@ -86,4 +87,4 @@ def executions_of_job(
     )
     if status is not None:
         select = select.where(executions.c.status == status)
-    return list(conn.execute(select).all())
+    return [ExecutionRecord.from_row(r) for r in conn.execute(select)]

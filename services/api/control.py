@@ -37,8 +37,8 @@ from common.db import control as db
 from common.db import executions
 from common.db.apps import App
 from common.db.jobs import get_job
+from common.db.records import JobRecord
 from common.db.retry import retry_lock_conflicts
-from common.db.rows import AnyRow
 from common.documents import stored_text
 from common.errors import (
     InvalidTransitionError,
@@ -94,26 +94,25 @@ def applies(rule: Rule, job_id: int, status: str | None) -> bool:
     raise InvalidTransitionError(job_id, status, rule.action, rule.allowed)
 
 
-def status_of(row: AnyRow | None) -> str | None:
-    """The status of a job row; None for no row (gone)."""
-    return str(row.status) if row is not None else None
+def status_of(job: JobRecord | None) -> str | None:
+    """The status of a stored job; None for no job (gone)."""
+    return str(job.status) if job is not None else None
 
 
-def check_may_run(app: App, row: AnyRow, action: str) -> None:
+def check_may_run(app: App, job: JobRecord, action: str) -> None:
     """Refuse to run a stored job anew (``action``: "triggered", "resumed") when its app
     may no longer use its handler."""
-    if not app.handlers.allows(row.handler):
+    if not app.handlers.allows(job.handler):
         shown = app.handlers.shown()
-        raise JobHandlerForbiddenError(int(row.id), action, row.handler, app.app_id, shown)
+        raise JobHandlerForbiddenError(job.id, action, job.handler, app.app_id, shown)
 
 
-def _held_again(conn: Connection, row: AnyRow) -> bool:
+def _held_again(conn: Connection, job: JobRecord) -> bool:
     """Whether a resumed job goes back to RUNNING: a one-shot job, or a recurring one
     under overlap policy QUEUE, whose own (not manual) run has not ended; the results
     consumer releases it when that run ends."""
-    recurring = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds).recurring
-    holds = not recurring or row.overlap_policy == OverlapPolicy.QUEUE
-    return holds and db.has_own_run(conn, int(row.id))
+    holds = not job.schedule.recurring or job.overlap_policy == OverlapPolicy.QUEUE
+    return holds and db.has_own_run(conn, job.id)
 
 
 # Pause and resume lock the job row first and then read executions without locking, so
@@ -138,40 +137,40 @@ def pause_job(state: ApiState, app: App, job_id: int) -> None:
 
 
 @retry_lock_conflicts
-def _resume(engine: Engine, app: App, job_id: int, now: int) -> AnyRow | None:
+def _resume(engine: Engine, app: App, job_id: int, now: int) -> JobRecord | None:
     app_pk = app.id
     with engine.begin() as conn:
-        row = db.lock_job(conn, app_pk, job_id)
-        if not applies(RESUME, job_id, status_of(row)):
+        job = db.lock_job(conn, app_pk, job_id)
+        if not applies(RESUME, job_id, status_of(job)):
             return None
-        assert row is not None
-        check_may_run(app, row, "resumed")
-        target = JobStatus.RUNNING if _held_again(conn, row) else JobStatus.WAITING
-        moved = _skip_the_pause(conn, row, now)
+        assert job is not None
+        check_may_run(app, job, "resumed")
+        target = JobStatus.RUNNING if _held_again(conn, job) else JobStatus.WAITING
+        moved = _skip_the_pause(conn, job, now)
         if moved is not None and moved.next_trigger is None and target is JobStatus.WAITING:
             target = JobStatus.FAILED  # its cron has no time left after the pause
         values = {} if moved is None else {"next_trigger_time": moved.next_trigger}
         if db.set_status(conn, app_pk, job_id, RESUME.allowed, target, now, **values):
-            return row
+            return job
         applies(RESUME, job_id, db.job_status(conn, app_pk, job_id))
         return None
 
 
-def _skip_the_pause(conn: Connection, row: AnyRow, now: int) -> PauseGap | None:
+def _skip_the_pause(conn: Connection, job: JobRecord, now: int) -> PauseGap | None:
     """A recurring job's triggers that fell inside the pause are recorded SKIPPED and its
     next trigger moves to the first at or after ``now``; None when nothing moves (a
     one-shot job keeps its trigger, a stored cron no longer accepted is left to the
     claim, which ends that job with its reason)."""
-    schedule = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds)
-    if not schedule.recurring or row.next_trigger_time is None:
+    schedule = job.schedule
+    if not schedule.recurring or job.next_trigger_time is None:
         return None
-    if int(row.next_trigger_time) >= now:
+    if job.next_trigger_time >= now:
         return None
     try:
-        gap = pause_gap(schedule, int(row.next_trigger_time), now)
+        gap = pause_gap(schedule, job.next_trigger_time, now)
     except KairosError:
         return None
-    db.skip_paused_triggers(conn, row, gap.skipped, gap.more, now)
+    db.skip_paused_triggers(conn, job, gap.skipped, gap.more, now)
     return gap
 
 
@@ -184,11 +183,11 @@ def resume_job(state: ApiState, app: App, job_id: int) -> None:
     one-shot job, or overlap policy QUEUE); it is released when the run ends.
     """
     now = state.clock.now_ms()
-    row = _resume(state.engine, app, job_id, now)
-    if row is not None:
+    job = _resume(state.engine, app, job_id, now)
+    if job is not None:
         log.info("job resumed", extra={"job_id": job_id})
-        if row.next_trigger_time is not None:
-            wake_dispatcher(state, int(row.next_trigger_time), now)
+        if job.next_trigger_time is not None:
+            wake_dispatcher(state, job.next_trigger_time, now)
 
 
 @retry_lock_conflicts
@@ -221,47 +220,47 @@ def delete_job(state: ApiState, app: App, job_id: int) -> None:
     log.info("job deleted (%d scheduled executions)", cancelled or 0, extra={"job_id": job_id})
 
 
-def _stored_request(row: AnyRow) -> dict[str, Any]:
-    """A job row as the create request that would store it."""
+def _stored_request(job: JobRecord) -> dict[str, Any]:
+    """A stored job as the create request that would store it."""
     return {
-        "jobName": row.job_name,
-        "jobHandler": row.handler,
-        "params": json.loads(row.params),
-        "cronExpr": row.cron_expr,
-        "callbackUrl": row.callback_url,
-        "timezone": row.timezone,
-        "fixedRateSeconds": row.fixed_rate_seconds,
-        "misfirePolicy": row.misfire_policy,
-        "misfireThresholdSeconds": row.misfire_threshold_seconds,
-        "catchUpWindowSeconds": row.catch_up_window_seconds,
-        "overlapPolicy": row.overlap_policy,
-        "maxRetries": row.max_retries,
-        "retryBackoffSeconds": row.retry_backoff_seconds,
-        "retryBackoffMaxSeconds": row.retry_backoff_max_seconds,
-        "timeoutSeconds": row.timeout_seconds,
+        "jobName": job.job_name,
+        "jobHandler": job.handler,
+        "params": json.loads(job.params),
+        "cronExpr": job.cron_expr,
+        "callbackUrl": job.callback_url,
+        "timezone": job.timezone,
+        "fixedRateSeconds": job.fixed_rate_seconds,
+        "misfirePolicy": job.misfire_policy,
+        "misfireThresholdSeconds": job.misfire_threshold_seconds,
+        "catchUpWindowSeconds": job.catch_up_window_seconds,
+        "overlapPolicy": job.overlap_policy,
+        "maxRetries": job.max_retries,
+        "retryBackoffSeconds": job.retry_backoff_seconds,
+        "retryBackoffMaxSeconds": job.retry_backoff_max_seconds,
+        "timeoutSeconds": job.timeout_seconds,
     }
 
 
-def merged_request(row: AnyRow, changes: dict[str, Any]) -> JobCreate:
+def merged_request(job: JobRecord, changes: dict[str, Any]) -> JobCreate:
     """The stored job with ``changes`` applied, as a create request to validate."""
     try:
-        return JobCreate.model_validate({**_stored_request(row), **changes})
+        return JobCreate.model_validate({**_stored_request(job), **changes})
     except pydantic.ValidationError as e:
         first = e.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "body"
         raise ValidationFailedError(field, first["msg"]) from e
 
 
-def check_schedule_kind(row: AnyRow, changes: dict[str, Any], merged: JobCreate) -> None:
+def check_schedule_kind(job: JobRecord, changes: dict[str, Any], merged: JobCreate) -> None:
     """A one-shot job stays one-shot and a recurring job stays recurring."""
-    if row.cron_expr is None and row.fixed_rate_seconds is None:
+    if not job.schedule.recurring:
         for field in ("cronExpr", "fixedRateSeconds"):
             if changes.get(field) is not None:
                 raise ValidationFailedError(
                     field, "a one-shot job cannot be given a schedule; submit a new job with it"
                 )
     elif merged.cronExpr is None and merged.fixedRateSeconds is None:
-        field = "cronExpr" if row.cron_expr is not None else "fixedRateSeconds"
+        field = "cronExpr" if job.cron_expr is not None else "fixedRateSeconds"
         raise ValidationFailedError(
             field,
             "a recurring job cannot become one-shot; give cronExpr or fixedRateSeconds, "
@@ -270,7 +269,12 @@ def check_schedule_kind(row: AnyRow, changes: dict[str, Any], merged: JobCreate)
 
 
 def patched_columns(
-    app: App, row: AnyRow, patch: JobPatch, handlers: Set[str], max_params_bytes: int, now: int
+    app: App,
+    stored: JobRecord,
+    patch: JobPatch,
+    handlers: Set[str],
+    max_params_bytes: int,
+    now: int,
 ) -> dict[str, Any]:
     """The job columns a patch changes, validated as ``build_job`` validates a create.
 
@@ -280,9 +284,9 @@ def patched_columns(
     fires next at its first time after now.
     """
     changes = patch.model_dump(exclude_unset=True)
-    merged = merged_request(row, changes)
-    check_schedule_kind(row, changes, merged)
-    job = build_job(merged, app, handlers | {row.handler}, max_params_bytes, now)
+    merged = merged_request(stored, changes)
+    check_schedule_kind(stored, changes, merged)
+    job = build_job(merged, app, handlers | {stored.handler}, max_params_bytes, now)
     columns: dict[str, Any] = {
         "job_name": job.job_name,
         "params": stored_text(job.params),
@@ -291,27 +295,25 @@ def patched_columns(
         **job.policies.columns(),
     }
     schedule = Schedule(job.cron_expr, job.policies.timezone, job.policies.fixed_rate_seconds)
-    if schedule.recurring and schedule != Schedule(
-        row.cron_expr, row.timezone, row.fixed_rate_seconds
-    ):
+    if schedule.recurring and schedule != stored.schedule:
         columns["next_trigger_time"] = schedule.first_after(now, now)
-    return {name: value for name, value in columns.items() if getattr(row, name) != value}
+    return {name: value for name, value in columns.items() if getattr(stored, name) != value}
 
 
 @retry_lock_conflicts
 def _update(
     state: ApiState, app: App, job_id: int, patch: JobPatch, now: int
-) -> tuple[AnyRow, dict[str, Any]]:
+) -> tuple[JobRecord, dict[str, Any]]:
     handlers, max_bytes = state.known_handlers(), state.settings.max_params_bytes
     # An invalid patch raises inside the transaction: it rolls back, nothing is written.
     with state.engine.begin() as conn:
-        row = db.lock_job(conn, app.id, job_id)
-        applies(UPDATE, job_id, status_of(row))
-        assert row is not None
-        columns = patched_columns(app, row, patch, handlers, max_bytes, now)
+        job = db.lock_job(conn, app.id, job_id)
+        applies(UPDATE, job_id, status_of(job))
+        assert job is not None
+        columns = patched_columns(app, job, patch, handlers, max_bytes, now)
         if columns and not _store_update(conn, app.id, job_id, columns, now):
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
-        return row, columns
+        return job, columns
 
 
 def _store_update(
@@ -345,12 +347,12 @@ def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:
 def read_job_view(state: ApiState, app: App, job_id: int) -> JobView:
     """The job as GET /openapi/jobs/{jobId} shows it."""
     with state.engine.connect() as conn:
-        row = get_job(conn, app.id, job_id)
-        if row is None:
+        job = get_job(conn, app.id, job_id)
+        if job is None:
             raise JobNotFoundError(job_id)
         last = executions.list_for_job(conn, job_id, 1)
         running = bool(executions.jobs_with_runs(conn, [job_id]))
-    return job_view(row, last[0] if last else None, running)
+    return job_view(job, last[0] if last else None, running)
 
 
 def encode_cursor(job_id: int) -> str:
@@ -380,11 +382,11 @@ def list_jobs(
     """
     before = decode_cursor(cursor) if cursor is not None else None
     with state.engine.connect() as conn:
-        rows = db.list_jobs(conn, app.id, where, before, limit + 1)
-        page = rows[:limit]
-        ids = [int(r.id) for r in page]
+        found = db.list_jobs(conn, app.id, where, before, limit + 1)
+        page = found[:limit]
+        ids = [job.id for job in page]
         last = db.last_executions(conn, ids)
         running = executions.jobs_with_runs(conn, ids)
-    views = [job_view(r, last.get(int(r.id)), int(r.id) in running) for r in page]
-    more = len(rows) > limit
+    views = [job_view(job, last.get(job.id), job.id in running) for job in page]
+    more = len(found) > limit
     return JobList(jobs=views, nextCursor=encode_cursor(ids[-1]) if more else None)

@@ -79,9 +79,7 @@ def list_executions(
     shown = rows[:limit]
     more = len(rows) > limit
     last = shown[-1] if shown else None
-    next_cursor = (
-        encode_cursor(int(last.trigger_time), int(last.attempt)) if more and last else None
-    )
+    next_cursor = encode_cursor(last.trigger_time, last.attempt) if more and last else None
     views = [execution_view(r) for r in shown]
     return ExecutionList(jobId=job_id, executions=views, nextCursor=next_cursor)
 

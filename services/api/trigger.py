@@ -37,11 +37,11 @@ def _keyed(app: App, job_id: int, key: str | None) -> KeyedRequest | None:
 
 
 def _insert(conn: Connection, app: App, job_id: int, now: int) -> tuple[StoredAnswer, int]:
-    row = db.lock_job(conn, app.id, job_id)
-    applies(TRIGGER, job_id, status_of(row))
-    assert row is not None
-    check_may_run(app, row, "triggered")
-    execution = db.insert_manual_execution(conn, row, now)
+    job = db.lock_job(conn, app.id, job_id)
+    applies(TRIGGER, job_id, status_of(job))
+    assert job is not None
+    check_may_run(app, job, "triggered")
+    execution = db.insert_manual_execution(conn, job, now)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
     log.info(

@@ -1,11 +1,11 @@
-"""Rows to response bodies."""
+"""Stored jobs and executions to response bodies."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from common.db.records import ExecutionRecord, JobRecord
 from common.jsontext import read_stored_json
-from common.schedule import Schedule
 from common.states import JobStatus
 from common.timefmt import iso_ms
 from services.api.schemas import ExecutionView, JobPoliciesView, JobView
@@ -32,81 +32,82 @@ def _params(raw: str) -> dict[str, Any]:
     return params if isinstance(params, dict) else {"unrenderable": raw}
 
 
-def execution_view(row: Any) -> ExecutionView:
-    """An execution row as the API shows it."""
+def execution_view(execution: ExecutionRecord) -> ExecutionView:
+    """A stored execution as the API shows it."""
     return ExecutionView(
-        executionId=row.execution_id,
-        jobId=row.job_id,
-        attempt=row.attempt,
-        manual=bool(row.manual),
-        triggerTime=iso_ms(row.trigger_time),
-        workerId=row.worker_id,
-        status=row.status,
-        scheduledAt=iso_ms(row.scheduled_at),
-        dispatchedAt=iso_ms(row.dispatched_at),
-        startedAt=iso_ms(row.started_at),
-        endedAt=iso_ms(row.ended_at),
-        message=row.message,
-        result=_json_or_text(row.result),
+        executionId=execution.execution_id,
+        jobId=execution.job_id,
+        attempt=execution.attempt,
+        manual=execution.manual,
+        triggerTime=iso_ms(execution.trigger_time),
+        workerId=execution.worker_id,
+        status=execution.status,
+        scheduledAt=iso_ms(execution.scheduled_at),
+        dispatchedAt=iso_ms(execution.dispatched_at),
+        startedAt=iso_ms(execution.started_at),
+        endedAt=iso_ms(execution.ended_at),
+        message=execution.message,
+        result=_json_or_text(execution.result),
     )
 
 
-def shown_status(row: Any, running: bool) -> JobStatus:
+def shown_status(job: JobRecord, running: bool) -> JobStatus:
     """The job status a client sees: a waiting recurring job with a run going is RUNNING."""
-    if row.status == JobStatus.WAITING and running:
+    if job.status == JobStatus.WAITING and running:
         return JobStatus.RUNNING
-    return JobStatus(row.status)
+    return job.status
 
 
-def shown_next_trigger(row: Any) -> int | None:
+def shown_next_trigger(job: JobRecord) -> int | None:
     """The next trigger time, or None when the job will not fire again by schedule."""
-    if row.status in (JobStatus.WAITING, JobStatus.PAUSED):
-        return int(row.next_trigger_time) if row.next_trigger_time is not None else None
-    if row.status == JobStatus.RUNNING and (row.cron_expr or row.fixed_rate_seconds):
-        return int(row.next_trigger_time) if row.next_trigger_time is not None else None
+    if job.status in (JobStatus.WAITING, JobStatus.PAUSED):
+        return job.next_trigger_time
+    if job.status == JobStatus.RUNNING and (job.cron_expr or job.fixed_rate_seconds):
+        return job.next_trigger_time
     return None
 
 
-def policies_view(row: Any) -> JobPoliciesView:
+def policies_view(job: JobRecord) -> JobPoliciesView:
     """The policy columns as the API shows them."""
     return JobPoliciesView(
-        timezone=row.timezone,
-        fixedRateSeconds=row.fixed_rate_seconds,
-        misfirePolicy=row.misfire_policy,
-        misfireThresholdSeconds=row.misfire_threshold_seconds,
-        catchUpWindowSeconds=row.catch_up_window_seconds,
-        overlapPolicy=row.overlap_policy,
-        maxRetries=row.max_retries,
-        retryBackoffSeconds=row.retry_backoff_seconds,
-        retryBackoffMaxSeconds=row.retry_backoff_max_seconds,
-        timeoutSeconds=row.timeout_seconds,
+        timezone=job.timezone,
+        fixedRateSeconds=job.fixed_rate_seconds,
+        misfirePolicy=job.misfire_policy,
+        misfireThresholdSeconds=job.misfire_threshold_seconds,
+        catchUpWindowSeconds=job.catch_up_window_seconds,
+        overlapPolicy=job.overlap_policy,
+        maxRetries=job.max_retries,
+        retryBackoffSeconds=job.retry_backoff_seconds,
+        retryBackoffMaxSeconds=job.retry_backoff_max_seconds,
+        timeoutSeconds=job.timeout_seconds,
     )
 
 
-def upcoming_triggers(row: Any, count: int) -> list[str] | None:
+def upcoming_triggers(job: JobRecord, count: int) -> list[str] | None:
     """The next ``count`` trigger times as ISO text, or None when none is asked for."""
-    start = shown_next_trigger(row)
+    start = shown_next_trigger(job)
     if count <= 0 or start is None:
         return None
-    schedule = Schedule(row.cron_expr, row.timezone, row.fixed_rate_seconds)
-    return [t for t in (iso_ms(ms) for ms in schedule.preview(start, count)) if t is not None]
+    return [t for t in (iso_ms(ms) for ms in job.schedule.preview(start, count)) if t is not None]
 
 
-def job_view(row: Any, last: Any | None, running: bool, preview: int = 0) -> JobView:
-    """A job row (and its last execution row) as the API shows it."""
+def job_view(
+    job: JobRecord, last: ExecutionRecord | None, running: bool, preview: int = 0
+) -> JobView:
+    """A stored job (and its last execution) as the API shows it."""
     return JobView(
-        jobId=row.id,
-        jobName=row.job_name,
-        jobHandler=row.handler,
-        params=_params(row.params),
-        cronExpr=row.cron_expr,
-        status=shown_status(row, running),
-        nextTriggerTime=iso_ms(shown_next_trigger(row)),
-        nextTriggerTimes=upcoming_triggers(row, preview),
-        policies=policies_view(row),
-        callbackUrl=row.callback_url,
-        clientRequestId=row.client_request_id,
-        createdAt=iso_ms(row.created_at),
-        updatedAt=iso_ms(row.updated_at),
+        jobId=job.id,
+        jobName=job.job_name,
+        jobHandler=job.handler,
+        params=_params(job.params),
+        cronExpr=job.cron_expr,
+        status=shown_status(job, running),
+        nextTriggerTime=iso_ms(shown_next_trigger(job)),
+        nextTriggerTimes=upcoming_triggers(job, preview),
+        policies=policies_view(job),
+        callbackUrl=job.callback_url,
+        clientRequestId=job.client_request_id,
+        createdAt=iso_ms(job.created_at),
+        updatedAt=iso_ms(job.updated_at),
         lastExecution=execution_view(last) if last is not None else None,
     )

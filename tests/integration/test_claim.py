@@ -191,7 +191,7 @@ def test_misfire_skip_records_a_skipped_trigger_and_jumps_ahead(
     assert message is not None and "misfire policy SKIP" in message
     with engine.connect() as conn:
         job = get_job(conn, 1, job_id)
-    assert job is not None
+    assert job is not None and job.next_trigger_time is not None
     assert job.next_trigger_time > now
     assert_books(engine, Expectation([job_id], {"WAITING"}, {"SKIPPED"}), timeout=0)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from common.db.operator_reads import JobQuery, apps_by_key
-from common.db.rows import AnyRow
+from common.db.records import ExecutionRecord
 from common.states import JobStatus
 from services.api.console.charts import Mark, timeline
 from services.api.console.render import page
@@ -66,10 +66,10 @@ def jobs_page(
     )
 
 
-def _marks(executions: list[AnyRow]) -> list[Mark]:
+def _marks(executions: list[ExecutionRecord]) -> list[Mark]:
     return [
         Mark(
-            int(e.trigger_time),
+            e.trigger_time,
             str(e.status),
             f"attempt {e.attempt}: {e.status} on {e.worker_id or 'no worker'}",
         )
@@ -81,7 +81,7 @@ def job_context(state: ApiState, job_id: int) -> dict[str, Any]:
     """Everything a job's page shows (``services.job_operations.job_detail``)."""
     detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN)
     return {
-        "job": detail.row,
+        "job": detail.job,
         "app": detail.app,
         "job_status": detail.status,
         "schedule": detail.schedule,

@@ -1,0 +1,128 @@
+"""A stored job and a stored execution as typed records, the shape the API, the console
+and ``kairos jobs`` read them in.
+
+Each is built from a row of ``sa.select(jobs)`` or ``sa.select(executions)`` in one
+place (``from_row``), so every column a reader uses has a checked type, and the status
+and policy columns are the enums the code compares them with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.db.rows import AnyRow
+from common.schedule import MisfirePolicy, OverlapPolicy, Schedule
+from common.states import ExecutionStatus, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A ``jobs`` row: what a job is, when it fires next and what it last became."""
+
+    id: int
+    app_pk: int
+    job_name: str
+    handler: str
+    params: str
+    cron_expr: str | None
+    next_trigger_time: int | None
+    status: JobStatus
+    owner_worker: str | None
+    version: int
+    callback_url: str | None
+    client_request_id: str | None
+    request_hash: str | None
+    claim_token: str | None
+    created_at: int
+    updated_at: int
+    timezone: str
+    fixed_rate_seconds: int | None
+    misfire_policy: MisfirePolicy
+    misfire_threshold_seconds: int
+    catch_up_window_seconds: int
+    overlap_policy: OverlapPolicy
+    max_retries: int
+    retry_backoff_seconds: int
+    retry_backoff_max_seconds: int
+    timeout_seconds: int | None
+    deleted_at: int | None
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> JobRecord:
+        """The record of a row holding every column of ``jobs``."""
+        return cls(
+            id=int(row.id),
+            app_pk=int(row.app_pk),
+            job_name=str(row.job_name),
+            handler=str(row.handler),
+            params=str(row.params),
+            cron_expr=row.cron_expr,
+            next_trigger_time=row.next_trigger_time,
+            status=JobStatus(row.status),
+            owner_worker=row.owner_worker,
+            version=int(row.version),
+            callback_url=row.callback_url,
+            client_request_id=row.client_request_id,
+            request_hash=row.request_hash,
+            claim_token=row.claim_token,
+            created_at=int(row.created_at),
+            updated_at=int(row.updated_at),
+            timezone=str(row.timezone),
+            fixed_rate_seconds=row.fixed_rate_seconds,
+            misfire_policy=MisfirePolicy(row.misfire_policy),
+            misfire_threshold_seconds=int(row.misfire_threshold_seconds),
+            catch_up_window_seconds=int(row.catch_up_window_seconds),
+            overlap_policy=OverlapPolicy(row.overlap_policy),
+            max_retries=int(row.max_retries),
+            retry_backoff_seconds=int(row.retry_backoff_seconds),
+            retry_backoff_max_seconds=int(row.retry_backoff_max_seconds),
+            timeout_seconds=row.timeout_seconds,
+            deleted_at=row.deleted_at,
+        )
+
+    @property
+    def schedule(self) -> Schedule:
+        """How the job repeats: its cron expression in its zone, its rate, or not at all."""
+        return Schedule(self.cron_expr, self.timezone, self.fixed_rate_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """An ``executions`` row: one attempt at one trigger, and how far it got."""
+
+    id: int
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    worker_id: str | None
+    status: ExecutionStatus
+    message: str | None
+    result: str | None
+    created_at: int
+    dispatched_at: int | None
+    started_at: int | None
+    ended_at: int | None
+    scheduled_at: int | None
+    manual: bool
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> ExecutionRecord:
+        """The record of a row holding every column of ``executions``."""
+        return cls(
+            id=int(row.id),
+            execution_id=str(row.execution_id),
+            job_id=int(row.job_id),
+            attempt=int(row.attempt),
+            trigger_time=int(row.trigger_time),
+            worker_id=row.worker_id,
+            status=ExecutionStatus(row.status),
+            message=row.message,
+            result=row.result,
+            created_at=int(row.created_at),
+            dispatched_at=row.dispatched_at,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
+            scheduled_at=row.scheduled_at,
+            manual=bool(row.manual),
+        )
