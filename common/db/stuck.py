@@ -17,7 +17,7 @@ from common.db.rows import AnyRow
 from common.states import ExecutionStatus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StuckExecution:
     """An unfinished execution and since when it has been in its state (cluster ms)."""
 
@@ -29,6 +29,20 @@ class StuckExecution:
     worker_id: str | None
     handler: str
     since_ms: int
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> StuckExecution:
+        """The record of a row of ``_COLUMNS`` and a ``since`` column."""
+        return cls(
+            id=int(row.id),
+            execution_id=str(row.execution_id),
+            job_id=int(row.job_id),
+            attempt=int(row.attempt),
+            status=ExecutionStatus(row.status),
+            worker_id=row.worker_id,
+            handler=str(row.handler),
+            since_ms=int(row.since),
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ def _in_state_before(
         f"WHERE e.status = %s AND e.{column} < %s {page}ORDER BY e.{column}, e.id LIMIT %s",
         (status.value, before_ms, *params, limit),
     )
-    return [_stuck(r) for r in rows]
+    return [StuckExecution.from_row(r) for r in rows]
 
 
 def find_unfinished(conn: Connection, execution_id: str) -> StuckExecution | None:
@@ -87,7 +101,7 @@ def find_unfinished(conn: Connection, execution_id: str) -> StuckExecution | Non
         "WHERE e.execution_id = %s AND e.status IN (%s, %s)",
         (execution_id, ExecutionStatus.SCHEDULED.value, ExecutionStatus.QUEUED.value),
     )
-    return _stuck(rows[0]) if rows else None
+    return StuckExecution.from_row(rows[0]) if rows else None
 
 
 def requeue(conn: Connection, execution_id: str, now_ms: int) -> bool:
@@ -105,16 +119,3 @@ def requeue(conn: Connection, execution_id: str, now_ms: int) -> bool:
         ),
     )
     return changed > 0
-
-
-def _stuck(row: AnyRow) -> StuckExecution:
-    return StuckExecution(
-        id=int(row.id),
-        execution_id=str(row.execution_id),
-        job_id=int(row.job_id),
-        attempt=int(row.attempt),
-        status=ExecutionStatus(row.status),
-        worker_id=row.worker_id,
-        handler=str(row.handler),
-        since_ms=int(row.since),
-    )
