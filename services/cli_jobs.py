@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from common.states import ExecutionStatus, JobStatus
 from services.cli_render import (
@@ -19,10 +19,11 @@ from services.cli_render import (
     seconds_text,
     when_text,
 )
-from services.cli_types import whole_number
+from services.cli_types import Subcommands, whole_number
 
 if TYPE_CHECKING:
     from common.db.records import ExecutionRecord, JobRecord
+    from common.documents import JsonObject
     from services.job_operations import JobDetail, JobLine
 
 # Parsing stays light: the stores' drivers and the API's code load only when a
@@ -60,7 +61,7 @@ def _last_text(last: ExecutionRecord | None, now_ms: int) -> str:
     return f"{last.status} {ago} ago"
 
 
-def _line_json(line: JobLine) -> dict[str, Any]:
+def _line_json(line: JobLine) -> JsonObject:
     from services.api.views import job_view
 
     running = line.status != line.job.status
@@ -144,7 +145,7 @@ EXECUTION_COLUMNS = (
 )
 
 
-def _detail_json(detail: JobDetail) -> dict[str, Any]:
+def _detail_json(detail: JobDetail) -> JsonObject:
     from common.timefmt import iso_ms
     from services.api.callback_reads import delivery_view
     from services.api.views import execution_view, job_view
@@ -278,7 +279,7 @@ _ACTION_HELP = MappingProxyType(
 )
 
 
-def add_jobs_parser(sub: Any) -> None:
+def add_jobs_parser(sub: Subcommands) -> None:
     """``kairos jobs ...``."""
     jobs = sub.add_parser(
         "jobs", help="every app's jobs: list, show, executions; pause, resume, trigger, cancel"

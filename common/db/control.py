@@ -14,7 +14,7 @@ needs both, as the results consumer does. A transaction that locks the job row f
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from common.db.executions import (
     insert_executions,
     triggers_with_executions,
 )
+from common.db.jobs import JobColumns
 from common.db.records import ExecutionRecord, JobRecord
 from common.db.retry import is_duplicate_key
 from common.db.schema import executions, jobs
@@ -75,11 +76,12 @@ def set_status(
     allowed: Collection[JobStatus],
     target: JobStatus,
     now_ms: int,
-    **values: Any,
+    **values: int | None,
 ) -> bool:
     """Move the job to ``target`` if its status is one of ``allowed``; True if it moved.
 
-    ``values`` are further columns to set in the same UPDATE (``deleted_at``).
+    ``values`` are further columns to set in the same UPDATE (``deleted_at``,
+    ``next_trigger_time``).
     """
     return update_job(conn, app_pk, job_id, allowed, {"status": target, **values}, now_ms)
 
@@ -89,7 +91,7 @@ def update_job(
     app_pk: int,
     job_id: int,
     allowed: Collection[JobStatus],
-    values: Mapping[str, Any],
+    values: JobColumns,
     now_ms: int,
 ) -> bool:
     """Set ``values`` on the job if its status is one of ``allowed``; True if it changed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -13,9 +13,13 @@ from sqlalchemy.engine import Connection
 from common.db import driver
 from common.db.records import JobRecord
 from common.db.schema import jobs
-from common.documents import stored_text
+from common.documents import JsonObject, stored_text
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
+
+JobColumns: TypeAlias = dict[str, Any]
+"""Column values to write into a jobs row, by column name; each value has its column's
+type (``schema.jobs``)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class JobPolicies:
     retry_backoff_max_seconds: int = 3600
     timeout_seconds: int | None = None
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> JobColumns:
         """The policy columns of the jobs table."""
         return {
             "timezone": self.timezone,
@@ -56,7 +60,7 @@ class NewJob:
     app_pk: int
     job_name: str
     handler: str
-    params: dict[str, Any]
+    params: JsonObject
     cron_expr: str | None
     next_trigger_time: int
     callback_url: str | None
@@ -65,7 +69,7 @@ class NewJob:
     policies: JobPolicies = field(default_factory=JobPolicies)
 
 
-def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> dict[str, Any]:
+def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> JobColumns:
     """The column values of a new WAITING job."""
     return {
         "app_pk": job.app_pk,
@@ -127,7 +131,7 @@ def insert_jobs(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     return _ids_by_marker(conn, first, marker, len(rows))
 
 
-def _insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> int:
+def _insert_rows(conn: Connection, rows: Sequence[JobColumns]) -> int:
     """One multi-row INSERT of ``rows`` (same keys) into jobs; the id of its first row.
 
     The statement is written here with the driver's ``%s`` placeholders, which the

@@ -28,7 +28,6 @@ import json
 import logging
 from collections.abc import Set
 from dataclasses import dataclass
-from typing import Any
 
 import pydantic
 from sqlalchemy.engine import Connection, Engine
@@ -36,10 +35,10 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import control as db
 from common.db import executions
 from common.db.apps import App
-from common.db.jobs import get_job
+from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord
 from common.db.retry import retry_lock_conflicts
-from common.documents import stored_text
+from common.documents import JsonObject, stored_text
 from common.errors import (
     InvalidTransitionError,
     JobHandlerForbiddenError,
@@ -220,7 +219,7 @@ def delete_job(state: ApiState, app: App, job_id: int) -> None:
     log.info("job deleted (%d scheduled executions)", cancelled or 0, extra={"job_id": job_id})
 
 
-def _stored_request(job: JobRecord) -> dict[str, Any]:
+def _stored_request(job: JobRecord) -> JsonObject:
     """A stored job as the create request that would store it."""
     return {
         "jobName": job.job_name,
@@ -241,7 +240,7 @@ def _stored_request(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def merged_request(job: JobRecord, changes: dict[str, Any]) -> JobCreate:
+def merged_request(job: JobRecord, changes: JsonObject) -> JobCreate:
     """The stored job with ``changes`` applied, as a create request to validate."""
     try:
         return JobCreate.model_validate({**_stored_request(job), **changes})
@@ -251,7 +250,7 @@ def merged_request(job: JobRecord, changes: dict[str, Any]) -> JobCreate:
         raise ValidationFailedError(field, first["msg"]) from e
 
 
-def check_schedule_kind(job: JobRecord, changes: dict[str, Any], merged: JobCreate) -> None:
+def check_schedule_kind(job: JobRecord, changes: JsonObject, merged: JobCreate) -> None:
     """A one-shot job stays one-shot and a recurring job stays recurring."""
     if not job.schedule.recurring:
         for field in ("cronExpr", "fixedRateSeconds"):
@@ -275,7 +274,7 @@ def patched_columns(
     handlers: Set[str],
     max_params_bytes: int,
     now: int,
-) -> dict[str, Any]:
+) -> JobColumns:
     """The job columns a patch changes, validated as ``build_job`` validates a create.
 
     The handler cannot be patched, so the stored one counts as known even while no
@@ -287,7 +286,7 @@ def patched_columns(
     merged = merged_request(stored, changes)
     check_schedule_kind(stored, changes, merged)
     job = build_job(merged, app, handlers | {stored.handler}, max_params_bytes, now)
-    columns: dict[str, Any] = {
+    columns: JobColumns = {
         "job_name": job.job_name,
         "params": stored_text(job.params),
         "cron_expr": job.cron_expr,
@@ -303,7 +302,7 @@ def patched_columns(
 @retry_lock_conflicts
 def _update(
     state: ApiState, app: App, job_id: int, patch: JobPatch, now: int
-) -> tuple[JobRecord, dict[str, Any]]:
+) -> tuple[JobRecord, JobColumns]:
     handlers, max_bytes = state.known_handlers(), state.settings.max_params_bytes
     # An invalid patch raises inside the transaction: it rolls back, nothing is written.
     with state.engine.begin() as conn:
@@ -317,7 +316,7 @@ def _update(
 
 
 def _store_update(
-    conn: Connection, app_pk: int, job_id: int, columns: dict[str, Any], now: int
+    conn: Connection, app_pk: int, job_id: int, columns: JobColumns, now: int
 ) -> bool:
     """``db.update_job``; a value MySQL refuses is a 422 naming its field."""
     try:

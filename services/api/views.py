@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from common.db.records import ExecutionRecord, JobRecord
+from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.states import JobStatus
 from common.timefmt import iso_ms
 from services.api.schemas import ExecutionView, JobPoliciesView, JobView
 
 
-def _json_or_text(raw: str | None) -> Any:
+def _json_or_text(raw: str | None) -> JsonValue:
     """A stored result as JSON, or as its text when no JSON response could carry it
     (not JSON, nested too deep, NaN, a lone surrogate: see ``read_stored_json``)."""
     if raw is None:
@@ -22,7 +21,7 @@ def _json_or_text(raw: str | None) -> Any:
         return raw
 
 
-def _params(raw: str) -> dict[str, Any]:
+def _params(raw: str) -> JsonObject:
     """Stored params as JSON, or ``{"unrenderable": text}`` when no JSON response could
     carry them (rows stored before the API refused such params)."""
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -10,7 +10,7 @@ from common.db.operator_reads import JobQuery, apps_by_key
 from common.db.records import ExecutionRecord
 from common.states import JobStatus
 from services.api.console.charts import Mark, timeline
-from services.api.console.render import page
+from services.api.console.render import PageContext, page
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, back_path, console_state
 from services.api.state import ApiState
@@ -77,7 +77,7 @@ def _marks(executions: list[ExecutionRecord]) -> list[Mark]:
     ]
 
 
-def job_context(state: ApiState, job_id: int) -> dict[str, Any]:
+def job_context(state: ApiState, job_id: int) -> PageContext:
     """Everything a job's page shows (``services.job_operations.job_detail``)."""
     detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN)
     return {

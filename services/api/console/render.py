@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote, unquote
 
 from fastapi import Request
@@ -15,6 +15,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from common.jsontext import read_stored_json
 from common.timefmt import iso_ms
+
+PageContext: TypeAlias = dict[str, Any]
+"""The names a page's template reads, by name: records, views, figures, each its own type
+(the template reads them by attribute, unchecked)."""
 
 TEMPLATES = Path(__file__).parent / "templates"
 FLASH_COOKIE = "kairos_console_notice"
