@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from services.api.fields import (
@@ -22,7 +23,7 @@ from services.api.fields import (
 )
 
 
-def _create_schema(schema: dict[str, Any]) -> None:
+def _create_schema(schema: JsonObject) -> None:
     """JobCreate's document: an example, and bounds in JSON Schema's words."""
     schema["examples"] = [
         {
@@ -44,7 +45,7 @@ class JobCreate(BaseModel):
 
     jobName: str = Field(min_length=1, max_length=200)
     jobHandler: str = Field(min_length=1, max_length=200)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: JsonObject = Field(default_factory=dict)
     cronExpr: str | None = Field(
         default=None,
         max_length=200,
@@ -146,7 +147,7 @@ class ExecutionView(BaseModel):
     startedAt: Timestamp | None
     endedAt: Timestamp | None
     message: str | None
-    result: Any = Field(default=None, description="the handler's return value, as JSON")
+    result: JsonValue = Field(default=None, description="the handler's return value, as JSON")
 
 
 class JobPoliciesView(BaseModel):
@@ -170,7 +171,7 @@ class JobView(BaseModel):
     jobId: int
     jobName: str
     jobHandler: str
-    params: dict[str, Any]
+    params: JsonObject
     cronExpr: str | None
     status: JobStatus
     nextTriggerTime: Timestamp | None
@@ -306,7 +307,7 @@ _NOT_NULL = (
 )
 
 
-def _patch_schema(schema: dict[str, Any]) -> None:
+def _patch_schema(schema: JsonObject) -> None:
     """JobPatch's document: the fields that refuse null are shown without a null."""
     schema["examples"] = [{"cronExpr": "30 2 * * *", "maxRetries": 3}]
     for name in _NOT_NULL:
@@ -330,7 +331,7 @@ class JobPatch(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
 
     jobName: str | None = Field(default=None, min_length=1, max_length=200)
-    params: dict[str, Any] | None = None
+    params: JsonObject | None = None
     cronExpr: str | None = Field(
         default=None,
         max_length=200,
