@@ -4,7 +4,6 @@ replay one or all (``common.dead_letters``, as ``kairos callbacks replay`` does)
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -14,7 +13,7 @@ from common.db.operators import OperatorSession
 from common.errors import KairosError, StoreUnavailableError
 from common.topology import CALLBACKS_DEAD_QUEUE
 from common.vhost import vhost_queues
-from services.api.console.render import page, redirect
+from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.state import ApiState
@@ -38,7 +37,7 @@ def _queue_depth(state: ApiState) -> tuple[int | None, str | None]:
     return (int(found["ready"]) + int(found["unacked"]) if found else 0), None
 
 
-def dead_context(state: ApiState) -> dict[str, Any]:
+def dead_context(state: ApiState) -> PageContext:
     """The dead deliveries, newest first, and the dead queue's depth."""
     with state.engine.connect() as conn:
         rows = dead_deliveries(conn, LISTED)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from common.errors import KairosError, ValidationFailedError
 from common.execution_control import ExecutionStores, list_stuck, requeue_execution
-from services.api.console.render import page, redirect
+from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.state import ApiState
@@ -33,7 +33,7 @@ def _stores(state: ApiState) -> ExecutionStores:
     )
 
 
-def stuck_context(state: ApiState, older: str) -> dict[str, Any]:
+def stuck_context(state: ApiState, older: str) -> PageContext:
     """Executions QUEUED or overdue SCHEDULED for longer than the chosen age."""
     seconds = OLDER_THAN_CHOICES.get(older, 300)
     return {

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
 from common.activity import MinuteActivity, merged_buckets, quantile, read_activity
 from common.db.deliveries import count_dead
+from common.documents import JsonObject
 from common.errors import StoreUnavailableError
 from common.metrics import LATENCY_BUCKETS
 from common.states import WorkerState
@@ -18,7 +18,7 @@ from common.timefmt import iso_ms
 from common.vhost import vhost_queues
 from common.worker_views import worker_views
 from services.api.console.charts import Bar, bar_chart, line_chart
-from services.api.console.render import page, redirect, span
+from services.api.console.render import PageContext, page, redirect, span
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, console_state
 from services.api.state import ApiState
@@ -53,7 +53,7 @@ def _minute_label(minute: MinuteActivity) -> str:
     return (iso_ms(minute.minute_ms) or "")[11:16]
 
 
-def _charts(minutes: list[MinuteActivity]) -> dict[str, Any]:
+def _charts(minutes: list[MinuteActivity]) -> JsonObject:
     bars = [Bar(_minute_label(m), m.succeeded, m.failed) for m in minutes]
     lags = [(_minute_label(m), quantile(0.99, m.lag_buckets)) for m in minutes]
     finite = [(label, None if v is None or math.isinf(v) else v) for label, v in lags]
@@ -73,7 +73,7 @@ def lag_text(seconds: float | None) -> str:
     return span(seconds * 1000)
 
 
-def overview_context(state: ApiState) -> dict[str, Any]:
+def overview_context(state: ApiState) -> PageContext:
     """Everything the overview shows, read now."""
     now = state.clock.now_ms()
     minutes = read_activity(state.redis, state.keys, now, CHART_MINUTES)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -27,7 +26,7 @@ from common.worker_control import (
     set_drained,
 )
 from common.worker_views import worker_views
-from services.api.console.render import page, redirect
+from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.state import ApiState
@@ -37,7 +36,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
 
-def workers_context(state: ApiState) -> dict[str, Any]:
+def workers_context(state: ApiState) -> PageContext:
     """Every worker, with its queue as the broker sees it when the management API answers."""
     now = state.clock.now_ms()
     with state.engine.connect() as conn:
