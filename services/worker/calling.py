@@ -8,8 +8,9 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from common.documents import JsonObject
 from services.worker.registry import HandlerContext, HandlerFn
 
 if TYPE_CHECKING:
@@ -31,11 +32,11 @@ class HandlerReturnError(Exception):
 
 def call_handler(
     fn: HandlerFn,
-    params: dict[str, Any],
+    params: JsonObject,
     context: HandlerContext,
     timeout: int | None,
     overruns: Overruns | None = None,
-) -> Any:
+) -> object:
     """Call the handler and return its value.
 
     A coroutine (an ``async def`` handler, or any awaitable a handler returns) runs to
@@ -73,22 +74,22 @@ def call_handler(
 class HandlerCall:
     """One call of a handler, here or in a thread of its own that can be cancelled."""
 
-    def __init__(self, fn: HandlerFn, params: dict[str, Any], context: HandlerContext) -> None:
+    def __init__(self, fn: HandlerFn, params: JsonObject, context: HandlerContext) -> None:
         self.fn = fn
         self.params = params
         self.context = context
         self._lock = threading.Lock()
         self._ended = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._cancelled = False
-        self._value: Any = None
+        self._value: object = None
         self._error: BaseException | None = None
         self._finished = False
         self._on_end: Callable[[HandlerCall], object] | None = None
         self.started = time.monotonic()
 
-    def run_here(self) -> Any:
+    def run_here(self) -> object:
         """Call the handler in this thread and return its value, awaited if need be."""
         value = self.fn(self.params, self.context)
         if inspect.isawaitable(value):
@@ -110,7 +111,7 @@ class HandlerCall:
         """Wait up to ``timeout`` seconds for the thread's run to end; True if it did."""
         return self._ended.wait(timeout)
 
-    def value(self) -> Any:
+    def value(self) -> object:
         """The value of the ended run; raises what the handler raised."""
         if self._error is not None:
             raise self._error
@@ -150,8 +151,8 @@ class HandlerCall:
             if on_end is not None:
                 on_end(self)
 
-    def _run_to_completion(self, awaitable: Awaitable[Any]) -> Any:
-        async def main() -> Any:
+    def _run_to_completion(self, awaitable: Awaitable[object]) -> object:
+        async def main() -> object:
             task = asyncio.current_task()
             with self._lock:
                 self._loop, self._task = asyncio.get_running_loop(), task

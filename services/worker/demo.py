@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
+from common.documents import JsonObject
 from services.worker.registry import HandlerContext, handler
 
 
@@ -18,12 +18,12 @@ class DemoFailure(Exception):
 
 
 @handler("demo.noop")
-def noop(params: dict[str, Any], ctx: HandlerContext) -> None:
+def noop(params: JsonObject, ctx: HandlerContext) -> None:
     """Do nothing; measures the scheduler's own cost."""
 
 
 @handler("demo.echo")
-def echo(params: dict[str, Any], ctx: HandlerContext) -> dict[str, Any]:
+def echo(params: JsonObject, ctx: HandlerContext) -> JsonObject:
     """Return the params unchanged."""
     return params
 
@@ -32,7 +32,7 @@ MAX_SLEEP_SECONDS = 60.0
 
 
 @handler("demo.sleep")
-def sleep(params: dict[str, Any], ctx: HandlerContext) -> dict[str, float]:
+def sleep(params: JsonObject, ctx: HandlerContext) -> dict[str, float]:
     """Sleep ``params["seconds"]`` seconds (1 by default, at most ``MAX_SLEEP_SECONDS``)."""
     asked = params.get("seconds", 1.0)
     if isinstance(asked, bool) or not isinstance(asked, int | float):
@@ -52,6 +52,6 @@ def _sleep_refusal(asked: object) -> str:
 
 
 @handler("demo.fail")
-def fail(params: dict[str, Any], ctx: HandlerContext) -> None:
+def fail(params: JsonObject, ctx: HandlerContext) -> None:
     """Raise with ``params["message"]``."""
     raise DemoFailure(str(params.get("message", "demo.fail was asked to fail")))

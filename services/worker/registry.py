@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from common.documents import JsonObject
 from common.errors import ConfigurationError
 
 _MARK = "__kairos_handler__"
 
-HandlerFn = Callable[[dict[str, Any], "HandlerContext"], Any]
+HandlerFn = Callable[[JsonObject, "HandlerContext"], object]
 F = TypeVar("F", bound=Callable[..., Any])
 
 

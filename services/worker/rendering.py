@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from common.jsontext import (
     MAX_JSON_DEPTH,
@@ -25,7 +24,7 @@ class Rendered:
     note: str | None = None
 
 
-def render_result(value: Any) -> Rendered:
+def render_result(value: object) -> Rendered:
     """A handler's return value as the execution's ``result``.
 
     JSON when it can be: objects JSON has no type for are written as their ``str``, and
@@ -75,7 +74,7 @@ def _json_string(text: str) -> str:
         clipped = clip_utf8(clipped, utf8_size(clipped) - excess - 3)
 
 
-def _safe_repr(value: Any) -> str:
+def _safe_repr(value: object) -> str:
     try:
         return repr(value)
     except Exception:  # a cycle past recursion, or a __repr__ that raises
