@@ -24,10 +24,18 @@ Read it in the order a trigger travels:
     ``workers``        the live workers and their load, as routing sees them
     ``sweep``          the leader's once-a-second sweep, running:
     ``rescue``         dead workers' executions reported, lost or moved
+    ``rescue_plan``    which of them is reported, lost or moved, from their started keys
     ``timeouts``       runs past their timeout that no worker reported
     ``reconcile``      executions QUEUED far too long on live workers
     ``retention``      old history deleted
 
 ``main`` is the process and its dispatch loop (the thread that owns the broker
 connection): it sends handed-over claims, fires what is due and runs the sweep.
+
+Recording, dispatch and firing reach their stores through ports (``common/db/
+outcome_store.py``, ``dispatch_store.py``, ``fire_store.py``; ``common.broker.Publisher``;
+``common.loadbalance.LiveWorkers``), each with a MySQL, RabbitMQ or Redis implementation
+and an in-memory twin (``common/memory_store.py``, ``memory_broker.py``,
+``memory_workers.py``) that ``tests/contracts`` holds to the same tests, so the stages'
+logic is unit-tested without servers.
 """
