@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
@@ -21,11 +21,11 @@ from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.consumer_stats import ConsumerStats
+from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.held_deliveries import HeldDeliveries
-from common.outcome_flush import OutcomeFlush, Reroute
+from common.outcome_flush import OutcomeFlush
 from common.run_pool import Finished, Run, RunPool
 from common.runtime import backoff_seconds
-from common.unit_packing import Packing
 
 log = logging.getLogger(__name__)
 
@@ -35,80 +35,49 @@ T = TypeVar("T")
 
 
 class PooledConsumer(Generic[U, P, T]):
-    """Runs ``run(item)`` per unit of work in a pool and ``flush(outcomes)`` to publish results.
+    """Runs each unit of work in a pool and publishes what the runs yield, then acks.
 
-    A message carries one unit or several (``packing``): a pack of executions bound for
-    one worker costs the broker and this process one delivery and one ack instead of
-    one each. ``prepare(units)`` runs in the connection thread, once for all the units
-    started together, and turns each into the item its run gets: work that batches
-    well (one Redis call instead of a round trip per unit) goes there. A delivery is
-    acked once every unit it carries ran and its outcome was published.
+    A message carries one unit or several (``work.packing``): a pack of executions bound
+    for one worker costs the broker and this process one delivery and one ack instead
+    of one each. ``work.prepare`` runs in the connection thread, once for all the units
+    started together: work that batches well (one Redis call instead of a round trip
+    per unit) goes there. A delivery is acked once every unit it carries ran and its
+    outcome was published.
 
-    ``prefetch`` deliveries (default: the pool size) are held at once, and a unit starts
-    only when a pool slot is free: the units beyond the pool wait here, unstarted, so
-    the next run starts as soon as one ends instead of a broker round trip later.
-    Units still waiting when consuming stops are given back (``_give_back``).
-
-    ``ack_deadline`` (seconds), when set, acks a delivery still held that long after it
-    arrived (its runs still going): RabbitMQ closes a channel that keeps a delivery
-    unacked past its consumer_timeout (30 minutes by default), which would cut a long
-    job off. Its units still waiting for a slot by then are given back first.
+    A unit starts only when a pool slot is free: the units beyond the pool wait here,
+    unstarted, so the next run starts as soon as one ends instead of a broker round
+    trip later. Units still waiting when consuming stops are given back
+    (``_give_back``); so are those of a delivery held past ``settings.ack_deadline``,
+    before it is acked.
 
     A unit whose run raised outside its own error handling is sent back alone as a
     message of its own; the delivery it came in is acked as usual.
-
-    ``occupied()``, when given, counts slots held outside the pool (a worker's timed-out
-    runs whose thread goes on): fewer units start while it is above zero, and ``wake``
-    looks for free slots again once it drops.
-
-    ``redelivered(units)``, when given, is told the units of each delivery the broker
-    marks as delivered before, ahead of their ``prepare``.
-
-    ``hold_unrouted`` keeps a delivery unacked while output of its units comes back
-    unroutable (a missing exchange binding would lose it silently), publishing that
-    output again after a jittered backoff until a queue takes it; ``reroute``, when
-    given, is handed that output first and returns what to publish again (after
-    declaring the missing queues, say).
-
-    ``orphaned(outcome)``, when given, gets each outcome that can no longer be flushed:
-    its run ended after the connection closed, or it waited for a flush at ``close``.
     """
 
     def __init__(
         self,
         connection: BlockingConnection,
-        queue: str,
-        pool_size: int,
-        packing: Packing[U],
-        prepare: Callable[[Sequence[U]], Sequence[P]],
-        run: Callable[[P], T],
-        flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]],
-        ack_deadline: float | None = None,
+        settings: ConsumerSettings,
+        work: ConsumerWork[U, P, T],
         stats: ConsumerStats | None = None,
-        prefetch: int | None = None,
-        release: Callable[[Sequence[P]], object] | None = None,
-        occupied: Callable[[], int] | None = None,
-        redelivered: Callable[[Sequence[U]], object] | None = None,
-        hold_unrouted: bool = False,
-        orphaned: Callable[[T], object] | None = None,
-        reroute: Reroute | None = None,
     ) -> None:
+        pool_size = settings.pool_size
         self._connection = connection
-        self._queue = queue
-        self._packing = packing
-        self._prepare = prepare
-        self._release = release
-        self._occupied = occupied
-        self._note_redelivered = redelivered
-        self._orphaned = orphaned
+        self._queue = settings.queue
+        self._packing = work.packing
+        self._prepare = work.prepare
+        self._release = work.release
+        self._occupied = work.occupied
+        self._note_redelivered = work.redelivered
+        self._orphaned = work.orphaned
         self._stopping = False
-        self._ack_deadline = ack_deadline
+        self._ack_deadline = settings.ack_deadline
         self._pool_size = pool_size
         self._runs: RunPool[U, P, T] = RunPool(
-            connection, pool_size, run, self._drain_finished, orphaned
+            connection, pool_size, work.run, self._drain_finished, work.orphaned
         )
         self._channel: BlockingChannel = connection.channel()
-        self._channel.basic_qos(prefetch_count=max(pool_size, prefetch or pool_size))
+        self._channel.basic_qos(prefetch_count=max(pool_size, settings.prefetch or pool_size))
         self._publisher = BatchPublisher(connection.channel())
         self._deliveries: HeldDeliveries[U] = HeldDeliveries()
         self.stats = stats if stats is not None else ConsumerStats()
@@ -117,10 +86,10 @@ class PooledConsumer(Generic[U, P, T]):
             self._channel,
             self._publisher,
             self._deliveries,
-            flush,
+            work.flush,
             self.stats,
-            hold_unrouted,
-            reroute,
+            settings.hold_unrouted,
+            work.reroute,
         )
         self._admit_scheduled = False
         self._prepare_failures = 0

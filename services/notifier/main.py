@@ -11,6 +11,7 @@ from pika.adapters.blocking_connection import BlockingConnection
 from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
 from common.config import NotifierSettings
+from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.heap import freeze_startup_heap
 from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
@@ -72,14 +73,14 @@ def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threa
         _declare(connection, settings)
         consumer = PooledConsumer(
             connection,
-            CALLBACKS_QUEUE,
-            settings.concurrency,
-            ONE_PER_MESSAGE,
-            unchanged,
-            deliverer.deliver,
-            follow_ups,
-            hold_unrouted=True,
-            reroute=_redeclaring(connection, settings),
+            ConsumerSettings(CALLBACKS_QUEUE, settings.concurrency, hold_unrouted=True),
+            ConsumerWork(
+                ONE_PER_MESSAGE,
+                unchanged,
+                deliverer.deliver,
+                follow_ups,
+                reroute=_redeclaring(connection, settings),
+            ),
         )
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)

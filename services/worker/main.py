@@ -13,6 +13,7 @@ from pika.exceptions import AMQPError
 from common.broker import BatchPublisher, connect
 from common.config import WorkerSettings
 from common.consumer_stats import ConsumerStats
+from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.errors import ConfigurationError
 from common.heap import freeze_startup_heap
 from common.messages import ExecutionResult
@@ -210,20 +211,24 @@ class _Serving:
             setup.close()
             self.consumer = PooledConsumer(
                 connection,
-                queue,
-                self.settings.capacity,
-                DispatchPacking(),
-                self.runner.admit,
-                self.runner.execute,
-                self.runner.report,
-                ack_deadline=self.settings.ack_deadline_seconds,
-                stats=self.stats,
-                prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
-                release=self.runner.release,
-                occupied=self._occupied,
-                redelivered=self.runner.note_redelivered,
-                hold_unrouted=True,
-                orphaned=self.runner.keep_outcome,
+                ConsumerSettings(
+                    queue,
+                    self.settings.capacity,
+                    prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
+                    ack_deadline=self.settings.ack_deadline_seconds,
+                    hold_unrouted=True,
+                ),
+                ConsumerWork(
+                    DispatchPacking(),
+                    self.runner.admit,
+                    self.runner.execute,
+                    self.runner.report,
+                    release=self.runner.release,
+                    occupied=self._occupied,
+                    redelivered=self.runner.note_redelivered,
+                    orphaned=self.runner.keep_outcome,
+                ),
+                self.stats,
             )
             self.consumer.start()
             self._heartbeat, self._stop, self._connection = heartbeat, stop, connection

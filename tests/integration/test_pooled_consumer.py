@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pytest
 from pika.adapters.blocking_connection import BlockingConnection
@@ -13,9 +14,35 @@ from pika.adapters.blocking_connection import BlockingConnection
 from common import outcome_flush, pooled_consumer
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.config import StoreSettings
+from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.pooled_consumer import PooledConsumer
 from common.topology import DISPATCH_EXCHANGE, declare_core, declare_worker_queue
-from common.unit_packing import ONE_PER_MESSAGE, unchanged
+from common.unit_packing import ONE_PER_MESSAGE, Packing, unchanged
+
+U = TypeVar("U")
+P = TypeVar("P")
+T = TypeVar("T")
+
+
+def pooled(
+    connection: BlockingConnection,
+    queue: str,
+    pool_size: int,
+    packing: Packing[U],
+    prepare: Callable[[Sequence[U]], Sequence[P]],
+    run: Callable[[P], T],
+    flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]],
+    prefetch: int | None = None,
+    ack_deadline: float | None = None,
+    hold_unrouted: bool = False,
+    release: Callable[[Sequence[P]], object] | None = None,
+) -> PooledConsumer[U, P, T]:
+    """A consumer of ``queue`` with the steps given, in the order the tests name them."""
+    return PooledConsumer(
+        connection,
+        ConsumerSettings(queue, pool_size, prefetch, ack_deadline, hold_unrouted),
+        ConsumerWork(packing, prepare, run, flush, release=release),
+    )
 
 
 @pytest.fixture
@@ -86,7 +113,7 @@ def test_runs_start_only_in_free_slots_while_the_window_holds_more(
             running[0] -= 1
         return body
 
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 1, ONE_PER_MESSAGE, unchanged, run, flushed.flush, prefetch=3
     )
     consumer.start()
@@ -103,7 +130,7 @@ def test_deliveries_still_waiting_go_back_to_the_queue_when_consuming_stops(
     connection, queue = broker
     gate = Gate()
     flushed = Flushed()
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 1, ONE_PER_MESSAGE, unchanged, gate.run, flushed.flush, prefetch=3
     )
     consumer.start()
@@ -122,7 +149,7 @@ def test_closing_releases_admitted_runs_no_pool_thread_picked_up(
 ) -> None:
     connection, queue = broker
     released: list[bytes] = []
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection,
         queue,
         3,
@@ -196,9 +223,7 @@ def one_pack(namespace: StoreSettings) -> Iterator[Pack]:
 def test_a_pack_is_acked_once_every_unit_in_it_ran_and_was_flushed(one_pack: Pack) -> None:
     connection, queue, _ = one_pack
     flushed = Flushed()
-    consumer = PooledConsumer(
-        connection, queue, 1, Commas(), unchanged, lambda unit: unit, flushed.flush
-    )
+    consumer = pooled(connection, queue, 1, Commas(), unchanged, lambda unit: unit, flushed.flush)
     consumer.start()
     pump(connection, lambda: len(flushed) == 3 and consumer.active == 0)
     consumer.close()
@@ -216,7 +241,7 @@ def test_a_pack_with_a_unit_not_flushed_is_not_acked(one_pack: Pack) -> None:
             release.wait(10)
         return unit
 
-    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer = pooled(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
     consumer.start()
     pump(connection, lambda: flushed == [b"a", b"b"] and consumer.active == 1)
     consumer.close()
@@ -231,7 +256,7 @@ def test_stopping_sends_the_unstarted_rest_of_a_pack_back_as_a_message_of_its_ow
     gate = Gate()
     flushed = Flushed()
 
-    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, gate.run, flushed.flush)
+    consumer = pooled(connection, queue, 1, Commas(), unchanged, gate.run, flushed.flush)
     consumer.start()
     pump(connection, lambda: consumer.active == 1)
     consumer.stop_consuming()
@@ -249,7 +274,7 @@ def test_the_ack_deadline_gives_back_units_that_waited_too_long_and_acks_the_run
     connection, queue, _ = one_pack
     gate = Gate()
 
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 1, Commas(), unchanged, gate.run, Flushed().flush, ack_deadline=0.3
     )
     consumer.start()
@@ -275,9 +300,7 @@ def test_a_message_that_cannot_be_read_is_dropped_not_requeued(namespace: StoreS
         ]
     )
     flushed = Flushed()
-    consumer = PooledConsumer(
-        connection, queue, 2, Commas(), unchanged, lambda unit: unit, flushed.flush
-    )
+    consumer = pooled(connection, queue, 2, Commas(), unchanged, lambda unit: unit, flushed.flush)
     consumer.start()
     pump(connection, lambda: flushed == [b"x"] and consumer.active == 0)
     consumer.close()
@@ -300,7 +323,7 @@ def test_a_run_that_ends_while_consuming_stops_starts_nothing_more(
     gate = Gate()
     flushed = Flushed()
 
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 1, Commas(), unchanged, gate.run, flushed.flush, prefetch=2
     )
     consumer.start()
@@ -328,7 +351,7 @@ def test_a_run_that_raised_goes_back_alone_and_its_pack_is_acked(one_pack: Pack)
             raise RuntimeError("outside the handler's own error handling")
         return unit
 
-    consumer = PooledConsumer(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
+    consumer = pooled(connection, queue, 1, Commas(), unchanged, run, flushed.flush)
     consumer.start()
     pump(connection, lambda: flushed == [b"a", b"c"] and consumer.active == 0)
     consumer.stop_consuming()
@@ -353,7 +376,7 @@ def test_units_whose_prepare_fails_wait_for_a_backoff_instead_of_looping_through
         return units
 
     flushed = Flushed()
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 3, ONE_PER_MESSAGE, prepare, lambda body: body, flushed.flush
     )
     consumer.start()
@@ -382,7 +405,7 @@ def test_output_no_queue_takes_holds_its_delivery_until_it_lands(
         flushed.extend(outcomes)
         return [OutgoingMessage(DISPATCH_EXCHANGE, "w-later", b"+".join(outcomes), "out")]
 
-    consumer = PooledConsumer(
+    consumer = pooled(
         connection, queue, 3, ONE_PER_MESSAGE, unchanged, lambda b: b, flush, hold_unrouted=True
     )
     consumer.start()

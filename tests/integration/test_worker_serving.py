@@ -17,6 +17,7 @@ from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings, WorkerSettings
 from common.consumer_stats import ConsumerStats
+from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
@@ -318,13 +319,14 @@ def test_an_outcome_the_connection_lost_is_kept_with_its_started_key(
     declare_core(setup)
     consumer = PooledConsumer(
         connection,
-        declare_worker_queue(setup, "w1"),
-        1,
-        DispatchPacking(),
-        worker.runner.admit,
-        worker.runner.execute,
-        worker.runner.report,
-        orphaned=worker.runner.keep_outcome,
+        ConsumerSettings(declare_worker_queue(setup, "w1"), 1),
+        ConsumerWork(
+            DispatchPacking(),
+            worker.runner.admit,
+            worker.runner.execute,
+            worker.runner.report,
+            orphaned=worker.runner.keep_outcome,
+        ),
     )
     consumer.start()
     while consumer.active == 0:
