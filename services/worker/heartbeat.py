@@ -42,11 +42,28 @@ class Load:
 
 @dataclass(frozen=True)
 class WorkerIdentity:
-    """What a worker is: its id, how many runs it takes at once, which handlers it runs."""
+    """What a worker is: its id, how many runs it takes at once, which handlers it runs,
+    and this process's incarnation (a worker restarted under the same id has a new one)."""
 
     worker_id: str
     capacity: int
     handlers: tuple[str, ...]
+    incarnation: str = ""
+
+
+def _ignore(*_args: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class HeartbeatHooks:
+    """What the heartbeat tells its worker: an operator asked it to drain and stop
+    (``on_drain``), an operator's standing drain changed (``on_drained``), a heartbeat
+    landed again after the fence closed (``on_reopen``)."""
+
+    on_drain: Callable[[], None] = _ignore
+    on_drained: Callable[[bool], None] = _ignore
+    on_reopen: Callable[[], None] = _ignore
 
 
 class LoadSource(Protocol):
@@ -80,11 +97,8 @@ class Heartbeater:
         source: LoadSource,
         stores: Stores,
         interval: float,
-        on_drain: Callable[[], None] = lambda: None,
+        hooks: HeartbeatHooks = HeartbeatHooks(),
         fence: Fence | None = None,
-        on_reopen: Callable[[], None] = lambda: None,
-        incarnation: str = "",
-        on_drained: Callable[[bool], None] = lambda drained: None,
     ) -> None:
         self._worker_id = identity.worker_id
         self._capacity = identity.capacity
@@ -93,11 +107,11 @@ class Heartbeater:
         self._redis, self._engine = stores.redis, stores.engine
         self._keys, self._clock = stores.keys, stores.clock
         self._interval = interval
-        self._on_drain = on_drain
+        self._on_drain = hooks.on_drain
         self.fence = fence if fence is not None else Fence(interval)
-        self._on_reopen = on_reopen
-        self._incarnation = incarnation
-        self._on_drained = on_drained
+        self._on_reopen = hooks.on_reopen
+        self._incarnation = identity.incarnation
+        self._on_drained = hooks.on_drained
         self._drained = False
         # When the heartbeat being sent began (monotonic), None between heartbeats: a
         # closed fence with one still going is a hang, not a failure.

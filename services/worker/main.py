@@ -23,7 +23,7 @@ from common.states import WorkerState
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
 from services.worker.fence import Fence
-from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
@@ -77,18 +77,13 @@ def run_worker(settings: WorkerSettings) -> None:
     )
     fence = Fence(settings.heartbeat_seconds)
     serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence, stores)
-    identity = WorkerIdentity(worker_id, settings.capacity, tuple(sorted(handlers)))
-    heartbeat = Heartbeater(
-        identity,
-        serving,
-        stores,
-        settings.heartbeat_seconds,
-        on_drain=stop.set,
-        fence=fence,
-        on_reopen=serving.wake,
-        incarnation=serving.incarnation,
-        on_drained=serving.set_drained,
+    identity = WorkerIdentity(
+        worker_id, settings.capacity, tuple(sorted(handlers)), serving.incarnation
     )
+    hooks = HeartbeatHooks(
+        on_drain=stop.set, on_drained=serving.set_drained, on_reopen=serving.wake
+    )
+    heartbeat = Heartbeater(identity, serving, stores, settings.heartbeat_seconds, hooks, fence)
     freeze_startup_heap()
     heartbeat.start()
     log.info(

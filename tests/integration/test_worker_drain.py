@@ -18,7 +18,7 @@ from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores
 from common.worker_control import drains_requested, request_drain
-from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from tests.integration.helpers import register_worker
 
 
@@ -41,7 +41,8 @@ def test_a_drain_request_is_taken_by_the_next_heartbeat_and_stops_the_worker(
     keys, clock = RedisKeys(namespace.namespace), ClusterClock(redis_client)
     stores = Stores(namespace, engine, redis_client, keys, clock)
     stop = threading.Event()
-    heartbeat = Heartbeater(WorkerIdentity("w1", 2, ("demo.noop",)), Idle(), stores, 60, stop.set)
+    identity = WorkerIdentity("w1", 2, ("demo.noop",))
+    heartbeat = Heartbeater(identity, Idle(), stores, 60, HeartbeatHooks(on_drain=stop.set))
     redis_client.set(keys.worker_drain("w1"), "meant for an earlier process")
     heartbeat.start()
     assert not stop.is_set(), "a request left from before the process started is dropped"

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ from common.topology import (
 from services.cli import main
 from services.worker import main as worker_main
 from services.worker.fence import Fence
-from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.main import _Serving
 from services.worker.packs import DispatchPacking
 from services.worker.registry import HandlerContext, HandlerFn
@@ -81,16 +82,9 @@ class WorkerInThread:
         stores = Stores(namespace, engine, client, keys, clock)
         self.serving = _Serving(settings, "w1", self.runner, ConsumerStats(), fence, stores)
         identity = WorkerIdentity("w1", capacity, tuple(handlers))
-        self.heartbeat = Heartbeater(
-            identity,
-            self.serving,
-            stores,
-            60,
-            fence=fence,
-            on_reopen=self.serving.wake,
-            incarnation=self.serving.incarnation,
-            on_drained=self.serving.set_drained,
-        )
+        hooks = HeartbeatHooks(on_drained=self.serving.set_drained, on_reopen=self.serving.wake)
+        identity = replace(identity, incarnation=self.serving.incarnation)
+        self.heartbeat = Heartbeater(identity, self.serving, stores, 60, hooks, fence)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serving.serve, args=(self.stop, self.heartbeat))
         self.connection = connect(namespace, "test")
