@@ -14,7 +14,7 @@ from common.db.dispatch_store import DispatchStore
 from common.db.executions import LockedExecution, NewExecution
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import ExecutionStatus
 
 NOW = 5_000

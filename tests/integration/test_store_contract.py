@@ -15,7 +15,7 @@ from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.schema import callback_deliveries, jobs
 from common.db.schema import executions as executions_table
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.fire_store import FireStoreContract

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from common.db.executions import NewExecution
 from common.loadbalance import WorkerChooser
-from common.memory_broker import MemoryBroker, MemoryPublisher
-from common.memory_store import MemoryExecution, MemoryJob, MemoryStore
-from common.memory_workers import MemoryWorkers
+from common.memory.broker import MemoryBroker, MemoryPublisher
+from common.memory.live_workers import MemoryWorkers
+from common.memory.rows import MemoryExecution, MemoryJob
+from common.memory.store import MemoryStore
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.trigger.fire import Firer, FireSettings
 from services.dispatcher.trigger.route import Router

@@ -9,7 +9,8 @@ from contextlib import AbstractContextManager
 from common.db.dispatch_store import DispatchStore
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob, MemoryStore
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
+from common.memory.store import MemoryStore
 from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract

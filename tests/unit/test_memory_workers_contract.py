@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from common.db.executions import NewExecution
 from common.loadbalance import LiveWorkers
-from common.memory_store import MemoryJob, MemoryStore
-from common.memory_workers import MemoryWorkers
+from common.memory.live_workers import MemoryWorkers
+from common.memory.rows import MemoryJob
+from common.memory.store import MemoryStore
 from common.states import WorkerState
 from tests.contracts.live_workers import STALE_MS, LiveWorkersContract
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from common.clock import Clock
 from common.loadbalance import WorkerLoad
-from common.memory_store import MemoryStore
+from common.memory.store import MemoryStore
 from common.states import ExecutionStatus, WorkerState
 
 
