@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from common.memory.firing import FireTables
 from common.memory.outcomes import OutcomeTables
+from common.memory.workers import WorkerTables
 
 
-class MemoryStore(OutcomeTables, FireTables):
+class MemoryStore(OutcomeTables, FireTables, WorkerTables):
     """The jobs, executions, deliveries and workers tables: ``OutcomeStore``,
     ``FireStore``, ``RescueStore``, their transactions, and seeding."""

@@ -1,5 +1,5 @@
 """The tables of the in-memory store, with its transactions and the seeding every part
-of it shares: what the stores of recording and firing build on."""
+of it shares: what the stores of recording, firing and rescue build on."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from common.db.executions import UNFINISHED, NewExecution
+from common.db.workers import WorkerRecord
 from common.memory.rows import (
     DUPLICATE_KEY,
     NO_PARENT_ROW,
@@ -23,12 +24,13 @@ from common.states import ExecutionStatus
 
 @dataclass
 class MemoryTables:
-    """The jobs, executions and deliveries tables, a transaction over them all,
+    """The jobs, executions, deliveries and workers tables, a transaction over them all,
     and seeding."""
 
     jobs: dict[int, MemoryJob] = field(default_factory=dict)
     executions: dict[int, MemoryExecution] = field(default_factory=dict)
     deliveries: list[MemoryDelivery] = field(default_factory=list)
+    workers: dict[str, WorkerRecord] = field(default_factory=dict)
     _next_job_id: int = 1
     _next_execution_key: int = 1
 

@@ -41,7 +41,7 @@ class Stage:
         self.broker = MemoryBroker()
         declare_core(self.broker)
         self.publisher = MemoryPublisher(self.broker)
-        self.workers = MemoryWorkers(self.clock, 60_000, self.store)
+        self.workers = MemoryWorkers(self.clock, 60_000, self.store, self.broker)
         self.handlers: dict[str, frozenset[str]] = {}
         router = Router(self.workers, WorkerChooser())
         settings = FireSettings(1_000, 500, fire_batch_size, HOLD_MS)
