@@ -62,33 +62,6 @@ class Rescue:
 
     def __init__(
         self,
-        stores: Stores,
-        publisher: Publisher,
-        router: Router[WorkerDirectory],
-        settings: RescueSettings,
-    ) -> None:
-        transactions = MySqlRescueTransactions(stores.engine)
-        marks = RedisStartedMarks(stores.redis, stores.keys)
-        self._setup(transactions, marks, stores.clock, publisher, router, settings)
-
-    @classmethod
-    def on(
-        cls,
-        transactions: RescueTransactions,
-        marks: StartedMarks,
-        clock: Clock,
-        publisher: Publisher,
-        router: Router[WorkerQueues],
-        settings: RescueSettings,
-    ) -> Rescue:
-        """A rescue on any stores that keep its ports (``MemoryStore``,
-        ``MemoryStartedMarks`` and ``MemoryWorkers`` in unit tests), on ``clock``."""
-        rescue = cls.__new__(cls)
-        rescue._setup(transactions, marks, clock, publisher, router, settings)
-        return rescue
-
-    def _setup(
-        self,
         transactions: RescueTransactions,
         marks: StartedMarks,
         clock: Clock,
@@ -104,6 +77,21 @@ class Rescue:
         self._router = router
         self._stale_ms = settings.stale_ms
         self._forget_ms = settings.forget_ms
+
+    @classmethod
+    def on_stores(
+        cls,
+        stores: Stores,
+        publisher: Publisher,
+        router: Router[WorkerDirectory],
+        settings: RescueSettings,
+    ) -> Rescue:
+        """The dispatcher's rescue: on MySQL, Redis's started marks and the cluster clock.
+        Unit tests build one on ``MemoryStore``, ``MemoryStartedMarks`` and a clock of
+        their own instead."""
+        transactions = MySqlRescueTransactions(stores.engine)
+        marks = RedisStartedMarks(stores.redis, stores.keys)
+        return cls(transactions, marks, stores.clock, publisher, router, settings)
 
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their
