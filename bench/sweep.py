@@ -106,7 +106,7 @@ def measure(settings: StoreSettings, workers: int, sweeps: int) -> dict[str, obj
         log(f"{workers} gone workers written, each with its queue")
 
         def recovery(forget_ms: int) -> Rescue:
-            return Rescue(
+            return Rescue.on_stores(
                 Stores.build(settings, engine, client),
                 BatchPublisher(connection.channel()),
                 Router(WorkerDirectory(engine, connection, clock, 15_000), WorkerChooser()),

@@ -61,7 +61,7 @@ class OutgoingMessage:
 class Publisher(Protocol):
     """What sending needs of a publisher: a batch published under one commit.
 
-    ``BatchPublisher`` is the real one; ``common.memory_broker.MemoryPublisher`` keeps
+    ``BatchPublisher`` is the real one; ``common.memory.broker.MemoryPublisher`` keeps
     the same contract in memory for unit tests.
     """
 

@@ -37,6 +37,20 @@ class LiveWorkers(Protocol):
         ...
 
 
+class WorkerQueues(LiveWorkers, Protocol):
+    """What the rescue needs besides the live workers: the consumers on a worker's queue,
+    and deleting the queue of one long gone (``WorkerDirectory`` on RabbitMQ,
+    ``MemoryWorkers`` on the memory broker)."""
+
+    def consumer_count(self, worker_id: str) -> int:
+        """Consumers on the worker's queue; 0 if it has no queue."""
+        ...
+
+    def delete_queue(self, worker_id: str) -> bool:
+        """Delete the worker's queue unless a consumer is on it; whether it is gone."""
+        ...
+
+
 def load_score(worker: WorkerLoad) -> float:
     """The classic equal-cost score: lower is less loaded."""
     return worker.active * 10 + worker.avg_ms / 1000 + (100 - worker.cpu_idle) / 10

@@ -11,9 +11,15 @@ persistence). The started epoch (``RedisKeys.started_epoch``) tells when: it is 
 when missing, so it holds the first moment keys were kept since the last loss. An
 execution dispatched before it may have had a key that is gone; for those, MySQL is
 the guard (``services/worker/start_guard.py``, the dead-worker rescue).
+
+``StartedMarks`` is what the rescue reads of them: ``RedisStartedMarks`` on Redis,
+``common.memory.started_marks.MemoryStartedMarks`` in unit tests
+(``tests/contracts/started_marks.py`` holds both to the same behaviour).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import redis
 
@@ -54,3 +60,33 @@ def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
     """Whether an execution dispatched at ``dispatched_at`` may have had a started key
     that Redis lost: it was dispatched before the epoch (within the clocks' slack)."""
     return dispatched_at is None or dispatched_at < epoch_ms + CLOCK_SLACK_MS
+
+
+class StartedMarks(Protocol):
+    """The started keys and the started epoch, as the rescue reads them."""
+
+    def read(self, execution_id: str) -> tuple[str | None, str | None]:
+        """The execution's started key, parsed: its owner and stored result JSON."""
+        ...
+
+    def epoch(self, now_ms: int) -> int:
+        """The started epoch, set to ``now_ms`` when there is none (the keys were lost)."""
+        ...
+
+
+class RedisStartedMarks:
+    """``StartedMarks`` on Redis: a GET of the started key, ``started_epoch``."""
+
+    __slots__ = ("_client", "_keys")
+
+    def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
+        self._client = client
+        self._keys = keys
+
+    def read(self, execution_id: str) -> tuple[str | None, str | None]:
+        """See ``parse_started``."""
+        return parse_started(self._client.get(self._keys.execution_started(execution_id)))
+
+    def epoch(self, now_ms: int) -> int:
+        """See ``started_epoch``."""
+        return started_epoch(self._client, self._keys, now_ms)

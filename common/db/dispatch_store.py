@@ -2,7 +2,7 @@
 
 ``DispatchStore`` is the port ``services.dispatcher.trigger.dispatch`` writes through;
 ``MySqlDispatchStore`` passes the call to ``executions.unmark_queued`` on the caller's
-connection, and ``common.memory_store.MemoryStore`` keeps the same contract in memory
+connection, and ``common.memory.store.MemoryStore`` keeps the same contract in memory
 (``tests/contracts/dispatch_store.py``).
 """
 

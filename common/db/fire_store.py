@@ -3,7 +3,7 @@
 ``FireStore`` is the port ``services.dispatcher.trigger.fire`` reads and writes through
 inside its transaction; ``MySqlFireStore`` passes each call to the repository function
 of the same name on the caller's connection (no query of its own), and
-``common.memory_store.MemoryStore`` keeps the same contract in memory
+``common.memory.store.MemoryStore`` keeps the same contract in memory
 (``tests/contracts/fire_store.py``). ``FireTransactions`` is where the firer gets one:
 ``MySqlFireTransactions`` on an engine, ``MemoryStore`` itself in unit tests.
 """

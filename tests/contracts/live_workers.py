@@ -1,11 +1,12 @@
 """The live workers contract, which ``WorkerDirectory`` (MySQL and RabbitMQ) and
-``MemoryWorkers`` keep: who is live, and with what load."""
+``MemoryWorkers`` keep: who is live, and with what load; and the worker queues
+contract: the consumers on a worker's queue, and deleting it unless one is on it."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from common.loadbalance import LiveWorkers, WorkerLoad
+from common.loadbalance import WorkerLoad, WorkerQueues
 from common.states import WorkerState
 
 STALE_MS = 60_000
@@ -17,7 +18,7 @@ class LiveWorkersContract(ABC):
 
     @property
     @abstractmethod
-    def directory(self) -> LiveWorkers:
+    def directory(self) -> WorkerQueues:
         """The view under test: stale after ``STALE_MS``, read afresh on every call."""
 
     @abstractmethod
@@ -38,6 +39,14 @@ class LiveWorkersContract(ABC):
     @abstractmethod
     def consume(self, worker_id: str) -> None:
         """Put a consumer on the worker's queue."""
+
+    @abstractmethod
+    def declare_queue(self, worker_id: str) -> None:
+        """Declare the worker's queue, with no consumer on it."""
+
+    @abstractmethod
+    def queue_exists(self, worker_id: str) -> bool:
+        """Whether the worker's queue exists."""
 
     @abstractmethod
     def queue_runs(self, worker_id: str, count: int) -> None:
@@ -85,3 +94,23 @@ class LiveWorkersContract(ABC):
         self.queue_runs("w1", 3)
         self.queue_runs("w2", 2)
         assert {w.worker_id: w.active for w in self.live().values()} == {"w1": 4, "w2": 2}
+
+    def test_consumer_count_counts_the_consumers_on_the_workers_queue(self) -> None:
+        assert self.directory.consumer_count("none") == 0, "no queue"
+        self.declare_queue("idle")
+        assert self.directory.consumer_count("idle") == 0
+        self.consume("busy")
+        assert self.directory.consumer_count("busy") == 1
+
+    def test_delete_queue_deletes_a_queue_with_no_consumer_or_none_at_all(self) -> None:
+        self.declare_queue("gone")
+        assert self.directory.delete_queue("gone")
+        assert not self.queue_exists("gone")
+        assert self.directory.delete_queue("gone"), "no queue is as good as a deleted one"
+        assert self.directory.delete_queue("never")
+
+    def test_delete_queue_keeps_a_queue_a_consumer_is_on(self) -> None:
+        self.consume("back")
+        assert not self.directory.delete_queue("back")
+        assert self.queue_exists("back")
+        assert self.directory.consumer_count("back") == 1

@@ -15,7 +15,7 @@ from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import LockedExecution, NewExecution
 from common.db.jobs import TriggerSettings
 from common.db.retry import is_duplicate_key
-from common.memory_store import MemoryDelivery, MemoryExecution
+from common.memory.rows import MemoryDelivery, MemoryExecution
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from tests.contracts.store_harness import NOW, StoreHarness
 

@@ -14,8 +14,10 @@ from common.db.dispatch_store import DispatchStore
 from common.db.executions import LockedExecution, NewExecution
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
-from common.states import ExecutionStatus
+from common.db.rescue_store import RescueStore
+from common.db.workers import Heartbeat, WorkerRecord
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
+from common.states import ExecutionStatus, WorkerState
 
 NOW = 5_000
 
@@ -37,6 +39,11 @@ class StoreHarness(ABC):
     @abstractmethod
     def fire_store(self) -> FireStore:
         """The same store as firing sees it."""
+
+    @property
+    @abstractmethod
+    def rescue_store(self) -> RescueStore:
+        """The same store as the rescue sees it."""
 
     @abstractmethod
     def undone_on_error(self) -> AbstractContextManager[object]:
@@ -63,6 +70,14 @@ class StoreHarness(ABC):
     def deliveries(self) -> list[MemoryDelivery]:
         """Every delivery row, in insertion order."""
 
+    @abstractmethod
+    def heartbeat(self, heartbeat: Heartbeat) -> None:
+        """Write a worker's heartbeat as ``workers.upsert_heartbeat`` does."""
+
+    @abstractmethod
+    def worker(self, worker_id: str) -> WorkerRecord:
+        """The worker's row."""
+
     # Builders.
 
     def a_job(self, **changes: object) -> int:
@@ -77,6 +92,14 @@ class StoreHarness(ABC):
         ]
         self.store.insert_executions(rows, 1_500)
         return [self.execution(e).id for e, _ in specs]
+
+    def a_worker(
+        self, worker_id: str, heard_ms: int, state: WorkerState = WorkerState.ACTIVE
+    ) -> None:
+        """A worker of ``demo.noop`` last heard at ``heard_ms``, saying ``state``."""
+        self.heartbeat(
+            Heartbeat(worker_id, "h", 1, 4, 0, 90, 5, ("demo.noop",), state, 100, heard_ms)
+        )
 
     def locked(self, execution_id: str) -> LockedExecution:
         row = self.execution(execution_id)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 import redis
 from pika.adapters.blocking_connection import BlockingConnection
+from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.loadbalance import LiveWorkers
+from common.loadbalance import WorkerQueues
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -30,12 +31,13 @@ class TestWorkerDirectory(LiveWorkersContract):
         make_app(engine)
         self._engine = engine
         self._clock = ClusterClock(redis_client)
+        self._connection = connection
         self._channel = connection.channel()
         declare_core(self._channel)
         self._directory = WorkerDirectory(engine, connection, self._clock, STALE_MS, ttl=0.0)
 
     @property
-    def directory(self) -> LiveWorkers:
+    def directory(self) -> WorkerQueues:
         return self._directory
 
     def now_ms(self) -> int:
@@ -58,6 +60,18 @@ class TestWorkerDirectory(LiveWorkersContract):
     def consume(self, worker_id: str) -> None:
         declare_worker_queue(self._channel, worker_id)
         self._channel.basic_consume(worker_queue(worker_id), lambda *args: None)
+
+    def declare_queue(self, worker_id: str) -> None:
+        declare_worker_queue(self._channel, worker_id)
+
+    def queue_exists(self, worker_id: str) -> bool:
+        channel = self._connection.channel()
+        try:
+            channel.queue_declare(worker_queue(worker_id), passive=True)
+        except ChannelClosedByBroker:
+            return False
+        channel.close()
+        return True
 
     def queue_runs(self, worker_id: str, count: int) -> None:
         with self._engine.begin() as conn:

@@ -74,7 +74,7 @@ def make_recovery(
     stores = Stores.build(namespace, engine, redis_client)
     # Redis has kept its data since before any of these executions was dispatched.
     redis_client.set(stores.keys.started_epoch, -3_600_000, nx=True)
-    return Rescue(
+    return Rescue.on_stores(
         stores,
         BatchPublisher(connection.channel()),
         Router(

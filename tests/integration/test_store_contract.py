@@ -1,4 +1,4 @@
-"""MySQL keeps the outcome, dispatch and fire store contracts (their fake: tests/unit)."""
+"""MySQL keeps the outcome, dispatch, fire and rescue store contracts (their fake: tests/unit)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,22 @@ from common.db.deliveries import NewDelivery
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
-from common.db.schema import callback_deliveries, jobs
+from common.db.rescue_store import MySqlRescueStore, RescueStore
+from common.db.schema import callback_deliveries, jobs, workers
 from common.db.schema import executions as executions_table
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob
+from common.db.workers import Heartbeat, WorkerRecord, upsert_heartbeat
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
+from tests.contracts.rescue_store import RescueStoreContract
 from tests.integration.helpers import make_app
 
 
-class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContract):
+class TestMySqlStore(
+    OutcomeStoreContract, DispatchStoreContract, FireStoreContract, RescueStoreContract
+):
     """The contract on the test's own database, in one transaction rolled back after."""
 
     @pytest.fixture(autouse=True)
@@ -34,6 +39,7 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContr
             self._store = MySqlOutcomeStore(conn)
             self._dispatch_store = MySqlDispatchStore(conn)
             self._fire_store = MySqlFireStore(conn)
+            self._rescue_store = MySqlRescueStore(conn)
             with conn.begin() as transaction:
                 self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
                 yield
@@ -50,6 +56,10 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContr
     @property
     def fire_store(self) -> FireStore:
         return self._fire_store
+
+    @property
+    def rescue_store(self) -> RescueStore:
+        return self._rescue_store
 
     def undone_on_error(self) -> AbstractContextManager[object]:
         return self._conn.begin_nested()
@@ -145,3 +155,10 @@ class TestMySqlStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContr
             )
             for r in self._conn.execute(query)
         ]
+
+    def heartbeat(self, heartbeat: Heartbeat) -> None:
+        upsert_heartbeat(self._conn, heartbeat)
+
+    def worker(self, worker_id: str) -> WorkerRecord:
+        query = sa.select(workers).where(workers.c.worker_id == worker_id)
+        return WorkerRecord.from_row(self._conn.execute(query).one())

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.memory_broker import MemoryBroker
-from common.memory_store import MemoryExecution, MemoryStore
+from common.memory.broker import MemoryBroker
+from common.memory.rows import MemoryExecution
+from common.memory.store import MemoryStore
 from common.messages import DispatchPack
 from common.states import ExecutionStatus
 from common.topology import worker_queue

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from common.db.executions import NewExecution
 from common.loadbalance import WorkerChooser
-from common.memory_broker import MemoryBroker, MemoryPublisher
-from common.memory_store import MemoryExecution, MemoryJob, MemoryStore
-from common.memory_workers import MemoryWorkers
+from common.memory.broker import MemoryBroker, MemoryPublisher
+from common.memory.live_workers import MemoryWorkers
+from common.memory.rows import MemoryExecution, MemoryJob
+from common.memory.store import MemoryStore
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.trigger.fire import Firer, FireSettings
 from services.dispatcher.trigger.route import Router
@@ -40,7 +41,7 @@ class Stage:
         self.broker = MemoryBroker()
         declare_core(self.broker)
         self.publisher = MemoryPublisher(self.broker)
-        self.workers = MemoryWorkers(self.clock, 60_000, self.store)
+        self.workers = MemoryWorkers(self.clock, 60_000, self.store, self.broker)
         self.handlers: dict[str, frozenset[str]] = {}
         router = Router(self.workers, WorkerChooser())
         settings = FireSettings(1_000, 500, fire_batch_size, HOLD_MS)

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from common.db.executions import UNFINISHED
-from common.memory_store import MemoryExecution, MemoryStore
+from common.memory.rows import MemoryExecution
+from common.memory.store import MemoryStore
 from common.messages import ExecutionResult
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from common.db.executions import NewExecution
 from common.errors import PublishFailedError
-from common.memory_broker import MemoryBroker, MemoryPublisher
-from common.memory_store import MemoryJob, MemoryStore
+from common.memory.broker import MemoryBroker, MemoryPublisher
+from common.memory.rows import MemoryJob
+from common.memory.store import MemoryStore
 from common.messages import DispatchPack
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue

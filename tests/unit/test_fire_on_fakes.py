@@ -240,7 +240,11 @@ def test_a_one_shot_trigger_skipped_late_ends_its_job_failed() -> None:
 
 def test_an_unrouted_pack_goes_back_to_scheduled_and_leaves_on_a_later_pass() -> None:
     stage = Stage()
-    stage.workers.start("w1", NOOP)  # live to the directory, but its queue is gone
+    # Live to the directory (a heartbeat, a consumer), but no binding routes to its
+    # queue, as when the queue went between the directory's look and the publish.
+    stage.broker.queue_declare(worker_queue("w1"))
+    stage.broker.consume(worker_queue("w1"))
+    stage.workers.heartbeat("w1", NOOP)
     stage.handlers["w1"] = NOOP
     stage.due(stage.job(), "e1")
     assert stage.fire() == 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common.broker import Publisher
-from common.memory_broker import MemoryBroker, MemoryPublisher
+from common.memory.broker import MemoryBroker, MemoryPublisher
 from common.topology import declare_core, declare_worker_queue
 from tests.contracts.publisher import Landed, PublisherContract
 

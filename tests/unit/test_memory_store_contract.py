@@ -1,4 +1,4 @@
-"""``MemoryStore`` keeps the outcome, dispatch and fire store contracts (its real twin:
+"""``MemoryStore`` keeps the outcome, dispatch, fire and rescue store contracts (its real twin:
 tests/integration)."""
 
 from __future__ import annotations
@@ -9,13 +9,19 @@ from contextlib import AbstractContextManager
 from common.db.dispatch_store import DispatchStore
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
-from common.memory_store import MemoryDelivery, MemoryExecution, MemoryJob, MemoryStore
+from common.db.rescue_store import RescueStore
+from common.db.workers import Heartbeat, WorkerRecord
+from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
+from common.memory.store import MemoryStore
 from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
+from tests.contracts.rescue_store import RescueStoreContract
 
 
-class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract, FireStoreContract):
+class TestMemoryStore(
+    OutcomeStoreContract, DispatchStoreContract, FireStoreContract, RescueStoreContract
+):
     """The contract on a new ``MemoryStore`` (rows read back as copies, as from MySQL)."""
 
     def setup_method(self) -> None:
@@ -31,6 +37,10 @@ class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract, FireStoreCont
 
     @property
     def fire_store(self) -> FireStore:
+        return self.memory
+
+    @property
+    def rescue_store(self) -> RescueStore:
         return self.memory
 
     def undone_on_error(self) -> AbstractContextManager[object]:
@@ -51,3 +61,9 @@ class TestMemoryStore(OutcomeStoreContract, DispatchStoreContract, FireStoreCont
 
     def deliveries(self) -> list[MemoryDelivery]:
         return list(self.memory.deliveries)
+
+    def heartbeat(self, heartbeat: Heartbeat) -> None:
+        self.memory.upsert_heartbeat(heartbeat)
+
+    def worker(self, worker_id: str) -> WorkerRecord:
+        return self.memory.workers[worker_id]

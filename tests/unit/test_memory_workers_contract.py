@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from common.db.executions import NewExecution
-from common.loadbalance import LiveWorkers
-from common.memory_store import MemoryJob, MemoryStore
-from common.memory_workers import MemoryWorkers
+from common.loadbalance import WorkerQueues
+from common.memory.broker import MemoryBroker
+from common.memory.live_workers import MemoryWorkers
+from common.memory.rows import MemoryJob
+from common.memory.store import MemoryStore
 from common.states import WorkerState
+from common.topology import declare_core, declare_worker_queue, worker_queue
 from tests.contracts.live_workers import STALE_MS, LiveWorkersContract
 
 
@@ -16,14 +19,16 @@ class FixedClock:
 
 
 class TestMemoryWorkers(LiveWorkersContract):
-    """The contract on new ``MemoryWorkers`` over a new ``MemoryStore``."""
+    """The contract on new ``MemoryWorkers`` over a new ``MemoryStore`` and ``MemoryBroker``."""
 
     def setup_method(self) -> None:
         self.store = MemoryStore()
-        self.workers = MemoryWorkers(FixedClock(), STALE_MS, self.store)
+        self.broker = MemoryBroker()
+        declare_core(self.broker)
+        self.workers = MemoryWorkers(FixedClock(), STALE_MS, self.store, self.broker)
 
     @property
-    def directory(self) -> LiveWorkers:
+    def directory(self) -> WorkerQueues:
         return self.workers
 
     def now_ms(self) -> int:
@@ -41,6 +46,12 @@ class TestMemoryWorkers(LiveWorkersContract):
 
     def consume(self, worker_id: str) -> None:
         self.workers.set_consuming(worker_id)
+
+    def declare_queue(self, worker_id: str) -> None:
+        declare_worker_queue(self.broker, worker_id)
+
+    def queue_exists(self, worker_id: str) -> bool:
+        return worker_queue(worker_id) in self.broker.queues()
 
     def queue_runs(self, worker_id: str, count: int) -> None:
         job = self.store.add_job(MemoryJob())

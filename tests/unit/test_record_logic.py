@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.db.executions import NewExecution
-from common.memory_store import MemoryJob, MemoryStore
+from common.memory.rows import MemoryJob
+from common.memory.store import MemoryStore
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus, JobStatus, ReportedStatus
 from services.dispatcher.outcomes.record import _record_in

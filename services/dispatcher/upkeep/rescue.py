@@ -5,6 +5,10 @@ no consumer. Its executions a run ended on are reported with their stored result
 one it was running is recorded LOST (retried if the job allows); the ones it never
 started move to a live worker. Workers long gone, with nothing left on them, are
 forgotten: their queue is deleted and the sweep stops looking at them.
+
+The rescue reads and writes through ports: ``RescueStore`` (MySQL, or ``MemoryStore``
+in unit tests), ``WorkerQueues`` (the worker directory on RabbitMQ, or
+``MemoryWorkers``) and ``StartedMarks`` (Redis, or ``MemoryStartedMarks``).
 """
 
 from __future__ import annotations
@@ -13,19 +17,19 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
-
 from common.broker import Publisher
-from common.db import sendable, worker_moves, workers
+from common.clock import Clock
+from common.db.rescue_store import MySqlRescueTransactions, RescueStore, RescueTransactions
 from common.db.sendable import ExecutionWithJob
+from common.loadbalance import WorkerQueues
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import key_may_be_lost, parse_started, started_epoch
+from common.started_mark import RedisStartedMarks, StartedMarks, key_may_be_lost
 from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
-from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
 from services.dispatcher.trigger.fire_rules import no_worker_reason
 from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
@@ -49,30 +53,52 @@ class RescueSettings:
     forget_ms: int = 0
 
 
+class _QueueInUse(Exception):
+    """A forgotten worker's queue could not be deleted: the forget is rolled back."""
+
+
 class Rescue:
     """Puts dead workers' executions back on their way; every step is safe to repeat."""
 
     def __init__(
         self,
-        stores: Stores,
+        transactions: RescueTransactions,
+        marks: StartedMarks,
+        clock: Clock,
         publisher: Publisher,
-        router: Router[WorkerDirectory],
+        router: Router[WorkerQueues],
         settings: RescueSettings,
     ) -> None:
-        self._engine = stores.engine
-        self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
+        self._transactions = transactions
+        self._marks = marks
+        self._clock = clock
         self._publisher = publisher
         self._directory = router.directory
         self._router = router
         self._stale_ms = settings.stale_ms
         self._forget_ms = settings.forget_ms
 
+    @classmethod
+    def on_stores(
+        cls,
+        stores: Stores,
+        publisher: Publisher,
+        router: Router[WorkerDirectory],
+        settings: RescueSettings,
+    ) -> Rescue:
+        """The dispatcher's rescue: on MySQL, Redis's started marks and the cluster clock.
+        Unit tests build one on ``MemoryStore``, ``MemoryStartedMarks`` and a clock of
+        their own instead."""
+        transactions = MySqlRescueTransactions(stores.engine)
+        marks = RedisStartedMarks(stores.redis, stores.keys)
+        return cls(transactions, marks, stores.clock, publisher, router, settings)
+
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their
         queue; forget those gone longer than ``forget_ms`` once nothing is left on them."""
         now = self._clock.now_ms()
-        with self._engine.connect() as conn:
-            stale = workers.gone_workers(conn, now - self._stale_ms)
+        with self._transactions.reading() as store:
+            stale = store.gone_workers(now - self._stale_ms)
         forgettable = FORGET_PER_SWEEP if self._forget_ms > 0 else 0
         for worker in stale:
             if self._directory.consumer_count(worker.worker_id) != 0:
@@ -100,20 +126,20 @@ class Rescue:
         the worker consume again, and is dropped.
         """
         now = self._clock.now_ms()
-        with self._engine.connect() as conn:
-            draining = workers.draining_workers(conn, now - self._stale_ms)
+        with self._transactions.reading() as store:
+            draining = store.draining_workers(now - self._stale_ms)
         for worker in draining:
             if self._directory.consumer_count(worker.worker_id) != 0:
                 continue
-            with self._engine.connect() as conn:
-                rows = sendable.unfinished_on_worker(conn, worker.worker_id, SWEEP_LIMIT)
+            with self._transactions.reading() as store:
+                rows = store.unfinished_on_worker(worker.worker_id, SWEEP_LIMIT)
             if not rows:
                 continue
-            epoch = started_epoch(self._redis, self._keys, now)
+            epoch = self._marks.epoch(now)
             unstarted = [
                 r
                 for r in rows
-                if self._started_mark(r.execution_id)[0] is None
+                if self._marks.read(r.execution_id)[0] is None
                 and not key_may_be_lost(r.dispatched_at, epoch)
             ]
             moved, held = self._reroute(worker.worker_id, unstarted)
@@ -135,15 +161,17 @@ class Rescue:
         commits only once the queue is gone, so a failed delete is tried again; the
         mark's row lock makes a heartbeat of the worker coming back wait, then win.
         """
-        with self._engine.connect() as conn, conn.begin() as transaction:
-            # A paused ex-leader stopped inside its own forget holds the row: pass over it
-            # rather than wait (a later sweep forgets the worker).
-            if not workers.forget_worker_unless_held(conn, worker_id, now_ms - self._forget_ms):
-                return False
-            if not self._directory.delete_queue(worker_id):
-                transaction.rollback()
-                log.info("worker %s has a consumer on its queue again", worker_id)
-                return False
+        try:
+            with self._transactions.transaction() as store:
+                # A paused ex-leader stopped inside its own forget holds the row: pass
+                # over it rather than wait (a later sweep forgets the worker).
+                if not store.forget_worker_unless_held(worker_id, now_ms - self._forget_ms):
+                    return False
+                if not self._directory.delete_queue(worker_id):
+                    raise _QueueInUse(worker_id)  # leaving the transaction rolls it back
+        except _QueueInUse:
+            log.info("worker %s has a consumer on its queue again", worker_id)
+            return False
         log.info(
             "forgot worker %s, last heard at %s; deleted its queue",
             worker_id,
@@ -154,13 +182,13 @@ class Rescue:
 
     def _rescue(self, worker_id: str) -> bool:
         """Report or move the worker's unfinished executions; whether it had any."""
-        with self._engine.connect() as conn:
-            rows = sendable.unfinished_on_worker(conn, worker_id, SWEEP_LIMIT)
+        with self._transactions.reading() as store:
+            rows = store.unfinished_on_worker(worker_id, SWEEP_LIMIT)
         if not rows:
             return False
-        marks = {r.execution_id: self._started_mark(r.execution_id) for r in rows}
+        marks = {r.execution_id: self._marks.read(r.execution_id) for r in rows}
         now = self._clock.now_ms()
-        plan = plan_rescue(worker_id, rows, marks, started_epoch(self._redis, self._keys, now))
+        plan = plan_rescue(worker_id, rows, marks, self._marks.epoch(now))
         self._report([stored_result(outcome, r, now) for r, outcome in plan.ended])
         why = f"worker {worker_id} died while running it"
         self._report(stand_in_results(plan.lost, ExecutionStatus.LOST, why, now))
@@ -183,9 +211,6 @@ class Rescue:
         )
         return True
 
-    def _started_mark(self, execution_id: str) -> tuple[str | None, str | None]:
-        return parse_started(self._redis.get(self._keys.execution_started(execution_id)))
-
     def _report(self, results: Sequence[ExecutionResult]) -> None:
         publish_results(self._publisher, STAND_IN_SENDER, results)
 
@@ -202,22 +227,20 @@ class Rescue:
         moved: list[Assignment] = []
         held = 0
         now = self._clock.now_ms()
-        with self._engine.begin() as conn:
-            free = self._lock_free(conn, from_worker, rows)
+        with self._transactions.transaction() as store:
+            free = self._lock_free(store, from_worker, rows)
             for row, assignment in self._router.route(free, live):
                 # A row that ended since it was read stays as it is.
                 if assignment is None:
                     reason = no_worker_reason(row.handler)
-                    held += worker_moves.unassign(conn, row.execution_id, from_worker, reason, now)
-                elif worker_moves.reassign(
-                    conn, row.execution_id, from_worker, assignment.worker_id, now
-                ):
+                    held += store.unassign(row.execution_id, from_worker, reason, now)
+                elif store.reassign(row.execution_id, from_worker, assignment.worker_id, now):
                     moved.append(assignment)
             # The rows stay QUEUED, now pointing at their new worker; publishing inside
             # the transaction means a failed publish leaves them on the dead one, and
             # what the broker could not route goes SCHEDULED, for the firer.
             if moved:
-                returned = dispatch(conn, self._publisher, pack_dispatches(moved, now))
+                returned = send_packs(store, self._publisher, pack_dispatches(moved, now))
                 if returned:
                     log.warning(
                         "%d moved executions found no queue; firing them again", len(returned)
@@ -225,13 +248,13 @@ class Rescue:
         return len(moved), held
 
     def _lock_free(
-        self, conn: Connection, from_worker: str, rows: Sequence[ExecutionWithJob]
+        self, store: RescueStore, from_worker: str, rows: Sequence[ExecutionWithJob]
     ) -> list[ExecutionWithJob]:
         """Lock the rows still QUEUED on ``from_worker`` that no other transaction holds;
         return those. Rows another transaction holds (a paused ex-leader's) move on a
         later pass: waiting for them could keep this sweep past the leader's stall limit.
         """
-        free = worker_moves.lock_queued_on(conn, [r.execution_id for r in rows], from_worker)
+        free = store.lock_queued_on([r.execution_id for r in rows], from_worker)
         if len(free) < len(rows):
             log.info(
                 "%d executions to move are held by another transaction; a later pass moves them",

@@ -74,7 +74,7 @@ class Upkeep:
         self._stores = stores
         self._publisher = publisher
         self._settings = settings
-        self.rescue = Rescue(stores, publisher, router, settings.rescue)
+        self.rescue = Rescue.on_stores(stores, publisher, router, settings.rescue)
         directory = router.directory
         self._reconciler = None
         if settings.reconcile is not None:

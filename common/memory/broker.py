@@ -7,22 +7,29 @@ a commit told to fail raises ``PublishFailedError`` and keeps nothing of its bat
 topology is declared with the same functions as on RabbitMQ (``common.topology``): the
 broker answers the channel calls they make.
 
-What it leaves out: exchanges other than direct ones (Kairos declares no other),
-queue arguments (TTLs, dead-lettering: a retry tier never sends its messages on),
-consumers, acknowledgements and redelivery. ``tests/contracts/publisher.py`` holds it
+Consumers are counted, not served: a queue says how many it has, and deleting it
+``if_unused`` fails while it has one, as on RabbitMQ. What it leaves out: exchanges other
+than direct ones (Kairos declares no other), queue arguments (TTLs, dead-lettering: a
+retry tier never sends its messages on), delivery to consumers, acknowledgements and
+redelivery. ``tests/contracts/publisher.py`` holds it
 to what the real publisher does, on both.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+from pika.exceptions import ChannelClosedByBroker
 
 from common.broker import OutgoingMessage
 from common.errors import PublishFailedError
 
 DEFAULT_EXCHANGE = ""
 DIRECT = "direct"
+NOT_FOUND = 404
+PRECONDITION_FAILED = 406
 
 
 class MemoryBroker:
@@ -32,6 +39,8 @@ class MemoryBroker:
         self._exchanges: set[str] = {DEFAULT_EXCHANGE}
         self._queues: dict[str, list[OutgoingMessage]] = {}
         self._bindings: dict[tuple[str, str], list[str]] = {}
+        self._consumers: Counter[str] = Counter()
+        self._refused_deletes: list[str] = []
 
     def exchange_declare(
         self, exchange: str, exchange_type: str = DIRECT, durable: bool = False
@@ -57,6 +66,47 @@ class MemoryBroker:
         bound = self._bindings.setdefault((exchange, routing_key), [])
         if queue not in bound:
             bound.append(queue)
+
+    def consume(self, queue: str) -> None:
+        """Put a consumer on a declared queue."""
+        if queue not in self._queues:
+            raise KeyError(f"consume from {queue!r}: declare it first")
+        self._consumers[queue] += 1
+
+    def cancel(self, queue: str) -> None:
+        """Take one consumer off the queue (none left: nothing happens)."""
+        if self._consumers[queue] > 0:
+            self._consumers[queue] -= 1
+
+    def consumer_count(self, queue: str) -> int | None:
+        """How many consumers the queue has; None if it does not exist."""
+        return self._consumers[queue] if queue in self._queues else None
+
+    def refuse_next_delete(self, reason: str = "the broker refused") -> None:
+        """Make the next ``queue_delete`` fail as RabbitMQ's does when it refuses one."""
+        self._refused_deletes.append(reason)
+
+    def queue_delete(self, queue: str, if_unused: bool = False) -> None:
+        """Delete the queue, its messages and its bindings; raise as pika does when the
+        broker closes the channel: 404 for no such queue, 406 for one in use
+        (``if_unused``) or a refusal the test asked for."""
+        if self._refused_deletes:
+            raise ChannelClosedByBroker(PRECONDITION_FAILED, self._refused_deletes.pop(0))
+        if queue not in self._queues:
+            raise ChannelClosedByBroker(NOT_FOUND, f"NOT_FOUND - no queue '{queue}'")
+        if if_unused and self._consumers[queue] > 0:
+            raise ChannelClosedByBroker(
+                PRECONDITION_FAILED, f"PRECONDITION_FAILED - {queue} in use"
+            )
+        del self._queues[queue]
+        del self._consumers[queue]
+        for bound in self._bindings.values():
+            if queue in bound:
+                bound.remove(queue)
+
+    def queues(self) -> set[str]:
+        """The names of the queues declared and not deleted."""
+        return set(self._queues)
 
     def messages(self, queue: str) -> list[OutgoingMessage]:
         """What the queue holds now, oldest first."""

@@ -1,0 +1,140 @@
+"""The store as the rescue sees it: gone and draining workers, and moving what is QUEUED
+on one of them.
+
+``RescueStore`` is the port ``services.dispatcher.upkeep.rescue`` reads and writes
+through; ``MySqlRescueStore`` passes each call to the repository function of the same
+name on the caller's connection (no query of its own), and
+``common.memory.store.MemoryStore`` keeps the same contract in memory
+(``tests/contracts/rescue_store.py``). ``RescueTransactions`` is where the rescue gets
+one: ``MySqlRescueTransactions`` on an engine, ``MemoryStore`` itself in unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from sqlalchemy.engine import Connection, Engine
+
+from common.db import executions, sendable, worker_moves, workers
+from common.db.dispatch_store import DispatchStore
+from common.db.sendable import ExecutionWithJob
+from common.db.workers import WorkerRecord
+
+
+class RescueStore(DispatchStore, Protocol):
+    """What the rescue reads of the workers and their executions, and the moves it
+    writes; what sending the moved executions puts back (``DispatchStore``)."""
+
+    def gone_workers(self, heard_before_ms: int) -> list[WorkerRecord]:
+        """Workers that said they stopped or were last heard before the cut-off, not
+        forgotten; longest gone first."""
+        ...
+
+    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
+        """DRAINING workers heard since the cut-off."""
+        ...
+
+    def forget_worker_unless_held(self, worker_id: str, heard_before_ms: int) -> bool:
+        """Mark a worker last heard before the cut-off, with nothing QUEUED on it,
+        FORGOTTEN; False (nothing changed) if it spoke since, has work, or another
+        transaction holds a row this needs."""
+        ...
+
+    def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+        """Up to ``limit`` executions QUEUED on the worker, with their job's data."""
+        ...
+
+    def lock_queued_on(self, execution_ids: Iterable[str], worker_id: str) -> set[str]:
+        """Lock those of these executions still QUEUED on the worker, passing over those
+        another transaction holds; their ids."""
+        ...
+
+    def reassign(self, execution_id: str, from_worker: str, to_worker: str, now_ms: int) -> bool:
+        """Move a QUEUED execution to another worker, dispatched now; False if it is no
+        longer QUEUED on ``from_worker``."""
+        ...
+
+    def unassign(self, execution_id: str, from_worker: str, message: str, now_ms: int) -> bool:
+        """Give a QUEUED execution back to the firer (SCHEDULED, due now, with why);
+        False if it is no longer QUEUED on ``from_worker``."""
+        ...
+
+
+class RescueTransactions(Protocol):
+    """Where the rescue gets its ``RescueStore``: a plain read, or a transaction."""
+
+    def reading(self) -> AbstractContextManager[RescueStore]:
+        """The store for reads outside a transaction (``engine.connect()``)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[RescueStore]:
+        """The store in a transaction committed on leaving, rolled back if it raises
+        (``engine.begin()``)."""
+        ...
+
+
+class MySqlRescueStore:
+    """``RescueStore`` on a MySQL connection whose transaction the caller holds."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def gone_workers(self, heard_before_ms: int) -> list[WorkerRecord]:
+        """See ``workers.gone_workers``."""
+        return workers.gone_workers(self._conn, heard_before_ms)
+
+    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
+        """See ``workers.draining_workers``."""
+        return workers.draining_workers(self._conn, heard_since_ms)
+
+    def forget_worker_unless_held(self, worker_id: str, heard_before_ms: int) -> bool:
+        """See ``workers.forget_worker_unless_held``."""
+        return workers.forget_worker_unless_held(self._conn, worker_id, heard_before_ms)
+
+    def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+        """See ``sendable.unfinished_on_worker``."""
+        return sendable.unfinished_on_worker(self._conn, worker_id, limit)
+
+    def lock_queued_on(self, execution_ids: Iterable[str], worker_id: str) -> set[str]:
+        """See ``worker_moves.lock_queued_on``."""
+        return worker_moves.lock_queued_on(self._conn, execution_ids, worker_id)
+
+    def reassign(self, execution_id: str, from_worker: str, to_worker: str, now_ms: int) -> bool:
+        """See ``worker_moves.reassign``."""
+        return worker_moves.reassign(self._conn, execution_id, from_worker, to_worker, now_ms)
+
+    def unassign(self, execution_id: str, from_worker: str, message: str, now_ms: int) -> bool:
+        """See ``worker_moves.unassign``."""
+        return worker_moves.unassign(self._conn, execution_id, from_worker, message, now_ms)
+
+    def unmark_queued(self, keys: Iterable[int]) -> None:
+        """See ``executions.unmark_queued``."""
+        executions.unmark_queued(self._conn, keys)
+
+
+class MySqlRescueTransactions:
+    """``RescueTransactions`` on an engine: one ``MySqlRescueStore`` per connection."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def reading(self) -> AbstractContextManager[RescueStore]:
+        """A connection without a transaction of its own, closed on leaving."""
+        return _on(self._engine.connect())
+
+    def transaction(self) -> AbstractContextManager[RescueStore]:
+        """A transaction committed on leaving, rolled back if it raises."""
+        return _on(self._engine.begin())
+
+
+@contextlib.contextmanager
+def _on(opened: AbstractContextManager[Connection]) -> Iterator[RescueStore]:
+    with opened as conn:
+        yield MySqlRescueStore(conn)

@@ -1,0 +1,81 @@
+"""The in-memory store as firing and sending see it: ``FireStore`` and ``DispatchStore``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from common.db.sendable import ExecutionWithJob
+from common.memory.tables import MemoryTables
+from common.states import ExecutionStatus
+
+
+class FireTables(MemoryTables):
+    """``FireStore`` (with ``DispatchStore``) in memory; ``release_jobs`` is recording's."""
+
+    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+        """SCHEDULED executions due by ``until_ms``, soonest first (then by key)."""
+        due = [
+            r
+            for r in self.executions.values()
+            if r.status is ExecutionStatus.SCHEDULED
+            and r.scheduled_at is not None
+            and r.scheduled_at <= until_ms
+        ]
+        due.sort(key=lambda r: (r.scheduled_at, r.id))
+        return [r.with_job(self.jobs[r.job_id]) for r in due[:limit]]
+
+    def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
+        """The keys of these executions still SCHEDULED (no other transaction holds any)."""
+        rows = (self.executions.get(k) for k in set(keys))
+        return {r.id for r in rows if r is not None and r.status is ExecutionStatus.SCHEDULED}
+
+    def jobs_with_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have an execution QUEUED."""
+        wanted = set(job_ids)
+        queued = ExecutionStatus.QUEUED
+        return {r.job_id for r in self.executions.values() if r.status is queued} & wanted
+
+    def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
+        """The ids of these jobs that exist (no other transaction holds any)."""
+        return set(job_ids) & self.jobs.keys()
+
+    def mark_skipped(
+        self,
+        reasons: Mapping[int, str],
+        now_ms: int,
+        status: ExecutionStatus = ExecutionStatus.SKIPPED,
+    ) -> None:
+        """End these executions with ``status`` and their reasons, whatever they were (the
+        caller locked them SCHEDULED)."""
+        for key, reason in reasons.items():
+            row = self.executions.get(key)
+            if row is not None:
+                row.status, row.message, row.ended_at = status, reason, now_ms
+
+    def hold_scheduled(self, reasons: Mapping[int, str], until_ms: int) -> None:
+        """Move these executions' ``scheduled_at`` to ``until_ms``, with why in their message."""
+        for key, reason in reasons.items():
+            row = self.executions.get(key)
+            if row is not None:
+                row.scheduled_at, row.message = until_ms, reason
+
+    # DispatchStore, and what the firer marks before it sends.
+
+    def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
+        """Mark these executions (key -> worker id) QUEUED, as ``executions.mark_queued``
+        does: only those still SCHEDULED change."""
+        for key, worker_id in workers.items():
+            row = self.executions.get(key)
+            if row is not None and row.status is ExecutionStatus.SCHEDULED:
+                row.dispatched_at = now_ms
+                row.worker_id = worker_id
+                row.message = None
+                row.status = ExecutionStatus.QUEUED
+
+    def unmark_queued(self, keys: Iterable[int]) -> None:
+        """Put these executions back to SCHEDULED, with no worker and no dispatch time."""
+        for row in (self.executions.get(k) for k in sorted(set(keys))):
+            if row is not None:
+                row.status = ExecutionStatus.SCHEDULED
+                row.worker_id = None
+                row.dispatched_at = None

@@ -1,0 +1,118 @@
+"""The rows of the in-memory store: jobs, executions and callback deliveries, as far as
+recording, firing and sending read and write them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql  # type: ignore[import-untyped]
+from sqlalchemy.exc import IntegrityError
+
+from common.db.deliveries import NewDelivery
+from common.db.executions import LockedExecution
+from common.db.sendable import ExecutionWithJob
+from common.schedule import MisfirePolicy, OverlapPolicy
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+
+DUPLICATE_KEY = 1062
+NO_PARENT_ROW = 1452
+
+
+@dataclass
+class MemoryJob:
+    """A jobs row, as far as recording and firing read and write it (``id`` given when
+    added; the fields after it are those only firing reads)."""
+
+    app_pk: int = 1
+    job_name: str = "job"
+    status: JobStatus = JobStatus.RUNNING
+    recurring: bool = False
+    next_trigger_time: int | None = None
+    callback_url: str | None = None
+    client_request_id: str | None = None
+    max_retries: int = 0
+    retry_backoff_seconds: int = 10
+    retry_backoff_max_seconds: int = 3600
+    version: int = 0
+    updated_at: int = 0
+    id: int = 0
+    handler: str = "demo.noop"
+    params: str = "{}"
+    timeout_seconds: int | None = None
+    overlap_policy: str = OverlapPolicy.FORBID
+    misfire_policy: str = MisfirePolicy.FIRE_ONCE
+    misfire_threshold_seconds: int = 60
+
+
+@dataclass
+class MemoryExecution:
+    """An executions row."""
+
+    id: int
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    scheduled_at: int | None
+    status: ExecutionStatus
+    manual: bool = False
+    worker_id: str | None = None
+    message: str | None = None
+    result: str | None = None
+    created_at: int = 0
+    dispatched_at: int | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+
+    def locked(self) -> LockedExecution:
+        """The row as ``lock_unfinished`` returns it."""
+        return LockedExecution(
+            self.id,
+            self.execution_id,
+            self.job_id,
+            self.attempt,
+            self.trigger_time,
+            self.status,
+            self.manual,
+        )
+
+    def with_job(self, job: MemoryJob) -> ExecutionWithJob:
+        """The row as ``scheduled_until`` returns it, read with its job's data."""
+        assert self.scheduled_at is not None, "a SCHEDULED execution has its time"
+        return ExecutionWithJob(
+            self.id,
+            self.execution_id,
+            self.job_id,
+            self.attempt,
+            self.trigger_time,
+            self.scheduled_at,
+            self.worker_id,
+            self.status,
+            self.manual,
+            job.handler,
+            job.params,
+            job.timeout_seconds,
+            job.overlap_policy,
+            job.misfire_policy,
+            job.misfire_threshold_seconds,
+            job.next_trigger_time,
+            job.status,
+            job.recurring,
+            self.dispatched_at,
+        )
+
+
+@dataclass(frozen=True)
+class MemoryDelivery:
+    """A callback_deliveries row as ``insert_deliveries`` writes it."""
+
+    delivery: NewDelivery
+    status: DeliveryStatus
+    attempts: int
+    created_at: int
+    updated_at: int
+
+
+def refused(code: int, what: str) -> IntegrityError:
+    """The error MySQL's driver raises, as SQLAlchemy wraps it, for a refused row."""
+    return IntegrityError(f"memory store: {what}", None, pymysql.err.IntegrityError(code, what))
