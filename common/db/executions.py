@@ -280,6 +280,19 @@ class LockedExecution:
     manual: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a locked execution ended, as ``record_outcomes`` writes it over its row."""
+
+    execution: LockedExecution
+    status: ExecutionStatus
+    worker_id: str
+    message: str | None
+    result: str | None
+    started_at: int | None
+    ended_at: int | None
+
+
 def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[LockedExecution]:
     """Lock executions by primary key, ascending, and return the unfinished ones.
 
@@ -328,27 +341,26 @@ _OUTCOME_COLUMNS = (
 )
 
 
-def record_outcomes(conn: Connection, outcomes: Sequence[Mapping[str, Any]]) -> None:
+def record_outcomes(conn: Connection, outcomes: Sequence[Outcome]) -> None:
     """Write final states in one multi-row statement.
 
-    Each mapping holds the row's identity (id, execution_id, job_id, attempt,
-    trigger_time), already locked by ``lock_unfinished``, and the outcome (status,
-    worker_id, message, result, started_at, ended_at). The rows exist, so the
-    INSERT ... ON DUPLICATE KEY UPDATE only ever updates; it does in one round trip
-    what one UPDATE per row would do in hundreds.
+    Each outcome names its row by the identity ``lock_unfinished`` returned (already
+    locked). The rows exist, so the INSERT ... ON DUPLICATE KEY UPDATE only ever
+    updates; it does in one round trip what one UPDATE per row would do in hundreds.
     """
     if not outcomes:
         return
     # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
-    params: list[Any] = []
+    params: list[str | None] = []
     values: list[str] = []
-    for o in sorted(outcomes, key=lambda o: int(o["id"])):
+    for o in sorted(outcomes, key=lambda o: o.execution.id):
+        e = o.execution
         values.append(
-            f"({index(o['id'])}, %s, {index(o['job_id'])}, {index(o['attempt'])}, "
-            f"{index(o['trigger_time'])}, %s, %s, %s, %s, {driver.int_or_null(o['started_at'])}, "
-            f"{driver.int_or_null(o['ended_at'])}, 0)"
+            f"({index(e.id)}, %s, {index(e.job_id)}, {index(e.attempt)}, "
+            f"{index(e.trigger_time)}, %s, %s, %s, %s, {driver.int_or_null(o.started_at)}, "
+            f"{driver.int_or_null(o.ended_at)}, 0)"
         )
-        params += (o["execution_id"], o["status"], o["worker_id"], o["message"], o["result"])
+        params += (e.execution_id, o.status, o.worker_id, o.message, o.result)
     updated = ("status", "worker_id", "message", "result", "started_at", "ended_at")
     driver.execute(
         conn,

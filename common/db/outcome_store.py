@@ -9,13 +9,13 @@ keeps the same contract in memory for unit tests (``tests/contracts/outcome_stor
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
 from common.db import deliveries, executions, jobs
 from common.db.deliveries import JobLabel, NewDelivery
-from common.db.executions import LockedExecution, NewExecution
+from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.states import JobStatus
 
@@ -31,7 +31,7 @@ class OutcomeStore(Protocol):
         """What recording needs of each job: app, schedule, retries, callback URL."""
         ...
 
-    def record_outcomes(self, outcomes: Sequence[Mapping[str, Any]]) -> None:
+    def record_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         """Write the final states of locked executions."""
         ...
 
@@ -68,7 +68,7 @@ class MySqlOutcomeStore:
         """See ``jobs.trigger_settings``."""
         return jobs.trigger_settings(self._conn, job_ids)
 
-    def record_outcomes(self, outcomes: Sequence[Mapping[str, Any]]) -> None:
+    def record_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         """See ``executions.record_outcomes``."""
         executions.record_outcomes(self._conn, outcomes)
 

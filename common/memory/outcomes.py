@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from common.db.deliveries import JobLabel, NewDelivery
-from common.db.executions import UNFINISHED, LockedExecution
+from common.db.executions import UNFINISHED, LockedExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.memory.rows import DUPLICATE_KEY, MemoryDelivery, MemoryJob, refused
 from common.memory.tables import MemoryTables
@@ -44,16 +43,16 @@ class OutcomeTables(MemoryTables):
             if j is not None
         }
 
-    def record_outcomes(self, outcomes: Sequence[Mapping[str, Any]]) -> None:
+    def record_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         """Write final states over rows that exist (as ``lock_unfinished`` returned them)."""
         for o in outcomes:
-            row = self.executions[int(o["id"])]
-            row.status = ExecutionStatus(o["status"])
-            row.worker_id = o["worker_id"]
-            row.message = o["message"]
-            row.result = o["result"]
-            row.started_at = o["started_at"]
-            row.ended_at = o["ended_at"]
+            row = self.executions[o.execution.id]
+            row.status = ExecutionStatus(o.status)
+            row.worker_id = o.worker_id
+            row.message = o.message
+            row.result = o.result
+            row.started_at = o.started_at
+            row.ended_at = o.ended_at
 
     def release_jobs(self, ends: Iterable[tuple[int, JobStatus | None]], now_ms: int) -> None:
         """Move the jobs on as ``common.db.jobs.release_jobs`` does: one-shot jobs to

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from common.db.deliveries import JobLabel, NewDelivery
-from common.db.executions import LockedExecution, NewExecution
+from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.db.retry import is_duplicate_key
 from common.memory.rows import MemoryDelivery, MemoryExecution
@@ -90,19 +90,8 @@ class OutcomeStoreContract(StoreHarness):
         job = self.a_job()
         k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))
         before = self.execution("e1")
-        outcome = {
-            "id": k[0],
-            "execution_id": "e1",
-            "job_id": job,
-            "attempt": 1,
-            "trigger_time": 1_000,
-            "status": ExecutionStatus.FAILED,
-            "worker_id": "w9",
-            "message": "boom",
-            "result": '{"a":1}',
-            "started_at": 2_000,
-            "ended_at": 2_500,
-        }
+        locked = LockedExecution(k[0], "e1", job, 1, 1_000, ExecutionStatus.QUEUED, False)
+        outcome = Outcome(locked, ExecutionStatus.FAILED, "w9", "boom", '{"a":1}', 2_000, 2_500)
         self.store.record_outcomes([outcome])
         self.store.record_outcomes([])
         after = self.execution("e1")

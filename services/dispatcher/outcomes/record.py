@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from sqlalchemy.engine import Engine
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -15,7 +15,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 from common.clock import Clock, ClusterClock
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
 from common.db.engine import lock_waits_of
-from common.db.executions import LockedExecution, NewExecution
+from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import is_lock_conflict, retry_lock_conflicts
@@ -142,22 +142,17 @@ def _lock_and_match(store: OutcomeStore, results: Sequence[ExecutionResult]) -> 
     return finished
 
 
-def _outcome(item: _Finished) -> dict[str, Any]:
+def _outcome(item: _Finished) -> Outcome:
     result = item.result
-    row = item.execution
-    return {
-        "id": row.id,
-        "execution_id": row.execution_id,
-        "job_id": row.job_id,
-        "attempt": row.attempt,
-        "trigger_time": row.trigger_time,
-        "status": result.status,
-        "worker_id": result.worker_id,
-        "message": result.message,
-        "result": result.result,
-        "started_at": result.started_at,
-        "ended_at": result.ended_at,
-    }
+    return Outcome(
+        item.execution,
+        result.status,
+        result.worker_id,
+        result.message,
+        result.result,
+        result.started_at,
+        result.ended_at,
+    )
 
 
 def _retry(item: _Finished, now: int) -> NewExecution:
