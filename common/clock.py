@@ -3,15 +3,27 @@
 Due checks and heartbeat staleness must not depend on each host's wall clock, or a
 skewed host could fire a job early or declare a live worker dead. Reading Redis TIME on
 every check would cost a round trip, so the offset is refreshed every few seconds.
+
+Once it has been read, the offset outlives a Redis outage: a refresh that fails keeps
+the last offset (monotonic time does not jump, and hosts' clocks drift by milliseconds
+a day) and is tried again at the next reading. A reading that raised instead failed
+whatever asked for the time, such as a worker stamping the end of a run whose handler
+had already had its effects.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Protocol
 
 import redis
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 1.0
+"""How long after a failed refresh the next one is tried."""
 
 
 class Clock(Protocol):
@@ -46,11 +58,23 @@ class ClusterClock:
         return time.monotonic() - self._synced_at <= self._refresh
 
     def now_ms(self) -> int:
-        """The cluster time in epoch milliseconds."""
+        """The cluster time in epoch milliseconds. Raises ``redis.RedisError`` only
+        while Redis has never answered."""
         with self._lock:
             if time.monotonic() - self._synced_at > self._refresh:
-                self._sync()
+                self._refresh_offset()
             return int(time.monotonic() * 1000 + self._offset_ms)
+
+    def _refresh_offset(self) -> None:
+        try:
+            self._sync()
+        except redis.RedisError:
+            if self._synced_at < 0:
+                raise
+            # Tried again in a second, not at every reading: with Redis cut off, each
+            # try can wait for the socket's timeout.
+            self._synced_at = time.monotonic() - self._refresh + RETRY_SECONDS
+            log.warning("cluster clock not refreshed (Redis unavailable); keeping its offset")
 
 
 def wall_ms() -> int:

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -28,6 +29,9 @@ from common.run_pool import Finished, Run, RunPool
 from common.runtime import backoff_seconds
 
 log = logging.getLogger(__name__)
+
+# The header of a unit sent back after its run raised: its copy is a redelivery.
+RAN_BEFORE = "x-kairos-ran-before"
 
 U = TypeVar("U")
 P = TypeVar("P")
@@ -171,7 +175,8 @@ class PooledConsumer(Generic[U, P, T]):
         if not units:
             self._channel.basic_ack(tag)
             return
-        if method.redelivered and self._note_redelivered is not None:
+        ran_before = method.redelivered or RAN_BEFORE in (props.headers or {})
+        if ran_before and self._note_redelivered is not None:
             self._note_redelivered(units)
         self._deliveries.receive(tag, units, time.monotonic())
         if not self._admit_scheduled:
@@ -230,7 +235,11 @@ class PooledConsumer(Generic[U, P, T]):
             outcome = future.result()
         except Exception:
             log.exception("run failed outside its own error handling; sending it back")
-            self._publisher.publish([self._rest(run.tag, [run.unit])])
+            # Its run started, and may have had effects before it raised: the copy is
+            # marked so that it is taken as a redelivery (``redelivered``), as the
+            # broker's own redelivery of an unacked delivery would be.
+            again = self._rest(run.tag, [run.unit])
+            self._publisher.publish([replace(again, headers={RAN_BEFORE: 1})])
             if self._deliveries.close_unit(run.tag):
                 self._channel.basic_ack(run.tag)
             return

@@ -36,12 +36,13 @@ def pooled(
     ack_deadline: float | None = None,
     hold_unrouted: bool = False,
     release: Callable[[Sequence[P]], object] | None = None,
+    redelivered: Callable[[Sequence[U]], object] | None = None,
 ) -> PooledConsumer[U, P, T]:
     """A consumer of ``queue`` with the steps given, in the order the tests name them."""
     return PooledConsumer(
         connection,
         ConsumerSettings(queue, pool_size, prefetch, ack_deadline, hold_unrouted),
-        ConsumerWork(packing, prepare, run, flush, release=release),
+        ConsumerWork(packing, prepare, run, flush, release=release, redelivered=redelivered),
     )
 
 
@@ -357,6 +358,31 @@ def test_a_run_that_raised_goes_back_alone_and_its_pack_is_acked(one_pack: Pack)
     consumer.stop_consuming()
     consumer.close()
     assert left_in_queue(one_pack) == [b"b"]
+
+
+def test_the_copy_of_a_run_that_raised_is_taken_as_a_redelivery(one_pack: Pack) -> None:
+    # Its run may have had effects before it raised (a worker's handler ran, then
+    # stamping its end failed): the worker must guard the copy as it guards the broker's
+    # redeliveries, or it runs again when Redis lost its started key meanwhile.
+    connection, queue, _ = one_pack
+    flushed = Flushed()
+    raised: list[bytes] = []
+    again: list[bytes] = []
+
+    def run(unit: bytes) -> bytes:
+        if unit == b"b" and not raised:
+            raised.append(unit)
+            raise RuntimeError("outside the handler's own error handling")
+        return unit
+
+    consumer = pooled(
+        connection, queue, 1, Commas(), unchanged, run, flushed.flush, redelivered=again.extend
+    )
+    consumer.start()
+    pump(connection, lambda: sorted(flushed) == [b"a", b"b", b"c"] and consumer.active == 0)
+    consumer.stop_consuming()
+    consumer.close()
+    assert again == [b"b"]
 
 
 def test_units_whose_prepare_fails_wait_for_a_backoff_instead_of_looping_through_the_queue(
