@@ -38,6 +38,31 @@ class ExecutionWithJob:
     recurring: bool
     dispatched_at: int | None = None
 
+    @classmethod
+    def from_row(cls, row: AnyRow) -> ExecutionWithJob:
+        """The record of a row read by the queries below (``_WITH_JOB``)."""
+        return cls(
+            int(row.id),
+            str(row.execution_id),
+            int(row.job_id),
+            int(row.attempt),
+            int(row.trigger_time),
+            int(row.scheduled_at),
+            row.worker_id,
+            ExecutionStatus(row.status),
+            bool(row.manual),
+            str(row.handler),
+            str(row.params),
+            row.timeout_seconds,
+            str(row.overlap_policy),
+            str(row.misfire_policy),
+            int(row.misfire_threshold_seconds),
+            row.next_trigger_time,
+            JobStatus(row.job_status),
+            bool(row.recurring),
+            None if row.dispatched_at is None else int(row.dispatched_at),
+        )
+
     @property
     def first_scheduled_attempt(self) -> bool:
         """A claimed trigger's first attempt: not a retry, not a manual run."""
@@ -54,30 +79,6 @@ _WITH_JOB = (
 )
 
 
-def _typed(row: AnyRow) -> ExecutionWithJob:
-    return ExecutionWithJob(
-        int(row.id),
-        str(row.execution_id),
-        int(row.job_id),
-        int(row.attempt),
-        int(row.trigger_time),
-        int(row.scheduled_at),
-        row.worker_id,
-        ExecutionStatus(row.status),
-        bool(row.manual),
-        str(row.handler),
-        str(row.params),
-        row.timeout_seconds,
-        str(row.overlap_policy),
-        str(row.misfire_policy),
-        int(row.misfire_threshold_seconds),
-        row.next_trigger_time,
-        JobStatus(row.job_status),
-        bool(row.recurring),
-        None if row.dispatched_at is None else int(row.dispatched_at),
-    )
-
-
 def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[ExecutionWithJob]:
     """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
     rows = driver.fetch(
@@ -85,7 +86,7 @@ def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[Executi
         _WITH_JOB + "WHERE e.status = %s AND e.scheduled_at <= %s ORDER BY e.scheduled_at LIMIT %s",
         (ExecutionStatus.SCHEDULED.value, until_ms, limit),
     )
-    return [_typed(r) for r in rows]
+    return [ExecutionWithJob.from_row(r) for r in rows]
 
 
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[ExecutionWithJob]:
@@ -95,7 +96,7 @@ def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[E
         _WITH_JOB + "WHERE e.worker_id = %s AND e.status = %s LIMIT %s",
         (worker_id, ExecutionStatus.QUEUED.value, limit),
     )
-    return [_typed(r) for r in rows]
+    return [ExecutionWithJob.from_row(r) for r in rows]
 
 
 def overdue(
@@ -121,7 +122,7 @@ def overdue(
         "ORDER BY e.dispatched_at, e.id LIMIT %s",
         (ExecutionStatus.QUEUED.value, now_ms - grace_ms, now_ms - grace_ms, *params, limit),
     )
-    return [_typed(r) for r in rows]
+    return [ExecutionWithJob.from_row(r) for r in rows]
 
 
 def statuses(conn: Connection, execution_ids: Sequence[str]) -> dict[str, ExecutionStatus]:
