@@ -17,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -45,6 +46,15 @@ apps = Table(
     Column("handler_patterns", Text, nullable=True),
     # Set by `kairos app disable`: every API call with the app's keys is refused (403).
     Column("disabled_at", BigInteger, nullable=True),
+    # The app's share of the slots against other apps' (migration 0012).
+    Column("weight", Integer, nullable=False, server_default="1"),
+    # The most runs the app may have going at once; NULL: no cap.
+    Column("max_running", Integer, nullable=True),
+    # Quotas: the most jobs stored, the shortest schedule interval; NULL: none.
+    Column("max_jobs", Integer, nullable=True),
+    Column("min_cron_interval_seconds", Integer, nullable=True),
+    # JSON array of CIDRs the app's callbacks may reach; NULL: the cluster's default.
+    Column("callback_networks", Text, nullable=True),
 )
 
 # An app's API keys, stored as hashes: several at once, so a rotation can overlap.
@@ -92,6 +102,8 @@ jobs = Table(
     Column("retry_backoff_max_seconds", Integer, nullable=False, server_default="3600"),
     Column("timeout_seconds", Integer, nullable=True),
     Column("deleted_at", BigInteger, nullable=True),
+    # 0-9, higher first within the job's app (migration 0012).
+    Column("priority", SmallInteger, nullable=False, server_default="5"),
     UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).
@@ -208,6 +220,8 @@ operator_sessions = Table(
     Column("csrf_token", String(64), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
+    # The last request the session made; an idle session ends (migration 0012).
+    Column("last_seen_at", BigInteger, nullable=True),
     Index("ix_operator_sessions_expires", "expires_at"),
 )
 

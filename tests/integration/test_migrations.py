@@ -5,12 +5,22 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from common.db import engine as engine_module
 from common.db.engine import current_revision, migrate
 
-HEAD = "0011"
+
+def _head() -> str:
+    config = Config()
+    config.set_main_option("script_location", str(engine_module._MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head
+
+
+HEAD = _head()
 TEXT_COLUMNS = {
     ("jobs", "params"),
     ("executions", "message"),
@@ -167,3 +177,32 @@ def test_the_app_pk_migration_goes_down_and_up_again_keeping_jobs(engine: Engine
         found = conn.execute(sa.text("SELECT app_pk FROM jobs WHERE job_name = 'j'")).scalar_one()
         indexes = {i["name"] for i in sa.inspect(conn).get_indexes("jobs")}
     assert found == 1 and "ix_jobs_app_pk_id" in indexes
+
+
+SHARE_COLUMNS = {"weight", "max_running", "max_jobs", "min_cron_interval_seconds"}
+
+
+def test_the_app_shares_migration_goes_down_and_up_again_keeping_apps_and_jobs(
+    engine: Engine,
+) -> None:
+    assert SHARE_COLUMNS | {"callback_networks"} <= app_columns(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('app_a', 'a', 'h', 's', 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO jobs (app_pk, job_name, handler, params, status, version, "
+                "created_at, updated_at) VALUES (1, 'j', 'demo.noop', '{}', 'WAITING', 0, 0, 0)"
+            )
+        )
+    downgrade(engine, "0011")
+    assert not SHARE_COLUMNS & app_columns(engine)
+    migrate(engine)
+    with engine.connect() as conn:
+        weight = conn.execute(sa.text("SELECT weight FROM apps WHERE app_id = 'app_a'")).scalar()
+        priority = conn.execute(sa.text("SELECT priority FROM jobs WHERE job_name = 'j'")).scalar()
+    assert (weight, priority) == (1, 5)
