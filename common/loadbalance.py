@@ -17,15 +17,23 @@ class Strategy(StrEnum):
     RANDOM = "random"
 
 
+# A worker's room when nothing bounds its queue.
+UNBOUNDED = 1 << 30
+
+
 @dataclass
 class WorkerLoad:
-    """What the dispatcher knows of one live worker's load right now."""
+    """What the dispatcher knows of one live worker's load right now; ``room`` is how
+    many more executions its queue may take (``common.slots``)."""
 
     worker_id: str
     active: int
     avg_ms: float
     cpu_idle: float
     handlers: frozenset[str]
+    room: int = UNBOUNDED
+    # Executions chosen for it since the view was read (what the turnover counts as sent).
+    picked: int = 0
 
 
 class LiveWorkers(Protocol):
@@ -65,12 +73,15 @@ class WorkerChooser:
         self._random = random.Random(seed)
 
     def choose(self, workers: Sequence[WorkerLoad], handler: str) -> WorkerLoad | None:
-        """The worker to run ``handler`` next, or None when no live worker registers it."""
-        able = [w for w in workers if handler in w.handlers]
+        """The worker to run ``handler`` next, or None when no live worker that registers
+        it has room in its queue (``runs`` tells the two apart)."""
+        able = [w for w in workers if handler in w.handlers and w.room > 0]
         if not able:
             return None
         chosen = self._pick(able)
         chosen.active += 1
+        chosen.room -= 1
+        chosen.picked += 1
         return chosen
 
     def _pick(self, able: list[WorkerLoad]) -> WorkerLoad:
@@ -80,3 +91,8 @@ class WorkerChooser:
         if self._strategy is Strategy.RANDOM:
             return self._random.choice(able)
         return min(able, key=lambda w: (load_score(w), w.worker_id))
+
+
+def runs(workers: Sequence[WorkerLoad], handler: str) -> bool:
+    """Whether some live worker registers ``handler``, room or not."""
+    return any(handler in w.handlers for w in workers)

@@ -11,15 +11,17 @@ of the same name on the caller's connection (no query of its own), and
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import executions, jobs, sendable
+from common.db import app_policies, executions, jobs, sendable
+from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.sendable import ExecutionWithJob
+from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
 
@@ -27,8 +29,23 @@ class FireStore(DispatchStore, Protocol):
     """What firing a batch of due executions reads and writes, and what sending it puts
     back (``DispatchStore``)."""
 
-    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
-        """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
+    def scheduled_until(
+        self, until_ms: int, per_app: int, aging_ms: int = AGING_MS
+    ) -> list[ExecutionWithJob]:
+        """SCHEDULED executions due by ``until_ms``, with their job's data: each app's
+        first ``per_app`` in its order (``fair_share.place``), soonest first."""
+        ...
+
+    def app_policies(self) -> dict[int, AppPolicy]:
+        """Every app's weight, cap and fences, by primary key."""
+        ...
+
+    def running_by_app(self) -> dict[int, int]:
+        """How many runs each app has QUEUED (in a worker's queue or running)."""
+        ...
+
+    def mark_waiting(self, keys: Sequence[int]) -> None:
+        """Say on these SCHEDULED executions that they wait for a free slot (``SLOT_WAIT``)."""
         ...
 
     def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
@@ -88,9 +105,23 @@ class MySqlFireStore:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
-    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
+    def scheduled_until(
+        self, until_ms: int, per_app: int, aging_ms: int = AGING_MS
+    ) -> list[ExecutionWithJob]:
         """See ``sendable.scheduled_until``."""
-        return sendable.scheduled_until(self._conn, until_ms, limit)
+        return sendable.scheduled_until(self._conn, until_ms, per_app, aging_ms)
+
+    def app_policies(self) -> dict[int, AppPolicy]:
+        """See ``app_policies.read_app_policies``."""
+        return app_policies.read_app_policies(self._conn)
+
+    def running_by_app(self) -> dict[int, int]:
+        """See ``app_policies.running_by_app``."""
+        return app_policies.running_by_app(self._conn)
+
+    def mark_waiting(self, keys: Sequence[int]) -> None:
+        """See ``sendable.mark_waiting``."""
+        sendable.mark_waiting(self._conn, keys)
 
     def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
         """See ``executions.lock_still_scheduled``."""

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from common.db import driver
 from common.db.rows import AnyRow
 from common.db.stuck import Page
+from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
 
@@ -37,6 +38,11 @@ class ExecutionWithJob:
     job_status: JobStatus
     recurring: bool
     dispatched_at: int | None = None
+    app_pk: int = 0
+    priority: int = 5
+    # It waited for a free slot before (``SLOT_WAIT``): its trigger was met by Kairos,
+    # so the misfire policy does not judge it late.
+    waited: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionWithJob:
@@ -61,6 +67,9 @@ class ExecutionWithJob:
             JobStatus(row.job_status),
             bool(row.recurring),
             None if row.dispatched_at is None else int(row.dispatched_at),
+            int(row.app_pk),
+            int(row.priority),
+            bool(row.waited),
         )
 
     @property
@@ -69,24 +78,52 @@ class ExecutionWithJob:
         return self.attempt == 1 and not self.manual
 
 
-_WITH_JOB = (
-    "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
+# The message of a due execution that waits for a free slot: the fair share sends it when
+# its app's turn comes. Written once, when it first waits.
+SLOT_WAIT = "waiting for a free slot: other runs hold every slot it may take"
+
+_COLUMNS = (
+    "e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
     "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
     "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
-    "e.dispatched_at FROM executions e JOIN jobs j ON j.id = e.job_id "
+    f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited"
 )
+_WITH_JOB = f"SELECT {_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id "
 
 
-def scheduled_until(conn: Connection, until_ms: int, limit: int) -> list[ExecutionWithJob]:
-    """SCHEDULED executions due by ``until_ms``, soonest first, with their job's data."""
+def scheduled_until(
+    conn: Connection, until_ms: int, per_app: int, aging_ms: int = AGING_MS
+) -> list[ExecutionWithJob]:
+    """SCHEDULED executions due by ``until_ms``, with their job's data: each app's first
+    ``per_app`` in its own order (``scheduled_at - priority * aging_ms``, then key),
+    soonest first.
+
+    Per app, so that one app's backlog cannot keep another app's due runs out of what
+    the firer holds; an app's order is the one its runs leave in (``fair_share``).
+    """
     rows = driver.fetch(
         conn,
-        _WITH_JOB + "WHERE e.status = %s AND e.scheduled_at <= %s ORDER BY e.scheduled_at LIMIT %s",
-        (ExecutionStatus.SCHEDULED.value, until_ms, limit),
+        f"SELECT * FROM (SELECT {_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY j.app_pk "
+        "ORDER BY e.scheduled_at - j.priority * %s, e.id) AS app_rank "
+        "FROM executions e JOIN jobs j ON j.id = e.job_id "
+        "WHERE e.status = %s AND e.scheduled_at <= %s) ranked "
+        "WHERE app_rank <= %s ORDER BY scheduled_at, id",
+        (aging_ms, ExecutionStatus.SCHEDULED.value, until_ms, per_app),
     )
     return [ExecutionWithJob.from_row(r) for r in rows]
+
+
+def mark_waiting(conn: Connection, keys: Sequence[int]) -> None:
+    """Say on these executions, still SCHEDULED, that they wait for a free slot."""
+    if keys:
+        driver.execute(
+            conn,
+            f"UPDATE executions SET message = %s WHERE id IN ({driver.ints(sorted(keys))}) "
+            "AND status = %s",
+            (SLOT_WAIT, ExecutionStatus.SCHEDULED.value),
+        )
 
 
 def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[ExecutionWithJob]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from common.db.sendable import ExecutionWithJob
+from common.db.app_policies import AppPolicy
+from common.db.sendable import SLOT_WAIT, ExecutionWithJob
+from common.fair_share import AGING_MS, in_order
 from common.memory.tables import MemoryTables
 from common.states import ExecutionStatus
 
@@ -12,17 +14,43 @@ from common.states import ExecutionStatus
 class FireTables(MemoryTables):
     """``FireStore`` (with ``DispatchStore``) in memory; ``release_jobs`` is recording's."""
 
-    def scheduled_until(self, until_ms: int, limit: int) -> list[ExecutionWithJob]:
-        """SCHEDULED executions due by ``until_ms``, soonest first (then by key)."""
+    def scheduled_until(
+        self, until_ms: int, per_app: int, aging_ms: int = AGING_MS
+    ) -> list[ExecutionWithJob]:
+        """SCHEDULED executions due by ``until_ms``: each app's first ``per_app`` in its
+        order, soonest first (then by key)."""
         due = [
-            r
+            r.with_job(self.jobs[r.job_id])
             for r in self.executions.values()
             if r.status is ExecutionStatus.SCHEDULED
             and r.scheduled_at is not None
             and r.scheduled_at <= until_ms
         ]
-        due.sort(key=lambda r: (r.scheduled_at, r.id))
-        return [r.with_job(self.jobs[r.job_id]) for r in due[:limit]]
+        by_app: dict[int, list[ExecutionWithJob]] = {}
+        for row in due:
+            by_app.setdefault(row.app_pk, []).append(row)
+        kept = [row for rows in by_app.values() for row in in_order(rows, aging_ms)[:per_app]]
+        return sorted(kept, key=lambda r: (r.scheduled_at, r.id))
+
+    def app_policies(self) -> dict[int, AppPolicy]:
+        """The apps' policies a test set."""
+        return dict(self.apps)
+
+    def running_by_app(self) -> dict[int, int]:
+        """How many executions each app has QUEUED."""
+        counts: dict[int, int] = {}
+        for row in self.executions.values():
+            if row.status is ExecutionStatus.QUEUED:
+                app = self.jobs[row.job_id].app_pk
+                counts[app] = counts.get(app, 0) + 1
+        return counts
+
+    def mark_waiting(self, keys: Sequence[int]) -> None:
+        """Write ``SLOT_WAIT`` on these executions that are still SCHEDULED."""
+        for key in keys:
+            row = self.executions.get(key)
+            if row is not None and row.status is ExecutionStatus.SCHEDULED:
+                row.message = SLOT_WAIT
 
     def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
         """The keys of these executions still SCHEDULED (no other transaction holds any)."""

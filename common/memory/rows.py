@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common.db.deliveries import NewDelivery
 from common.db.executions import LockedExecution
-from common.db.sendable import ExecutionWithJob
+from common.db.sendable import SLOT_WAIT, ExecutionWithJob
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 
@@ -42,6 +42,7 @@ class MemoryJob:
     overlap_policy: str = OverlapPolicy.FORBID
     misfire_policy: str = MisfirePolicy.FIRE_ONCE
     misfire_threshold_seconds: int = 60
+    priority: int = 5
 
 
 @dataclass
@@ -99,6 +100,9 @@ class MemoryExecution:
             job.status,
             job.recurring,
             self.dispatched_at,
+            job.app_pk,
+            job.priority,
+            self.message == SLOT_WAIT,
         )
 
 

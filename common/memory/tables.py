@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
+from common.db.app_policies import AppPolicy
 from common.db.executions import UNFINISHED, NewExecution
 from common.db.workers import WorkerRecord
 from common.memory.rows import (
@@ -31,6 +32,8 @@ class MemoryTables:
     executions: dict[int, MemoryExecution] = field(default_factory=dict)
     deliveries: list[MemoryDelivery] = field(default_factory=list)
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
+    # The apps' policies as the dispatcher reads them (an app not here has the defaults).
+    apps: dict[int, AppPolicy] = field(default_factory=dict)
     _next_job_id: int = 1
     _next_execution_key: int = 1
 

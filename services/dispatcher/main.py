@@ -37,6 +37,8 @@ from services.dispatcher.upkeep.workers import WorkerDirectory
 log = logging.getLogger(__name__)
 
 UPKEEP_INTERVAL_SECONDS = 1.0
+# While due runs wait for free slots, the dispatch loop looks for room this often.
+SLOT_POLL_SECONDS = 0.05
 # The dispatch loop's name among the loops whose progress keeps the lease.
 DISPATCH_LOOP = "dispatch"
 
@@ -149,7 +151,7 @@ class Dispatcher:
         publisher = BatchPublisher(channel)
         directory = WorkerDirectory(self.engine, connection, self.clock, s.heartbeat_stale_ms)
         router = Router(directory, WorkerChooser(Strategy(s.strategy)))
-        sender = ClaimSender(WorkerChooser(Strategy(s.strategy)))
+        sender = ClaimSender(WorkerChooser(Strategy(s.strategy)), directory.sent)
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
         fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
         firer = Firer.on_stores(self.stores, publisher, router, fire)
@@ -196,12 +198,17 @@ class Dispatcher:
         # instant must not wait behind a load.
         while leading.firer.fire_due():
             self.progress.beat(DISPATCH_LOOP)
+        leading.sender.contended = leading.firer.waiting() > 0
+        leading.sender.apps = leading.firer.apps
         leading.firer.warm_up()
         leading.connection.process_data_events(0)
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()
         due = leading.firer.next_wake()
         if due is not None:
             wait = min(wait, (due - self.clock.now_ms()) / 1000)
+        if leading.firer.waiting():
+            # Runs wait for slots: look again soon for the room finished runs free.
+            wait = min(wait, SLOT_POLL_SECONDS)
         return wait
 
     @staticmethod

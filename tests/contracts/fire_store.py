@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from common.db.app_policies import DEFAULT_POLICY
 from common.db.executions import NewExecution
 from common.db.sendable import ExecutionWithJob
 from common.schedule import MisfirePolicy, OverlapPolicy
@@ -51,7 +52,7 @@ class FireStoreContract(StoreHarness):
         assert got[1] == ExecutionWithJob(
             soon, "soon", cron, 1, 3_000, 2_000, None, SCHEDULED, False,
             "report.build", '{"day": 3}', 30, "QUEUE", "SKIP", 5, 90_000,
-            JobStatus.WAITING, True, None,
+            JobStatus.WAITING, True, None, self.app_pk, 5, False,
         )  # fmt: skip
         first = got[0]
         assert (first.handler, first.params, first.timeout_seconds) == ("demo.noop", "{}", None)
@@ -67,6 +68,40 @@ class FireStoreContract(StoreHarness):
         assert [r.execution_id for r in self.fire_store.scheduled_until(5_000, 2)] == ["a", "b"]
         assert [r.execution_id for r in self.fire_store.scheduled_until(999, 10)] == []
         assert self.fire_store.scheduled_until(5_000, 0) == []
+
+    def test_scheduled_until_reads_an_apps_first_runs_by_priority_with_aging(self) -> None:
+        low, high = self.a_job(priority=1), self.a_job(priority=9)
+        self.due(low, ("old-low", 1_000))
+        self.due(high, ("high", 200_000), ("higher-later", 300_000))
+        aging = 60_000
+        # old-low: 1_000 - 60_000 = -59_000; high: 200_000 - 540_000 = -340_000; ...
+        got = self.fire_store.scheduled_until(400_000, 2, aging)
+        assert [r.execution_id for r in got] == ["high", "higher-later"]
+        assert [r.priority for r in got] == [9, 9]
+        got = self.fire_store.scheduled_until(400_000, 3, aging)
+        assert [r.execution_id for r in got] == ["old-low", "high", "higher-later"]
+
+    def test_mark_waiting_says_so_on_scheduled_rows_only(self) -> None:
+        job = self.a_job()
+        [a] = self.due(job, ("a", 1_000))
+        [q] = self.runs(job, ("q", QUEUED))
+        self.fire_store.mark_waiting([a, q])
+        self.fire_store.mark_waiting([])
+        assert [r.waited for r in self.fire_store.scheduled_until(5_000, 10)] == [True]
+        assert self.execution("q").message is None
+        self.fire_store.mark_queued({a: "w1"}, NOW)
+        assert self.execution("a").message is None
+
+    def test_running_by_app_counts_queued_runs(self) -> None:
+        job, other = self.a_job(), self.a_job()
+        self.runs(job, ("q1", QUEUED), ("q2", QUEUED), ("s", ExecutionStatus.SUCCEEDED))
+        self.runs(other, ("q3", QUEUED))
+        self.due(other, ("d", 1_000))
+        assert self.fire_store.running_by_app() == {self.app_pk: 3}
+
+    def test_app_policies_give_an_app_weight_one_and_no_cap_by_default(self) -> None:
+        policy = self.fire_store.app_policies().get(self.app_pk, DEFAULT_POLICY)
+        assert (policy.weight, policy.max_running, policy.disabled) == (1, None, False)
 
     # lock_still_scheduled
 

@@ -89,6 +89,7 @@ class TestMySqlStore(
             "overlap_policy": job.overlap_policy,
             "misfire_policy": job.misfire_policy,
             "misfire_threshold_seconds": job.misfire_threshold_seconds,
+            "priority": job.priority,
         }
         key = self._conn.execute(jobs.insert(), values).inserted_primary_key
         assert key is not None

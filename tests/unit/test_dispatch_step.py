@@ -23,6 +23,11 @@ class Nothing:
     def fire_due(self) -> int:
         return 0
 
+    def waiting(self) -> int:
+        return 0
+
+    apps: dict[int, Any] = {}  # noqa: RUF012
+
     def warm_up(self) -> None: ...
     def next_wake(self) -> None:
         return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import Publisher
+from common.db.app_policies import DEFAULT_POLICY, AppPolicy
 from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
@@ -42,6 +43,7 @@ from services.dispatcher.trigger.dispatch import (
     dispatch,
     pack_dispatches,
 )
+from services.dispatcher.trigger.fire_rules import app_fence
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +98,18 @@ class ClaimSender:
     so the two threads never share a chooser's counts.
     """
 
-    def __init__(self, chooser: WorkerChooser) -> None:
+    def __init__(
+        self,
+        chooser: WorkerChooser,
+        on_picks: Callable[[list[WorkerLoad]], None] = lambda picked: None,
+    ) -> None:
         self.workers: Sequence[WorkerLoad] = ()
+        # Set by the dispatch loop while due runs wait for a free slot: then the fair
+        # share (the firer) alone decides who goes next, and claims send nothing.
+        self.contended = False
+        # The apps' policies as the firer last read them (by primary key).
+        self.apps: Mapping[int, AppPolicy] = {}
+        self._on_picks = on_picks
         self._chooser = chooser
         self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
         self._closed = False
@@ -114,14 +126,19 @@ class ClaimSender:
     ) -> tuple[list[Assignment], DispatchPacks]:
         """Insert ``created`` in the caller's transaction; return what is to be sent.
 
-        Due executions go QUEUED to a live worker; those with no live worker, those of
-        FORBID jobs with another run scheduled or going, and those due later are
-        written SCHEDULED for the firer.
+        Due executions go QUEUED to a live worker with room in its queue; the rest are
+        written SCHEDULED for the firer: those due later, those no worker has room for,
+        those of FORBID jobs with another run scheduled or going, and those whose app
+        has a cap or a fence in the way. While due runs wait for slots (``contended``)
+        every one is left to the firer, whose fair share alone says who goes next.
         """
         due = {
             e.execution_id: e
             for e in created
-            if e.status is ExecutionStatus.SCHEDULED and e.scheduled_at <= now_ms
+            if e.status is ExecutionStatus.SCHEDULED
+            and e.scheduled_at <= now_ms
+            and not self.contended
+            and self._sendable(jobs[e.job_id])
         }
         if not due:
             insert_executions(conn, created, now_ms)
@@ -154,11 +171,18 @@ class ClaimSender:
         ]
         return sent, pack_dispatches(sent, now_ms)
 
+    def _sendable(self, job: DueJob) -> bool:
+        """Whether the job's app lets a claim send its run: no cap to count against, no
+        fence (the firer applies both)."""
+        policy = self.apps.get(job.app_pk, DEFAULT_POLICY)
+        return policy.max_running is None and app_fence(job.handler, policy) is None
+
     def _live(self) -> list[WorkerLoad]:
         view = self.workers
         if view is not self._view:
+            self._on_picks(self._copies)
             self._view = view
-            self._copies = [dataclasses.replace(w) for w in view]
+            self._copies = [dataclasses.replace(w, picked=0) for w in view]
         return self._copies
 
     def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:

@@ -1,13 +1,16 @@
-"""Firing SCHEDULED executions at their time: hold them in a heap, send each when due.
+"""Firing SCHEDULED executions at their time: hold them in a heap, send each when due
+into a free slot, the slots shared fairly between apps (``common.fair_share``).
 
 Executions are loaded a short window ahead, so a trigger leaves for its worker within
-milliseconds of its time instead of waiting for the next scan. The database stays the
-truth: a fired execution is marked QUEUED in the same transaction that locked it, and
-anything not fired (this dispatcher died) is still SCHEDULED and is loaded again by the
-next pass of whichever dispatcher leads. What the rules (``fire_rules``) do not send
-now is written back in the same transaction: skipped, cancelled, or held for later.
-The firer reads and writes through ``FireStore`` (MySQL, or ``MemoryStore`` in unit
-tests), one per connection it opens.
+milliseconds of its time instead of waiting for the next scan. A due execution that
+finds no free slot (every worker that runs its handler holds what it can start soon,
+``common.slots``) waits here, not in a worker's queue, until its app's turn comes.
+The database stays the truth: a fired execution is marked QUEUED in the same
+transaction that locked it, and anything not fired (this dispatcher died) is still
+SCHEDULED and is loaded again by the next pass of whichever dispatcher leads. What the
+rules (``fire_rules``) do not send now is written back in the same transaction:
+skipped, cancelled, or held for later. The firer reads and writes through
+``FireStore`` (MySQL, or ``MemoryStore`` in unit tests), one per connection it opens.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import Clock
+from common.db.app_policies import DEFAULT_POLICY, AppPolicy
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
 from common.db.retry import retry_lock_conflicts
 from common.db.sendable import ExecutionWithJob
-from common.loadbalance import LiveWorkers
+from common.fair_share import AGING_MS, Share, pick_fair
+from common.loadbalance import LiveWorkers, runs
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -31,6 +36,7 @@ from services.dispatcher.trigger.fire_rules import (
     FireDecisions,
     decide,
     forbid_candidates,
+    needs_slot,
     no_worker_reason,
     release_on_skip,
 )
@@ -57,6 +63,16 @@ class FireSettings:
     batch_size: int
     fire_batch_size: int = 2_000
     hold_ms: int = HOLD_MS
+    aging_ms: int = AGING_MS
+
+
+@dataclass(frozen=True)
+class Route:
+    """A due execution chosen to go now, with the worker whose slot it took (None: it
+    needs none, or no live worker runs its handler)."""
+
+    row: ExecutionWithJob
+    assignment: Assignment | None
 
 
 class Firer:
@@ -78,8 +94,15 @@ class Firer:
         self._batch_size = settings.batch_size
         self._fire_batch_size = settings.fire_batch_size
         self._hold_ms = settings.hold_ms
+        self._aging_ms = settings.aging_ms
         self._heap: list[tuple[int, str]] = []
         self._held: dict[str, ExecutionWithJob] = {}
+        # Due executions that wait for a free slot, by execution id.
+        self._waiting: dict[str, ExecutionWithJob] = {}
+        # Keys marked ``SLOT_WAIT`` by this firer (the rows read before say so too).
+        self._marked: set[int] = set()
+        self._apps: dict[int, AppPolicy] = {}
+        self._running: dict[int, int] = {}
 
     @classmethod
     def on_stores(
@@ -96,17 +119,34 @@ class Firer:
     def load(self) -> int:
         """Read SCHEDULED executions due within the window; returns how many were new.
 
-        Rows already held are read again (they are still SCHEDULED until fired), so the
-        read is capped at twice a batch beyond what is held.
+        Each app's first ``batch_size`` (in its own order) are read, so one app's backlog
+        never keeps another's due runs out of what is held. What is held is replaced by
+        what is read: a run that ended, moved or was held meanwhile leaves, and the rest
+        carry their job's state as it is now. The apps' policies and runs going are read
+        with them.
         """
-        until = self._clock.now_ms() + self._window_ms
+        now = self._clock.now_ms()
         with self._transactions.reading() as store:
-            rows = store.scheduled_until(until, len(self._held) + self._batch_size)
-        new = [r for r in rows if r.execution_id not in self._held]
-        for row in new:
-            self._held[row.execution_id] = row
-            heapq.heappush(self._heap, (int(row.scheduled_at), row.execution_id))
-        return len(new)
+            rows = store.scheduled_until(now + self._window_ms, self._batch_size, self._aging_ms)
+            self._apps = store.app_policies()
+            self._running = store.running_by_app()
+        new = sum(1 for r in rows if r.execution_id not in self._held)
+        self._held = {r.execution_id: r for r in rows}
+        self._heap = [(int(r.scheduled_at), r.execution_id) for r in rows]
+        heapq.heapify(self._heap)
+        # The due ones come back from the heap at the next fire, as read now.
+        self._waiting = {}
+        self._marked &= {r.id for r in rows}
+        return new
+
+    @property
+    def apps(self) -> dict[int, AppPolicy]:
+        """The apps' policies as last read (replaced, never changed, on each load)."""
+        return self._apps
+
+    def waiting(self) -> int:
+        """How many due executions wait for a free slot."""
+        return len(self._waiting)
 
     def next_due(self) -> int | None:
         """When the earliest held execution is due."""
@@ -129,34 +169,78 @@ class Firer:
             self._router.directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
 
     def fire_due(self) -> int:
-        """Send held executions whose time has come, up to one fire batch; returns how many.
+        """Send due executions into the free slots, fairly between apps, up to one fire
+        batch; returns how many were sent.
 
         Everything due goes in one transaction and one publish: a second, smaller batch
-        due at the same instant would wait for the first one's round trips.
+        due at the same instant would wait for the first one's round trips. What finds
+        no slot waits, held here, marked once as waiting (``SLOT_WAIT``).
         """
         now = self._clock.now_ms()
-        due: list[ExecutionWithJob] = []
-        while self._heap and self._heap[0][0] <= now and len(due) < self._fire_batch_size:
+        while self._heap and self._heap[0][0] <= now:
             _, execution_id = heapq.heappop(self._heap)
-            row = self._held.pop(execution_id, None)
+            row = self._held.get(execution_id)
             if row is not None:
-                due.append(row)
-        return self._fire(due) if due else 0
+                self._waiting[execution_id] = row
+        if not self._waiting:
+            return 0
+        chosen = self._choose(now)
+        for route in chosen:
+            self._waiting.pop(route.row.execution_id, None)
+            self._held.pop(route.row.execution_id, None)
+        self._mark_waiting()
+        return self._fire(chosen) if chosen else 0
+
+    def _choose(self, now: int) -> list[Route]:
+        """The waiting executions that go now: those that need no slot (their rules
+        settle them), then those the fair share gives a free slot."""
+        live = self._router.directory.live()
+        settle: list[ExecutionWithJob] = []
+        contend: list[ExecutionWithJob] = []
+        for row in self._waiting.values():
+            needs = needs_slot(row, self._apps.get(row.app_pk, DEFAULT_POLICY))
+            (contend if needs and runs(live, row.handler) else settle).append(row)
+        routes = [Route(row, None) for row in settle[: self._fire_batch_size]]
+        assigned: dict[int, Assignment] = {}
+
+        def take(row: ExecutionWithJob) -> bool:
+            assignment = self._router.assign(row, live)
+            if assignment is not None:
+                assigned[row.id] = assignment
+            return assignment is not None
+
+        shares = {
+            app: Share(policy.weight, policy.max_running, self._running.get(app, 0))
+            for app, policy in self._apps.items()
+        }
+        room = self._fire_batch_size - len(routes)
+        for row in pick_fair(contend, shares, take, room, self._aging_ms):
+            self._running[row.app_pk] = self._running.get(row.app_pk, 0) + 1
+            routes.append(Route(row, assigned[row.id]))
+        return routes
+
+    def _mark_waiting(self) -> None:
+        """Write ``SLOT_WAIT`` on executions that wait for a slot for the first time."""
+        first = [r.id for r in self._waiting.values() if not r.waited and r.id not in self._marked]
+        if first:
+            with self._transactions.transaction() as store:
+                store.mark_waiting(first)
+            self._marked.update(first)
 
     @retry_lock_conflicts
-    def _fire(self, due: Sequence[ExecutionWithJob]) -> int:
+    def _fire(self, chosen: Sequence[Route]) -> int:
         now = self._clock.now_ms()
         with self._transactions.transaction() as store:
             # Passed over, not waited for: an execution another transaction holds (a
             # cancel, which then waits for its job's row) is fired on a later pass, if
             # still SCHEDULED. Waiting could close a circle through an open claim, which
             # only this loop commits, and stall it until MySQL gives up (50 s).
-            still = store.lock_still_scheduled([r.id for r in due], skip_locked=True)
-            rows = [r for r in due if r.id in still]
+            still = store.lock_still_scheduled([r.row.id for r in chosen], skip_locked=True)
+            rows = [r.row for r in chosen if r.row.id in still]
             busy = store.jobs_with_runs(forbid_candidates(rows))
-            decisions = decide(rows, now, busy)
+            decisions = decide(rows, now, busy, self._apps)
             _skip_later_if_job_held(store, rows, decisions)
-            assignments, held = self._assign(decisions)
+            assignments, held = self._assign(decisions, {r.row.id: r.assignment for r in chosen})
             self._settle_unsent(store, rows, decisions, held, now)
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
@@ -167,11 +251,15 @@ class Firer:
         self._observe(rows, decisions, held)
         return len(assignments) - len(returned)
 
-    def _assign(self, decisions: FireDecisions) -> tuple[list[Assignment], dict[int, str]]:
-        """Workers for what is to be sent; what no live worker runs is held, with why."""
+    def _assign(
+        self, decisions: FireDecisions, chosen: dict[int, Assignment | None]
+    ) -> tuple[list[Assignment], dict[int, str]]:
+        """The assignments of what is to be sent; what has none (no live worker runs its
+        handler) is held, with why."""
         assignments: list[Assignment] = []
         held = dict(decisions.held)
-        for row, assignment in self._router.route(decisions.to_send):
+        for row in decisions.to_send:
+            assignment = chosen.get(row.id)
             if assignment is None:
                 held[row.id] = no_worker_reason(row.handler)
             else:

@@ -11,15 +11,21 @@ applies the decisions in one transaction.
 - A FORBID job's first attempt is SKIPPED while another run of the job is queued or
   going; its retry waits (held) meanwhile, since skipping it would drop the retry; and
   only one run of a FORBID job leaves in one fire.
-- The rest is sent, to a live worker that runs its handler; one that no live worker
-  runs waits (held), without holding anything else up.
+- The job's app is disabled, or may no longer call the job's handler (an operator
+  narrowed its handler patterns): a recurring job's claimed trigger is SKIPPED, saying
+  so (its schedule goes on, and runs again once the app may); anything else (a one-shot
+  trigger, a retry, a manual run) is held until the app is enabled or granted the
+  handler. Callbacks of runs that already ran are delivered all the same.
+- The rest is sent, to a live worker that runs its handler and has a free slot; one
+  that no live worker runs waits (held), without holding anything else up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from common.db.app_policies import DEFAULT_POLICY, AppPolicy
 from common.db.sendable import ExecutionWithJob
 from common.schedule import (
     PAUSED_SKIP,
@@ -33,6 +39,35 @@ from common.states import JobStatus
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
 CANCELLED = "cancelled: the job was cancelled before this run was sent"
 FORBID_HOLD = "waiting: another run of the job is going (overlap policy FORBID)"
+APP_DISABLED_SKIP = "skipped: the job's app is disabled (kairos app enable APP runs it again)"
+APP_DISABLED_HOLD = "waiting: the job's app is disabled; sent when it is enabled"
+
+
+def handler_fenced(handler: str) -> str:
+    """The message of a run whose app may no longer call its handler."""
+    return (
+        f"the job's app may no longer call handler {handler!r}; an operator grants it with "
+        "kairos app handlers APP --allow PATTERN"
+    )
+
+
+def app_fence(handler: str, policy: AppPolicy) -> str | None:
+    """Why a run of ``handler`` may not start now under its app's policy, or None."""
+    if policy.disabled:
+        return "disabled"
+    if not policy.handlers.allows(handler):
+        return handler_fenced(handler)
+    return None
+
+
+def needs_slot(row: ExecutionWithJob, policy: AppPolicy) -> bool:
+    """Whether the row, due now, would be sent (and so needs a free slot); the rest are
+    settled by the rules without one (cancelled, paused, fenced by its app)."""
+    if row.job_status is JobStatus.CANCELLED:
+        return False
+    if row.job_status is JobStatus.PAUSED and not row.manual:
+        return False
+    return app_fence(row.handler, policy) is None
 
 
 @dataclass
@@ -46,15 +81,22 @@ class FireDecisions:
 
 
 def decide(
-    rows: Sequence[ExecutionWithJob], now_ms: int, busy_jobs: Collection[int]
+    rows: Sequence[ExecutionWithJob],
+    now_ms: int,
+    busy_jobs: Collection[int],
+    apps: Mapping[int, AppPolicy] | None = None,
 ) -> FireDecisions:
-    """Decide each due execution; ``busy_jobs`` have a run queued or going already."""
+    """Decide each due execution; ``busy_jobs`` have a run queued or going already,
+    ``apps`` are the policies of the rows' apps (by primary key)."""
     decisions = FireDecisions()
     latest = _latest_first_attempts(rows)
     forbid_sent: set[int] = set()
     for row in rows:
+        fence = app_fence(row.handler, (apps or {}).get(row.app_pk, DEFAULT_POLICY))
         if row.job_status is JobStatus.CANCELLED:
             decisions.cancelled[row.id] = CANCELLED
+        elif fence is not None:
+            _fenced(decisions, row, fence)
         elif row.job_status is JobStatus.PAUSED and not row.manual:
             if row.first_scheduled_attempt and row.recurring:
                 decisions.skipped[row.id] = PAUSED_SKIP
@@ -70,6 +112,20 @@ def decide(
         else:
             decisions.to_send.append(row)
     return decisions
+
+
+def _fenced(decisions: FireDecisions, row: ExecutionWithJob, fence: str) -> None:
+    """A run its app may not start now: a recurring trigger skipped, the rest held."""
+    skip = row.first_scheduled_attempt and row.recurring
+    if fence == "disabled":
+        if skip:
+            decisions.skipped[row.id] = APP_DISABLED_SKIP
+        else:
+            decisions.held[row.id] = APP_DISABLED_HOLD
+    elif skip:
+        decisions.skipped[row.id] = f"skipped: {fence}"
+    else:
+        decisions.held[row.id] = f"waiting: {fence}"
 
 
 def forbid_candidates(rows: Sequence[ExecutionWithJob]) -> list[int]:
@@ -103,10 +159,11 @@ def _latest_first_attempts(rows: Sequence[ExecutionWithJob]) -> dict[int, int]:
 
 
 def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> str | None:
-    """Misfire policy for a claimed trigger fired late (its dispatcher died first)."""
+    """Misfire policy for a claimed trigger fired late (its dispatcher died first). A run
+    that waited for a free slot is not late: Kairos met its trigger, a slot did not."""
     threshold = row.misfire_threshold_seconds * 1000
     late_ms = now_ms - row.trigger_time
-    if late_ms <= threshold or not row.first_scheduled_attempt:
+    if late_ms <= threshold or not row.first_scheduled_attempt or row.waited:
         return None
     later_overdue = latest[row.job_id] > row.trigger_time or (
         row.job_status is JobStatus.WAITING

@@ -28,12 +28,14 @@ class Router(Generic[Directory]):
     def route(
         self, rows: Sequence[ExecutionWithJob], live: Sequence[WorkerLoad] | None = None
     ) -> list[tuple[ExecutionWithJob, Assignment | None]]:
-        """Each row, in order, with its assignment to a live worker that runs its handler;
-        None where no live worker runs it. ``live``: the live workers as read before
+        """Each row, in order, with its assignment to a live worker that runs its handler
+        and has room; None where there is none. ``live``: the live workers as read before
         (read now when None)."""
         live = self.directory.live() if live is None else live
-        routes: list[tuple[ExecutionWithJob, Assignment | None]] = []
-        for row in rows:
-            worker = self._chooser.choose(live, row.handler)
-            routes.append((row, None if worker is None else Assignment.of(row, worker.worker_id)))
-        return routes
+        return [(row, self.assign(row, live)) for row in rows]
+
+    def assign(self, row: ExecutionWithJob, live: Sequence[WorkerLoad]) -> Assignment | None:
+        """The row's assignment to a live worker that runs its handler and has room in its
+        queue (the pick counted on that worker); None when there is none."""
+        worker = self._chooser.choose(live, row.handler)
+        return None if worker is None else Assignment.of(row, worker.worker_id)

@@ -14,6 +14,7 @@ from common.db.executions import inflight_by_worker
 from common.db.workers import fresh_workers
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
+from common.slots import TurnoverMeter
 from common.topology import RESULTS_QUEUE, worker_queue
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,9 @@ class WorkerDirectory:
     """Live workers: fresh heartbeat, ACTIVE, and a consumer on their queue.
 
     The view is cached for ``ttl`` seconds: the chooser counts each pick as one more
-    active task, so within that time the view stays right enough to spread a batch.
+    active task and one slot less of the worker's room, so within that time the view
+    stays right enough to spread a batch and to keep each queue within its bound
+    (``common.slots``).
     """
 
     def __init__(
@@ -33,6 +36,7 @@ class WorkerDirectory:
         clock: ClusterClock,
         stale_ms: int,
         ttl: float = 0.5,
+        scarce_ttl: float = 0.05,
     ) -> None:
         self._engine = engine
         self._connection = connection
@@ -40,8 +44,10 @@ class WorkerDirectory:
         self._clock = clock
         self._stale_ms = stale_ms
         self._ttl = ttl
+        self._scarce_ttl = scarce_ttl
         self._cached: list[WorkerLoad] = []
         self._loaded_at = -1e18
+        self.turnover = TurnoverMeter()
 
     def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
         """Live workers with their load, refreshed at most every ``ttl`` seconds.
@@ -49,10 +55,16 @@ class WorkerDirectory:
         ``fresh_for`` refreshes a view that would go stale within that many seconds, so
         a caller can pay for the refresh before a moment that must not wait for it.
         """
-        if time.monotonic() - self._loaded_at + fresh_for > self._ttl:
+        if time.monotonic() - self._loaded_at + fresh_for > self._view_ttl():
             self._cached = self._load()
             self._loaded_at = time.monotonic()
         return self._cached
+
+    def _view_ttl(self) -> float:
+        """How long the view is kept: briefly while a worker's queue is full, so that the
+        room its runs free is seen (and measured) at once."""
+        full = any(w.room <= 0 for w in self._cached)
+        return self._scarce_ttl if full else self._ttl
 
     def handlers(self) -> set[str]:
         """Every handler some live worker runs."""
@@ -103,20 +115,34 @@ class WorkerDirectory:
         set_queue_depth(worker_id, None)
         return True
 
+    def sent(self, loads: list[WorkerLoad]) -> None:
+        """Count what picks on ``loads`` (a view, or a copy of one) sent, for the turnover."""
+        for load in loads:
+            self.turnover.sent(load.worker_id, load.picked)
+            load.picked = 0
+
     def _load(self) -> list[WorkerLoad]:
         with self._engine.connect() as conn:
             fresh = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
             inflight = inflight_by_worker(conn)
-        loads = [
-            WorkerLoad(
-                worker_id=worker.worker_id,
-                active=worker.active + inflight.get(worker.worker_id, 0),
-                avg_ms=float(worker.avg_ms),
-                cpu_idle=float(worker.cpu_idle),
-                handlers=frozenset(worker.handlers),
+        self.sent(self._cached)
+        at_s = time.monotonic()
+        loads = []
+        for worker in fresh:
+            if self.consumer_count(worker.worker_id) <= 0:
+                continue
+            queued = inflight.get(worker.worker_id, 0)
+            self.turnover.observe(worker.worker_id, queued, at_s)
+            bound = self.turnover.bound(worker.worker_id, worker.capacity, worker.avg_ms)
+            loads.append(
+                WorkerLoad(
+                    worker_id=worker.worker_id,
+                    active=worker.active + queued,
+                    avg_ms=float(worker.avg_ms),
+                    cpu_idle=float(worker.cpu_idle),
+                    handlers=frozenset(worker.handlers),
+                    room=max(0, bound - queued),
+                )
             )
-            for worker in fresh
-            if self.consumer_count(worker.worker_id) > 0
-        ]
         set_worker_loads(loads)
         return loads

@@ -1,0 +1,82 @@
+"""Slots: how many executions a worker's queue may hold, so that it holds only what the
+worker can start soon.
+
+A worker runs ``capacity`` executions at once. Whatever is sent beyond that waits in its
+queue, first in, first out, where no other app's run can pass it. So the dispatcher sends
+a worker no more than its capacity plus what it will start within ``horizon_ms``: its
+measured turnover (results per second, as the dispatcher sees its in-flight count fall)
+times the horizon, or, from its heartbeat's average run time, ``capacity * horizon /
+avg_ms``; at least one more slot's worth per slot (``capacity``) while neither is known.
+Due work beyond that waits in Kairos, where the fair share decides who goes next.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+# What "soon" means: a run sent now starts within about this long.
+HORIZON_MS = 1_000
+# How much a new turnover figure weighs against what was measured before.
+RATE_WEIGHT = 0.5
+# No queue is bounded beyond this many executions: past it no measure is trusted.
+MOST_QUEUED = 100_000
+
+
+def queue_bound(capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int) -> int:
+    """The most executions a worker's queue may hold (running ones included)."""
+    ahead = float(capacity)
+    if avg_ms >= 1:
+        ahead = max(ahead, capacity * horizon_ms / avg_ms)
+    ahead = max(ahead, rate_per_s * horizon_ms / 1000)
+    return min(MOST_QUEUED, capacity + math.ceil(ahead))
+
+
+@dataclass
+class _Turnover:
+    at_s: float
+    inflight: int
+    rate: float = 0.0
+
+
+@dataclass
+class TurnoverMeter:
+    """Each worker's turnover (executions finished per second), measured from its
+    in-flight count between two looks and what was sent to it meanwhile."""
+
+    horizon_ms: int = HORIZON_MS
+    _seen: dict[str, _Turnover] = field(default_factory=dict)
+    _sent: dict[str, int] = field(default_factory=dict)
+    # The claim thread counts its sends too.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent(self, worker_id: str, count: int = 1) -> None:
+        """Count executions sent to a worker since its last look."""
+        if count:
+            with self._lock:
+                self._sent[worker_id] = self._sent.get(worker_id, 0) + count
+
+    def observe(self, worker_id: str, inflight: int, at_s: float) -> float:
+        """Record the worker's in-flight count now; its turnover per second."""
+        with self._lock:
+            sent, self._sent[worker_id] = self._sent.get(worker_id, 0), 0
+        last = self._seen.get(worker_id)
+        if last is None or at_s <= last.at_s:
+            self._seen[worker_id] = _Turnover(at_s, inflight, last.rate if last else 0.0)
+            return self._seen[worker_id].rate
+        finished = max(0, last.inflight + sent - inflight)
+        measured = finished / (at_s - last.at_s)
+        rate = (
+            measured if last.rate == 0 else RATE_WEIGHT * measured + (1 - RATE_WEIGHT) * last.rate
+        )
+        # A worker with nothing to do shows no turnover; that says nothing of its speed.
+        if finished == 0 and last.inflight + sent == 0:
+            rate = last.rate
+        self._seen[worker_id] = _Turnover(at_s, inflight, rate)
+        return rate
+
+    def bound(self, worker_id: str, capacity: int, avg_ms: float) -> int:
+        """The worker's queue bound from what is measured of it."""
+        seen = self._seen.get(worker_id)
+        return queue_bound(capacity, avg_ms, seen.rate if seen else 0.0, self.horizon_ms)
