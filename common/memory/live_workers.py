@@ -21,7 +21,7 @@ from pika.exceptions import ChannelClosedByBroker
 
 from common.clock import Clock
 from common.db.workers import Heartbeat
-from common.loadbalance import WorkerLoad
+from common.loadbalance import UNBOUNDED, WorkerLoad
 from common.memory.broker import NOT_FOUND, MemoryBroker
 from common.memory.store import MemoryStore
 from common.states import ExecutionStatus, WorkerState
@@ -35,8 +35,16 @@ class MemoryWorkers:
     on its clock."""
 
     def __init__(
-        self, clock: Clock, stale_ms: int, store: MemoryStore, broker: MemoryBroker
+        self,
+        clock: Clock,
+        stale_ms: int,
+        store: MemoryStore,
+        broker: MemoryBroker,
+        queue_bound: int | None = None,
     ) -> None:
+        # The most executions each worker's queue may hold (None: no bound), fixed where
+        # the real directory measures it (``common.slots``).
+        self._queue_bound = queue_bound
         self._clock = clock
         self._stale_ms = stale_ms
         self._store = store
@@ -85,12 +93,16 @@ class MemoryWorkers:
                 float(w.avg_ms),
                 float(w.cpu_idle),
                 frozenset(w.handlers),
+                self._room(inflight[w.worker_id]),
             )
             for _, w in sorted(self._store.workers.items())
             if w.state is WorkerState.ACTIVE
             and w.last_heartbeat >= heard_since
             and self.consumer_count(w.worker_id) > 0
         ]
+
+    def _room(self, queued: int) -> int:
+        return UNBOUNDED if self._queue_bound is None else max(0, self._queue_bound - queued)
 
     def consumer_count(self, worker_id: str) -> int:
         """Consumers on the worker's queue; 0 if it has no queue."""

@@ -34,6 +34,7 @@ def register_worker(
     now_ms: int = 0,
     handlers: tuple[str, ...] = DEMO_HANDLERS,
     state: WorkerState = WorkerState.ACTIVE,
+    capacity: int = 4,
 ) -> None:
     """Write a worker heartbeat row as a running worker would."""
     with engine.begin() as conn:
@@ -43,7 +44,7 @@ def register_worker(
                 worker_id=worker_id,
                 hostname="test",
                 pid=1,
-                capacity=4,
+                capacity=capacity,
                 active=0,
                 cpu_idle=90,
                 avg_ms=0,

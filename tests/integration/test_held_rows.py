@@ -165,7 +165,8 @@ def test_the_rescue_moves_what_it_can_and_passes_over_rows_another_transaction_h
     declare_core(channel)
     declare_worker_queue(channel, "dead")
     register_worker(engine, "dead", now_ms=0)
-    register_worker(engine, "live", now_ms=clock.now_ms())
+    # Room for all 20 in its queue (capacity 10: 10 running, 10 more due soon).
+    register_worker(engine, "live", now_ms=clock.now_ms(), capacity=10)
     channel.basic_consume(declare_worker_queue(channel, "live"), lambda *_: None)
     ids = [f"e-{n}" for n in range(20)]
     for execution_id in ids:

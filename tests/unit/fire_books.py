@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from common.db.sendable import SLOT_WAIT
 from common.memory.broker import MemoryBroker
 from common.memory.rows import MemoryExecution
 from common.memory.store import MemoryStore
@@ -69,6 +70,8 @@ def _row_problems(
         held = row.message is not None and row.message.startswith(WAITING)
         if later and (held or row.message is None):
             return []
+        if row.message == SLOT_WAIT:
+            return []  # due, waiting for a free slot
         return [f"{e}: SCHEDULED at {row.scheduled_at}, left behind ({row.message!r})"]
     if row.ended_at is None:
         return [f"{e}: {row.status} with no end time"]

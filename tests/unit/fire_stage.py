@@ -35,13 +35,13 @@ class Clock:
 class Stage:
     """A firer on a memory store, broker and worker view, on a clock the test moves."""
 
-    def __init__(self, fire_batch_size: int = 2_000) -> None:
+    def __init__(self, fire_batch_size: int = 2_000, queue_bound: int | None = None) -> None:
         self.clock = Clock()
         self.store = MemoryStore()
         self.broker = MemoryBroker()
         declare_core(self.broker)
         self.publisher = MemoryPublisher(self.broker)
-        self.workers = MemoryWorkers(self.clock, 60_000, self.store, self.broker)
+        self.workers = MemoryWorkers(self.clock, 60_000, self.store, self.broker, queue_bound)
         self.handlers: dict[str, frozenset[str]] = {}
         router = Router(self.workers, WorkerChooser())
         settings = FireSettings(1_000, 500, fire_batch_size, HOLD_MS)

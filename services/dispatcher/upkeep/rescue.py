@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from common.broker import Publisher
 from common.clock import Clock
 from common.db.rescue_store import MySqlRescueTransactions, RescueStore, RescueTransactions
-from common.db.sendable import ExecutionWithJob
-from common.loadbalance import WorkerQueues
+from common.db.sendable import SLOT_WAIT, ExecutionWithJob
+from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.started_mark import RedisStartedMarks, StartedMarks, key_may_be_lost
@@ -201,7 +201,7 @@ class Rescue:
         moved, held = self._reroute(worker_id, plan.unstarted)
         log.warning(
             "worker %s is dead: %d executions lost, %d ended unreported, %d moved, "
-            "%d back to the firer (no live worker runs their handler)",
+            "%d back to the firer (no live worker with room runs their handler)",
             worker_id,
             lost,
             len(plan.ended),
@@ -216,8 +216,8 @@ class Rescue:
 
     def _reroute(self, from_worker: str, rows: Sequence[ExecutionWithJob]) -> tuple[int, int]:
         """Move never-started executions off ``from_worker`` to live workers; how many
-        moved, and how many went back to the firer because no live worker runs their
-        handler.
+        moved, and how many went back to the firer because no live worker that runs
+        their handler has room for them (there they wait for a free slot, shared fairly).
 
         Those must leave the dead worker: left QUEUED there, they would be read first
         at every sweep, and the rest of its work behind them would never move. The
@@ -232,7 +232,7 @@ class Rescue:
             for row, assignment in self._router.route(free, live):
                 # A row that ended since it was read stays as it is.
                 if assignment is None:
-                    reason = no_worker_reason(row.handler)
+                    reason = SLOT_WAIT if runs(live, row.handler) else no_worker_reason(row.handler)
                     held += store.unassign(row.execution_id, from_worker, reason, now)
                 elif store.reassign(row.execution_id, from_worker, assignment.worker_id, now):
                     moved.append(assignment)

@@ -1,0 +1,44 @@
+"""How many executions a worker's queue may hold: its capacity plus what it starts soon."""
+
+from __future__ import annotations
+
+from common.loadbalance import WorkerChooser, WorkerLoad
+from common.slots import MOST_QUEUED, TurnoverMeter, queue_bound
+
+
+def test_a_worker_of_unknown_speed_holds_one_more_run_per_slot() -> None:
+    assert queue_bound(8, avg_ms=0, rate_per_s=0, horizon_ms=1_000) == 16
+
+
+def test_slow_runs_bound_the_queue_to_a_second_of_work() -> None:
+    assert queue_bound(8, avg_ms=500, rate_per_s=0, horizon_ms=1_000) == 8 + 16
+    assert queue_bound(8, avg_ms=10_000, rate_per_s=0, horizon_ms=1_000) == 16
+
+
+def test_fast_workers_may_hold_what_they_turn_over_in_the_horizon() -> None:
+    assert queue_bound(8, avg_ms=0, rate_per_s=3_000, horizon_ms=1_000) == 3_008
+    assert queue_bound(8, avg_ms=0, rate_per_s=1e9, horizon_ms=1_000) == MOST_QUEUED
+
+
+def test_turnover_is_measured_from_the_in_flight_count_and_what_was_sent() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 16, at_s=0.0)
+    meter.sent("w1", 100)
+    assert meter.observe("w1", 16, at_s=0.1) == 1_000.0  # 100 finished in 0.1 s
+    assert meter.bound("w1", 8, avg_ms=0) == 8 + 1_000
+
+
+def test_an_idle_worker_keeps_the_speed_it_showed() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 10, at_s=0.0)
+    fast = meter.observe("w1", 0, at_s=0.1)
+    assert meter.observe("w1", 0, at_s=5.0) == fast
+
+
+def test_the_chooser_picks_only_workers_with_room_and_counts_the_pick() -> None:
+    full = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"h"}), room=0)
+    free = WorkerLoad("w2", 5, 0.0, 100.0, frozenset({"h"}), room=1)
+    chooser = WorkerChooser()
+    assert chooser.choose([full, free], "h") is free
+    assert (free.room, free.picked) == (0, 1)
+    assert chooser.choose([full, free], "h") is None
