@@ -360,3 +360,68 @@ def observe_overruns(count: int) -> None:
 
 def _label_values(metric: Gauge, label: str) -> set[str]:
     return {sample.labels[label] for family in metric.collect() for sample in family.samples}
+
+
+# --- the fair share: per app, labels bounded ------------------------------------------
+
+# Apps that get a series of their own; the rest are counted under "other".
+LABELLED_APPS = 20
+OTHER_APPS = "other"
+
+APP_RUNS_WAITING = Gauge(
+    "kairos_app_runs_waiting",
+    "Due runs of the app waiting for a free slot (leader only; the top apps by name, "
+    'the rest as app="other").',
+    ["app"],
+)
+APP_RUNS_GOING = Gauge(
+    "kairos_app_runs_going",
+    "Runs of the app in a worker's queue or running (leader only).",
+    ["app"],
+)
+APP_START_LAG = Histogram(
+    "kairos_app_start_lag_seconds",
+    "A first attempt's start minus its trigger time, by app, as its result is recorded.",
+    ["app"],
+    buckets=LATENCY_BUCKETS,
+)
+
+
+class AppLabels:
+    """The ``app`` label values: the first ``LABELLED_APPS`` apps seen keep their id,
+    every later one is ``other``, so many apps cannot grow the scrape without bound."""
+
+    def __init__(self, most: int = LABELLED_APPS) -> None:
+        self._most = most
+        self._given: set[str] = set()
+
+    def of(self, app_id: str) -> str:
+        """The label for ``app_id``."""
+        if app_id in self._given:
+            return app_id
+        if len(self._given) < self._most:
+            self._given.add(app_id)
+            return app_id
+        return OTHER_APPS
+
+
+# The label values every per-app metric of this process shares.
+APP_LABELS = AppLabels()
+
+
+def set_app_standing(labels: AppLabels, waiting: dict[str, int], going: dict[str, int]) -> None:
+    """Show each app's waiting and going runs (by app id); apps with neither show 0."""
+    for gauge, counts in ((APP_RUNS_WAITING, waiting), (APP_RUNS_GOING, going)):
+        totals: Tally[str] = Tally()
+        for app_id, count in counts.items():
+            totals[labels.of(app_id)] += count
+        for label in _label_values(gauge, "app") - set(totals):
+            gauge.labels(app=label).set(0)
+        for label, count in totals.items():
+            gauge.labels(app=label).set(count)
+
+
+def observe_app_start_lags(labels: AppLabels, lags: Iterable[tuple[str, float]]) -> None:
+    """Record first attempts' start lags (app id, seconds)."""
+    for app_id, seconds in lags:
+        APP_START_LAG.labels(app=labels.of(app_id)).observe(max(0.0, seconds))

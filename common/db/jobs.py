@@ -217,6 +217,8 @@ class TriggerSettings:
     max_retries: int
     retry_backoff_seconds: int
     retry_backoff_max_seconds: int
+    # The app's public id (``app_...``), for the per-app metrics.
+    app_id: str = ""
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
@@ -226,9 +228,10 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
         return {}
     rows = driver.fetch(
         conn,
-        "SELECT id, app_pk, status, cron_expr, fixed_rate_seconds, next_trigger_time, "
-        "callback_url, max_retries, retry_backoff_seconds, retry_backoff_max_seconds "
-        f"FROM jobs WHERE id IN ({driver.ints(ids)})",
+        "SELECT j.id, j.app_pk, j.status, j.cron_expr, j.fixed_rate_seconds, "
+        "j.next_trigger_time, j.callback_url, j.max_retries, j.retry_backoff_seconds, "
+        "j.retry_backoff_max_seconds, a.app_id FROM jobs j JOIN apps a ON a.id = j.app_pk "
+        f"WHERE j.id IN ({driver.ints(ids)})",
     )
     return {
         int(r.id): TriggerSettings(
@@ -241,6 +244,7 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
             int(r.max_retries),
             int(r.retry_backoff_seconds),
             int(r.retry_backoff_max_seconds),
+            str(r.app_id),
         )
         for r in rows
     }

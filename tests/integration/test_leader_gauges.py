@@ -13,12 +13,14 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
+from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
+from common.db.jobs import NewJob, insert_job
 from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, clear_worker_gauges
 from common.states import WorkerState
 from common.topology import RESULTS_DEAD_QUEUE, declare_core, declare_worker_queue
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.workers import WorkerDirectory
-from tests.integration.helpers import register_worker
+from tests.integration.helpers import make_app, register_worker
 
 
 @pytest.fixture(autouse=True)
@@ -51,9 +53,21 @@ def test_queue_depths_and_live_workers_per_handler(
     )
     directory = WorkerDirectory(engine, connection, clock, 15_000)
 
-    gauges = LeaderGauges(engine, directory, every=0.0)
+    app = make_app(engine, "flood")
+    with engine.begin() as conn:
+        job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
+        runs = [NewExecution(f"e{n}", job, 1, n, 0) for n in range(3)]
+        insert_executions(conn, runs, 0)
+        mark_queued(conn, dict.fromkeys(primary_keys(conn, ["e0"]), "w1"), 10)
+
+    gauges = LeaderGauges(engine, directory, clock, every=0.0)
     gauges.refresh()
 
+    standing = {
+        name: REGISTRY.get_sample_value(name, {"app": app.app_id})
+        for name in ("kairos_app_runs_waiting", "kairos_app_runs_going")
+    }
+    assert standing == {"kairos_app_runs_waiting": 2, "kairos_app_runs_going": 1}
     assert live_workers("report.daily") == 1 and live_workers("demo.noop") == 1
     assert live_workers("report.weekly") == 0, "only a dead worker runs it"
     assert live_workers("old.x") is None, "a forgotten worker's handlers are dropped"

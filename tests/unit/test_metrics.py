@@ -209,3 +209,23 @@ def test_services_take_a_metrics_port_flag(command: str) -> None:
     args = build_parser().parse_args([command, "--metrics-port", "9191"])
     assert args.metrics_port == 9191
     assert build_parser().parse_args([command]).metrics_port is None
+
+
+def test_app_labels_stay_bounded_and_the_rest_is_other() -> None:
+    from common.metrics import AppLabels
+
+    labels = AppLabels(most=2)
+    assert [labels.of(a) for a in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
+
+
+def test_an_apps_standing_goes_to_zero_once_it_has_nothing_waiting() -> None:
+    from prometheus_client import REGISTRY
+
+    from common.metrics import AppLabels, set_app_standing
+
+    labels = AppLabels()
+    set_app_standing(labels, {"app_x": 5}, {"app_x": 2})
+    assert REGISTRY.get_sample_value("kairos_app_runs_waiting", {"app": "app_x"}) == 5
+    set_app_standing(labels, {}, {})
+    assert REGISTRY.get_sample_value("kairos_app_runs_waiting", {"app": "app_x"}) == 0
+    assert REGISTRY.get_sample_value("kairos_app_runs_going", {"app": "app_x"}) == 0

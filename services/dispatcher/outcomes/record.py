@@ -20,7 +20,7 @@ from common.db.jobs import TriggerSettings
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import is_lock_conflict, retry_lock_conflicts
 from common.messages import ExecutionResult
-from common.metrics import observe_finished
+from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
@@ -110,6 +110,14 @@ def _record(
             finished, wanted = _record_in(MySqlOutcomeStore(conn), clock, results)
     _log(finished)
     observe_finished([f.result.status for f in finished])
+    observe_app_start_lags(
+        APP_LABELS,
+        [
+            (f.job.app_id, (f.result.started_at - f.execution.trigger_time) / 1000)
+            for f in finished
+            if f.execution.attempt == 1 and not f.execution.manual and f.result.started_at
+        ],
+    )
     return wanted
 
 

@@ -13,9 +13,13 @@ from collections.abc import Iterable
 
 from sqlalchemy.engine import Engine
 
+from common.clock import Clock
+from common.db.app_activity import app_activity
 from common.db.workers import all_workers
 from common.metrics import (
+    APP_LABELS,
     EXECUTIONS_DISPATCHED,
+    set_app_standing,
     set_core_queue_depth,
     set_handler_live_workers,
 )
@@ -36,9 +40,14 @@ class LeaderGauges:
     """Refreshes the gauges at most every ``every`` seconds."""
 
     def __init__(
-        self, engine: Engine, directory: WorkerDirectory, every: float = REFRESH_SECONDS
+        self,
+        engine: Engine,
+        directory: WorkerDirectory,
+        clock: Clock,
+        every: float = REFRESH_SECONDS,
     ) -> None:
         self._engine = engine
+        self._clock = clock
         self._directory = directory
         self._every = every
         self._next = 0.0
@@ -51,6 +60,17 @@ class LeaderGauges:
         for queue in CORE_QUEUES:
             set_core_queue_depth(queue, self._directory.queue_ready(queue))
         set_handler_live_workers(self._handler_counts())
+        self._app_standing()
+
+    def _app_standing(self) -> None:
+        """Each app's runs waiting for a slot and going."""
+        with self._engine.connect() as conn:
+            standing = app_activity(conn, self._clock.now_ms())
+        set_app_standing(
+            APP_LABELS,
+            {a.app_id: a.waiting for a in standing if a.waiting or a.running},
+            {a.app_id: a.running for a in standing if a.waiting or a.running},
+        )
 
     def _handler_counts(self) -> dict[str, int]:
         """Every handler a worker not yet forgotten registered, with its live workers."""
