@@ -43,6 +43,9 @@ EXPECTED = {
     "kairos_callbacks_orphaned": "counter",
     "kairos_queue_depth_messages": "gauge",
     "kairos_handler_live_workers": "gauge",
+    "kairos_app_runs_waiting": "gauge",
+    "kairos_app_runs_going": "gauge",
+    "kairos_app_start_lag_seconds": "histogram",
     "kairos_api_requests": "counter",
     "kairos_api_request_duration_seconds": "histogram",
 }
