@@ -8,6 +8,7 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
+from services.cli_app_share import EVERY_APP, cmd_stats_apps
 from services.cli_render import (
     Column,
     make_console,
@@ -227,7 +228,10 @@ def _stats_facts(stats: ClusterStats) -> list[tuple[str, str]]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Rates, lag percentiles, workers, dead callbacks and queue depths."""
+    """Rates, lag percentiles, workers, dead callbacks and queue depths (or, with
+    ``--app``, the apps' shares)."""
+    if args.app is not None:
+        return cmd_stats_apps(args)
     import redis
 
     from common.cluster_stats import read_cluster_stats
@@ -292,4 +296,12 @@ def add_cluster_parsers(sub: Subcommands) -> None:
     )
     stats.add_argument("--minutes", type=_minutes, default=5, help="the span, 1 to 120 (default 5)")
     stats.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    stats.add_argument(
+        "--app",
+        nargs="?",
+        const=EVERY_APP,
+        metavar="APP_ID",
+        help="each app's share: weight, cap, runs waiting for a slot and going; with an "
+        "app id, that app's, with its runs' start lag",
+    )
     stats.set_defaults(func=cmd_stats)
