@@ -216,3 +216,17 @@ def test_a_jobs_page_shows_each_callbacks_attempts(
     assert "2 attempts" in page
     assert "#1" in page and "HTTP 503" in page and "HTTP 503 busy" in page
     assert "#2" in page and "no answer, no complete answer within 15 s" in page
+
+
+def test_the_overview_shows_the_apps_sharing_the_slots(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    from common.db.executions import NewExecution, insert_executions
+
+    job_id = a_job(console, app_credentials.api_key)
+    sign_in(console, make_operator(engine))
+    assert "No app has runs waiting or going" in console.get("/console/").text
+    with engine.begin() as conn:
+        insert_executions(conn, [NewExecution(f"w{n}", job_id, 1, n, n) for n in range(3)], 0)
+    page = console.get("/console/").text
+    assert app_credentials.app_id in page and "Apps sharing the slots" in page

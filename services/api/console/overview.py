@@ -1,5 +1,5 @@
 """The overview: runs finished and failed per minute, trigger lag p99, live workers,
-dead callbacks and queue depths, with small charts."""
+dead callbacks, the apps' shares of the slots and queue depths, with small charts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request, Response
 
 from common.activity import MinuteActivity, merged_buckets, quantile, read_activity
+from common.db.app_activity import app_activity
 from common.db.deliveries import count_dead
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
@@ -81,6 +82,7 @@ def overview_context(state: ApiState) -> PageContext:
     with state.engine.connect() as conn:
         workers = worker_views(conn, now, state.settings.heartbeat_stale_ms)
         dead = count_dead(conn)
+        apps = [a for a in app_activity(conn, now) if a.waiting or a.running]
     present = [w for w in workers if w.state is not WorkerState.FORGOTTEN]
     return {
         "now": now,
@@ -91,6 +93,7 @@ def overview_context(state: ApiState) -> PageContext:
         "live_workers": sum(1 for w in present if w.takes_work),
         "workers": len(present),
         "dead_callbacks": dead,
+        "apps": sorted(apps, key=lambda a: (-a.waiting, -a.running, a.app_id)),
         "queues": _queues(state),
         "quiet": not any(m.finished or m.lag_buckets for m in minutes),
         "chart_minutes": CHART_MINUTES,
