@@ -181,6 +181,17 @@ class DispatcherSettings(StoreSettings):
     scan_interval_ms: int = Field(
         default=250, description="due scan period when no wake-up arrives"
     )
+    slot_horizon_ms: int = Field(
+        default=1_000,
+        ge=0,
+        description="a worker's queue holds its capacity plus what it starts within this "
+        "long (measured); due runs beyond that wait in Kairos for the fair share",
+    )
+    priority_aging_ms: int = Field(
+        default=60_000,
+        ge=1,
+        description="waiting this long is worth one priority step, so no run starves",
+    )
     heartbeat_stale_ms: int = 15_000
     pending_republish_ms: int = 5_000
     forget_workers_after_hours: float = Field(

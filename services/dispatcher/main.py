@@ -149,11 +149,15 @@ class Dispatcher:
         channel = connection.channel()
         declare_core(channel)
         publisher = BatchPublisher(channel)
-        directory = WorkerDirectory(self.engine, connection, self.clock, s.heartbeat_stale_ms)
+        directory = WorkerDirectory(
+            self.engine, connection, self.clock, s.heartbeat_stale_ms, s.slot_horizon_ms
+        )
         router = Router(directory, WorkerChooser(Strategy(s.strategy)))
         sender = ClaimSender(WorkerChooser(Strategy(s.strategy)), directory.sent)
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
-        fire = FireSettings(s.claim_window_ms, s.batch_size, s.fire_batch_size)
+        fire = FireSettings(
+            s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms
+        )
         firer = Firer.on_stores(self.stores, publisher, router, fire)
         # Retention runs in a thread of its own (``RetentionLoop``), not in the sweep,
         # whose time the dispatch loop would spend instead of firing.
