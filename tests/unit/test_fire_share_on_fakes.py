@@ -178,3 +178,15 @@ def test_many_apps_share_the_slots_and_every_run_starts_once() -> None:
 
 def _rows(stage: Stage) -> list[tuple[str, MemoryExecution]]:
     return [(r.execution_id, r) for r in stage.store.executions.values()]
+
+
+def test_runs_already_going_count_against_their_apps_share() -> None:
+    stage = a_stage()
+    first = flood(stage, 1, 6)
+    stage.fire()
+    assert all(stage.row(e).status is QUEUED for e in first)
+    flood(stage, 1, 10, prefix="more1")
+    second = flood(stage, 2, 10)
+    stage.later(1)
+    assert stage.fire() == 2
+    assert [stage.row(e).status for e in second[:2]] == [QUEUED, QUEUED]

@@ -209,10 +209,10 @@ class Firer:
                 assigned[row.id] = assignment
             return assignment is not None
 
-        shares = {
-            app: Share(policy.weight, policy.max_running, self._running.get(app, 0))
-            for app, policy in self._apps.items()
-        }
+        shares = {}
+        for app in {r.app_pk for r in contend}:
+            policy = self._apps.get(app, DEFAULT_POLICY)
+            shares[app] = Share(policy.weight, policy.max_running, self._running.get(app, 0))
         room = self._fire_batch_size - len(routes)
         for row in pick_fair(contend, shares, take, room, self._aging_ms):
             self._running[row.app_pk] = self._running.get(row.app_pk, 0) + 1
