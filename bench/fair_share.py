@@ -78,10 +78,10 @@ from tests.e2e.fair_share_kit import (
     read_runs,
     read_starts,
     sleep_bodies,
-    started_count,
     submit_batches,
     trickle,
     wait_handler_known,
+    wait_started,
 )
 
 KAIROS = str(Path(sys.executable).parent / "kairos")
@@ -201,12 +201,7 @@ def run_scenario(
     flood_ids = submit_batches(flood, sleep_bodies("flood", args.flood, args.run_seconds))
     log(f"flood of {len(flood_ids)} runs submitted")
     slots = args.workers * args.capacity
-    poll_until(
-        "the flood filling the slots",
-        lambda: started_count(engine, flood_ids) >= slots,
-        services,
-        120,
-    )
+    wait_started(engine, flood_ids, slots, 120)
     quiet_ids = trickle(quiet, args.quiet, args.quiet_every, args.run_seconds)
     log(f"{len(quiet_ids)} quiet jobs submitted; waiting for every run to end")
     runs = wait_all_ended(engine, flood_ids + quiet_ids, services, args.deadline)

@@ -12,6 +12,7 @@ import json
 import math
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -186,6 +187,25 @@ def read_runs(engine: Engine, job_ids: Sequence[int]) -> list[Run]:
 def started_count(engine: Engine, job_ids: Sequence[int]) -> int:
     """How many runs of these jobs are recorded as started."""
     return sum(r.started_at is not None for r in read_runs(engine, job_ids))
+
+
+def wait_started(engine: Engine, job_ids: Sequence[int], count: int, timeout: float) -> None:
+    """Wait until ``count`` runs of these jobs are recorded as started; on a timeout, say
+    where the runs stand (no execution yet, SCHEDULED, QUEUED...)."""
+    try:
+        wait_until(
+            lambda: started_count(engine, job_ids) >= count,
+            timeout,
+            interval=0.2,
+            what=f"{count} runs to start",
+        )
+    except AssertionError as e:
+        runs = read_runs(engine, job_ids)
+        statuses = Counter(r.status for r in runs)
+        missing = len(job_ids) - len({r.job_id for r in runs})
+        raise AssertionError(
+            f"{e}; runs by status {dict(statuses)}, jobs with none {missing}"
+        ) from None
 
 
 def started_after(runs: Collection[Run], instant_ms: int) -> int:

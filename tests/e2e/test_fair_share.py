@@ -25,13 +25,13 @@ from tests.e2e.fair_share_kit import (
     read_starts,
     sleep_bodies,
     started_after,
-    started_count,
     starts_between,
     submit_batches,
     trickle,
     wait_handler_known,
+    wait_started,
 )
-from tests.e2e.harness import Processes, free_port, wait_healthy, wait_until
+from tests.e2e.harness import Processes, free_port, wait_healthy
 
 pytestmark = [pytest.mark.fair_share, pytest.mark.timeout(300)]
 
@@ -62,19 +62,17 @@ BOOKS_SECONDS = 150
 
 
 def start_stack(processes: Processes) -> str:
-    """``kairos up`` with 2 workers of 4 slots; the API's base URL once it answers."""
+    """api, dispatcher and 2 workers of 4 slots, each its own process; the API's base URL.
+
+    Started one by one rather than by ``kairos up``, whose own 30 s wait for the API
+    runs out on a loaded machine; here every wait is the harness's.
+    """
     port = free_port()
-    processes.start(
-        "up",
-        "up",
-        "--port",
-        str(port),
-        "--workers",
-        str(WORKERS),
-        KAIROS_CAPACITY=str(CAPACITY),
-        # The scenario is about slots, not the API's rate limit: the flood is legitimate.
-        KAIROS_RATE_LIMIT_PER_SECOND="0",
-    )
+    # The scenario is about slots, not the API's rate limit: the flood is legitimate.
+    processes.start("api", "api", "--port", str(port), KAIROS_RATE_LIMIT_PER_SECOND="0")
+    processes.start("dispatcher", "dispatcher")
+    for n in range(1, WORKERS + 1):
+        processes.start(f"worker-{n}", "worker", "--id", f"w{n}", "--capacity", str(CAPACITY))
     return wait_healthy(port)
 
 
@@ -104,9 +102,7 @@ def test_a_quiet_app_starts_within_slot_turnovers_while_another_app_floods(
     base = start_stack(processes)
     flood, quiet = tenants(processes, base, "flood", "quiet")
     flood_ids = submit_batches(flood, sleep_bodies("flood", FLOOD_RUNS))
-    wait_until(
-        lambda: started_count(engine, flood_ids) >= SLOTS, 60, what="the flood to fill the slots"
-    )
+    wait_started(engine, flood_ids, SLOTS, 60)  # the flood fills the slots
     quiet_ids = trickle(quiet, QUIET_JOBS, QUIET_EVERY_SECONDS)
     books = wait_for_books(
         engine, Expectation(flood_ids), Expectation(quiet_ids), timeout=BOOKS_SECONDS
@@ -155,6 +151,10 @@ def test_backlogged_apps_share_the_slots_by_their_weights(
     counts = starts_between(heavy_runs, first, last), starts_between(light_runs, first, last)
     print(f"runs started while both apps were backlogged: heavy {counts[0]}, light {counts[1]}")
     low, high = WEIGHT_RATIO_RANGE
+    assert first < last, (
+        f"the heavy app's first run started {first - last} ms after the light app's last: "
+        "it waited behind the light app's whole backlog"
+    )
     assert counts[1] > 0 and low <= counts[0] / counts[1] <= high, (
         f"with weights {HEAVY_WEIGHT}:1, the heavy app started {counts[0]} runs and the "
         f"light app {counts[1]} while both had runs waiting; expected {low} to {high} times"
