@@ -5,7 +5,7 @@ slot goes to the app furthest below its share, so a quiet app is served within a
 slot turnovers whatever the flood has queued. Weights share the slots between apps
 that are both backlogged, and a cap bounds the runs an app has going at once.
 
-Run these alone with ``pytest -m fair_share tests/e2e`` (about a minute each).
+Run these alone with ``pytest -m fair_share tests/e2e`` (under two minutes each).
 """
 
 from __future__ import annotations
