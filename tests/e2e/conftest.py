@@ -12,6 +12,11 @@ from common.config import StoreSettings
 from tests.e2e.harness import CallbackReceiver, Processes
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The e2e tier's own markers."""
+    config.addinivalue_line("markers", "fair_share: the fair share between apps (issue 21)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test in this folder as an end-to-end test."""
     for item in items:
