@@ -3,10 +3,11 @@ worker can start soon.
 
 A worker runs ``capacity`` executions at once. Whatever is sent beyond that waits in its
 queue, first in, first out, where no other app's run can pass it. So the dispatcher sends
-a worker no more than its capacity plus what it will start within ``horizon_ms``: its
-measured turnover (results per second, as the dispatcher sees its in-flight count fall)
-times the horizon, or, from its heartbeat's average run time, ``capacity * horizon /
-avg_ms``; at least one more slot's worth per slot (``capacity``) while neither is known.
+a worker no more than its capacity plus what it will start within ``horizon_ms``: from
+its heartbeat's average run time, ``capacity * horizon / avg_ms``; for runs too short to
+time in milliseconds, its measured turnover (results per second, as the dispatcher sees
+its in-flight count fall) times the horizon; one more run per slot while neither is
+known.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.
 """
 
@@ -26,10 +27,12 @@ MOST_QUEUED = 100_000
 
 def queue_bound(capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int) -> int:
     """The most executions a worker's queue may hold (running ones included)."""
-    ahead = float(capacity)
     if avg_ms >= 1:
-        ahead = max(ahead, capacity * horizon_ms / avg_ms)
-    ahead = max(ahead, rate_per_s * horizon_ms / 1000)
+        # The worker's own measure of its runs: what its slots start within the horizon.
+        ahead = capacity * horizon_ms / avg_ms
+    else:
+        # Runs too short to time in whole milliseconds, or none yet: what it turned over.
+        ahead = max(float(capacity), rate_per_s * horizon_ms / 1000)
     return min(MOST_QUEUED, capacity + math.ceil(ahead))
 
 

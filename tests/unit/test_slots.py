@@ -12,7 +12,8 @@ def test_a_worker_of_unknown_speed_holds_one_more_run_per_slot() -> None:
 
 def test_slow_runs_bound_the_queue_to_a_second_of_work() -> None:
     assert queue_bound(8, avg_ms=500, rate_per_s=0, horizon_ms=1_000) == 8 + 16
-    assert queue_bound(8, avg_ms=10_000, rate_per_s=0, horizon_ms=1_000) == 16
+    assert queue_bound(8, avg_ms=10_000, rate_per_s=0, horizon_ms=1_000) == 9
+    assert queue_bound(8, avg_ms=500, rate_per_s=900, horizon_ms=1_000) == 24, "timed runs win"
 
 
 def test_fast_workers_may_hold_what_they_turn_over_in_the_horizon() -> None:
