@@ -112,11 +112,24 @@ class Dispatcher:
 
     def _lead_while_leader(self) -> None:
         """Dispatch while this dispatcher holds the lease; return while it does not."""
+        self.leadership.ready.set()
         if self.leadership.is_leader.wait(0.2):
-            self._lead()
+            self.leadership.ready.clear()
+            try:
+                self._lead()
+            finally:
+                # Until the last lead has wound down (threads joined, connection closed)
+                # no lease is taken: it would be held with nothing dispatching.
+                self.leadership.ready.set()
 
     def _lead(self) -> None:
-        connection = connect(self.settings, f"kairos dispatcher {self.name}")
+        # Counted from before the broker connection: a connect that hangs is a stall.
+        self.progress.beat(DISPATCH_LOOP)
+        try:
+            connection = connect(self.settings, f"kairos dispatcher {self.name}")
+        except BaseException:
+            self.progress.forget(DISPATCH_LOOP)
+            raise
         leading = None
         # This lead's own end, never cleared: a claim thread that outlives its join (a
         # MySQL statement hanging) must not take the next lead's signal for its own.

@@ -391,7 +391,7 @@ def test_runs_waiting_for_slots_survive_their_leader_and_are_no_misfire(
             )
         )
     standby = firer(engine, redis_client, connection)
-    sent = []
+    sent: list[int] = []
     deadline = time.monotonic() + 30
     while sum(sent) < 12 and time.monotonic() < deadline:
         standby.load()

@@ -84,3 +84,15 @@ def test_a_stalled_loop_releases_the_lease_and_keeps_it_released() -> None:
 def test_no_loop_leading_stalls_nothing() -> None:
     progress = LoopProgress(Clock())
     assert progress.stalled(0.0) is None
+
+
+def test_a_process_not_ready_to_lead_takes_no_lease() -> None:
+    """A dispatcher still winding down its last lead (joining its threads) or not yet
+    waiting for the next takes no lease: it would hold it with nothing dispatching."""
+    leader, lease, _ = leadership()
+    leader.ready.clear()
+    leader._step()
+    assert not leader.is_leader.is_set() and not lease.held
+    leader.ready.set()
+    leader._step()
+    assert leader.is_leader.is_set()

@@ -41,6 +41,11 @@ class Leadership:
         self.progress = progress or LoopProgress()
         self._stall_s = (stall_ms or default_stall_ms(lease.ttl_ms)) / 1000
         self.is_leader = threading.Event()
+        # Set while the process is ready to lead (its dispatch loop waits for the lease):
+        # a process still winding down its last lead, or connecting for the next, takes
+        # no lease it would then hold without dispatching.
+        self.ready = threading.Event()
+        self.ready.set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
 
@@ -79,7 +84,7 @@ class Leadership:
             elif not self._lease.renew():
                 self.is_leader.clear()
                 log.warning("dispatcher lease lost; stepping down")
-        elif stalled is None and self._lease.acquire():
+        elif stalled is None and self.ready.is_set() and self._lease.acquire():
             self.is_leader.set()
             log.info("dispatcher lease acquired; dispatching")
 
