@@ -228,7 +228,11 @@ def _add_operator_parsers(sub: Subcommands) -> None:
     )
     add_app_parsers(sub)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
-    up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    up.add_argument(
+        "--port",
+        type=int,
+        help="env KAIROS_PORT: the API's port (default 8000); a port in use is refused",
+    )
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
     up.add_argument(
         "--handlers",
