@@ -30,6 +30,8 @@ FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
 DEMO_HANDLERS = "services.worker.demo"
 DEMO_APP = "demo"
+# How long the API may take to answer: imports alone take seconds on a busy machine.
+API_START_SECONDS = 120
 # How many ports from a child's own are tried for its metrics.
 PORT_SEARCH = 50
 
@@ -248,8 +250,11 @@ def run_stack(port: int | None, workers: int, demo: bool, handlers: str | None =
         child.process = subprocess.Popen(child.argv, env=_child_env())
     base = f"http://127.0.0.1:{port}"
     try:
-        if not _wait_healthy(base, 30):
-            print("kairos up: the API did not answer /healthz within 30 s", file=sys.stderr)
+        if not _wait_healthy(base, API_START_SECONDS):
+            print(
+                f"kairos up: the API did not answer /healthz within {API_START_SECONDS} s",
+                file=sys.stderr,
+            )
             return 1
         print("\n".join(banner(settings, base, children)))
         if demo:
