@@ -27,7 +27,7 @@ chromium:
 	@[ -x $(CHROMIUM) ] || { apt-get update -qq && apt-get install -y chromium; }
 
 run: install services
-	$(BIN)/kairos up --demo
+	$(BIN)/kairos up --demo $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .
