@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -28,6 +30,9 @@ Command = Callable[[argparse.Namespace], int]
 
 STORE_DOWN_EXIT = 3
 """The exit status when a store does not answer (2: any other refusal)."""
+SIGPIPE_EXIT = 128 + signal.SIGPIPE
+"""The exit status when stdout's reader stopped reading, as a shell reports a tool that
+SIGPIPE ended."""
 
 
 def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
@@ -327,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Command = args.func
     try:
-        return func(args)
+        return _run_to_a_pipe(func, args)
+    except BrokenPipeError:
+        return _reader_gone()
     except StoreUnavailableError as e:
         print(f"kairos: {e}", file=sys.stderr)
         return STORE_DOWN_EXIT
@@ -348,6 +355,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kairos: {outage}", file=sys.stderr)
         return STORE_DOWN_EXIT if isinstance(outage, StoreUnavailableError) else 2
+
+
+def _run_to_a_pipe(func: Command, args: argparse.Namespace) -> int:
+    """Run the command and flush what it printed, so a reader that stopped reading
+    (``| head``) is seen here rather than in a traceback at exit."""
+    code = func(args)
+    sys.stdout.flush()
+    return code
+
+
+def _reader_gone() -> int:
+    """End quietly when stdout's reader has gone, as a Unix tool killed by SIGPIPE does
+    (status 128 + SIGPIPE); what is still buffered goes nowhere instead of failing at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_EXIT
 
 
 def _print_setting_errors(error: ValidationError) -> None:
