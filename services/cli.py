@@ -24,6 +24,7 @@ from services.cli_callbacks import add_callbacks_parsers
 from services.cli_cluster import add_cluster_parsers
 from services.cli_completion import add_completion_parser
 from services.cli_jobs import add_jobs_parser
+from services.cli_stuck import cmd_executions_stuck
 from services.cli_types import Subcommands
 
 Command = Callable[[argparse.Namespace], int]
@@ -130,16 +131,6 @@ def cmd_operator_revoke(args: argparse.Namespace) -> int:
 
     revoke_operator(StoreSettings(), args.name)
     print(f"operator {args.name}: removed; its token no longer signs in, its sessions ended")
-    return 0
-
-
-def cmd_executions_stuck(args: argparse.Namespace) -> int:
-    """List executions QUEUED or overdue SCHEDULED for longer than --older-than."""
-    from common.config import StoreSettings
-    from services.operations import stuck_executions, stuck_table
-
-    rows = stuck_executions(StoreSettings(), int(args.older_than * 1000))
-    print(json.dumps(rows, indent=2) if args.output == "json" else stuck_table(rows))
     return 0
 
 
