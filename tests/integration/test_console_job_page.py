@@ -1,0 +1,34 @@
+"""The console's job page: a job that fires no more says so in a line, not as trigger 1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.config import ApiSettings, StoreSettings
+from common.db.apps import AppCredentials
+from tests.integration.console_helpers import make_operator, sign_in
+
+
+@pytest.fixture
+def console(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
+    from services.api.app import create_app
+
+    with TestClient(create_app(ApiSettings(namespace=namespace.namespace))) as client:
+        yield client
+
+
+def test_a_job_with_no_next_trigger_says_so_outside_the_numbered_list(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    body = {"jobName": "once", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    job_id = console.post("/openapi/jobs", json=body, headers=headers).json()["jobId"]
+    assert console.post(f"/openapi/jobs/{job_id}/cancel", headers=headers).status_code == 200
+    sign_in(console, make_operator(engine))
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert "none: the job does not fire again by schedule" in page
+    assert "<li>none:" not in page, "not shown as the first of the next triggers"
