@@ -219,7 +219,7 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
 CALLBACK_COLUMNS = (
     Column("EXECUTION", "id"),
     Column("STATUS", keep=9),
-    Column("ATTEMPTS", "num", keep=5),
+    Column("POSTS", "num", keep=5),
     Column("NEXT", keep=6),
     Column("ANSWER", "num", keep=4),
     Column("LAST ERROR", "text", keep=3),

@@ -32,3 +32,23 @@ def test_a_job_with_no_next_trigger_says_so_outside_the_numbered_list(
     page = console.get(f"/console/jobs/{job_id}").text
     assert "none: the job does not fire again by schedule" in page
     assert "<li>none:" not in page, "not shown as the first of the next triggers"
+
+
+def test_the_dead_callbacks_page_counts_deliveries_and_says_why_each_died(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    from common.states import DeadReason, DeliveryStatus
+    from tests.integration.test_callback_reads import add_delivery, attempt
+
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    body = {"jobName": "hooked", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    job_id = console.post("/openapi/jobs", json=body, headers=headers).json()["jobId"]
+    delivery_id = add_delivery(engine, job_id)
+    dead = {"status": DeliveryStatus.DEAD, "dead_reason": DeadReason.GONE}
+    attempt(engine, delivery_id, 1, status_code=410, error="HTTP 410", **dead)
+    attempt(engine, delivery_id, 1, status_code=410, error="HTTP 410", **dead)  # after a replay
+    sign_in(console, make_operator(engine))
+    page = console.get("/console/callbacks/dead").text
+    assert "failed their last retry tier" not in page, "a 410 is not a retry tier's end"
+    assert "1 dead delivery" in page and "gone</td>" in page
+    assert "POSTs</th>" in page and '"POSTs">2</td>' in page
