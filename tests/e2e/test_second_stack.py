@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import subprocess
 
+import httpx
 import redis
 
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from tests.e2e.harness import KAIROS, Processes, free_port, wait_healthy, wait_until
+from tests.e2e.harness import KAIROS, Processes, free_port, wait_until
 
 
 def _run(processes: Processes, *args: str) -> subprocess.CompletedProcess[str]:
@@ -19,12 +20,20 @@ def _run(processes: Processes, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def test_a_second_stack_or_worker_refuses_and_the_first_runs_on(
     processes: Processes, namespace: StoreSettings
 ) -> None:
     port = free_port()
     processes.start("up", "up", "--port", str(port))
-    wait_healthy(port)
+    # The stack migrates, then starts five processes: minutes on a machine others share.
+    wait_until(lambda: _healthy(port), 180, what="the first stack's API")
     banner = wait_until(
         lambda: "workers:" in (log := processes.log("up")) and log, 60, what="the banner"
     )

@@ -1,4 +1,5 @@
-"""The console's job page: a job that fires no more says so in a line, not as trigger 1."""
+"""Console pages: a job that fires no more, dead callbacks counted and explained, the
+retry tiers folded into one row of the overview."""
 
 from __future__ import annotations
 
@@ -52,3 +53,30 @@ def test_the_dead_callbacks_page_counts_deliveries_and_says_why_each_died(
     assert "failed their last retry tier" not in page, "a 410 is not a retry tier's end"
     assert "1 dead delivery" in page and "gone</td>" in page
     assert "POSTs</th>" in page and '"POSTs">2</td>' in page
+
+
+def test_the_overview_folds_the_retry_tiers_into_one_row_that_opens(
+    console: TestClient, engine: Engine, namespace: StoreSettings
+) -> None:
+    import time
+
+    from common.broker import connect
+    from common.topology import declare_core, declare_retry_tiers
+    from common.vhost import vhost_queues
+
+    connection = connect(namespace, "test")
+    try:
+        declare_core(connection.channel())
+        declare_retry_tiers(connection.channel(), [10_000, 120_000, 1_440_000])
+    finally:
+        connection.close()
+    deadline = time.monotonic() + 30
+    while len(vhost_queues(namespace)) < 7 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the management API lists a new queue a moment later
+    sign_in(console, make_operator(engine))
+    page = console.get("/console/").text
+    summary = page.index("<summary><code>kairos.callbacks.retry.*</code> <small>3 retry tiers")
+    assert page.index("<code>kairos.results</code>") < summary
+    assert summary < page.index("<code>kairos.callbacks.dead</code>")
+    tiers = [page.index(f"kairos.callbacks.retry.{s}<") for s in ("10s", "120s", "1440s")]
+    assert tiers == sorted(tiers), "by delay, not as text"
