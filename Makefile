@@ -1,10 +1,13 @@
-# Kairos task runner. `make run` starts the local stack with a demo job; `make test`
-# runs every test tier. Both create .venv and check the stores first.
+# Kairos task runner. `make run` starts the local stack with a demo job (flags for
+# `kairos up` in ARGS: `make run ARGS="--port 8001"`); `make test` runs every test tier.
+# Both create .venv and check the stores first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
 CHROMIUM := /usr/bin/chromium
+# Extra flags for `kairos up` in `make run`.
+ARGS ?=
 
 .PHONY: install services chromium run test test-unit test-integration test-e2e chaos lint format bench clean
 
@@ -27,7 +30,7 @@ chromium:
 	@[ -x $(CHROMIUM) ] || { apt-get update -qq && apt-get install -y chromium; }
 
 run: install services
-	$(BIN)/kairos up --demo
+	$(BIN)/kairos up --demo $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -351,3 +351,39 @@ class CallbackHostUnresolvedError(CallbackUrlRefusedError):
             url, f"names host {host!r}, which did not resolve ({detail}); check the host name"
         )
         self.host = host
+
+
+class WorkerIdInUseError(KairosError):
+    """A worker was started under the id of a worker process that is running now."""
+
+    def __init__(self, worker_id: str, where: str, age_ms: int) -> None:
+        super().__init__(
+            f"worker {worker_id!r} is already running ({where}, heartbeat {age_ms / 1000:.0f} s "
+            "ago, consuming its queue): give this worker another --id (KAIROS_WORKER_ID), or "
+            "stop that one first (after `make run`, its stack already runs workers)"
+        )
+        self.worker_id = worker_id
+
+
+class PortInUseError(KairosError):
+    """``kairos up`` was asked for an API port another program holds."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(
+            f"port {port} is in use: another stack? use --port (KAIROS_PORT), e.g. "
+            f"--port {port + 1}, or stop what holds it"
+        )
+        self.port = port
+
+
+class AppNameTakenError(KairosError):
+    """An app was created under the name of an app that exists."""
+
+    def __init__(self, name: str, app_ids: Sequence[str]) -> None:
+        super().__init__(
+            f"an app named {name!r} exists already ({', '.join(app_ids)}): pick another name, "
+            "or use that app (`kairos app list`; `kairos app rotate-key APP_ID` gives it a "
+            "new key)"
+        )
+        self.name = name
+        self.app_ids = list(app_ids)

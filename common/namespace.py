@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from common.clock import wall_ms
 from common.config import StoreSettings
-from common.db.apps import AppCredentials, create_app
+from common.db.apps import AppCredentials, all_apps, create_app, rotate_api_key
 from common.db.engine import ensure_database, make_engine, migrate
+from common.errors import AppNameTakenError
 from common.vhost import ensure_vhost
 
 
@@ -26,5 +27,41 @@ def create_app_credentials(settings: StoreSettings, name: str) -> AppCredentials
     try:
         with engine.begin() as conn:
             return create_app(conn, name, wall_ms())
+    finally:
+        engine.dispose()
+
+
+# How long the keys a reused app had keep working after ``app_api_key`` gives it a new one.
+REUSED_APP_KEY_OVERLAP_MS = 24 * 3600 * 1000
+
+
+def create_unique_app(settings: StoreSettings, name: str) -> AppCredentials:
+    """Create an app, refused (``AppNameTakenError``) when an app has that name already:
+    a name picks an app (``--app NAME``), so two of one name could not be told apart."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            taken = [app.app_id for app in all_apps(conn) if app.name == name]
+            if taken:
+                raise AppNameTakenError(name, taken)
+            return create_app(conn, name, wall_ms())
+    finally:
+        engine.dispose()
+
+
+def app_api_key(settings: StoreSettings, name: str) -> tuple[str, bool]:
+    """An API key for the app named ``name`` and whether that app existed: a new key for
+    the oldest app of that name (its other keys work a day longer), else a new app. So a
+    stack started again (``kairos up --demo``) reuses its demo app."""
+    engine = make_engine(settings, pool_size=1)
+    try:
+        with engine.begin() as conn:
+            named = [app.app_id for app in all_apps(conn) if app.name == name]
+            now = wall_ms()
+            if named:
+                key = rotate_api_key(conn, named[0], now, now + REUSED_APP_KEY_OVERLAP_MS)
+                assert key is not None  # the app was read in this transaction
+                return key.api_key, True
+            return create_app(conn, name, now).api_key, False
     finally:
         engine.dispose()

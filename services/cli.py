@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -22,12 +24,16 @@ from services.cli_callbacks import add_callbacks_parsers
 from services.cli_cluster import add_cluster_parsers
 from services.cli_completion import add_completion_parser
 from services.cli_jobs import add_jobs_parser
+from services.cli_stuck import cmd_executions_stuck
 from services.cli_types import Subcommands
 
 Command = Callable[[argparse.Namespace], int]
 
 STORE_DOWN_EXIT = 3
 """The exit status when a store does not answer (2: any other refusal)."""
+SIGPIPE_EXIT = 128 + signal.SIGPIPE
+"""The exit status when stdout's reader stopped reading, as a shell reports a tool that
+SIGPIPE ended."""
 
 
 def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
@@ -128,16 +134,6 @@ def cmd_operator_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_executions_stuck(args: argparse.Namespace) -> int:
-    """List executions QUEUED or overdue SCHEDULED for longer than --older-than."""
-    from common.config import StoreSettings
-    from services.operations import stuck_executions, stuck_table
-
-    rows = stuck_executions(StoreSettings(), int(args.older_than * 1000))
-    print(json.dumps(rows, indent=2) if args.output == "json" else stuck_table(rows))
-    return 0
-
-
 def cmd_executions_fail(args: argparse.Namespace) -> int:
     """Record a stuck execution FAILED with a reason."""
     from common.config import StoreSettings
@@ -228,7 +224,11 @@ def _add_operator_parsers(sub: Subcommands) -> None:
     )
     add_app_parsers(sub)
     up = sub.add_parser("up", help="run api, dispatcher, 2 workers and notifier locally")
-    up.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    up.add_argument(
+        "--port",
+        type=int,
+        help="env KAIROS_PORT: the API's port (default 8000); a port in use is refused",
+    )
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
     up.add_argument(
         "--handlers",
@@ -323,7 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Command = args.func
     try:
-        return func(args)
+        return _run_to_a_pipe(func, args)
+    except BrokenPipeError:
+        return _reader_gone()
     except StoreUnavailableError as e:
         print(f"kairos: {e}", file=sys.stderr)
         return STORE_DOWN_EXIT
@@ -344,6 +346,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kairos: {outage}", file=sys.stderr)
         return STORE_DOWN_EXIT if isinstance(outage, StoreUnavailableError) else 2
+
+
+def _run_to_a_pipe(func: Command, args: argparse.Namespace) -> int:
+    """Run the command and flush what it printed, so a reader that stopped reading
+    (``| head``) is seen here rather than in a traceback at exit."""
+    code = func(args)
+    sys.stdout.flush()
+    return code
+
+
+def _reader_gone() -> int:
+    """End quietly when stdout's reader has gone, as a Unix tool killed by SIGPIPE does
+    (status 128 + SIGPIPE); what is still buffered goes nowhere instead of failing at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_EXIT
 
 
 def _print_setting_errors(error: ValidationError) -> None:

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 def cmd_app_create(args: argparse.Namespace) -> int:
     """Create an app and print its credentials as JSON."""
     from common.config import StoreSettings
-    from common.namespace import create_app_credentials
+    from common.namespace import create_unique_app
 
-    credentials = create_app_credentials(StoreSettings(), args.name)
+    credentials = create_unique_app(StoreSettings(), args.name)
     print(
         json.dumps(
             {

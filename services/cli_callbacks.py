@@ -68,7 +68,7 @@ def cmd_callbacks_dead(args: argparse.Namespace) -> int:
         Column("DELIVERY", keep=36),
         Column("JOB", "id"),
         Column("APP", "text", keep=5),
-        Column("ATTEMPTS", "id"),
+        Column("POSTS", "id"),
         Column("WHY", keep=9),
         Column("DEAD", keep=7),
         Column("LAST ERROR", "text", keep=10),

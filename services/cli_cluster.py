@@ -256,10 +256,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     console = make_console()
     print_facts(_stats_facts(stats), console)
     console.print("", markup=False)
-    rows = [
-        [str(q["name"]), str(q["ready"]), str(q["unacked"]), str(q["consumers"])]
-        for q in stats.queues
-    ]
+    rows = _queue_rows(stats.queues, args.tiers)
     columns = [
         Column("QUEUE", "id"),
         Column("READY", "num"),
@@ -268,6 +265,23 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ]
     print_table(columns, rows, "queues: unknown" if stats.queue_error else "no queue", console)
     return 0
+
+
+def _queue_rows(queues: list[dict[str, int | str]], tiers: bool) -> list[list[str]]:
+    """The queues by meaning (``common.queue_order``): the retry tiers in one row, or
+    with ``tiers`` each under it, by delay."""
+    from common.queue_order import QueueRow, ordered_queues
+
+    def cells(row: QueueRow, name: str) -> list[str]:
+        return [name, str(row.ready), str(row.unacked), str(row.consumers)]
+
+    rows = []
+    for row in ordered_queues(queues):
+        shown = f"{row.name} ({len(row.tiers)} tiers)" if row.tiers else row.name
+        rows.append(cells(row, shown))
+        if tiers:
+            rows.extend(cells(tier, f"  {tier.name}") for tier in row.tiers)
+    return rows
 
 
 # 1 to 120 minutes: the activity kept.
@@ -295,6 +309,11 @@ def add_cluster_parsers(sub: Subcommands) -> None:
         "stats", help="runs finished and failed, rates, trigger lag percentiles, queue depths"
     )
     stats.add_argument("--minutes", type=_minutes, default=5, help="the span, 1 to 120 (default 5)")
+    stats.add_argument(
+        "--tiers",
+        action="store_true",
+        help="list each callback retry tier under their row (by delay)",
+    )
     stats.add_argument("-o", "--output", choices=["table", "json"], default="table")
     stats.add_argument(
         "--app",

@@ -211,26 +211,38 @@ def cmd_jobs_show(args: argparse.Namespace) -> int:
     console.print(f"\nexecutions (newest first, at most {args.executions}):", markup=False)
     print_table(EXECUTION_COLUMNS, _execution_rows(detail.executions, now), "none yet", console)
     console.print("\ncallbacks (newest first):", markup=False)
-    rows = [
-        [
-            str(c.execution_id),
-            str(c.status),
-            str(c.attempts),
-            str(c.last_status_code or "-"),
-            one_line(c.last_error),
-        ]
-        for c in detail.callbacks
-    ]
-    columns = [
-        Column("EXECUTION", "id"),
-        Column("STATUS", keep=9),
-        Column("ATTEMPTS", "num", keep=5),
-        Column("ANSWER", "num", keep=4),
-        Column("LAST ERROR", "text", keep=3),
-    ]
     empty = "none" if detail.job.callback_url else "none: the job has no callback URL"
-    print_table(columns, rows, empty, console)
+    print_table(CALLBACK_COLUMNS, _callback_rows(detail, now), empty, console)
     return 0
+
+
+CALLBACK_COLUMNS = (
+    Column("EXECUTION", "id"),
+    Column("STATUS", keep=9),
+    Column("POSTS", "num", keep=5),
+    Column("NEXT", keep=6),
+    Column("ANSWER", "num", keep=4),
+    Column("LAST ERROR", "text", keep=3),
+)
+
+
+def _callback_rows(detail: JobDetail, now: int) -> list[list[str]]:
+    """The job's callbacks: ``NEXT`` says when a RETRYING one is tried again, as the
+    console does."""
+    rows = []
+    for c in detail.callbacks:
+        retrying = str(c.status) == "RETRYING" and c.next_attempt_at is not None
+        rows.append(
+            [
+                str(c.execution_id),
+                str(c.status),
+                str(c.attempts),
+                when_text(c.next_attempt_at, now) if retrying else "-",
+                str(c.last_status_code or "-"),
+                one_line(c.last_error),
+            ]
+        )
+    return rows
 
 
 def cmd_jobs_executions(args: argparse.Namespace) -> int:

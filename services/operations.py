@@ -64,6 +64,8 @@ def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
     patterns (``(all)`` when the app may name every handler), name."""
     listed = _in_transaction(settings, all_apps)
+    if not listed:
+        return "no app yet: `kairos app create NAME` makes one"
     lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
     for app in listed:
         patterns = app.handlers.patterns
@@ -151,6 +153,8 @@ def create_operator_token(settings: StoreSettings, name: str) -> str:
 def list_operators(settings: StoreSettings) -> str:
     """A table of console operators: name, creation time, sessions held (no tokens)."""
     listed = _in_transaction(settings, all_operators)
+    if not listed:
+        return "no operator yet: `kairos operator create NAME` makes one"
     lines = [f"{'NAME':24} {'CREATED':24} SESSIONS"]
     for operator in listed:
         created = iso_ms(operator.created_at)
@@ -188,20 +192,6 @@ def stuck_executions(settings: StoreSettings, older_than_ms: int) -> list[dict[s
     with _execution_stores(settings) as stores:
         now = stores.clock.now_ms()
         return [view.as_dict(now) for view in list_stuck(stores, older_than_ms)]
-
-
-def stuck_table(rows: list[dict[str, object]]) -> str:
-    """``stuck_executions`` as a table for a terminal."""
-    lines = [
-        f"{'EXECUTION':36} {'JOB':>8} {'TRY':>3} {'STATUS':9} {'WORKER':20} {'AGE_S':>8} "
-        f"{'RUN':16} HANDLER"
-    ]
-    for r in rows:
-        lines.append(
-            f"{r['executionId']!s:36} {r['jobId']!s:>8} {r['attempt']!s:>3} {r['status']!s:9} "
-            f"{(r['workerId'] or '-')!s:20} {r['ageSeconds']!s:>8} {r['run']!s:16} {r['handler']}"
-        )
-    return "\n".join(lines)
 
 
 def fail_stuck(settings: StoreSettings, execution_id: str, reason: str, wait_s: float) -> bool:

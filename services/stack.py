@@ -15,10 +15,12 @@ from types import FrameType
 
 import httpx
 
-from common.config import StoreSettings, WorkerSettings
-from common.errors import ConfigurationError
-from common.namespace import create_app_credentials, prepare_namespace
+from common.config import ApiSettings, StoreSettings, WorkerSettings
+from common.errors import ConfigurationError, PortInUseError, WorkerIdInUseError
+from common.namespace import app_api_key, prepare_namespace
+from common.runtime import open_stores
 from common.vhost import management_api
+from services.worker.id_guard import refuse_if_running
 
 STOP_GRACE_SECONDS = 40.0
 MAX_RESTARTS = 5
@@ -27,6 +29,11 @@ DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
 DEMO_HANDLERS = "services.worker.demo"
+DEMO_APP = "demo"
+# How long the API may take to answer: imports alone take seconds on a busy machine.
+API_START_SECONDS = 120
+# How many ports from a child's own are tried for its metrics.
+PORT_SEARCH = 50
 
 
 @dataclass
@@ -65,12 +72,14 @@ def worker_handlers(setting: str, demo: bool) -> str:
     return ",".join(modules)
 
 
-def _children(port: int, workers: int, handlers: str) -> list[Child]:
+def _children(port: int, workers: int, handlers: str) -> tuple[list[Child], set[int]]:
+    """The stack's children, and the metrics ports they were given."""
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
     stack = [Child("api", [*kairos, "api", "--port", str(port)])]
+    taken: set[int] = set()
     stack.append(
-        _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT)
+        _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT, taken)
     )
     for n in range(1, workers + 1):
         worker_id = f"{host}-w{n}"
@@ -79,40 +88,62 @@ def _children(port: int, workers: int, handlers: str) -> list[Child]:
         # Worker ports stop short of the notifier's: workers past the tenth serve none.
         metrics_port = FIRST_WORKER_METRICS_PORT + n - 1
         fits = metrics_port < NOTIFIER_METRICS_PORT
-        stack.append(_with_metrics(worker, metrics_port) if fits else worker)
-    stack.append(_with_metrics(Child("notifier", [*kairos, "notifier"]), NOTIFIER_METRICS_PORT))
-    return stack
+        stack.append(_with_metrics(worker, metrics_port, taken) if fits else worker)
+    notifier = Child("notifier", [*kairos, "notifier"])
+    stack.append(_with_metrics(notifier, NOTIFIER_METRICS_PORT, taken))
+    return stack, taken
 
 
-def _with_metrics(child: Child, port: int) -> Child:
-    """Give the child a metrics port, unless it is taken (another stack, another program)."""
-    if not _port_free(port):
-        print(f"kairos up: port {port} is in use; {child.name} serves no metrics")
+def _with_metrics(child: Child, port: int, taken: set[int]) -> Child:
+    """Give the child the first free metrics port from ``port`` on that no other child of
+    the stack has (another stack or program may hold ``port``), and say when it moved."""
+    free = _next_free_port(port, taken)
+    if free is None:
+        print(
+            f"kairos up: ports {port}-{port + PORT_SEARCH - 1} are in use; {child.name} "
+            "serves no metrics"
+        )
         return child
-    child.argv += ["--metrics-port", str(port)]
-    child.metrics_port = port
+    if free != port:
+        print(f"kairos up: port {port} is in use; {child.name} serves metrics on {free}")
+    taken.add(free)
+    child.argv += ["--metrics-port", str(free)]
+    child.metrics_port = free
     return child
 
 
-def _port_free(port: int) -> bool:
+def _next_free_port(port: int, taken: set[int]) -> int | None:
+    """The first port from ``port`` on that is free and not in ``taken``; None past
+    ``PORT_SEARCH`` of them."""
+    for candidate in range(port, port + PORT_SEARCH):
+        if candidate not in taken and port_free(candidate):
+            return candidate
+    return None
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``port`` (a port in TIME_WAIT counts as free, as the
+    services bind with SO_REUSEADDR)."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((host, port))
         except OSError:
             return False
     return True
 
 
-def _restart(child: Child) -> None:
-    """Start the child again, without its metrics port if another program holds it now: a
-    stack starting at the same moment may have seen it free too, and a service that
-    cannot bind its port exits, as it would on every restart."""
-    if child.metrics_port is not None and not _port_free(child.metrics_port):
-        print(f"kairos up: port {child.metrics_port} is in use; {child.name} serves no metrics")
+def _restart(child: Child, taken: set[int]) -> None:
+    """Start the child again, on another metrics port if another program holds its own
+    now: a stack starting at the same moment may have seen it free too, and a service
+    that cannot bind its port exits, as it would on every restart."""
+    port = child.metrics_port
+    if port is not None and not port_free(port):
         at = child.argv.index("--metrics-port")
         child.argv = child.argv[:at] + child.argv[at + 2 :]
         child.metrics_port = None
+        taken.discard(port)
+        _with_metrics(child, port, taken)
     child.process = subprocess.Popen(child.argv, env=_child_env())
 
 
@@ -158,8 +189,8 @@ def _wait_healthy(base: str, deadline_seconds: float) -> bool:
 
 
 def _submit_demo(settings: StoreSettings, base: str) -> None:
-    credentials = create_app_credentials(settings, "demo")
-    headers = {"Authorization": f"Bearer {credentials.api_key}"}
+    api_key, reused = app_api_key(settings, DEMO_APP)
+    headers = {"Authorization": f"Bearer {api_key}"}
     body = {"jobName": "hello", "jobHandler": "demo.echo", "params": {"hello": "kairos"}}
     deadline = time.monotonic() + 30
     while True:
@@ -170,11 +201,9 @@ def _submit_demo(settings: StoreSettings, base: str) -> None:
         time.sleep(0.3)
     job_id = response.json().get("jobId")
     print(f"demo job:       {json.dumps(response.json())}")
-    print(f"api key:        {credentials.api_key}")
-    print(
-        f"status:         curl -H 'Authorization: Bearer {credentials.api_key}' "
-        f"{base}/openapi/jobs/{job_id}"
-    )
+    again = " (a new key of the app made by an earlier --demo)" if reused else ""
+    print(f"api key:        {api_key}{again}")
+    print(f"status:         curl -H 'Authorization: Bearer {api_key}' {base}/openapi/jobs/{job_id}")
     print(f"executions:     {base}/openapi/jobs/{job_id}/executions")
 
 
@@ -193,13 +222,18 @@ def _stop_all(children: list[Child]) -> None:
             child.process.wait()
 
 
-def run_stack(port: int, workers: int, demo: bool, handlers: str | None = None) -> int:
+def run_stack(port: int | None, workers: int, demo: bool, handlers: str | None = None) -> int:
     """Run the stack until Ctrl-C or SIGTERM; a child that exits is restarted.
 
-    Workers import ``handlers`` (default: KAIROS_HANDLERS), plus the demo handlers with
-    ``demo``.
+    The API listens on ``port`` (default: KAIROS_PORT); one that is taken is refused
+    before anything starts, since a second stack in the namespace would run workers
+    under the first one's ids. Workers import ``handlers`` (default: KAIROS_HANDLERS),
+    plus the demo handlers with ``demo``.
     """
     modules = worker_handlers(WorkerSettings().handlers if handlers is None else handlers, demo)
+    port = ApiSettings().port if port is None else port
+    if not port_free(port):
+        raise PortInUseError(port)
     settings = StoreSettings()
     prepare_namespace(settings)
     stopping = False
@@ -210,24 +244,45 @@ def run_stack(port: int, workers: int, demo: bool, handlers: str | None = None) 
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    children = _children(port, workers, modules)
+    children, taken = _children(port, workers, modules)
+    _refuse_running_workers(settings, [c.worker_id for c in children if c.worker_id])
     for child in children:
         child.process = subprocess.Popen(child.argv, env=_child_env())
     base = f"http://127.0.0.1:{port}"
     try:
-        if not _wait_healthy(base, 30):
-            print("kairos up: the API did not answer /healthz within 30 s", file=sys.stderr)
+        if not _wait_healthy(base, API_START_SECONDS):
+            print(
+                f"kairos up: the API did not answer /healthz within {API_START_SECONDS} s",
+                file=sys.stderr,
+            )
             return 1
         print("\n".join(banner(settings, base, children)))
         if demo:
             _submit_demo(settings, base)
         print("press Ctrl-C to stop", flush=True)
-        return _supervise(children, lambda: stopping)
+        return _supervise(children, taken, lambda: stopping)
     finally:
         _stop_all(children)
 
 
-def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
+def _refuse_running_workers(settings: StoreSettings, worker_ids: list[str]) -> None:
+    """Refuse to start when a worker of this stack's ids runs in the namespace: another
+    stack on another port, whose workers these would collide with."""
+    stores = open_stores(settings, pool_size=1)
+    try:
+        for worker_id in worker_ids:
+            try:
+                refuse_if_running(stores, worker_id)
+            except WorkerIdInUseError as e:
+                raise ConfigurationError(
+                    f"another stack runs in namespace {settings.namespace!r} ({e}); stop it "
+                    "first, or start this one with another KAIROS_NAMESPACE"
+                ) from e
+    finally:
+        stores.engine.dispose()
+
+
+def _supervise(children: list[Child], taken: set[int], stopping: Callable[[], bool]) -> int:
     """Restart a child that exits on its own (a store restart can end a service); give up
     on one that keeps failing, so a broken set-up is not restarted forever."""
     while not stopping():
@@ -240,6 +295,6 @@ def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
                 print(f"kairos up: {child.name} keeps exiting ({code}); stopping", file=sys.stderr)
                 return 1
             print(f"kairos up: {child.name} exited with {code}; restarting it", file=sys.stderr)
-            _restart(child)
+            _restart(child, taken)
         time.sleep(0.2)
     return 0

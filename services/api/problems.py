@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any
@@ -232,10 +233,28 @@ def _field_name(location: tuple[Any, ...]) -> str:
     return name or "body"
 
 
+def _json_invalid(error: Mapping[str, Any], document: object) -> dict[str, str]:
+    """A body that is not JSON, named as the body with where the reader stopped (line,
+    column) and what it expected there, as ``json`` says it."""
+    location = tuple(error.get("loc", ()))
+    position = location[1] if len(location) > 1 and isinstance(location[1], int) else None
+    expected = str(error.get("ctx", {}).get("error", "not JSON"))
+    where = ""
+    if position is not None and isinstance(document, str | bytes):
+        text = document if isinstance(document, str) else document.decode(errors="replace")
+        line = text.count("\n", 0, position) + 1
+        column = position - text.rfind("\n", 0, position)
+        where = f" at line {line}, column {column} (character {position + 1})"
+    message = f"the body is not valid JSON: {expected}{where}"
+    return {"field": "body", "message": message}
+
+
 async def _request_invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
-        {"field": _field_name(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
+        _json_invalid(e, exc.body)
+        if e.get("type") == "json_invalid"
+        else {"field": _field_name(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
         for e in exc.errors()
     ]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)

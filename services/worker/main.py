@@ -24,6 +24,7 @@ from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
 from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
+from services.worker.id_guard import refuse_if_running
 from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
 from services.worker.packs import DispatchPacking, Unit
 from services.worker.registry import collect_handlers
@@ -66,6 +67,7 @@ def run_worker(settings: WorkerSettings) -> None:
     worker_id = settings.worker_id or f"{socket.gethostname()}-{int(time.time())}"
     handlers = collect_handlers(handler_modules(settings.handlers))
     stores = open_stores(settings, pool_size=2)
+    refuse_if_running(stores, worker_id)
     runner = ExecutionRunner(
         worker_id,
         handlers,

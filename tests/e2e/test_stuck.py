@@ -111,7 +111,8 @@ def test_an_operator_lists_requeues_and_fails_stuck_executions(
         api, namespace, {"jobName": "r", "jobHandler": "demo.noop"}
     )
     api.wait_status(sleeper, {"SUCCEEDED"})
-    listed = json.loads(processes.run("executions", "stuck", "--older-than", "0s", "-o", "json"))
+    shown = processes.run("executions", "stuck", "--older-than", "0s", "-o", "json")
+    listed = json.loads(shown)["executions"]
     assert [(r["executionId"], r["run"], r["workerId"]) for r in listed] == [
         (requeued, "never_started", "w1")
     ]

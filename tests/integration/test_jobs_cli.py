@@ -146,3 +146,20 @@ def test_jobs_show_lists_each_callbacks_attempts(
         (2, None, "no complete answer within 15 s"),
     ]
     assert shown["url"] == "https://x/h"
+
+
+def test_jobs_show_says_when_a_retrying_callback_is_tried_next(
+    cli: Any, client: TestClient, engine: Engine
+) -> None:
+    from tests.integration.test_callback_reads import BASE_MS, add_delivery, attempt
+
+    job = submit(client, jobName="hooked", triggerAt="2100-01-01T00:00:00Z")
+    delivery_id = add_delivery(engine, job)
+    attempt(engine, delivery_id, 1, status_code=503, error="HTTP 503", next_attempt_at=BASE_MS)
+    status, out, _ = cli("jobs", "show", str(job))
+    assert status == 0
+    header = next(
+        line for line in out.splitlines() if line.startswith("EXECUTION") and "NEXT" in line
+    )
+    row = out.splitlines()[out.splitlines().index(header) + 1]
+    assert "RETRYING" in row and "2027-01-15T08:00:00Z (" in row, out

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from services.cli import main
@@ -63,3 +68,24 @@ def test_allow_and_all_together_are_refused(capsys: pytest.CaptureFixture[str]) 
         main(["app", "handlers", "app_1", "--allow", "report.*", "--all"])
     assert exited.value.code == 2
     assert "--all: not allowed with argument --allow" in capsys.readouterr().err
+
+
+def _run_into_a_closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run ``kairos ARGS`` with stdout a pipe whose reader has gone, as after ``| head``."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "services.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly_as_sigpipe_would() -> None:
+    done = _run_into_a_closed_pipe("completion", "bash")
+    assert done.stderr == b"", done.stderr.decode()
+    assert done.returncode == 128 + signal.SIGPIPE

@@ -14,6 +14,7 @@ from common.db.deliveries import count_dead
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
 from common.metrics import LATENCY_BUCKETS
+from common.queue_order import QueueRow, ordered_queues
 from common.states import WorkerState
 from common.timefmt import iso_ms
 from common.vhost import vhost_queues
@@ -36,6 +37,11 @@ class Queues:
 
     rows: list[dict[str, int | str]]
     error: str | None = None
+
+    @property
+    def ordered(self) -> list[QueueRow]:
+        """The queues by meaning, the callback retry tiers folded into one row."""
+        return ordered_queues(self.rows)
 
     @property
     def waiting(self) -> int:

@@ -158,6 +158,15 @@ def republish_stale_deliveries(
         rows = deliveries.stale_pending(conn, clock.now_ms() - after_ms, REPUBLISH_LIMIT, lock=True)
         if not rows:
             return
-        log.warning("republishing %d callback deliveries", len(rows))
+        # A PENDING delivery that was attempted before is an operator's replay, sent as
+        # asked; one never attempted was lost between its record and its publish.
+        replayed = sum(1 for r in rows if r.attempts > 0)
+        if replayed:
+            log.info("sending %d replayed callback deliveries", replayed)
+        if len(rows) > replayed:
+            log.warning(
+                "republishing %d callback deliveries never confirmed in the notifier's queue",
+                len(rows) - replayed,
+            )
         publisher.publish([callback_message(r.as_new()) for r in rows])
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

@@ -1,0 +1,82 @@
+"""Console pages: a job that fires no more, dead callbacks counted and explained, the
+retry tiers folded into one row of the overview."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+
+from common.config import ApiSettings, StoreSettings
+from common.db.apps import AppCredentials
+from tests.integration.console_helpers import make_operator, sign_in
+
+
+@pytest.fixture
+def console(namespace: StoreSettings, app_credentials: AppCredentials) -> Iterator[TestClient]:
+    from services.api.app import create_app
+
+    with TestClient(create_app(ApiSettings(namespace=namespace.namespace))) as client:
+        yield client
+
+
+def test_a_job_with_no_next_trigger_says_so_outside_the_numbered_list(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    body = {"jobName": "once", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    job_id = console.post("/openapi/jobs", json=body, headers=headers).json()["jobId"]
+    assert console.post(f"/openapi/jobs/{job_id}/cancel", headers=headers).status_code == 200
+    sign_in(console, make_operator(engine))
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert "none: the job does not fire again by schedule" in page
+    assert "<li>none:" not in page, "not shown as the first of the next triggers"
+
+
+def test_the_dead_callbacks_page_counts_deliveries_and_says_why_each_died(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    from common.states import DeadReason, DeliveryStatus
+    from tests.integration.test_callback_reads import add_delivery, attempt
+
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    body = {"jobName": "hooked", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    job_id = console.post("/openapi/jobs", json=body, headers=headers).json()["jobId"]
+    delivery_id = add_delivery(engine, job_id)
+    dead = {"status": DeliveryStatus.DEAD, "dead_reason": DeadReason.GONE}
+    attempt(engine, delivery_id, 1, status_code=410, error="HTTP 410", **dead)
+    attempt(engine, delivery_id, 1, status_code=410, error="HTTP 410", **dead)  # after a replay
+    sign_in(console, make_operator(engine))
+    page = console.get("/console/callbacks/dead").text
+    assert "failed their last retry tier" not in page, "a 410 is not a retry tier's end"
+    assert "1 dead delivery" in page and "gone</td>" in page
+    assert "POSTs</th>" in page and '"POSTs">2</td>' in page
+
+
+def test_the_overview_folds_the_retry_tiers_into_one_row_that_opens(
+    console: TestClient, engine: Engine, namespace: StoreSettings
+) -> None:
+    import time
+
+    from common.broker import connect
+    from common.topology import declare_core, declare_retry_tiers
+    from common.vhost import vhost_queues
+
+    connection = connect(namespace, "test")
+    try:
+        declare_core(connection.channel())
+        declare_retry_tiers(connection.channel(), [10_000, 120_000, 1_440_000])
+    finally:
+        connection.close()
+    deadline = time.monotonic() + 30
+    while len(vhost_queues(namespace)) < 7 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the management API lists a new queue a moment later
+    sign_in(console, make_operator(engine))
+    page = console.get("/console/").text
+    summary = page.index("<summary><code>kairos.callbacks.retry.*</code> <small>3 retry tiers")
+    assert page.index("<code>kairos.results</code>") < summary
+    assert summary < page.index("<code>kairos.callbacks.dead</code>")
+    tiers = [page.index(f"kairos.callbacks.retry.{s}<") for s in ("10s", "120s", "1440s")]
+    assert tiers == sorted(tiers), "by delay, not as text"
