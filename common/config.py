@@ -153,6 +153,25 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         description="an API key found in MySQL is trusted this long without a look; a "
         "rotated key stops working within it",
     )
+    auth_miss_cache_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="an API key MySQL does not know is refused this long without a look, "
+        "so a flood of one bad key costs one query; a new key may wait this long to work",
+    )
+    auth_failure_limit: int = Field(
+        default=30,
+        ge=0,
+        description="failed authentications (unknown API keys, console sign-ins) one "
+        "client address may make per KAIROS_AUTH_FAILURE_WINDOW_SECONDS before it is "
+        "answered 429; 0 turns the throttle off",
+    )
+    auth_failure_window_seconds: int = Field(
+        default=60,
+        ge=1,
+        description="the window failed authentications are counted in; an address over "
+        "the limit waits for the window to end",
+    )
 
 
 class DispatcherSettings(StoreSettings):

@@ -16,6 +16,7 @@ from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
+from services.api.auth_failures import build_failed_authentications
 from services.api.body_limit import BodyLimit
 from services.api.callback_screening import ResolverPerApp, system_resolver
 from services.api.console import install_console
@@ -51,6 +52,9 @@ def _build_state(settings: ApiSettings, resolvers: ResolverPerApp) -> ApiState:
         ),
         resolvers=resolvers,
     )
+    state.failed_auth = build_failed_authentications(
+        settings.redis_url, keys, settings.auth_failure_limit, settings.auth_failure_window_seconds
+    )
     state.inserter = GroupInserter(state.engine, partial(announce_created, state))
     return state
 
@@ -66,6 +70,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.redis.close()
     if state.rate_limiter is not None:
         await state.rate_limiter.close()
+    if state.failed_auth is not None:
+        await state.failed_auth.close()
 
 
 def create_app(
