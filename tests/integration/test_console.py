@@ -216,3 +216,20 @@ def test_a_jobs_page_shows_each_callbacks_attempts(
     assert "2 attempts" in page
     assert "#1" in page and "HTTP 503" in page and "HTTP 503 busy" in page
     assert "#2" in page and "no answer, no complete answer within 15 s" in page
+
+
+def _dead_mysql(console: TestClient) -> None:
+    """Point the API at a MySQL port nothing listens on."""
+    state = console.app.state.kairos  # type: ignore[attr-defined]
+    state.engine = sa.create_engine("mysql+pymysql://root@127.0.0.1:1/kairos_gone")
+
+
+def test_a_store_outage_page_names_the_store_but_not_its_error(console: TestClient) -> None:
+    _dead_mysql(console)
+    console.cookies.set("kairos_console", "not-a-session", path="/console")
+    answer = console.get("/console/jobs", follow_redirects=False)
+    assert answer.status_code == 503
+    assert "MySQL" in answer.text
+    for leak in ("127.0.0.1", "OperationalError", "Can&#39;t connect", "kairos_gone", "(2003"):
+        assert leak not in answer.text
+    assert answer.headers["Request-Id"] in answer.text

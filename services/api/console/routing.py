@@ -23,6 +23,7 @@ from common.errors import (
 )
 from services.api.console.render import page, redirect
 from services.api.console.session import FormRefusedError, SignInRequired
+from services.api.request_ids import request_id
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,22 @@ def problem_page(request: Request, status: int, title: str, detail: str) -> Resp
     return page(request, "error.html", status, title=title, detail=detail)
 
 
+def store_away_page(request: Request, store: str, error: Exception) -> Response:
+    """503 naming the store; its address and the driver's words go to the log only (the
+    page may be shown before anyone signed in), under the request id the page shows."""
+    rid = request_id(request.scope)
+    log.warning(
+        "console page %s (request %s): %s did not answer: %s",
+        request.url.path,
+        rid,
+        store,
+        getattr(error, "orig", None) or error,
+        extra={"request_id": rid},
+    )
+    detail = f"{store} did not answer; try again shortly. The API's log has why (request {rid})."
+    return problem_page(request, 503, "A store did not answer", detail)
+
+
 class ConsoleRoute(APIRoute):
     """An APIRoute whose errors become console pages instead of problem+json."""
 
@@ -63,13 +80,14 @@ class ConsoleRoute(APIRoute):
             except RequestValidationError as e:
                 fields = "; ".join(str(err.get("msg")) for err in e.errors())
                 return problem_page(request, 422, "Not a valid request", fields)
+            except StoreUnavailableError as e:
+                return store_away_page(request, e.store, e)
             except KairosError as e:
-                if isinstance(e, StoreUnavailableError):
-                    return problem_page(request, 503, "A store is unavailable", str(e))
                 return problem_page(request, _status(e), "Not done", str(e))
             except _STORE_ERRORS as e:
-                log.warning("console page %s: a store did not answer: %s", request.url.path, e)
-                detail = f"{type(e).__name__}: {getattr(e, 'orig', None) or e}"
-                return problem_page(request, 503, "A store did not answer", detail)
+                store = (
+                    "Redis" if isinstance(e, RedisConnectionError | RedisTimeoutError) else "MySQL"
+                )
+                return store_away_page(request, store, e)
 
         return handle_as_page
