@@ -49,6 +49,8 @@ return {count, redis.call('PTTL', KEYS[1])}
 REDIS_TIMEOUT_SECONDS = 0.5
 WARN_EVERY_SECONDS = 10.0
 UNKNOWN_CLIENT = "unknown"
+# Throttled addresses remembered in memory; more start the memory afresh.
+MAX_REMEMBERED = 10_000
 
 
 def client_address(request: Request) -> str:
@@ -89,18 +91,30 @@ class FailedAuthentications:
             self._count = self._client.register_script(COUNT_FAILURE)
             self._read = self._client.register_script(READ_FAILURES)
         self._warned_at = -math.inf
+        self._refused_until: dict[str, float] = {}
 
     async def check(self, address: str) -> None:
-        """Raise ``AuthThrottledError`` when ``address`` has used up its failures."""
+        """Raise ``AuthThrottledError`` when ``address`` has used up its failures.
+
+        An address Redis said is throttled is refused from memory until its window
+        ends, so a flood from it costs this process no Redis call either."""
         if self._read is None:
             return
+        now = time.monotonic()
+        until = self._refused_until.get(address, 0.0)
+        if until > now:
+            raise AuthThrottledError(max(1, math.ceil(until - now)))
         try:
             count, ttl_ms = await self._read(keys=[self._keys.auth_failures(address)])
         except (RedisError, OSError) as e:
             self._warn(e)
             return
         if int(count) >= self.limit:
-            raise AuthThrottledError(_seconds(int(ttl_ms), self.window_seconds))
+            seconds = _seconds(int(ttl_ms), self.window_seconds)
+            if len(self._refused_until) > MAX_REMEMBERED:
+                self._refused_until.clear()
+            self._refused_until[address] = now + seconds
+            raise AuthThrottledError(seconds)
 
     async def failed(self, address: str, what: str) -> None:
         """Log one failed authentication of ``address`` (``what`` says which kind) and
