@@ -153,6 +153,11 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         description="an API key found in MySQL is trusted this long without a look; a "
         "rotated key stops working within it",
     )
+    metrics_port: int | None = Field(
+        default=None,
+        description=METRICS_PORT_HELP + " (never on the API's own port, which is public)",
+    )
+    metrics_host: str = "127.0.0.1"
     auth_miss_cache_seconds: float = Field(
         default=5.0,
         ge=0,

@@ -23,6 +23,7 @@ from common.vhost import management_api
 STOP_GRACE_SECONDS = 40.0
 MAX_RESTARTS = 5
 RESTART_WINDOW_SECONDS = 60.0
+API_METRICS_PORT = 9100
 DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
@@ -68,7 +69,7 @@ def worker_handlers(setting: str, demo: bool) -> str:
 def _children(port: int, workers: int, handlers: str) -> list[Child]:
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
-    stack = [Child("api", [*kairos, "api", "--port", str(port)])]
+    stack = [_with_metrics(Child("api", [*kairos, "api", "--port", str(port)]), API_METRICS_PORT)]
     stack.append(
         _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT)
     )
@@ -134,14 +135,15 @@ def banner(settings: StoreSettings, base: str, children: list[Child]) -> list[st
     ]
     workers = [c.worker_id for c in children if c.worker_id is not None]
     lines.append(f"workers:        {', '.join(workers)} (`kairos workers` shows them)")
-    lines.append(f"metrics:        {base}/metrics (api)")
+    label = "metrics:"
     for child in children:
         if child.metrics_port is not None:
             shown = child.worker_id or child.name
             lines.append(
-                f"                http://127.0.0.1:{child.metrics_port}/metrics ({shown}; "
+                f"{label:16}http://127.0.0.1:{child.metrics_port}/metrics ({shown}; "
                 "/healthz, /readyz)"
             )
+            label = ""
     return lines
 
 

@@ -27,7 +27,7 @@ from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
 from services.api.request_ids import RequestIds
-from services.api.routes import callbacks, control, executions, health, jobs, metrics
+from services.api.routes import callbacks, control, executions, health, jobs
 from services.api.state import ApiState
 from services.api.wake import announce_created
 
@@ -110,7 +110,6 @@ def create_app(
         executions.router,
         callbacks.router,
         health.router,
-        metrics.router,
     )
     for router in routers:
         app.include_router(router)
