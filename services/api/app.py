@@ -17,6 +17,7 @@ from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
 from services.api.auth_failures import build_failed_authentications
+from services.api.auth_gate import AuthGate
 from services.api.body_limit import BodyLimit
 from services.api.callback_screening import ResolverPerApp, system_resolver
 from services.api.console import install_console
@@ -100,6 +101,8 @@ def create_app(
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a throttled address's flood is answered before anything.
+    app.add_middleware(AuthGate, state=app.state.kairos)
     # Outside the body limit, so a 413 is counted too.
     app.add_middleware(RequestMetrics, routes=app.router.routes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.

@@ -100,10 +100,9 @@ class FailedAuthentications:
         ends, so a flood from it costs this process no Redis call either."""
         if self._read is None:
             return
-        now = time.monotonic()
-        until = self._refused_until.get(address, 0.0)
-        if until > now:
-            raise AuthThrottledError(max(1, math.ceil(until - now)))
+        remembered = self.refused_for(address)
+        if remembered is not None:
+            raise AuthThrottledError(remembered)
         try:
             count, ttl_ms = await self._read(keys=[self._keys.auth_failures(address)])
         except (RedisError, OSError) as e:
@@ -113,8 +112,24 @@ class FailedAuthentications:
             seconds = _seconds(int(ttl_ms), self.window_seconds)
             if len(self._refused_until) > MAX_REMEMBERED:
                 self._refused_until.clear()
-            self._refused_until[address] = now + seconds
+            self._refused_until[address] = time.monotonic() + seconds
             raise AuthThrottledError(seconds)
+
+    def refusing_any(self) -> bool:
+        """Whether this process refuses some address from memory (a quick test first)."""
+        return bool(self._refused_until)
+
+    def refused_for(self, address: str) -> int | None:
+        """The seconds ``address`` stays refused, as this process remembers; None when
+        it is not (or no longer) refused from memory."""
+        until = self._refused_until.get(address)
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._refused_until[address]
+            return None
+        return max(1, math.ceil(left))
 
     async def failed(self, address: str, what: str) -> None:
         """Log one failed authentication of ``address`` (``what`` says which kind) and

@@ -143,3 +143,18 @@ def test_api_and_console_failures_share_one_count(http: TestClient) -> None:
         _get_jobs(http, ATTACKER, f"bad-{n}")
     http.headers[FROM] = ATTACKER
     assert _console_sign_in(http, "wrong").status_code == 429
+
+
+def test_a_throttled_address_is_refused_before_body_limits_and_routing(
+    http: TestClient, app_credentials: AppCredentials
+) -> None:
+    for n in range(LIMIT):
+        _get_jobs(http, ATTACKER, f"bad-key-{n}")
+    assert _get_jobs(http, ATTACKER, "bad-key-x").status_code == 429
+    headers = {"Authorization": "Bearer bad", FROM: ATTACKER}
+    huge = http.post("/openapi/jobs", content=b"{" + b" " * 2_000_000 + b"}", headers=headers)
+    assert huge.status_code == 429 and huge.headers["Request-Id"]
+    assert huge.json()["type"] == "urn:kairos:problem:auth-throttled"
+    nowhere = http.get("/openapi/no-such-route", headers=headers)
+    assert nowhere.status_code == 429
+    assert http.get("/healthz", headers={FROM: ATTACKER}).status_code == 200
