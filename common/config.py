@@ -130,6 +130,13 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         le=720,
         description="how long a console sign-in lasts; an operator signs in again after it",
     )
+    console_idle_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=1440,
+        description="a console session with no request for this long ends; the operator "
+        "signs in again (its last request is noted at most once a minute)",
+    )
     console_secure_cookies: bool = Field(
         default=False,
         description="mark console cookies Secure (sent over HTTPS only) even when the API "

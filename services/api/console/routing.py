@@ -22,7 +22,7 @@ from common.errors import (
     StoreUnavailableError,
 )
 from services.api.console.render import page, redirect
-from services.api.console.session import FormRefusedError, SignInRequired
+from services.api.console.session import FormRefusedError, SignInRequired, secure_every_cookie
 from services.api.request_ids import request_id
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,9 @@ class ConsoleRoute(APIRoute):
         handle = super().get_route_handler()
 
         async def handle_as_page(request: Request) -> Response:
+            return secure_every_cookie(await answer(request), request)
+
+        async def answer(request: Request) -> Response:
             try:
                 return await handle(request)
             except SignInRequired as e:

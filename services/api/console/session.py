@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import Depends, Request, Response
 
-from common.db.operators import OperatorSession, find_session
+from common.db.operators import OperatorSession, find_session, note_session_seen
 from common.errors import KairosError
 from services.api.console.render import COOKIE_PATH
 from services.api.state import ApiState
@@ -24,6 +24,8 @@ from services.api.state import ApiState
 SESSION_COOKIE = "kairos_console"
 SIGN_IN_COOKIE = "kairos_console_sign_in"
 MAX_FORM_BYTES = 64 * 1024
+# A session's last request is written at most this often.
+SEEN_EVERY_MS = 60_000
 
 
 class SignInRequired(Exception):
@@ -59,13 +61,20 @@ def safe_next(value: str | None) -> str:
 
 
 def current_session(request: Request) -> OperatorSession:
-    """The signed-in operator's session; ``SignInRequired`` without one."""
+    """The signed-in operator's session; ``SignInRequired`` without one, or when it made
+    no request for ``console_idle_minutes``. Its last request is noted at most once a
+    minute, so browsing costs no write per page."""
     value = request.cookies.get(SESSION_COOKIE)
     if value:
         state = console_state(request)
+        now_ms = state.clock.now_ms()
+        idle_ms = int(state.settings.console_idle_minutes * 60_000)
         with state.engine.connect() as conn:
-            session = find_session(conn, value, state.clock.now_ms())
+            session = find_session(conn, value, now_ms, idle_ms)
         if session is not None:
+            if now_ms - session.last_seen_at >= SEEN_EVERY_MS:
+                with state.engine.begin() as conn:
+                    note_session_seen(conn, value, now_ms)
             return session
     raise SignInRequired(back_path(request))
 
@@ -100,6 +109,19 @@ def check_form(request: Request, form: dict[str, str], session: OperatorSession)
 def secure_cookies(request: Request) -> bool:
     """Whether cookies go over HTTPS only: always when set, else when this request did."""
     return console_state(request).settings.console_secure_cookies or request.url.scheme == "https"
+
+
+def secure_every_cookie(response: Response, request: Request) -> Response:
+    """``response`` with every cookie it sets marked Secure when the session cookie is
+    (a redirect's notice cookie too), so no console cookie crosses plain HTTP."""
+    if secure_cookies(request):
+        response.raw_headers = [
+            (name, value + b"; Secure")
+            if name == b"set-cookie" and b"; secure" not in value.lower()
+            else (name, value)
+            for name, value in response.raw_headers
+        ]
+    return response
 
 
 def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int) -> None:
