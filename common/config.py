@@ -293,9 +293,9 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
     host_share: int | None = Field(
         default=None,
         ge=1,
-        description="callback attempts to one receiving host (and port) at once; more only "
-        "while as many attempts stay free for other hosts; default a quarter of the "
-        "concurrency",
+        description="callback attempts to one registrable domain, and to one address, at "
+        "once; more only while as many attempts stay free for other hosts; default a "
+        "quarter of the concurrency",
     )
     share_wait_seconds: float = Field(
         default=1.0,
