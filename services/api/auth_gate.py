@@ -47,7 +47,7 @@ class AuthGate:
         if seconds is None or not scope["path"].startswith("/openapi/"):
             await self.app(scope, receive, send)
             return
-        if self.state.cached_app(_bearer_key(scope)) is not None:
+        if self.state.known_key(_bearer_key(scope)):
             await self.app(scope, receive, send)
             return
         error = AuthThrottledError(seconds)

@@ -50,10 +50,11 @@ async def get_caller(
 
 async def _look_up(request: Request, state: ApiState, api_key: str) -> App:
     """The app of a key the cache does not hold; an address over its failures is
-    refused before the lookup, and a key MySQL does not know counts as a failure."""
+    refused before the lookup (unless the key worked before), and a key MySQL does not
+    know counts as a failure."""
     address = client_address(request)
     failures = state.failed_auth
-    if failures is not None:
+    if failures is not None and not state.known_key(api_key):
         await failures.check(address)
     app = None
     if not state.known_miss(api_key):

@@ -83,6 +83,13 @@ class ApiState:
             return None
         return app
 
+    def known_key(self, api_key: str) -> bool:
+        """Whether a lookup found ``api_key`` before (however long ago) and none has
+        failed it since: such a key is looked up again even from a throttled address,
+        so an app sharing an address with a flood keeps working after its cache entry
+        lapses."""
+        return api_key in self._apps
+
     def known_miss(self, api_key: str) -> bool:
         """Whether a lookup found no app for ``api_key`` less than
         ``auth_miss_cache_seconds`` ago; never touches MySQL."""
@@ -108,5 +115,6 @@ class ApiState:
         if app is not None:
             self._apps[api_key] = (now, app)
         else:
+            self._apps.pop(api_key, None)
             self._misses[api_key] = now
         return app

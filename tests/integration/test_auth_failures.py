@@ -158,3 +158,17 @@ def test_a_throttled_address_is_refused_before_body_limits_and_routing(
     nowhere = http.get("/openapi/no-such-route", headers=headers)
     assert nowhere.status_code == 429
     assert http.get("/healthz", headers={FROM: ATTACKER}).status_code == 200
+
+
+def test_a_known_key_goes_on_from_a_throttled_address_after_its_cache_entry_lapses(
+    api: FastAPI, http: TestClient, app_credentials: AppCredentials
+) -> None:
+    state = api.state.kairos
+    assert _get_jobs(http, ATTACKER, app_credentials.api_key).status_code == 200
+    for n in range(LIMIT):
+        _get_jobs(http, ATTACKER, f"bad-key-{n}")
+    assert _get_jobs(http, ATTACKER, "bad-key-x").status_code == 429
+    later = state.monotonic() + state.settings.auth_cache_seconds + 1
+    state.monotonic = lambda: later
+    assert state.cached_app(app_credentials.api_key) is None, "the entry lapsed"
+    assert _get_jobs(http, ATTACKER, app_credentials.api_key).status_code == 200
