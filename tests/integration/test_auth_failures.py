@@ -172,3 +172,12 @@ def test_a_known_key_goes_on_from_a_throttled_address_after_its_cache_entry_laps
     state.monotonic = lambda: later
     assert state.cached_app(app_credentials.api_key) is None, "the entry lapsed"
     assert _get_jobs(http, ATTACKER, app_credentials.api_key).status_code == 200
+
+
+def test_console_cookies_naming_no_session_count_as_failures(http: TestClient) -> None:
+    http.headers[FROM] = ATTACKER
+    statuses = []
+    for n in range(LIMIT + 1):
+        http.cookies.set("kairos_console", f"guess-{n}", path="/console")
+        statuses.append(http.get("/console/", follow_redirects=False).status_code)
+    assert statuses == [303] * LIMIT + [429]

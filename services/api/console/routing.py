@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from common.errors import (
+    AuthThrottledError,
     ExecutionNotStuckError,
     JobNotFoundError,
     KairosError,
@@ -41,6 +42,8 @@ def _status(error: KairosError) -> int:
         return 404
     if isinstance(error, FormRefusedError):
         return 403
+    if isinstance(error, AuthThrottledError):
+        return 429
     return 409
 
 
@@ -86,7 +89,10 @@ class ConsoleRoute(APIRoute):
             except StoreUnavailableError as e:
                 return store_away_page(request, e.store, e)
             except KairosError as e:
-                return problem_page(request, _status(e), "Not done", str(e))
+                response = problem_page(request, _status(e), "Not done", str(e))
+                if isinstance(e, AuthThrottledError):
+                    response.headers["Retry-After"] = str(e.retry_after_seconds)
+                return response
             except _STORE_ERRORS as e:
                 store = (
                     "Redis" if isinstance(e, RedisConnectionError | RedisTimeoutError) else "MySQL"
