@@ -130,6 +130,13 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         le=720,
         description="how long a console sign-in lasts; an operator signs in again after it",
     )
+    console_idle_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=1440,
+        description="a console session with no request for this long ends; the operator "
+        "signs in again (its last request is noted at most once a minute)",
+    )
     console_secure_cookies: bool = Field(
         default=False,
         description="mark console cookies Secure (sent over HTTPS only) even when the API "
@@ -152,6 +159,30 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         ge=0,
         description="an API key found in MySQL is trusted this long without a look; a "
         "rotated key stops working within it",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        description=METRICS_PORT_HELP + " (never on the API's own port, which is public)",
+    )
+    metrics_host: str = "127.0.0.1"
+    auth_miss_cache_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="an API key MySQL does not know is refused this long without a look, "
+        "so a flood of one bad key costs one query; a new key may wait this long to work",
+    )
+    auth_failure_limit: int = Field(
+        default=30,
+        ge=0,
+        description="failed authentications (unknown API keys, console sign-ins) one "
+        "client address may make per KAIROS_AUTH_FAILURE_WINDOW_SECONDS before it is "
+        "answered 429; 0 turns the throttle off",
+    )
+    auth_failure_window_seconds: int = Field(
+        default=60,
+        ge=1,
+        description="the window failed authentications are counted in; an address over "
+        "the limit waits for the window to end",
     )
 
 
@@ -273,9 +304,9 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
     host_share: int | None = Field(
         default=None,
         ge=1,
-        description="callback attempts to one receiving host (and port) at once; more only "
-        "while as many attempts stay free for other hosts; default a quarter of the "
-        "concurrency",
+        description="callback attempts to one registrable domain, and to one address, at "
+        "once; more only while as many attempts stay free for other hosts; default a "
+        "quarter of the concurrency",
     )
     share_wait_seconds: float = Field(
         default=1.0,

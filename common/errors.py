@@ -302,6 +302,18 @@ class RateLimitedError(KairosError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class AuthThrottledError(KairosError):
+    """A client address failed authentication too often in a short while; it may try
+    again after ``retry_after_seconds``."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__(
+            "too many failed sign-ins or unknown API keys from this address; retry after "
+            f"{retry_after_seconds} s with a valid key (`kairos app rotate-key` issues one)"
+        )
+        self.retry_after_seconds = retry_after_seconds
+
+
 class TriggerBusyError(KairosError):
     """A manual trigger found no free trigger time for its execution; nothing was written."""
 

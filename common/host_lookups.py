@@ -58,6 +58,16 @@ class HostLookups:
         finally:
             self._leave(key, lookup)
 
+    def lookup(self, host: str, port: int, timeout: float) -> Sequence[Any]:
+        """``getaddrinfo`` for a caller off any event loop (a pool thread); the same
+        shared lookups, ``TimeoutError`` after ``timeout`` s."""
+        key = (host, port)
+        lookup = self._join(key)
+        try:
+            return lookup.answer.result(timeout)
+        finally:
+            self._leave(key, lookup)
+
     def _join(self, key: HostKey) -> _Lookup:
         with self._lock:
             lookup = self._lookups.get(key)

@@ -61,6 +61,11 @@ class RedisKeys:
         """A hash with one app's token bucket (tokens left, when last counted)."""
         return self._key("ratelimit", "app", app_id)
 
+    def auth_failures(self, client: str) -> str:
+        """A counter of one client address's failed authentications in the current
+        window (it expires with the window)."""
+        return self._key("authfail", client)
+
 
 # Fields of a worker's heartbeat hash: how many dispatch messages it held unacked
 # (waiting for a slot, running, or reporting), counted at or after the cluster time in

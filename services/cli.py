@@ -56,7 +56,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     from common.config import ApiSettings
     from services.api.main import run_api
 
-    run_api(ApiSettings(**_overrides(args, ["host", "port"])))
+    run_api(ApiSettings(**_overrides(args, ["host", "port", "metrics_port"])))
     return 0
 
 
@@ -191,6 +191,7 @@ def _add_service_parsers(sub: Subcommands) -> None:
     api = sub.add_parser("api", help="serve the OpenAPI (Swagger UI at /docs)")
     api.add_argument("--host", help="env KAIROS_HOST (default 127.0.0.1)")
     api.add_argument("--port", type=int, help="env KAIROS_PORT (default 8000)")
+    _add_metrics_port(api)
     api.set_defaults(func=cmd_api)
     dispatcher = sub.add_parser("dispatcher", help="claim due jobs and record results")
     dispatcher.add_argument("--id", dest="dispatcher_id", help="env KAIROS_DISPATCHER_ID")

@@ -25,6 +25,7 @@ from services.worker.id_guard import refuse_if_running
 STOP_GRACE_SECONDS = 40.0
 MAX_RESTARTS = 5
 RESTART_WINDOW_SECONDS = 60.0
+API_METRICS_PORT = 9100
 DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
@@ -76,8 +77,10 @@ def _children(port: int, workers: int, handlers: str) -> tuple[list[Child], set[
     """The stack's children, and the metrics ports they were given."""
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
-    stack = [Child("api", [*kairos, "api", "--port", str(port)])]
     taken: set[int] = set()
+    stack = [
+        _with_metrics(Child("api", [*kairos, "api", "--port", str(port)]), API_METRICS_PORT, taken)
+    ]
     stack.append(
         _with_metrics(Child("dispatcher", [*kairos, "dispatcher"]), DISPATCHER_METRICS_PORT, taken)
     )
@@ -165,14 +168,15 @@ def banner(settings: StoreSettings, base: str, children: list[Child]) -> list[st
     ]
     workers = [c.worker_id for c in children if c.worker_id is not None]
     lines.append(f"workers:        {', '.join(workers)} (`kairos workers` shows them)")
-    lines.append(f"metrics:        {base}/metrics (api)")
+    label = "metrics:"
     for child in children:
         if child.metrics_port is not None:
             shown = child.worker_id or child.name
             lines.append(
-                f"                http://127.0.0.1:{child.metrics_port}/metrics ({shown}; "
+                f"{label:16}http://127.0.0.1:{child.metrics_port}/metrics ({shown}; "
                 "/healthz, /readyz)"
             )
+            label = ""
     return lines
 
 

@@ -52,6 +52,8 @@ class OperatorSession:
     operator: Operator
     csrf_token: str
     expires_at: int
+    last_seen_at: int = 0
+    """When the session last made a request, as last noted (at most once a minute)."""
 
 
 def digest(secret: str) -> str:
@@ -125,7 +127,7 @@ def start_session(
     hashed) and the session with its CSRF token. Sessions already over are removed."""
     conn.execute(sessions.delete().where(sessions.c.expires_at < now_ms))
     value = secrets.token_urlsafe(32)
-    session = OperatorSession(operator, secrets.token_urlsafe(32), now_ms + lifetime_ms)
+    session = OperatorSession(operator, secrets.token_urlsafe(32), now_ms + lifetime_ms, now_ms)
     conn.execute(
         sessions.insert().values(
             session_hash=digest(value),
@@ -133,22 +135,45 @@ def start_session(
             csrf_token=session.csrf_token,
             created_at=now_ms,
             expires_at=session.expires_at,
+            last_seen_at=now_ms,
         )
     )
     return value, session
 
 
-def find_session(conn: Connection, value: str, now_ms: int) -> OperatorSession | None:
-    """The session a cookie value names, while it lasts and its operator exists."""
-    row = conn.execute(
-        sa.select(operators.c.id, operators.c.name, sessions.c.csrf_token, sessions.c.expires_at)
+def find_session(
+    conn: Connection, value: str, now_ms: int, idle_ms: int | None = None
+) -> OperatorSession | None:
+    """The session a cookie value names, while it lasts, its operator exists and (with
+    ``idle_ms``) it made a request within ``idle_ms``."""
+    seen = sa.func.coalesce(sessions.c.last_seen_at, sessions.c.created_at)
+    query = (
+        sa.select(
+            operators.c.id,
+            operators.c.name,
+            sessions.c.csrf_token,
+            sessions.c.expires_at,
+            seen.label("seen"),
+        )
         .select_from(sessions.join(operators, operators.c.id == sessions.c.operator_id))
         .where(sessions.c.session_hash == digest(value), sessions.c.expires_at > now_ms)
-    ).first()
+    )
+    if idle_ms is not None:
+        query = query.where(seen > now_ms - idle_ms)
+    row = conn.execute(query).first()
     if row is None:
         return None
     operator = Operator(int(row.id), str(row.name))
-    return OperatorSession(operator, str(row.csrf_token), int(row.expires_at))
+    return OperatorSession(operator, str(row.csrf_token), int(row.expires_at), int(row.seen))
+
+
+def note_session_seen(conn: Connection, value: str, now_ms: int) -> None:
+    """Note that the session a cookie value names made a request at ``now_ms``."""
+    conn.execute(
+        sessions.update()
+        .where(sessions.c.session_hash == digest(value))
+        .values(last_seen_at=now_ms)
+    )
 
 
 def end_session(conn: Connection, value: str) -> None:

@@ -16,6 +16,8 @@ from common.db.engine import make_engine
 from common.heap import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
+from services.api.auth_failures import build_failed_authentications
+from services.api.auth_gate import AuthGate
 from services.api.body_limit import BodyLimit
 from services.api.callback_screening import ResolverPerApp, system_resolver
 from services.api.console import install_console
@@ -26,7 +28,7 @@ from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
 from services.api.request_ids import RequestIds
-from services.api.routes import callbacks, control, executions, health, jobs, metrics
+from services.api.routes import callbacks, control, executions, health, jobs
 from services.api.state import ApiState
 from services.api.wake import announce_created
 
@@ -51,6 +53,9 @@ def _build_state(settings: ApiSettings, resolvers: ResolverPerApp) -> ApiState:
         ),
         resolvers=resolvers,
     )
+    state.failed_auth = build_failed_authentications(
+        settings.redis_url, keys, settings.auth_failure_limit, settings.auth_failure_window_seconds
+    )
     state.inserter = GroupInserter(state.engine, partial(announce_created, state))
     return state
 
@@ -66,6 +71,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.redis.close()
     if state.rate_limiter is not None:
         await state.rate_limiter.close()
+    if state.failed_auth is not None:
+        await state.failed_auth.close()
 
 
 def create_app(
@@ -94,6 +101,8 @@ def create_app(
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a throttled address's flood is answered before anything.
+    app.add_middleware(AuthGate, state=app.state.kairos)
     # Outside the body limit, so a 413 is counted too.
     app.add_middleware(RequestMetrics, routes=app.router.routes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.
@@ -104,7 +113,6 @@ def create_app(
         executions.router,
         callbacks.router,
         health.router,
-        metrics.router,
     )
     for router in routers:
         app.include_router(router)

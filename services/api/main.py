@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from types import FrameType
 
 import uvicorn
@@ -11,6 +12,7 @@ import uvicorn
 from common.config import ApiSettings
 from common.db.engine import require_schema
 from common.logs import setup_logging
+from common.probes import Health, serve_probes, store_probes
 from services.api.app import create_app
 
 log = logging.getLogger(__name__)
@@ -18,6 +20,17 @@ log = logging.getLogger(__name__)
 
 def _stopped(signum: int, _frame: FrameType | None) -> None:
     log.info("api stopped on signal %d", signum)
+
+
+def serve_metrics(settings: ApiSettings) -> None:
+    """Metrics, /healthz and /readyz on the metrics port (``common.probes``), apart from
+    the API's port: that one is public, the process's figures are not."""
+    if settings.metrics_port is None:
+        return
+    health = Health(threading.Event())
+    for store, probe in store_probes(settings):
+        health.add_probe(store, probe)
+    serve_probes(health, settings.metrics_port, settings.metrics_host)
 
 
 def run_api(settings: ApiSettings) -> None:
@@ -32,6 +45,7 @@ def run_api(settings: ApiSettings) -> None:
     setup_logging("api", settings.log_level, settings.log_json)
     app = create_app(settings)
     require_schema(app.state.kairos.engine, settings.namespace)
+    serve_metrics(settings)
     uvicorn.run(
         app,
         host=settings.host,

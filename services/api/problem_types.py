@@ -54,6 +54,9 @@ class ProblemType(Enum):
         422, "idempotency-conflict", "Idempotency key reused with a different request"
     )
     RATE_LIMITED = ProblemKind(429, "rate-limited", "Too many requests")
+    AUTH_THROTTLED = ProblemKind(
+        429, "auth-throttled", "Too many failed authentications from this address"
+    )
     INTERNAL_ERROR = ProblemKind(500, "internal-error", "Internal error")
     STORE_UNAVAILABLE = ProblemKind(503, "store-unavailable", "A store is unavailable")
 

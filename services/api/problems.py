@@ -21,6 +21,7 @@ from common.documents import MAX_DEPTH
 from common.errors import (
     AppDisabledError,
     AuthenticationError,
+    AuthThrottledError,
     BatchRejectedError,
     DeliveryInFlightError,
     DeliveryNotFoundError,
@@ -58,6 +59,7 @@ _TYPES: tuple[tuple[type[KairosError], ProblemType], ...] = (
     (TriggerBusyError, ProblemType.TRIGGER_BUSY),
     (IdempotencyKeyInUseError, ProblemType.IDEMPOTENCY_KEY_IN_USE),
     (RateLimitedError, ProblemType.RATE_LIMITED),
+    (AuthThrottledError, ProblemType.AUTH_THROTTLED),
     (IdempotencyConflictError, ProblemType.IDEMPOTENCY_CONFLICT),
     (JobHandlerForbiddenError, ProblemType.HANDLER_FORBIDDEN),
     (UnknownHandlerError, ProblemType.UNKNOWN_HANDLER),
@@ -147,7 +149,7 @@ def _extra(exc: KairosError) -> dict[str, Any]:
 
 
 def _headers(exc: KairosError) -> dict[str, str]:
-    if isinstance(exc, RateLimitedError):
+    if isinstance(exc, RateLimitedError | AuthThrottledError):
         return {"Retry-After": str(exc.retry_after_seconds)}
     return {}
 

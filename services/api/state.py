@@ -16,6 +16,7 @@ from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
 from common.db.workers import registered_handlers
 from common.keys import RedisKeys
+from services.api.auth_failures import FailedAuthentications
 from services.api.callback_screening import ResolverPerApp
 from services.api.group_insert import GroupInserter
 from services.api.rate_limit import RateLimiter
@@ -34,6 +35,9 @@ class ApiState:
     inserter: GroupInserter = field(init=False)
     # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
     rate_limiter: RateLimiter | None = None
+    # Failed authentications per client address (KAIROS_AUTH_FAILURE_*); set by
+    # create_app, counting nothing until then.
+    failed_auth: FailedAuthentications | None = None
     # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how each app's
     # callback hosts resolve.
     callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
@@ -43,6 +47,7 @@ class ApiState:
     _handlers: frozenset[str] = frozenset()
     _handlers_at: float = -1e18
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)
+    _misses: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def known_handlers(self) -> frozenset[str]:
@@ -78,17 +83,38 @@ class ApiState:
             return None
         return app
 
+    def known_key(self, api_key: str) -> bool:
+        """Whether a lookup found ``api_key`` before (however long ago) and none has
+        failed it since: such a key is looked up again even from a throttled address,
+        so an app sharing an address with a flood keeps working after its cache entry
+        lapses."""
+        return api_key in self._apps
+
+    def known_miss(self, api_key: str) -> bool:
+        """Whether a lookup found no app for ``api_key`` less than
+        ``auth_miss_cache_seconds`` ago; never touches MySQL."""
+        at = self._misses.get(api_key)
+        return at is not None and self.monotonic() - at < self.settings.auth_miss_cache_seconds
+
     def app_for_key(self, api_key: str) -> App | None:
-        """The app owning ``api_key``, with its handler patterns; hits are cached
-        briefly, misses are not."""
+        """The app owning ``api_key``, with its handler patterns. Hits are cached for
+        ``auth_cache_seconds``, misses for ``auth_miss_cache_seconds``, so a flood of
+        one bad key costs one query."""
         now = self.monotonic()
         cached = self.cached_app(api_key)
         if cached is not None:
             return cached
+        if self.known_miss(api_key):
+            return None
         with self.engine.connect() as conn:
             app = find_app_by_key(conn, api_key)
+        remembered = self._apps if app is not None else self._misses
+        # Bounded: many distinct keys start the cache afresh rather than grow it.
+        if len(remembered) > 10_000:
+            remembered.clear()
         if app is not None:
-            if len(self._apps) > 10_000:
-                self._apps.clear()
             self._apps[api_key] = (now, app)
+        else:
+            self._apps.pop(api_key, None)
+            self._misses[api_key] = now
         return app

@@ -13,6 +13,7 @@ from common.callback_urls import CallbackUrlPolicy
 from common.config import NotifierSettings
 from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.heap import freeze_startup_heap
+from common.host_lookups import HostLookups
 from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
@@ -20,7 +21,13 @@ from common.unit_packing import ONE_PER_MESSAGE, unchanged
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.posting import CallbackPoster
 from services.notifier.schedule import RetrySchedule
-from services.notifier.shares import AppShares, DeliveryShares, default_share
+from services.notifier.shares import (
+    AppShares,
+    DeliveryShares,
+    ShareKeys,
+    default_share,
+    lookup_address,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +39,19 @@ def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
     )
 
 
+# A receiving host's address, for its share, is waited for this long at most.
+ADDRESS_LOOKUP_SECONDS = 2.0
+
+
 def delivery_shares(settings: NotifierSettings) -> DeliveryShares:
     """Each app's and each receiving host's share of the notifier's attempts."""
     slots = settings.concurrency
+    address_of = lookup_address(HostLookups(), ADDRESS_LOOKUP_SECONDS)
     return DeliveryShares(
         AppShares(slots, settings.app_share or default_share(slots)),
         AppShares(slots, settings.host_share or default_share(slots)),
         settings.share_wait_seconds,
+        ShareKeys(address_of),
     )
 
 

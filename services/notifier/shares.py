@@ -5,15 +5,24 @@ A receiver that hangs holds an attempt for the whole request timeout. Without a 
 an app whose receiver hangs, with enough callbacks queued, would hold every attempt the
 notifier runs at once, and every other app's callbacks would wait behind it. Apps are
 not enough: many apps may post to one host (a shared integration platform), and one app
-may post to many hosts of which one hangs. So a host has a share of its own too.
+may post to many hosts of which one hangs. So a host has a share of its own too: its
+registrable domain and the address it resolves to each count, so neither fresh
+subdomains of one domain nor many names for one server get a share each.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from functools import cache
 from urllib.parse import urlsplit
+
+from publicsuffixlist import PublicSuffixList
+
+from common.host_lookups import HostLookups
 
 
 class AppShares:
@@ -31,6 +40,10 @@ class AppShares:
         self._share = max(1, share)
         self._by_app: dict[Hashable, int] = {}
         self._total = 0
+
+    def twin(self) -> AppShares:
+        """Empty shares of the same slots and share, for another kind of key."""
+        return AppShares(self._slots, self._share)
 
     def allows(self, app_id: Hashable) -> bool:
         """Whether one more attempt of the app fits now."""
@@ -60,13 +73,90 @@ def default_share(slots: int) -> int:
     return max(1, slots // 4)
 
 
-def receiving_host(url: str) -> str:
-    """The host (and port) a callback URL posts to, as shares count it."""
+# How long an answer of ``lookup_address`` is used before the name is looked up again.
+ADDRESS_KEEP_SECONDS = 30.0
+
+AddressOf = Callable[[str, int], "str | None"]
+"""The address a host name (and port) resolves to now, or None when it does not."""
+
+
+def no_address(_host: str, _port: int) -> str | None:
+    """An ``AddressOf`` that resolves nothing: shares count by domain alone."""
+    return None
+
+
+@cache
+def _suffixes() -> PublicSuffixList:
+    # The list bundled with the package: nothing is fetched.
+    return PublicSuffixList()
+
+
+def registrable_domain(host: str) -> str:
+    """The part of ``host`` one owner registers (``x.com`` for ``a.b.x.com``,
+    ``bar.co.uk`` for ``foo.bar.co.uk``), by the public suffix list; an address, or a
+    name that is itself a public suffix (``localhost``), is its own."""
+    name = host.lower().rstrip(".")
     try:
-        parts = urlsplit(url)
-        return f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
+        ipaddress.ip_address(name)
+        return name
     except ValueError:
-        return url
+        pass
+    return _suffixes().privatesuffix(name) or name
+
+
+@dataclass(frozen=True)
+class HostKeys:
+    """The host keys one attempt counts against."""
+
+    domain: str
+    address: str | None
+
+
+class ShareKeys:
+    """What one callback attempt counts against besides its app: the registrable domain
+    of its URL's host, so ``a.x.com``, ``b.x.com``, ... share one share, and the address
+    the host resolves to, so two names on one address share one too."""
+
+    def __init__(self, address_of: AddressOf = no_address) -> None:
+        self._address_of = address_of
+
+    def of(self, url: str) -> HostKeys:
+        """The registrable domain of ``url``'s host, and the address it resolves to
+        (None when it does not, or when the host is an address itself)."""
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return HostKeys(url, None)
+        address = self._address_of(host, port)
+        return HostKeys(registrable_domain(host), address if address != host else None)
+
+
+def lookup_address(
+    lookups: HostLookups, timeout: float, keep_seconds: float = ADDRESS_KEEP_SECONDS
+) -> AddressOf:
+    """An ``AddressOf`` on ``lookups`` (threads of their own): the first TCP address,
+    kept ``keep_seconds``; None when the name does not resolve within ``timeout`` (the
+    attempt then fails on its own lookup, and counts by domain meanwhile)."""
+    kept: dict[tuple[str, int], tuple[float, str | None]] = {}
+
+    def address_of(host: str, port: int) -> str | None:
+        now = time.monotonic()
+        cached = kept.get((host, port))
+        if cached is not None and now - cached[0] < keep_seconds:
+            return cached[1]
+        try:
+            found = lookups.lookup(host, port, timeout)
+        except (OSError, TimeoutError):
+            return None
+        address = str(found[0][4][0]) if found else None
+        if len(kept) > 10_000:
+            kept.clear()
+        kept[(host, port)] = (now, address)
+        return address
+
+    return address_of
 
 
 class DeliveryShares:
@@ -81,30 +171,55 @@ class DeliveryShares:
     kept for them.
     """
 
-    def __init__(self, apps: AppShares, hosts: AppShares, wait_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        apps: AppShares,
+        hosts: AppShares,
+        wait_seconds: float = 0.0,
+        keys: ShareKeys | None = None,
+    ) -> None:
         self._apps = apps
-        self._hosts = hosts
+        self._domains = hosts
+        self._addresses = hosts.twin()
         self._wait = wait_seconds
+        self._keys = keys or ShareKeys()
         self._changed = threading.Condition()
+        # The host keys each attempt under way took, to give back those very keys even
+        # when the host resolves elsewhere by then.
+        self._held: dict[tuple[int, str], list[HostKeys]] = {}
 
     def take(self, app_id: int, url: str) -> bool:
-        """Count one more attempt of the app to the URL's host; False if it must wait
-        longer than ``wait_seconds``."""
-        host = receiving_host(url)
+        """Count one more attempt of the app to the URL's domain and address; False if
+        it must wait longer than ``wait_seconds``."""
+        hosts = self._keys.of(url)
         deadline = time.monotonic() + self._wait
         with self._changed:
-            while not (self._apps.allows(app_id) and self._hosts.allows(host)):
+            while not (self._apps.allows(app_id) and self._hosts_allow(hosts)):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._changed.wait(left)
             self._apps.take(app_id)
-            self._hosts.take(host)
+            self._domains.take(hosts.domain)
+            if hosts.address is not None:
+                self._addresses.take(hosts.address)
+            self._held.setdefault((app_id, url), []).append(hosts)
             return True
+
+    def _hosts_allow(self, hosts: HostKeys) -> bool:
+        if not self._domains.allows(hosts.domain):
+            return False
+        return hosts.address is None or self._addresses.allows(hosts.address)
 
     def give_back(self, app_id: int, url: str) -> None:
         """The attempt ended."""
         with self._changed:
             self._apps.give_back(app_id)
-            self._hosts.give_back(receiving_host(url))
+            held = self._held.get((app_id, url))
+            hosts = held.pop() if held else self._keys.of(url)
+            if not held:
+                self._held.pop((app_id, url), None)
+            self._domains.give_back(hosts.domain)
+            if hosts.address is not None:
+                self._addresses.give_back(hosts.address)
             self._changed.notify_all()

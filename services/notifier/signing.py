@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import time
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
 SECRET_PREFIX = "whsec_"
+# How far a callback's timestamp may be from the receiver's clock (the client's too).
+DEFAULT_TOLERANCE_SECONDS = 300
 
 
 def _key(secret: str) -> bytes:
@@ -22,8 +25,21 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def verify(secret: str, message_id: str, timestamp: int, body: str, header: str) -> bool:
-    """True when any ``v1,`` signature in the header matches (receivers may use this)."""
+def verify(
+    secret: str,
+    message_id: str,
+    timestamp: int,
+    body: str,
+    header: str,
+    tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS,
+    *,
+    now: float | None = None,
+) -> bool:
+    """True when any ``v1,`` signature in the header matches and ``timestamp`` lies
+    within ``tolerance_seconds`` of ``now`` (this host's clock) either way, as the
+    client's ``verify_webhook`` checks: a captured callback cannot be replayed later."""
+    if abs((time.time() if now is None else now) - timestamp) > tolerance_seconds:
+        return False
     expected = sign(secret, message_id, timestamp, body)
     wanted = expected.encode()
     return any(hmac.compare_digest(wanted, part.encode()) for part in header.split())

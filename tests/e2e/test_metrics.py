@@ -27,9 +27,10 @@ def test_dispatcher_and_worker_count_the_jobs_they_run(
     processes: Processes, engine: Engine
 ) -> None:
     dispatcher_port, worker_port, api_port = free_port(), free_port(), free_port()
+    api_metrics_port = free_port()
     processes.start("d", "dispatcher", "--metrics-port", str(dispatcher_port))
     processes.start("w1", "worker", "--id", "w1", "--metrics-port", str(worker_port))
-    processes.start("api", "api", "--port", str(api_port))
+    processes.start("api", "api", "--port", str(api_port), "--metrics-port", str(api_metrics_port))
     api = connect_api(processes, api_port)
     jobs = [
         api.post_job({"jobName": f"m{i}", "jobHandler": "demo.noop"}).json()["jobId"]
@@ -51,3 +52,6 @@ def test_dispatcher_and_worker_count_the_jobs_they_run(
     worker = scrape(worker_port)
     assert worker["kairos_worker_runs_total"] >= 3
     assert worker["kairos_execution_start_lag_seconds_count"] >= 3
+    # The API's figures are on its metrics port; its public port has no /metrics.
+    assert scrape(api_metrics_port)["kairos_api_requests_total"] >= 3
+    assert httpx.get(f"http://127.0.0.1:{api_port}/metrics", timeout=2).status_code == 404

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
 from common.logs import JsonFormatter
+from common.metrics import exposition
 
 
 def served(method: str, route: str, status: int) -> float:
@@ -46,7 +47,7 @@ def test_requests_are_counted_by_route_template_and_status(client: TestClient) -
     assert served("POST", "/openapi/jobs", 413) == before["large"] + 1
     assert served("GET", "<unmatched>", 404) == before["nowhere"] + 1
     assert timed("GET", "/openapi/jobs/{jobId}") == before["timed"] + 2
-    exposed = client.get("/metrics").text
+    exposed = exposition().decode()
     assert "/no/such/path/4711" not in exposed and f'/openapi/jobs/{job_id}"' not in exposed
 
 

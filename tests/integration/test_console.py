@@ -230,3 +230,20 @@ def test_the_overview_shows_the_apps_sharing_the_slots(
         insert_executions(conn, [NewExecution(f"w{n}", job_id, 1, n, n) for n in range(3)], 0)
     page = console.get("/console/").text
     assert app_credentials.app_id in page and "Apps sharing the slots" in page
+
+
+def _dead_mysql(console: TestClient) -> None:
+    """Point the API at a MySQL port nothing listens on."""
+    state = console.app.state.kairos  # type: ignore[attr-defined]
+    state.engine = sa.create_engine("mysql+pymysql://root@127.0.0.1:1/kairos_gone")
+
+
+def test_a_store_outage_page_names_the_store_but_not_its_error(console: TestClient) -> None:
+    _dead_mysql(console)
+    console.cookies.set("kairos_console", "not-a-session", path="/console")
+    answer = console.get("/console/jobs", follow_redirects=False)
+    assert answer.status_code == 503
+    assert "MySQL" in answer.text
+    for leak in ("127.0.0.1", "OperationalError", "Can&#39;t connect", "kairos_gone", "(2003"):
+        assert leak not in answer.text
+    assert answer.headers["Request-Id"] in answer.text

@@ -1,5 +1,5 @@
-"""/metrics over HTTP: the API's route, and the server the other services start, with
-its /healthz and /readyz."""
+"""/metrics over HTTP: none on the API's port; the metrics server every service starts,
+with its /healthz and /readyz."""
 
 from __future__ import annotations
 
@@ -23,17 +23,38 @@ def kairos_families(text: str) -> set[str]:
     return {f.name for f in text_string_to_metric_families(text) if f.name.startswith("kairos_")}
 
 
-def test_api_serves_metrics_without_an_api_key(client: TestClient) -> None:
+def test_the_api_port_serves_no_metrics(client: TestClient) -> None:
     del client.headers["Authorization"]
     response = client.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    families = kairos_families(response.text)
-    assert {"kairos_trigger_lag_seconds", "kairos_executions_finished"} <= families
+    assert response.status_code == 404
+    assert "kairos_" not in response.text
 
 
 def test_metrics_is_left_out_of_the_openapi(client: TestClient) -> None:
     assert "/metrics" not in client.get("/openapi.json").json()["paths"]
+
+
+def test_the_api_serves_its_metrics_on_its_metrics_port(
+    namespace: StoreSettings, client: TestClient
+) -> None:
+    from common.config import ApiSettings
+    from services.api.main import serve_metrics
+
+    assert client.get("/openapi/jobs").status_code == 200
+    port = free_port()
+    serve_metrics(ApiSettings(namespace=namespace.namespace, metrics_port=port))
+    response = wait_until(lambda: _get(port, "/metrics"), 10, what="the API's metrics port")
+    families = kairos_families(response.text)
+    assert {"kairos_api_requests", "kairos_trigger_lag_seconds"} <= families
+    ready = _get(port, "/readyz")
+    assert ready is not None and ready.json()["checks"] == {"mysql": "ok", "redis": "ok"}
+
+
+def _get(port: int, path: str) -> httpx.Response | None:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2)
+    except httpx.HTTPError:
+        return None
 
 
 def serving(health: Health) -> int:

@@ -182,8 +182,8 @@ def test_workers_register_the_handlers_named_in_kairos_handlers_demo_by_default(
     assert args.handlers == "services.worker.demo"
 
 
-@pytest.mark.parametrize("name", ["dispatcher", "worker-1", "worker-2", "notifier"])
-def test_non_http_services_serve_metrics_on_the_network(
+@pytest.mark.parametrize("name", ["api", "dispatcher", "worker-1", "worker-2", "notifier"])
+def test_every_service_serves_metrics_on_the_network_only(
     services: dict[str, dict[str, Any]], name: str
 ) -> None:
     args = build_parser().parse_args(_command(services[name])[1:])
@@ -191,6 +191,8 @@ def test_non_http_services_serve_metrics_on_the_network(
     environment = _mapping(services[name].get("environment"), f"{name}.environment")
     assert environment.get("KAIROS_METRICS_HOST") == "0.0.0.0", "not 127.0.0.1 in a container"
     assert "9100" in [str(port) for port in services[name].get("expose", [])]
+    published = [str(port) for port in services[name].get("ports", [])]
+    assert not any("9100" in port for port in published), "metrics stay on the compose network"
 
 
 def test_dispatcher_runs_two_replicas(services: dict[str, dict[str, Any]]) -> None:
@@ -199,7 +201,7 @@ def test_dispatcher_runs_two_replicas(services: dict[str, dict[str, Any]]) -> No
     assert "--id" not in _command(services["dispatcher"]), "replicas cannot share a fixed id"
 
 
-def test_api_listens_on_all_interfaces_and_publishes_8000(
+def test_api_listens_on_all_interfaces_and_publishes_8000_on_loopback_only(
     services: dict[str, dict[str, Any]],
 ) -> None:
     api = services["api"]
@@ -207,9 +209,14 @@ def test_api_listens_on_all_interfaces_and_publishes_8000(
     assert args.host == "0.0.0.0", "the API must not bind 127.0.0.1 inside a container"
     assert args.port == 8000
     published = {str(port) for port in api.get("ports", [])}
-    assert any(port.endswith(":8000") for port in published), published
+    assert published == {"127.0.0.1:8000:8000"}, "other hosts come through a TLS proxy"
     test = " ".join(map(str, _mapping(api.get("healthcheck"), "api.healthcheck")["test"]))
     assert "/healthz" in test
+
+
+def test_console_cookies_are_secure_by_default(services: dict[str, dict[str, Any]]) -> None:
+    environment = _mapping(services["api"].get("environment"), "api.environment")
+    assert _interpolate(str(environment["KAIROS_CONSOLE_SECURE_COOKIES"])) == "true"
 
 
 def test_the_api_limits_each_apps_rate(services: dict[str, dict[str, Any]]) -> None:

@@ -107,8 +107,8 @@ def test_compose_provisions_prometheus_with_the_rules_and_grafana_with_the_dashb
         for dns in job.get("dns_sd_configs", []):
             targets |= {f"{name}:{dns['port']}" for name in dns["names"]}
     parser = build_parser()
-    expected = {"api:8000"}
-    for name in ("dispatcher", "worker-1", "worker-2", "notifier"):
+    expected = set()
+    for name in ("api", "dispatcher", "worker-1", "worker-2", "notifier"):
         command = [str(word) for word in services[name]["command"]]
         expected.add(f"{name}:{parser.parse_args(command[1:]).metrics_port}")
     assert targets == expected
@@ -178,7 +178,10 @@ def test_k8s_probes_hit_the_port_the_process_serves_them_on(component: str) -> N
         assert check["path"] == path, f"{component} {probe}"
         assert named.get(check["port"], check["port"]) == port, f"{component} {probe}"
     annotations = workload["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == str(port)
+    # Every component is scraped on its metrics port, the API too: its own port is public.
+    assert args.metrics_port is not None, f"{component} serves no metrics"
+    assert annotations["prometheus.io/port"] == str(args.metrics_port)
+    assert named.get("metrics") == args.metrics_port, f"{component} names its metrics port"
     env = {e["name"]: e for e in spec.get("env", [])}
     if component != "api":
         config = next(d for d in k8s_documents() if d["kind"] == "ConfigMap")

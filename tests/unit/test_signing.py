@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import time
 from importlib.metadata import version
 
 import pytest
+from kairos_client.webhooks import DEFAULT_TOLERANCE_SECONDS as CLIENT_TOLERANCE_SECONDS
 
-from services.notifier.signing import sign, verify, webhook_headers
+from services.notifier.signing import DEFAULT_TOLERANCE_SECONDS, sign, verify, webhook_headers
 
 KEY = bytes(range(32))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -47,24 +49,54 @@ def test_secret_without_prefix_signs_the_same() -> None:
 
 def test_verify_accepts_its_own_signature() -> None:
     header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY)
-    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_a_tampered_body() -> None:
     header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY)
     tampered = BODY.replace("SUCCEEDED", "FAILED")
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, tampered, header)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, tampered, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_another_message_id_or_timestamp() -> None:
     header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY)
-    assert not verify(SECRET, "msg_other", TIMESTAMP, BODY, header)
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP + 1, BODY, header)
+    assert not verify(SECRET, "msg_other", TIMESTAMP, BODY, header, now=TIMESTAMP)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP + 1, BODY, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_a_signature_made_with_another_secret() -> None:
     header = sign(OTHER_SECRET, MESSAGE_ID, TIMESTAMP, BODY)
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
+
+
+@pytest.mark.parametrize("offset", [-301, 301, -10_000, 10_000])
+def test_verify_refuses_a_timestamp_past_the_tolerance_either_way(offset: int) -> None:
+    header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP + offset)
+    assert verify(
+        SECRET,
+        MESSAGE_ID,
+        TIMESTAMP,
+        BODY,
+        header,
+        tolerance_seconds=abs(offset),
+        now=TIMESTAMP + offset,
+    )
+
+
+@pytest.mark.parametrize("offset", [-300, 0, 300])
+def test_verify_accepts_a_timestamp_within_five_minutes_as_the_client_does(offset: int) -> None:
+    header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY)
+    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP + offset)
+    assert DEFAULT_TOLERANCE_SECONDS == CLIENT_TOLERANCE_SECONDS == 300
+
+
+def test_by_default_verify_reads_this_hosts_clock() -> None:
+    now = int(time.time())
+    stale = sign(SECRET, MESSAGE_ID, now - 400, BODY)
+    fresh = sign(SECRET, MESSAGE_ID, now - 240, BODY)
+    assert not verify(SECRET, MESSAGE_ID, now - 400, BODY, stale)
+    assert verify(SECRET, MESSAGE_ID, now - 240, BODY, fresh)
 
 
 @pytest.mark.parametrize("good_first", [True, False])
@@ -73,28 +105,28 @@ def test_verify_accepts_one_match_among_several_signatures(good_first: bool) -> 
     other = sign(OTHER_SECRET, MESSAGE_ID, TIMESTAMP, BODY)
     parts = [good, other, "v2,c29tZXRoaW5nIGVsc2U="]
     header = " ".join(parts if good_first else parts[::-1])
-    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_several_signatures_that_all_differ() -> None:
     header = " ".join(
         [sign(OTHER_SECRET, MESSAGE_ID, TIMESTAMP, BODY), sign(SECRET, "x", TIMESTAMP, BODY)]
     )
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
 
 
 @pytest.mark.parametrize("header", ["", " ", "v1,", "v1,AAAA"])
 def test_verify_rejects_empty_or_junk_headers(header: str) -> None:
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_the_digest_without_its_version_prefix() -> None:
     header = sign(SECRET, MESSAGE_ID, TIMESTAMP, BODY).removeprefix("v1,")
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
 
 
 def test_verify_rejects_a_header_with_non_ascii_characters() -> None:
-    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, "v1,\u00e9t\u00e9")
+    assert not verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, "v1,\u00e9t\u00e9", now=TIMESTAMP)
 
 
 def test_webhook_headers_carry_id_timestamp_signature_and_content_type() -> None:
@@ -116,5 +148,5 @@ def test_while_a_secret_rotates_callbacks_carry_a_signature_for_each_secret() ->
             _independent_signature(b"o" * 32, MESSAGE_ID, TIMESTAMP, BODY),
         ]
     )
-    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header)
-    assert verify(old, MESSAGE_ID, TIMESTAMP, BODY, header)
+    assert verify(SECRET, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)
+    assert verify(old, MESSAGE_ID, TIMESTAMP, BODY, header, now=TIMESTAMP)

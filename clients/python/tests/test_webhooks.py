@@ -125,6 +125,14 @@ def test_a_timestamp_past_the_tolerance_either_way_is_refused(offset: int, word:
     assert verify_webhook(SECRET, headers, body, tolerance_seconds=301, now=NOW) == ENVELOPE
 
 
+@pytest.mark.parametrize("offset", [-300, 300])
+def test_a_timestamp_at_the_tolerance_either_way_is_accepted(offset: int) -> None:
+    # The same bound as the server's own services.notifier.signing.verify (300 s).
+    body = json.dumps(ENVELOPE).encode()
+    headers = signed(body, [SECRET], at=NOW + offset)
+    assert verify_webhook(SECRET, headers, body, now=NOW) == ENVELOPE
+
+
 def test_by_default_the_tolerance_is_five_minutes_of_this_hosts_clock() -> None:
     body = json.dumps(ENVELOPE).encode()
     now = int(time.time())

@@ -15,15 +15,19 @@ from typing import Annotated
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
-from common.db.operators import OperatorSession, find_session
+from common.db.operators import OperatorSession, find_session, note_session_seen
 from common.errors import KairosError
+from services.api.auth_failures import client_address
 from services.api.console.render import COOKIE_PATH
 from services.api.state import ApiState
 
 SESSION_COOKIE = "kairos_console"
 SIGN_IN_COOKIE = "kairos_console_sign_in"
 MAX_FORM_BYTES = 64 * 1024
+# A session's last request is written at most this often.
+SEEN_EVERY_MS = 60_000
 
 
 class SignInRequired(Exception):
@@ -58,15 +62,34 @@ def safe_next(value: str | None) -> str:
     return "/console/"
 
 
-def current_session(request: Request) -> OperatorSession:
-    """The signed-in operator's session; ``SignInRequired`` without one."""
+def _live_session(state: ApiState, value: str) -> OperatorSession | None:
+    now_ms = state.clock.now_ms()
+    idle_ms = int(state.settings.console_idle_minutes * 60_000)
+    with state.engine.connect() as conn:
+        session = find_session(conn, value, now_ms, idle_ms)
+    if session is not None and now_ms - session.last_seen_at >= SEEN_EVERY_MS:
+        with state.engine.begin() as conn:
+            note_session_seen(conn, value, now_ms)
+    return session
+
+
+async def current_session(request: Request) -> OperatorSession:
+    """The signed-in operator's session; ``SignInRequired`` without one, or when it made
+    no request for ``console_idle_minutes``. Its last request is noted at most once a
+    minute, so browsing costs no write per page. A cookie that names no live session
+    counts as a failed authentication of the client's address (each costs a lookup)."""
     value = request.cookies.get(SESSION_COOKIE)
     if value:
         state = console_state(request)
-        with state.engine.connect() as conn:
-            session = find_session(conn, value, state.clock.now_ms())
+        failures = state.failed_auth
+        address = client_address(request)
+        if failures is not None:
+            await failures.check(address)
+        session = await run_in_threadpool(_live_session, state, value)
         if session is not None:
             return session
+        if failures is not None:
+            await failures.failed(address, "console session cookie of no live session")
     raise SignInRequired(back_path(request))
 
 
@@ -100,6 +123,19 @@ def check_form(request: Request, form: dict[str, str], session: OperatorSession)
 def secure_cookies(request: Request) -> bool:
     """Whether cookies go over HTTPS only: always when set, else when this request did."""
     return console_state(request).settings.console_secure_cookies or request.url.scheme == "https"
+
+
+def secure_every_cookie(response: Response, request: Request) -> Response:
+    """``response`` with every cookie it sets marked Secure when the session cookie is
+    (a redirect's notice cookie too), so no console cookie crosses plain HTTP."""
+    if secure_cookies(request):
+        response.raw_headers = [
+            (name, value + b"; Secure")
+            if name == b"set-cookie" and b"; secure" not in value.lower()
+            else (name, value)
+            for name, value in response.raw_headers
+        ]
+    return response
 
 
 def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int) -> None:

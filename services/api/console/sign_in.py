@@ -10,6 +10,8 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from common.db.operators import OperatorSession, end_session, operator_for_token, start_session
+from common.errors import AuthThrottledError
+from services.api.auth_failures import client_address
 from services.api.console.render import page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import (
@@ -68,9 +70,19 @@ async def sign_in(request: Request) -> Response:
     expected = request.cookies.get(SIGN_IN_COOKIE, "")
     if not expected or not hmac.compare_digest(form.get("sign_in", ""), expected):
         return _form(request, next_path, 403, "The form expired; sign in again.")
+    failures = console_state(request).failed_auth
+    address = client_address(request)
+    try:
+        if failures is not None:
+            await failures.check(address)
+    except AuthThrottledError as e:
+        response = _form(request, next_path, 429, str(e))
+        response.headers["Retry-After"] = str(e.retry_after_seconds)
+        return response
     started = await run_in_threadpool(_start, request, form.get("token", "").strip())
     if started is None:
-        log.warning("console sign-in refused: unknown token")
+        if failures is not None:
+            await failures.failed(address, "console sign-in with an unknown token")
         return _form(request, next_path, 401, "That token is not known (kairos operator list).")
     value, session = started
     log.info("console sign-in: operator %s", session.operator.name)

@@ -1,0 +1,75 @@
+"""The notifier's per-host share counts a receiver's registrable domain and the address
+it resolves to, so fresh subdomains of one domain, or many names for one server, do not
+get a share each."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.notifier.shares import AppShares, DeliveryShares, ShareKeys, registrable_domain
+
+ADDRESSES = {
+    "a.x.com": "198.51.100.1",
+    "b.x.com": "198.51.100.2",
+    "hooks.alpha.example": "203.0.113.9",
+    "hooks.beta.example": "203.0.113.9",
+    "other.example": "192.0.2.77",
+}
+
+
+def address_of(host: str, _port: int) -> str | None:
+    return ADDRESSES.get(host)
+
+
+def shares(keys: ShareKeys | None = None) -> DeliveryShares:
+    # 8 slots, each app and each host may hold 2 while 2 stay free for the others.
+    return DeliveryShares(AppShares(slots=8, share=8), AppShares(slots=8, share=2), 0.0, keys)
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [
+        ("a.x.com", "x.com"),
+        ("deep.er.b.X.COM", "x.com"),
+        ("x.com", "x.com"),
+        ("foo.bar.co.uk", "bar.co.uk"),
+        ("someone.github.io", "someone.github.io"),
+        ("localhost", "localhost"),
+        ("198.51.100.1", "198.51.100.1"),
+        ("2001:db8::1", "2001:db8::1"),
+    ],
+)
+def test_the_registrable_domain_comes_from_the_public_suffix_list(host: str, domain: str) -> None:
+    assert registrable_domain(host) == domain
+
+
+def test_subdomains_of_one_domain_share_one_share() -> None:
+    delivery = shares(ShareKeys(address_of))
+    urls = [f"https://s{n}.x.com/hook" for n in range(10)]
+    taken = [delivery.take(n, url) for n, url in enumerate(urls)]
+    assert taken.count(True) == 6, "2 of the share, then while 2 slots stay free"
+    assert delivery.take(99, "https://other.example/hook"), "another domain has its own"
+
+
+def test_two_names_on_one_address_share_one_share() -> None:
+    delivery = shares(ShareKeys(address_of))
+    alpha, beta = "https://hooks.alpha.example/", "https://hooks.beta.example/"
+    taken = [delivery.take(n, alpha if n % 2 else beta) for n in range(10)]
+    assert taken.count(True) == 6
+    assert delivery.take(99, "https://other.example/hook")
+
+
+def test_an_attempt_gives_back_what_it_took_though_the_name_moved() -> None:
+    table = dict(ADDRESSES)
+    delivery = shares(ShareKeys(lambda host, _port: table.get(host)))
+    url = "https://hooks.alpha.example/"
+    assert all(delivery.take(n, url) for n in range(6))
+    table["hooks.alpha.example"] = "192.0.2.200"
+    for n in range(6):
+        delivery.give_back(n, url)
+    assert all(delivery.take(n, "https://hooks.beta.example/") for n in range(6))
+
+
+def test_without_a_resolver_the_domain_alone_counts() -> None:
+    delivery = shares()
+    assert [delivery.take(n, f"http://s{n}.x.com/") for n in range(8)].count(True) == 6
