@@ -54,6 +54,15 @@ Priority = Annotated[
 """A job's priority as a request gives it: 0 to 9; text (``"7"``) and booleans are
 refused, as they are no JSON integer."""
 
+ShownPriority = Annotated[
+    int,
+    WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": 9, "description": PRIORITY_DESCRIPTION}
+    ),
+]
+"""A job's priority as a read shows it: documented 0 to 9, the range the API takes,
+but not checked, so a row changed by hand still renders instead of failing the read."""
+
 
 _BOUNDS = MappingProxyType(
     {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}

@@ -13,12 +13,12 @@ from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from services.api.fields import (
-    PRIORITY_DESCRIPTION,
     CallbackUrl,
     DeliveryId,
     ExecutionId,
     Instant,
     Priority,
+    ShownPriority,
     Timestamp,
     Uri,
     WholeNumber,
@@ -183,7 +183,7 @@ class JobView(BaseModel):
         default=None, description="the next trigger times, with ?preview=N"
     )
     policies: JobPoliciesView
-    priority: int = Field(ge=0, le=9, description=PRIORITY_DESCRIPTION)
+    priority: ShownPriority
     callbackUrl: Uri | None
     clientRequestId: str | None
     createdAt: Timestamp | None

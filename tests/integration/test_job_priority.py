@@ -164,3 +164,20 @@ def test_insert_job_stores_the_priority_of_a_new_job(engine: Engine) -> None:
         job = NewJob(app_pk, "n", "demo.echo", {}, None, FUTURE, None, None, None, priority=9)
         job_id = insert_job(conn, job, 1)
     assert job_row(engine, job_id)["priority"] == 9
+
+
+def test_a_priority_written_by_hand_outside_0_to_9_still_renders(
+    client: TestClient, engine: Engine
+) -> None:
+    """Only the API writes priorities, and it takes 0 to 9; a row changed by hand is
+    still shown as stored, not answered 500 (nor does it hide the app's other jobs)."""
+    odd = create(client, triggerAt=FUTURE)
+    plain = create(client, triggerAt=FUTURE)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE jobs SET priority = 12 WHERE id = :j"), {"j": odd})
+    answer = client.get(f"/openapi/jobs/{odd}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["priority"] == 12
+    listed = client.get("/openapi/jobs")
+    assert listed.status_code == 200, listed.text
+    assert {j["jobId"]: j["priority"] for j in listed.json()["jobs"]} == {odd: 12, plain: 5}
