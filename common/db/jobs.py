@@ -17,6 +17,9 @@ from common.documents import JsonObject, stored_text
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import JobStatus
 
+DEFAULT_PRIORITY = 5
+"""The priority of a job that names none (the column's default): the middle of 0-9."""
+
 JobColumns: TypeAlias = dict[str, Any]
 """Column values to write into a jobs row, by column name; each value has its column's
 type (``schema.jobs``)."""
@@ -67,6 +70,7 @@ class NewJob:
     client_request_id: str | None
     request_hash: str | None
     policies: JobPolicies = field(default_factory=JobPolicies)
+    priority: int = DEFAULT_PRIORITY
 
 
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> JobColumns:
@@ -86,6 +90,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> Job
         "claim_token": claim_token,
         "created_at": now_ms,
         "updated_at": now_ms,
+        "priority": job.priority,
         **job.policies.columns(),
     }
 

@@ -46,6 +46,7 @@ class JobRecord:
     retry_backoff_max_seconds: int
     timeout_seconds: int | None
     deleted_at: int | None
+    priority: int
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -78,6 +79,7 @@ class JobRecord:
             retry_backoff_max_seconds=int(row.retry_backoff_max_seconds),
             timeout_seconds=row.timeout_seconds,
             deleted_at=row.deleted_at,
+            priority=int(row.priority),
         )
 
     @property

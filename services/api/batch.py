@@ -31,7 +31,7 @@ from services.api.locations import job_location
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal, refused_row_number
-from services.api.validation import build_job
+from services.api.validation import build_job, defaulted_fields
 from services.api.wake import announce_created
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class BatchAnswer:
 
 def batch_hash(bodies: Sequence[JobCreate]) -> str:
     """A digest of the whole batch, to compare a keyed retry with the first request."""
-    items = [body.model_dump(mode="json") for body in bodies]
+    items = [body.model_dump(mode="json", exclude=defaulted_fields(body)) for body in bodies]
     canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -237,6 +237,7 @@ def _stored_request(job: JobRecord) -> JsonObject:
         "retryBackoffSeconds": job.retry_backoff_seconds,
         "retryBackoffMaxSeconds": job.retry_backoff_max_seconds,
         "timeoutSeconds": job.timeout_seconds,
+        "priority": job.priority,
     }
 
 
@@ -291,6 +292,7 @@ def patched_columns(
         "params": stored_text(job.params),
         "cron_expr": job.cron_expr,
         "callback_url": job.callback_url,
+        "priority": job.priority,
         **job.policies.columns(),
     }
     schedule = Schedule(job.cron_expr, job.policies.timezone, job.policies.fixed_rate_seconds)

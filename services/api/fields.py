@@ -18,6 +18,12 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
+def _integer_only(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError("must be a whole number from 0 to 9, not text or true/false")
+    return value
+
+
 def _instant(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
@@ -33,6 +39,29 @@ def _instant(value: Any) -> Any:
 
 WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 """An integer; ``true`` and ``false`` are refused (fractions are, as for any int)."""
+
+
+PRIORITY_DESCRIPTION = (
+    "0 (lowest) to 9 (highest): higher runs first among this app's waiting "
+    "runs; it never takes another app's share; waiting runs gain priority with age"
+)
+
+Priority = Annotated[
+    int,
+    BeforeValidator(_integer_only),
+    Field(ge=0, le=9, description=PRIORITY_DESCRIPTION),
+]
+"""A job's priority as a request gives it: 0 to 9; text (``"7"``) and booleans are
+refused, as they are no JSON integer."""
+
+ShownPriority = Annotated[
+    int,
+    WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": 9, "description": PRIORITY_DESCRIPTION}
+    ),
+]
+"""A job's priority as a read shows it: documented 0 to 9, the range the API takes,
+but not checked, so a row changed by hand still renders instead of failing the read."""
 
 
 _BOUNDS = MappingProxyType(

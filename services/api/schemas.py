@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from common.db.jobs import DEFAULT_PRIORITY
 from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
@@ -16,6 +17,8 @@ from services.api.fields import (
     DeliveryId,
     ExecutionId,
     Instant,
+    Priority,
+    ShownPriority,
     Timestamp,
     Uri,
     WholeNumber,
@@ -90,6 +93,7 @@ class JobCreate(BaseModel):
     retryBackoffSeconds: WholeNumber = Field(default=10, ge=0, le=86_400)
     retryBackoffMaxSeconds: WholeNumber = Field(default=3600, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
+    priority: Priority = DEFAULT_PRIORITY
 
 
 class JobAccepted(BaseModel):
@@ -179,6 +183,7 @@ class JobView(BaseModel):
         default=None, description="the next trigger times, with ?preview=N"
     )
     policies: JobPoliciesView
+    priority: ShownPriority
     callbackUrl: Uri | None
     clientRequestId: str | None
     createdAt: Timestamp | None
@@ -304,6 +309,7 @@ _NOT_NULL = (
     "maxRetries",
     "retryBackoffSeconds",
     "retryBackoffMaxSeconds",
+    "priority",
 )
 
 
@@ -348,6 +354,7 @@ class JobPatch(BaseModel):
     retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: CallbackUrl | None = None
+    priority: Priority | None = None
 
     @field_validator(*_NOT_NULL)
     @classmethod

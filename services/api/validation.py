@@ -11,7 +11,7 @@ import httpx
 
 from common.cron import validate_cron, zone
 from common.db.apps import App
-from common.db.jobs import JobPolicies, NewJob
+from common.db.jobs import DEFAULT_PRIORITY, JobPolicies, NewJob
 from common.documents import document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
@@ -19,9 +19,16 @@ from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
 from services.api.schemas import JobCreate
 
 
+def defaulted_fields(body: JobCreate) -> set[str]:
+    """The fields a request's digest leaves out when they hold their default: fields
+    added since digests were first stored, so a retry of a request made before them
+    still matches what was stored for it."""
+    return {"priority"} if body.priority == DEFAULT_PRIORITY else set()
+
+
 def request_hash(body: JobCreate) -> str:
     """A digest of what the request asks for, to compare a retry with the original."""
-    content = body.model_dump(exclude={"clientRequestId"})
+    content = body.model_dump(exclude={"clientRequestId", *defaulted_fields(body)})
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -174,4 +181,5 @@ def build_job(
         # hashing every body would weigh on every batch create.
         request_hash=request_hash(body) if body.clientRequestId is not None else None,
         policies=build_policies(body),
+        priority=body.priority,
     )

@@ -104,6 +104,7 @@ def job_view(
         nextTriggerTime=iso_ms(shown_next_trigger(job)),
         nextTriggerTimes=upcoming_triggers(job, preview),
         policies=policies_view(job),
+        priority=job.priority,
         callbackUrl=job.callback_url,
         clientRequestId=job.client_request_id,
         createdAt=iso_ms(job.created_at),

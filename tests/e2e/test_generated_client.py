@@ -132,6 +132,7 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
             job_handler="demo.echo",
             params=m.JobCreateParams.from_dict({"day": "2026-12-01"}),
             callback_url=receiver.url,
+            priority=7,
         )
         accepted = g.jobs.create_job.sync(client=client, body=body, idempotency_key="gen-1")
         assert isinstance(accepted, m.JobAccepted), accepted
@@ -145,6 +146,7 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
 
         job = wait_until(finished, 60, what="the one-shot job to succeed")
         assert job.client_request_id == "gen-1" and job.params.to_dict() == {"day": "2026-12-01"}
+        assert job.priority == 7
         assert isinstance(job.created_at, datetime.datetime) and job.created_at.tzinfo
         assert isinstance(job.last_execution, m.ExecutionView)
         assert job.last_execution.status is m.ExecutionStatus.SUCCEEDED
@@ -209,6 +211,9 @@ def test_the_generated_client_creates_reads_and_controls_jobs(
         assert isinstance(paused, m.JobView) and paused.status is m.JobStatus.PAUSED
         resumed = g.jobs.resume_job.sync(cron, client=client)
         assert isinstance(resumed, m.JobView) and resumed.status is m.JobStatus.WAITING
+        assert resumed.priority == 5
+        raised = g.jobs.update_job.sync(cron, client=client, body=m.JobPatch(priority=9))
+        assert isinstance(raised, m.JobView) and raised.priority == 9
         timed = m.JobPatch(max_retries=2, timeout_seconds=30)
         assert (
             g.jobs.update_job.sync(cron, client=client, body=timed).policies.timeout_seconds == 30

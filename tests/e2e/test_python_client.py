@@ -88,12 +88,16 @@ def test_every_control_call_listing_and_error_through_the_client(
         listed = list(kairos.list_jobs(name_prefix="page-", page_size=2))
         assert [j.job_id for j in listed] == sorted((j.job_id for j in batch.jobs), reverse=True)
 
-        cron = kairos.create_job(JobSpec("yearly", "demo.echo", cron_expr="0 0 1 1 *")).job_id
-        assert kairos.get_job(cron, preview=2).next_trigger_times is not None
+        spec = JobSpec("yearly", "demo.echo", cron_expr="0 0 1 1 *", priority=3)
+        cron = kairos.create_job(spec).job_id
+        shown = kairos.get_job(cron, preview=2)
+        assert shown.next_trigger_times is not None and shown.priority == 3
         assert kairos.pause(cron).status is JobStatus.PAUSED
         assert kairos.resume(cron).status is JobStatus.WAITING
-        changed = kairos.update(cron, JobChanges(max_retries=2, timeout_seconds=None))
+        changes = JobChanges(max_retries=2, timeout_seconds=None, priority=8)
+        changed = kairos.update(cron, changes)
         assert changed.policies is not None and changed.policies.max_retries == 2
+        assert changed.priority == 8
         first = kairos.trigger(cron, idempotency_key="client-run-1")
         repeat = kairos.trigger(cron, idempotency_key="client-run-1")
         assert repeat.execution_id == first.execution_id and repeat.replayed

@@ -107,6 +107,20 @@ def test_every_page_renders_for_a_signed_in_operator(
     assert console.get("/console/jobs/999999").status_code == 404
 
 
+def test_the_job_page_and_the_jobs_list_show_the_priority(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    body = {"jobName": "urgent", "jobHandler": "demo.noop", "cronExpr": "0 0 * * *", "priority": 8}
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    answer = console.post("/openapi/jobs", json=body, headers=headers)
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["jobId"]
+    sign_in(console, make_operator(engine))
+    assert "<dt>Priority</dt><dd>8" in console.get(f"/console/jobs/{job_id}").text
+    listing = console.get("/console/jobs").text
+    assert "<th>Priority</th>" in listing and '<td data-label="Priority">8</td>' in listing
+
+
 def test_an_action_without_the_session_csrf_token_changes_nothing(
     console: TestClient, engine: Engine, app_credentials: AppCredentials
 ) -> None:

@@ -163,3 +163,21 @@ def test_jobs_show_says_when_a_retrying_callback_is_tried_next(
     )
     row = out.splitlines()[out.splitlines().index(header) + 1]
     assert "RETRYING" in row and "2027-01-15T08:00:00Z (" in row, out
+
+
+def test_jobs_list_and_show_show_the_priority(cli: Any, client: TestClient) -> None:
+    urgent = submit(client, jobName="urgent", cronExpr="0 0 * * *", priority=8)
+    plain = submit(client, jobName="plain", cronExpr="0 0 * * *")
+    assert {j["jobId"]: j["priority"] for j in listed(cli)} == {urgent: 8, plain: 5}
+
+    status, out, _ = cli("jobs", "list")
+    assert status == 0
+    header, *rows = [line for line in out.splitlines() if line.strip() and "─" not in line]
+    at = header.split().index("PRI")
+    assert {row.split()[0]: row.split()[at] for row in rows} == {str(urgent): "8", str(plain): "5"}
+
+    status, out, _ = cli("jobs", "show", str(urgent), "-o", "json")
+    assert status == 0 and json.loads(out)["priority"] == 8
+    status, out, _ = cli("jobs", "show", str(urgent))
+    assert status == 0
+    assert any(line.split()[:2] == ["priority", "8"] for line in out.splitlines()), out

@@ -117,3 +117,24 @@ def test_bounds_are_in_json_schema_words(document: dict[str, Any]) -> None:
         "title": "Maxretries",
     }
     assert "anyOf" not in patch["params"]  # null is refused: the document does not offer it
+
+
+def test_the_priority_is_an_integer_0_to_9_that_says_what_it_does(
+    document: dict[str, Any],
+) -> None:
+    schemas = document["components"]["schemas"]
+    says = (
+        "higher runs first among this app's waiting runs; it never takes another app's "
+        "share; waiting runs gain priority with age"
+    )
+    create = schemas["JobCreate"]["properties"]["priority"]
+    patch = schemas["JobPatch"]["properties"]["priority"]
+    view = schemas["JobView"]["properties"]["priority"]
+    for field in (create, patch, view):
+        assert (field["type"], field["minimum"], field["maximum"]) == ("integer", 0, 9)
+        assert says in field["description"]
+    assert create["default"] == 5
+    assert "default" not in patch and "anyOf" not in patch  # left out keeps it; null refused
+    assert "priority" in schemas["JobView"]["required"]
+    item = schemas["JobBatchCreate"]["properties"]["jobs"]["items"]
+    assert item == {"$ref": "#/components/schemas/JobCreate"}

@@ -6,6 +6,7 @@ import json
 import string
 from typing import Any
 
+import pydantic
 import pytest
 
 from common.db.apps import App
@@ -13,6 +14,7 @@ from common.db.jobs import NewJob
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.handler_patterns import HandlerPatterns
 from common.schedule import Schedule
+from services.api.batch import batch_hash
 from services.api.schemas import JobCreate
 from services.api.validation import (
     build_job,
@@ -284,3 +286,36 @@ def test_request_hash_ignores_params_key_order() -> None:
     first = _body(params={"a": 1, "b": {"x": 1, "y": 2}})
     second = _body(params={"b": {"y": 2, "x": 1}, "a": 1})
     assert request_hash(first) == request_hash(second)
+
+
+def test_a_job_has_priority_5_unless_the_request_gives_one() -> None:
+    assert _build(_body()).priority == 5
+    assert _build(_body(priority=0)).priority == 0
+    assert _build(_body(priority=9)).priority == 9
+
+
+@pytest.mark.parametrize("value", [-1, 10, 5.5, True, "5", None, [5]])
+def test_a_priority_outside_0_to_9_or_not_a_whole_number_is_refused_by_name(
+    value: Any,
+) -> None:
+    with pytest.raises(pydantic.ValidationError) as caught:
+        _body(priority=value)
+    assert [error["loc"] for error in caught.value.errors()] == [("priority",)]
+
+
+# Digests of ``{"jobName": "report", "jobHandler": "demo.echo"}`` (with clientRequestId
+# "r-1") as stored before jobs had a priority: a retry of such a request must match.
+STORED_REQUEST_HASH = "8ddc0569920b1002a9283a5ce8df5e6e34e5d2d68d164ba79daa7f081ad904d2"
+STORED_BATCH_HASH = "7a410abe11d13cf41f1c233ea99e6f6b72ae318fb212f818d7f7c0158e652956"
+
+
+def test_the_default_priority_hashes_as_requests_did_before_priorities() -> None:
+    plain, explicit = _body(clientRequestId="r-1"), _body(clientRequestId="r-1", priority=5)
+    assert request_hash(plain) == request_hash(explicit) == STORED_REQUEST_HASH
+    assert batch_hash([plain]) == batch_hash([explicit]) == STORED_BATCH_HASH
+
+
+def test_another_priority_is_another_request() -> None:
+    assert request_hash(_body(priority=7)) != request_hash(_body())
+    assert request_hash(_body(priority=7)) != request_hash(_body(priority=6))
+    assert batch_hash([_body(priority=7)]) != batch_hash([_body()])

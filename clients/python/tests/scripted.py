@@ -79,6 +79,7 @@ def job_json(job_id: int = 7, **changes: Any) -> dict[str, Any]:
             "retryBackoffMaxSeconds": 3600,
             "timeoutSeconds": None,
         },
+        "priority": 5,
         "callbackUrl": None,
         "clientRequestId": "k-1",
         "createdAt": "2026-11-30T13:00:00.000Z",

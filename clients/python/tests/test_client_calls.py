@@ -213,3 +213,30 @@ def test_the_client_refuses_a_base_url_or_api_key_it_cannot_use() -> None:
         Client("127.0.0.1:8000", KEY)
     with pytest.raises(ValueError, match="api_key"):
         Client("http://127.0.0.1:8000", "")
+
+
+def test_a_priority_is_sent_on_create_batch_and_update_and_read_back() -> None:
+    api = Scripted(
+        [
+            ok({"jobId": 7, "status": "WAITING"}, 202),
+            ok({"jobs": [{"jobId": 8, "status": "WAITING"}]}, 202),
+            ok(job_json(priority=2)),
+        ]
+    )
+    with api.client() as kairos:
+        kairos.create_job(JobSpec("a", "demo.echo", priority=9))
+        kairos.create_jobs([JobSpec("b", "demo.echo", priority=0)])
+        job = kairos.update(7, JobChanges(priority=2))
+    assert api.body(0)["priority"] == 9
+    assert api.body(1)["jobs"][0]["priority"] == 0
+    assert api.body(2) == {"priority": 2}
+    assert job.priority == 2
+    assert "priority" not in JobSpec("a", "demo.echo").to_json(), "the server's default"
+
+
+def test_a_job_read_from_a_server_without_priorities_has_the_default() -> None:
+    answer = job_json()
+    del answer["priority"]
+    api = Scripted([ok(answer)])
+    with api.client() as kairos:
+        assert kairos.get_job(7).priority == 5

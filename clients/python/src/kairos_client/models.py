@@ -94,9 +94,20 @@ class JobPolicies:
         )
 
 
+DEFAULT_PRIORITY = 5
+"""The priority of a job whose request names none. A server older than priorities
+sends no priority (it runs every job alike): such a job reads as this."""
+
+
+def _priority(r: Reader) -> int:
+    value = r.integer_or_none("priority")
+    return DEFAULT_PRIORITY if value is None else value
+
+
 @dataclass(frozen=True)
 class Job:
-    """A job as stored, with its last execution."""
+    """A job as stored, with its last execution. ``priority`` (0-9) orders the app's
+    own waiting runs, higher first."""
 
     job_id: int
     job_name: str
@@ -107,6 +118,7 @@ class Job:
     next_trigger_time: datetime | None
     next_trigger_times: list[datetime] | None
     policies: JobPolicies | None
+    priority: int
     callback_url: str | None
     client_request_id: str | None
     created_at: datetime | None
@@ -130,6 +142,7 @@ class Job:
             next_trigger_time=r.time_or_none("nextTriggerTime"),
             next_trigger_times=r.times_or_none("nextTriggerTimes"),
             policies=JobPolicies.from_reader(policies) if policies else None,
+            priority=_priority(r),
             callback_url=r.text_or_none("callbackUrl"),
             client_request_id=r.text_or_none("clientRequestId"),
             created_at=r.time_or_none("createdAt"),

@@ -61,6 +61,7 @@ class JobSpec:
     retry_backoff_seconds: int | None = None
     retry_backoff_max_seconds: int | None = None
     timeout_seconds: int | None = None
+    priority: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request body: every field that is not None, by its API name."""
@@ -88,6 +89,7 @@ class JobChanges:
     retry_backoff_seconds: int | Unset = UNSET
     retry_backoff_max_seconds: int | Unset = UNSET
     timeout_seconds: int | Unset | None = UNSET
+    priority: int | Unset = UNSET
 
     def to_json(self) -> dict[str, Any]:
         """The PATCH body: every field that is not ``UNSET``, by its API name."""
