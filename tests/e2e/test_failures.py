@@ -207,12 +207,12 @@ def test_worker_reconnects_when_the_broker_drops_its_connection(
     processes.start("w1", "worker", "--id", "w1", "--handlers", handlers, PYTHONPATH=str(REPO))
     api = start_api(processes)
     slow = api.post_job(
-        {"jobName": "slow", "jobHandler": "chaos.effect", "params": {"seconds": 4}}
+        {"jobName": "slow", "jobHandler": "chaos.effect", "params": {"seconds": 8}}
     ).json()["jobId"]
-    running = wait_until(lambda: api.job(slow)["lastExecution"], 20, what="the run to be sent")
+    running = wait_until(lambda: api.job(slow)["lastExecution"], 60, what="the run to be sent")
     client = redis.Redis.from_url(namespace.redis_url)
     started = RedisKeys(namespace.namespace).execution_started(running["executionId"])
-    wait_until(lambda: client.exists(started), 20, what="w1 to start the run")
+    wait_until(lambda: client.exists(started), 60, what="w1 to start the run")
     client.close()
     # The connection drops mid-run: the message comes back to the same process, whose
     # copy waits for the run going on and reports it; the handler is not called again.
