@@ -59,7 +59,7 @@ def run_scenario(
     against the ledger and the callback receiver. ``extra_posts``: POSTs of one callback
     the fault may leave unrecorded (it cuts the notifier off MySQL or the broker)."""
     job_ids = stack.submit_burst(count, over_ms=6_000, seconds=seconds)
-    wait_until(lambda: len(stack.ledger().effects) >= count // 6, 60, what="the burst to run")
+    wait_until(lambda: len(stack.ledger().effects) >= count // 6, 120, what="the burst to run")
     began = time.monotonic()
     fault(stack, engine)
     settled = stack.settle(engine, job_ids, SETTLE_SECONDS)
