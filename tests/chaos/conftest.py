@@ -22,13 +22,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @dataclass
 class Outcome:
-    """One scenario's line in the table printed at the end."""
+    """One scenario's line in the table printed at the end: ``lost`` and ``duplicated``
+    count jobs with no side effect and with more than one in the ledger;
+    ``callback_copies`` the callback requests beyond the first of their delivery."""
 
     scenario: str
     submitted: int
     succeeded: int
     lost: int
     duplicated: int
+    callback_copies: int
     recovered_s: float
 
 
@@ -42,12 +45,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     write = terminalreporter.write_line
     write("")
     write(
-        f"{'scenario':44} {'submitted':>9} {'succeeded':>9} {'lost':>5} {'dup':>4} {'recover_s':>9}"
+        f"{'scenario':44} {'submitted':>9} {'succeeded':>9} {'lost':>5} {'dup':>4} "
+        f"{'cb_copies':>9} {'recover_s':>9}"
     )
     for o in OUTCOMES:
         write(
             f"{o.scenario:44} {o.submitted:9d} {o.succeeded:9d} {o.lost:5d} "
-            f"{o.duplicated:4d} {o.recovered_s:9.1f}"
+            f"{o.duplicated:4d} {o.callback_copies:9d} {o.recovered_s:9.1f}"
         )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from services.worker.registry import HandlerContext, handler
+from tests.witnesses import Effect, read_effects
 
 
 @handler("chaos.effect")
@@ -35,20 +36,16 @@ def effect(params: dict[str, Any], ctx: HandlerContext) -> None:
 class Ledger:
     """What the ledger file says: completed effects by trigger, and by execution id."""
 
+    effects: list[Effect]
     by_trigger: Counter[tuple[int, int]]
     execution_ids: set[str]
 
     @classmethod
     def read(cls, path: Path) -> Ledger:
         """Read the ledger written so far (an absent file is an empty ledger)."""
-        by_trigger: Counter[tuple[int, int]] = Counter()
-        execution_ids: set[str] = set()
-        if path.exists():
-            for line in path.read_text().splitlines():
-                job_id, trigger_time, execution_id = line.split()
-                by_trigger[(int(job_id), int(trigger_time))] += 1
-                execution_ids.add(execution_id)
-        return cls(by_trigger, execution_ids)
+        effects = read_effects(path)
+        by_trigger = Counter((e.job_id, e.trigger_time) for e in effects)
+        return cls(effects, by_trigger, {e.execution_id for e in effects})
 
     def duplicated(self) -> dict[tuple[int, int], int]:
         """Triggers whose side effect completed more than once."""

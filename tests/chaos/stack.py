@@ -4,16 +4,20 @@ processes on the test's namespace, and the burst of jobs each scenario runs."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from sqlalchemy.engine import Engine
 
 from common.clock import wall_ms
 from common.config import StoreSettings
+from common.vhost import management_api
 from tests.books import Books, Expectation, wait_for_books
 from tests.chaos.ledger import Ledger
 from tests.e2e.harness import (
@@ -24,12 +28,17 @@ from tests.e2e.harness import (
     free_port,
     wait_until,
 )
+from tests.witnesses import Witnesses, count_arrivals
 
 REPO = Path(__file__).resolve().parents[2]
 DISPATCHERS = ("d1", "d2")
 WORKERS = ("w1", "w2", "w3")
 HANDLERS = "tests.chaos.ledger"
 _LEASE = re.compile(r"(lease acquired|lease lost|stepping down)")
+# The management API refreshes queue figures this often (RabbitMQ's
+# collect_statistics_interval): a queue is quiet once two readings this far apart say so.
+STATISTICS_SECONDS = 5.5
+QUIET_SECONDS = 90
 
 
 @dataclass
@@ -73,10 +82,41 @@ class ChaosStack:
     def leader(self) -> str:
         """The dispatcher that holds the lease, by what the dispatchers logged last."""
         for name in DISPATCHERS:
-            events = _LEASE.findall(self.processes.log(name))
-            if events and events[-1] == "lease acquired":
+            if self.leads(name):
                 return name
         raise AssertionError("no dispatcher leads")
+
+    def leads(self, dispatcher: str) -> bool:
+        """True when the last lease event ``dispatcher`` logged is taking the lease."""
+        events = self.lease_events(dispatcher)
+        return bool(events) and events[-1] == "lease acquired"
+
+    def lease_events(self, dispatcher: str) -> list[str]:
+        """Every lease event ``dispatcher`` logged, in order."""
+        return list(_LEASE.findall(self.processes.log(dispatcher)))
+
+    def quiesce(self) -> None:
+        """Wait until no queue of the namespace holds a message, ready or unacked, then
+        stop the workers and the notifier (a run going finishes first): the ledger and
+        the receiver's log are whole from then on, late copies included."""
+        deadline = time.monotonic() + QUIET_SECONDS
+        quiet_since: float | None = None
+        while True:
+            busy = busy_queues(self.namespace)
+            now = time.monotonic()
+            quiet_since = (quiet_since or now) if not busy else None
+            if quiet_since is not None and now - quiet_since >= STATISTICS_SECONDS:
+                break
+            if now > deadline:
+                raise AssertionError(f"queues still hold messages after {QUIET_SECONDS} s: {busy}")
+            time.sleep(0.5)
+        stop(self.processes, [n for n in self.processes.running if n[0] == "w"] + ["notifier"])
+
+    def witnesses(self, extra_posts: int = 0) -> Witnesses:
+        """The ledger and the receiver's log, to hold the books against (read them once
+        the stack is quiet)."""
+        arrivals = count_arrivals(r.headers for r in list(self.receiver.received))
+        return Witnesses(self.ledger().effects, arrivals, extra_posts)
 
     def submit_burst(self, count: int, over_ms: int, seconds: float = 0.05) -> list[int]:
         """``count`` one-shot jobs spread over ``over_ms`` from now, a third with a
@@ -126,3 +166,33 @@ def start_worker(processes: Processes, worker: str, name: str | None = None) -> 
         *("--id", worker, "--capacity", "4", "--handlers", HANDLERS),
         PYTHONPATH=str(REPO),
     )
+
+
+def busy_queues(namespace: StoreSettings) -> dict[str, int]:
+    """The namespace's queues that hold messages (ready or unacked), by the management API."""
+    base, auth = management_api(namespace)
+    vhost = quote(namespace.namespace, safe="")
+    response = httpx.get(
+        f"{base}/api/queues/{vhost}",
+        params={"columns": "name,messages,messages_unacknowledged"},
+        auth=auth,
+        timeout=10,
+    )
+    response.raise_for_status()
+    found = {
+        str(q["name"]): int(q.get("messages") or 0) + int(q.get("messages_unacknowledged") or 0)
+        for q in response.json()
+    }
+    return {name: n for name, n in found.items() if n}
+
+
+def stop(processes: Processes, names: list[str]) -> None:
+    """SIGTERM the named processes still running and wait for each to exit."""
+    for name in names:
+        if processes.running[name].poll() is None:
+            processes.signal(name, signal.SIGTERM)
+    for name in names:
+        try:
+            processes.running[name].wait(timeout=45)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{name} did not stop within 45 s of SIGTERM") from e

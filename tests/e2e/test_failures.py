@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -14,6 +15,9 @@ from common.config import StoreSettings
 from common.keys import RedisKeys
 from tests.books import Expectation, assert_books
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_healthy, wait_until
+from tests.witnesses import Witnesses, read_effects
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def start_api(processes: Processes) -> Api:
@@ -195,20 +199,44 @@ def test_a_long_run_acked_early_is_settled_when_its_worker_restarts_with_the_sam
 def test_worker_reconnects_when_the_broker_drops_its_connection(
     processes: Processes, namespace: StoreSettings, engine: Engine
 ) -> None:
+    ledger = processes.log_dir / "ledger.txt"
+    processes.env["KAIROS_CHAOS_LEDGER"] = str(ledger)
     processes.start("d", "dispatcher")
-    processes.start("w1", "worker", "--id", "w1")
+    # The ledger's handler sleeps like demo.sleep, then writes down that it ran.
+    handlers = "services.worker.demo,tests.chaos.ledger"
+    processes.start("w1", "worker", "--id", "w1", "--handlers", handlers, PYTHONPATH=str(REPO))
     api = start_api(processes)
-    first = noop_jobs(api, 1)
-    wait_until(lambda: all_succeeded(api, first), 20, what="a job before the drop")
-    closed = close_connections(namespace, "kairos worker w1")
-    assert closed >= 1
+    slow = api.post_job(
+        {"jobName": "slow", "jobHandler": "chaos.effect", "params": {"seconds": 8}}
+    ).json()["jobId"]
+    running = wait_until(lambda: api.job(slow)["lastExecution"], 60, what="the run to be sent")
+    client = redis.Redis.from_url(namespace.redis_url)
+    started = RedisKeys(namespace.namespace).execution_started(running["executionId"])
+    wait_until(lambda: client.exists(started), 60, what="w1 to start the run")
+    client.close()
+    # The connection drops mid-run: the message comes back to the same process, whose
+    # copy waits for the run going on and reports it; the handler is not called again.
+    assert close_connections(namespace, "kairos worker w1") >= 1
     wait_until(
         lambda: "worker lost a store" in processes.log("w1"), 15, what="the worker to notice"
     )
     later = noop_jobs(api, 3)
-    wait_until(lambda: all_succeeded(api, later), 30, what="jobs after the reconnect")
+    wait_until(lambda: all_succeeded(api, [slow, *later]), 60, what="jobs after the reconnect")
     assert processes.running["w1"].poll() is None, "the worker process must survive"
-    assert_books(engine, Expectation(first + later, execution_statuses={"SUCCEEDED"}), timeout=30)
+    processes.signal("w1", signal.SIGTERM)  # quiet: a late copy would have run by now
+    processes.running["w1"].wait(timeout=45)
+    assert [e["status"] for e in api.executions(slow)] == ["SUCCEEDED"]
+    assert [e.execution_id for e in read_effects(ledger) if e.job_id == slow] == [
+        running["executionId"]
+    ], "one handler call, of the one execution"
+    # Only the slow job's handler writes the ledger.
+    assert_books(
+        engine,
+        Expectation([slow], execution_statuses={"SUCCEEDED"}),
+        timeout=30,
+        witnesses=lambda: Witnesses(effects=read_effects(ledger)),
+    )
+    assert_books(engine, Expectation(later, execution_statuses={"SUCCEEDED"}), timeout=30)
 
 
 def close_connections(settings: StoreSettings, name: str) -> int:

@@ -380,3 +380,13 @@ def test_a_manual_run_on_a_triggers_millisecond_leaves_the_trigger_its_own_run(
             {"j": job_id, "t": following},
         ).all()
     assert [(bool(r[0]), str(r[1])) for r in rows] == [(False, "SCHEDULED"), (True, "SUCCEEDED")]
+    # The unique key is what keeps that trigger to one scheduled run of each attempt.
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO executions (execution_id, job_id, attempt, trigger_time, "
+                "scheduled_at, status, manual, created_at) "
+                "VALUES ('second-1', :j, 1, :t, :t, 'SCHEDULED', 0, :t)"
+            ),
+            {"j": job_id, "t": following},
+        )

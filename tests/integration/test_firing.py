@@ -116,13 +116,19 @@ def test_retry_of_a_cancelled_job_is_cancelled_not_sent(
     fire = firer(engine, redis_client, connection)
     now = ClusterClock(redis_client).now_ms()
     job_id = new_job(engine)
+    scheduled(engine, job_id, "e-first", now - 5)
     scheduled(engine, job_id, "e-retry", now - 5, attempt=2)
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE jobs SET status = 'CANCELLED' WHERE id = :j"), {"j": job_id})
+        # The retry of a first attempt that failed, on a job that allows one.
+        conn.execute(sa.text("UPDATE executions SET status = 'FAILED' WHERE attempt = 1"))
+        conn.execute(
+            sa.text("UPDATE jobs SET status = 'CANCELLED', max_retries = 1 WHERE id = :j"),
+            {"j": job_id},
+        )
     fire.load()
     assert fire.fire_due() == 0
-    assert statuses(engine) == {"e-retry": "CANCELLED"}
-    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"CANCELLED"}), timeout=0)
+    assert statuses(engine) == {"e-first": "FAILED", "e-retry": "CANCELLED"}
+    assert_books(engine, Expectation([job_id], {"CANCELLED"}, {"FAILED", "CANCELLED"}), timeout=0)
     frame = connection.channel().queue_declare("kairos.worker.w1", passive=True)
     assert frame.method.message_count == 0
 
