@@ -63,6 +63,7 @@ from harness import (
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import workers
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials, prepare_namespace
 from services.stack import DEMO_HANDLERS
 
@@ -285,7 +286,7 @@ def measure(
     args: argparse.Namespace, settings: StoreSettings, base: str, services: list[Service]
 ) -> dict[str, Any]:
     """Run both phases once the API accepts jobs; raise when a request failed."""
-    api_key = create_app_credentials(settings, "bench").api_key
+    api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
     poll_until("GET /healthz 200", lambda: api_healthy(base), services, STARTUP_SECONDS)
     wait_accepting(base, api_key, services)
     single = measure_single(args, base, api_key)

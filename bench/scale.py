@@ -76,6 +76,7 @@ from common.config import StoreSettings
 from common.db.due_jobs import find_due_jobs
 from common.db.engine import make_engine
 from common.db.schema import executions, jobs, workers
+from common.handler_patterns import EVERY_HANDLER
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from common.states import ExecutionStatus
@@ -375,7 +376,7 @@ def report(
 def measure(args: argparse.Namespace, settings: StoreSettings, log_dir: Path) -> None:
     """Fill the table, time the scans, run the dispatcher; print the report."""
     prepare_namespace(settings)
-    credentials = create_app_credentials(settings, "scale")
+    credentials = create_app_credentials(settings, "scale", EVERY_HANDLER)
     engine = make_engine(settings, pool_size=2)
     client = redis.Redis.from_url(settings.redis_url)
     try:

@@ -247,17 +247,24 @@ class UnknownHandlerError(ValidationFailedError):
 
 
 def _set_by_operator(app_id: str) -> str:
-    return f"an operator sets them with `kairos app handlers {app_id} --allow PATTERN`"
+    return (
+        f"an operator grants handlers with `kairos app handlers {app_id} --allow PATTERN`, "
+        "e.g. --allow 'report.*'"
+    )
 
 
 class HandlerNotAllowedError(ValidationFailedError):
     """A job names a handler outside its app's handler patterns; nothing was written."""
 
     def __init__(self, name: str, app_id: str, patterns: str) -> None:
+        allowed = (
+            "this app has been granted no handler yet"
+            if patterns == "none"
+            else f"this app may use only handlers matching {patterns}"
+        )
         super().__init__(
             "jobHandler",
-            f"this app may use only handlers matching {patterns}; {name!r} is not one of "
-            f"them ({_set_by_operator(app_id)})",
+            f"{allowed}; {name!r} is not one of them ({_set_by_operator(app_id)})",
         )
         self.name = name
         self.app_id = app_id

@@ -6,6 +6,7 @@ from common.clock import wall_ms
 from common.config import StoreSettings
 from common.db.apps import AppCredentials, create_app
 from common.db.engine import ensure_database, make_engine, migrate
+from common.handler_patterns import HandlerPatterns
 from common.vhost import ensure_vhost
 
 
@@ -20,11 +21,14 @@ def prepare_namespace(settings: StoreSettings) -> None:
     ensure_vhost(settings)
 
 
-def create_app_credentials(settings: StoreSettings, name: str) -> AppCredentials:
-    """Create an app in the namespace and return its one-time credentials."""
+def create_app_credentials(
+    settings: StoreSettings, name: str, handlers: HandlerPatterns
+) -> AppCredentials:
+    """Create an app in the namespace, its jobs allowed the handlers ``handlers`` match,
+    and return its one-time credentials."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
-            return create_app(conn, name, wall_ms())
+            return create_app(conn, name, wall_ms(), handlers)
     finally:
         engine.dispose()

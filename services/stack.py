@@ -17,6 +17,7 @@ import httpx
 
 from common.config import StoreSettings, WorkerSettings
 from common.errors import ConfigurationError
+from common.handler_patterns import HandlerPatterns
 from common.namespace import create_app_credentials, prepare_namespace
 from common.vhost import management_api
 
@@ -158,7 +159,7 @@ def _wait_healthy(base: str, deadline_seconds: float) -> bool:
 
 
 def _submit_demo(settings: StoreSettings, base: str) -> None:
-    credentials = create_app_credentials(settings, "demo")
+    credentials = create_app_credentials(settings, "demo", HandlerPatterns(("demo.*",)))
     headers = {"Authorization": f"Bearer {credentials.api_key}"}
     body = {"jobName": "hello", "jobHandler": "demo.echo", "params": {"hello": "kairos"}}
     deadline = time.monotonic() + 30

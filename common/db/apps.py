@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from common.db.control import ACTIVE
 from common.db.rows import AnyRow
 from common.db.schema import api_keys, apps, jobs
-from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
+from common.handler_patterns import NO_HANDLER, HandlerPatterns
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class App:
     id: int
     app_id: str
     name: str
-    handlers: HandlerPatterns = EVERY_HANDLER
+    handlers: HandlerPatterns = NO_HANDLER
     # Set by `kairos app disable`: the API refuses every call (403).
     disabled: bool = False
     # How long after the lookup the key the request carried stops working (an
@@ -122,8 +122,11 @@ def _add_key(conn: Connection, app_pk: int, api_key: str, now_ms: int) -> str:
     return key_id
 
 
-def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
-    """Create an app with a fresh API key and a Standard Webhooks signing secret."""
+def create_app(
+    conn: Connection, name: str, now_ms: int, handlers: HandlerPatterns
+) -> AppCredentials:
+    """Create an app with a fresh API key and a Standard Webhooks signing secret; its
+    jobs may name the handlers ``handlers`` match (``NO_HANDLER``: none until granted)."""
     app_id = "app_" + secrets.token_hex(8)
     api_key = new_api_key()
     signing_secret = new_signing_secret()
@@ -134,6 +137,7 @@ def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
             api_key_hash=hash_api_key(api_key),
             signing_secret=signing_secret,
             created_at=now_ms,
+            handler_patterns=handlers.stored(),
         )
     )
     key = result.inserted_primary_key
@@ -256,8 +260,8 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
 
 
 def set_handler_patterns(conn: Connection, app_id: str, patterns: HandlerPatterns) -> bool:
-    """Restrict the app's jobs to handlers ``patterns`` allow (``EVERY_HANDLER`` lifts
-    the restriction); False if no such app."""
+    """Let the app's jobs name the handlers ``patterns`` allow (``EVERY_HANDLER``: all,
+    ``NO_HANDLER``: none); False if no such app."""
     result = conn.execute(
         apps.update().where(apps.c.app_id == app_id).values(handler_patterns=patterns.stored())
     )

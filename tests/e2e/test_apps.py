@@ -33,7 +33,7 @@ def test_a_rotated_key_overlaps_the_old_one_or_replaces_it_at_once(processes: Pr
     port = free_port()
     processes.start("api", "api", "--port", str(port), KAIROS_AUTH_CACHE_SECONDS="0.2")
     base = wait_healthy(port)
-    created = json.loads(processes.run("app", "create", "billing"))
+    created = json.loads(processes.run("app", "create", "billing", "--handlers", "*"))
     old_key = created["apiKey"]
     assert status_with(base, old_key) == 404
     listed = processes.run("app", "list")
