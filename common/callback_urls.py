@@ -110,13 +110,16 @@ def embedded_ipv4(address: IPAddress) -> IPv4Address | None:
     return None
 
 
-def refusal_kind(address: IPAddress) -> str | None:
+def refusal_kind(address: IPAddress, show_carried: bool = True) -> str | None:
     """Why callbacks may not reach ``address`` ("a loopback address", ...), or None for
-    a public address. An IPv6 address carrying an IPv4 one is judged by the latter."""
+    a public address. An IPv6 address carrying an IPv4 one is judged by the latter,
+    named in the phrase when ``show_carried``."""
     carried = embedded_ipv4(address)
     if carried is not None:
         kind = refusal_kind(carried)
-        return None if kind is None else f"{kind} ({carried} inside IPv6)"
+        if kind is None or not show_carried:
+            return kind if kind is None else f"{kind} inside IPv6"
+        return f"{kind} ({carried} inside IPv6)"
     checks: list[tuple[bool, str]] = [
         (address.is_unspecified, "the unspecified address"),
         (address.is_loopback, "a loopback address"),
@@ -188,10 +191,12 @@ class CallbackUrlPolicy:
         )
 
     def check_address(self, target: CallbackTarget, address: IPAddress) -> None:
-        """Raise ``CallbackAddressRefusedError`` unless callbacks may reach ``address``."""
-        kind = refusal_kind(address)
+        """Raise ``CallbackAddressRefusedError`` unless callbacks may reach ``address``;
+        its message names the address only when the URL's host is that address."""
+        literal = numeric_host(target.host) is not None
+        kind = refusal_kind(address, show_carried=literal)
         if kind is not None and not self.admits(address):
-            raise CallbackAddressRefusedError(target.url, target.host, str(address), kind)
+            raise CallbackAddressRefusedError(target.url, target.host, str(address), kind, literal)
 
 
 class SystemResolver:

@@ -334,15 +334,23 @@ class CallbackUrlRefusedError(ValidationFailedError):
 
 class CallbackAddressRefusedError(CallbackUrlRefusedError):
     """A callback URL whose host is, or resolves to, an address callbacks may not reach
-    (loopback, private, link-local, ...) and no allowed network admits."""
+    (loopback, private, link-local, ...) and no allowed network admits.
 
-    def __init__(self, url: str, host: str, address: str, kind: str) -> None:
-        reached = address if host == address else f"host {host!r}, which reaches {address}"
+    The message names the address only when the URL itself holds it: the address a name
+    resolved to stays out of it (and so out of the 422 and the delivery's attempts), or
+    an app could map the operator's internal names through Kairos. ``address`` keeps it
+    for the logs.
+    """
+
+    def __init__(self, url: str, host: str, address: str, kind: str, literal: bool) -> None:
+        reached = f"{address}," if literal else f"host {host!r}, which resolves to"
+        cidr = f"{address}/{32 if '.' in address else 128}" if literal else "CIDR"
         super().__init__(
             url,
-            f"names {reached}, {kind}; callbacks go to public addresses only. To call a receiver "
-            f"on your own network, add its network to KAIROS_CALLBACK_ALLOWED_NETWORKS "
-            f"(comma-separated CIDRs, e.g. {address}/{32 if '.' in address else 128})",
+            f"names {reached} {kind}; callbacks go to public addresses only. To call a "
+            "receiver on your own network, an operator allows its network for this app "
+            f"(`kairos app networks APP_ID --allow {cidr}`; KAIROS_CALLBACK_ALLOWED_NETWORKS "
+            "is the default for apps without a list of their own)",
         )
         self.host = host
         self.address = address
