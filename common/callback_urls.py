@@ -5,7 +5,8 @@ operator's network: without a policy any app could make Kairos reach the cloud m
 address, a database's HTTP port or an admin page on localhost (SSRF). So a callback URL
 must be http(s) (https only with ``KAIROS_CALLBACK_HTTPS_ONLY``), carry no user:password
 part, and every address its host names or resolves to must be a public one, unless a
-network in ``KAIROS_CALLBACK_ALLOWED_NETWORKS`` admits it.
+network the app is allowed admits it: its own list (``kairos app networks``,
+``apps.callback_networks``) or, for an app without one, ``KAIROS_CALLBACK_ALLOWED_NETWORKS``.
 
 The API checks at submission and the notifier again when it connects (a name may
 resolve elsewhere by then); the notifier then connects to the very address it checked
@@ -18,11 +19,12 @@ NAT64) is judged by the IPv4 address it carries.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import (
     IPv4Address,
     IPv4Network,
@@ -63,9 +65,12 @@ _NAT64 = (IPv6Network("64:ff9b::/96"), IPv6Network("64:ff9b:1::/48"))
 _COMPATIBLE = IPv6Network("::/96")
 
 
-def parse_networks(text: str) -> tuple[IPNetwork, ...]:
-    """``KAIROS_CALLBACK_ALLOWED_NETWORKS`` read: comma-separated CIDRs (a bare address
-    is its own /32 or /128)."""
+def parse_networks(
+    text: str, source: str = "KAIROS_CALLBACK_ALLOWED_NETWORKS"
+) -> tuple[IPNetwork, ...]:
+    """Comma-separated CIDRs read (a bare address is its own /32 or /128), repeats
+    dropped; a ``ConfigurationError`` naming ``source`` (the setting or flag they came
+    from) for the first that is no network."""
     networks: list[IPNetwork] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -74,10 +79,28 @@ def parse_networks(text: str) -> tuple[IPNetwork, ...]:
             networks.append(ip_network(part, strict=False))
         except ValueError as e:
             raise ConfigurationError(
-                f"KAIROS_CALLBACK_ALLOWED_NETWORKS: {part!r} is no network ({e}); give "
-                "comma-separated CIDRs such as 10.0.0.0/8,fd00::/8"
+                f"{source}: {part!r} is no network ({e}); give comma-separated CIDRs such "
+                "as 10.0.0.0/8,fd00::/8"
             ) from e
-    return tuple(networks)
+    return tuple(dict.fromkeys(networks))
+
+
+def stored_networks(networks: Sequence[IPNetwork] | None) -> str | None:
+    """The text kept in ``apps.callback_networks``: a JSON array of CIDRs, or NULL for
+    the cluster's default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``)."""
+    return None if networks is None else json.dumps([str(n) for n in networks])
+
+
+def networks_from_stored(text: str | None) -> tuple[IPNetwork, ...] | None:
+    """The networks ``stored_networks`` wrote; None for the default. Text that cannot
+    be read admits no network: a grant that cannot be read must not widen."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+        return tuple(ip_network(str(cidr), strict=False) for cidr in value)
+    except (ValueError, TypeError):
+        return ()
 
 
 def numeric_host(host: str) -> IPAddress | None:
@@ -154,6 +177,11 @@ class CallbackUrlPolicy:
     def from_settings(cls, allowed_networks: str, https_only: bool) -> CallbackUrlPolicy:
         """The policy of ``KAIROS_CALLBACK_ALLOWED_NETWORKS`` and ``_HTTPS_ONLY``."""
         return cls(parse_networks(allowed_networks), https_only)
+
+    def for_app(self, networks: tuple[IPNetwork, ...] | None) -> CallbackUrlPolicy:
+        """The policy of an app whose own allowed networks are ``networks``: they replace
+        the cluster's default (this policy's); None keeps the default."""
+        return self if networks is None else replace(self, allowed_networks=networks)
 
     def target(self, url: str) -> CallbackTarget:
         """Check what the URL itself says (scheme, user:password, a numeric host); no

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from services.cli_app_grants import add_app_grant_parsers
 from services.cli_types import Subcommands, number
 
 if TYPE_CHECKING:
@@ -201,8 +202,8 @@ _overlap_hours = number(0, MAX_OVERLAP_HOURS)
 
 
 def add_app_parsers(sub: Subcommands) -> None:
-    """``kairos app ...``: create, list, keys, rotate-key, revoke-key, disable, enable,
-    rotate-secret, handlers."""
+    """``kairos app ...``: create, list, show, keys, rotate-key, revoke-key, disable,
+    enable, rotate-secret, handlers, networks, limits."""
     app = sub.add_parser("app", help="manage API apps").add_subparsers(
         dest="app_cmd", required=True
     )
@@ -244,6 +245,7 @@ def add_app_parsers(sub: Subcommands) -> None:
     )
     secret.set_defaults(func=cmd_app_rotate_secret)
     _add_handlers_parser(app)
+    add_app_grant_parsers(app)
 
 
 def _add_key_parsers(app: Subcommands) -> None:

@@ -78,7 +78,7 @@ def submit_batch(
     """
     urls = [body.callbackUrl for body in bodies]
     resolver = state.resolvers(app.id)
-    refused = refused_callback_urls_from_thread(state.callback_policy, resolver, urls)
+    refused = refused_callback_urls_from_thread(state.policy_for(app), resolver, urls)
     now = state.clock.now_ms()
     new_jobs = build_batch(state, app, bodies, now, refused)
     keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))

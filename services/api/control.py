@@ -333,7 +333,7 @@ def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:
 
     A new callback URL is checked (its host resolved) before the job's row is locked.
     """
-    policy, resolver = state.callback_policy, state.resolvers(app.id)
+    policy, resolver = state.policy_for(app), state.resolvers(app.id)
     screen_callback_url_from_thread(policy, resolver, patch.callbackUrl)
     now = state.clock.now_ms()
     _, columns = _update(state, app, job_id, patch, now)

@@ -34,8 +34,8 @@ class ApiState:
     inserter: GroupInserter = field(init=False)
     # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
     rate_limiter: RateLimiter | None = None
-    # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how each app's
-    # callback hosts resolve.
+    # Which callback URLs a job may carry (KAIROS_CALLBACK_*; an app's own networks
+    # replace the default's, ``policy_for``), and how each app's callback hosts resolve.
     callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
     resolvers: ResolverPerApp = field(default_factory=ResolverPerApp)
     # The clock the caches age by; tests move a fake one.
@@ -44,6 +44,11 @@ class ApiState:
     _handlers_at: float = -1e18
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def policy_for(self, app: App) -> CallbackUrlPolicy:
+        """The callback URL policy of ``app``: its own allowed networks, or the cluster's
+        default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``) when it has none."""
+        return self.callback_policy.for_app(app.callback_networks)
 
     def known_handlers(self) -> frozenset[str]:
         """Handler names some worker has registered, re-read every few seconds."""

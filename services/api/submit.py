@@ -40,7 +40,7 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     """
     if body.callbackUrl:
         resolver = state.resolvers(app.id)
-        await screen_callback_url(state.callback_policy, resolver, body.callbackUrl)
+        await screen_callback_url(state.policy_for(app), resolver, body.callbackUrl)
     if state.caches_fresh() and body.cronExpr is None:
         now, job = _build(state, app, body)
     else:
