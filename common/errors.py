@@ -309,6 +309,37 @@ class RateLimitedError(KairosError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class JobQuotaExceededError(KairosError):
+    """An app holds as many stored jobs as its ``max_jobs`` quota allows; nothing was
+    written."""
+
+    def __init__(self, app_id: str, max_jobs: int, stored: int, adding: int) -> None:
+        super().__init__(
+            f"app {app_id!r} keeps {stored} jobs (waiting, running or paused) and its "
+            f"quota maxJobs is {max_jobs}, so {adding} more do not fit; delete or cancel "
+            f"jobs it no longer needs, or ask an operator to raise the quota (`kairos app "
+            f"limits {app_id} --max-jobs N`)"
+        )
+        self.app_id = app_id
+        self.max_jobs = max_jobs
+
+
+class ScheduleTooFrequentError(ValidationFailedError):
+    """A schedule whose triggers come closer together than the app's
+    ``min_cron_interval_seconds`` quota allows; nothing was written."""
+
+    def __init__(self, field: str, app_id: str, gap_seconds: float, minimum: int) -> None:
+        super().__init__(
+            field,
+            f"fires {gap_seconds:g} s after a trigger at its closest; this app's quota "
+            f"minCronIntervalSeconds is {minimum} s: space the triggers out, or ask an "
+            f"operator to lower the quota (`kairos app limits {app_id} --min-cron-interval "
+            "SECONDS|none`)",
+        )
+        self.gap_seconds = gap_seconds
+        self.minimum = minimum
+
+
 class TriggerBusyError(KairosError):
     """A manual trigger found no free trigger time for its execution; nothing was written."""
 
