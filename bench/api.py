@@ -142,7 +142,12 @@ def api_stack(
     port = free_port()
     worker = worker_service(log_dir)
     services = [worker, api_service(api_command, port, log_dir)]
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         prepare_namespace(settings)
         start_services(services, env)

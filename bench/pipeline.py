@@ -201,7 +201,12 @@ def run(
     keys = RedisKeys(settings.namespace)
     sink = CallbackSink()
     callbacks = Callbacks.of(share, sink.url)
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     # The sink listens on this machine, which callbacks may reach only when allowed.
     env["KAIROS_CALLBACK_ALLOWED_NETWORKS"] = "127.0.0.0/8"
     try:

@@ -303,7 +303,8 @@ class RateLimitedError(KairosError):
     def __init__(self, app_id: str, retry_after_seconds: int) -> None:
         super().__init__(
             f"app {app_id!r} sent more requests than its rate limit allows; retry after "
-            f"{retry_after_seconds} s, or spread requests out (a batch create counts once)"
+            f"{retry_after_seconds} s, or spread requests out (a batch create counts one per "
+            "job)"
         )
         self.app_id = app_id
         self.retry_after_seconds = retry_after_seconds
@@ -322,6 +323,8 @@ class JobQuotaExceededError(KairosError):
         )
         self.app_id = app_id
         self.max_jobs = max_jobs
+        # A 429 carries Retry-After; jobs end and free room, so a minute is a fair guess.
+        self.retry_after_seconds = 60
 
 
 class ScheduleTooFrequentError(ValidationFailedError):

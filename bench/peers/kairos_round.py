@@ -156,7 +156,12 @@ def kairos_stack(settings: StoreSettings, log_dir: Path) -> Iterator[tuple[str, 
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     services = [s for s in build_services(port, log_dir) if s.name in KAIROS_SERVICES]
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         prepare_namespace(settings)
         start_services(services, env)

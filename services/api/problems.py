@@ -150,7 +150,7 @@ def _extra(exc: KairosError) -> dict[str, Any]:
 
 
 def _headers(exc: KairosError) -> dict[str, str]:
-    if isinstance(exc, RateLimitedError):
+    if isinstance(exc, RateLimitedError | JobQuotaExceededError):
         return {"Retry-After": str(exc.retry_after_seconds)}
     return {}
 

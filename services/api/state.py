@@ -32,7 +32,7 @@ class ApiState:
     keys: RedisKeys
     # Set by create_app: it announces stored jobs through this state.
     inserter: GroupInserter = field(init=False)
-    # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
+    # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (on by default).
     rate_limiter: RateLimiter | None = None
     # Which callback URLs a job may carry (KAIROS_CALLBACK_*; an app's own networks
     # replace the default's, ``policy_for``), and how each app's callback hosts resolve.
