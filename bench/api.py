@@ -63,6 +63,7 @@ from harness import (
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import workers
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials, prepare_namespace
 from services.stack import DEMO_HANDLERS
 
@@ -141,7 +142,12 @@ def api_stack(
     port = free_port()
     worker = worker_service(log_dir)
     services = [worker, api_service(api_command, port, log_dir)]
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         prepare_namespace(settings)
         start_services(services, env)
@@ -285,7 +291,7 @@ def measure(
     args: argparse.Namespace, settings: StoreSettings, base: str, services: list[Service]
 ) -> dict[str, Any]:
     """Run both phases once the API accepts jobs; raise when a request failed."""
-    api_key = create_app_credentials(settings, "bench").api_key
+    api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
     poll_until("GET /healthz 200", lambda: api_healthy(base), services, STARTUP_SECONDS)
     wait_accepting(base, api_key, services)
     single = measure_single(args, base, api_key)

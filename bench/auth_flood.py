@@ -47,6 +47,7 @@ from harness import (
 )
 
 from common.config import StoreSettings
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials
 
 FLOOD_ADDRESS = "127.0.0.2"
@@ -181,7 +182,7 @@ def print_report(figures: dict[str, Any]) -> None:
 
 def measure(settings: StoreSettings, base: str, services: list[Service], args: Any) -> None:
     """Wait for the API, run the rounds, print; raise when a good request failed."""
-    api_key = create_app_credentials(settings, "bench-good").api_key
+    api_key = create_app_credentials(settings, "bench-good", EVERY_HANDLER).api_key
     poll_until("GET /healthz 200", lambda: api_healthy(base), services, STARTUP_SECONDS)
     figures = run_rounds(base, api_key, args)
     print_report(figures)

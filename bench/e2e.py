@@ -52,6 +52,7 @@ from sqlalchemy.engine import Engine
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import executions, jobs
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials
 from common.states import ExecutionStatus
 
@@ -174,7 +175,7 @@ def measure(
     args: argparse.Namespace, settings: StoreSettings, base: str, services: list[Service]
 ) -> dict[str, Any]:
     """Warm the pipeline up, submit the jobs, wait for them, and return the figures."""
-    api_key = create_app_credentials(settings, "bench").api_key
+    api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
     engine = make_engine(settings, pool_size=2)
     try:
         poll_until("GET /healthz 200", lambda: api_healthy(base), services, STARTUP_SECONDS)

@@ -330,7 +330,12 @@ def namespace_stack(settings: StoreSettings, log_dir: Path) -> Iterator[tuple[st
     """Prepare the namespace, start the services; stop them and drop it all on exit."""
     port = free_port()
     services = build_services(port, log_dir)
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         prepare_namespace(settings)
         start_services(services, env)

@@ -57,6 +57,7 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import callback_deliveries, executions, jobs
+from common.handler_patterns import EVERY_HANDLER
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from services.stack import DEMO_HANDLERS
@@ -192,7 +193,7 @@ def run(
 ) -> dict[str, object]:
     """Start the pipeline, load it, and time it."""
     prepare_namespace(settings)
-    create_app_credentials(settings, "bench")
+    create_app_credentials(settings, "bench", EVERY_HANDLER)
     engine = make_engine(settings)
     metrics_port = free_port()
     services = pipeline_services(log_dir, metrics_port, notifier=share > 0)
@@ -200,7 +201,12 @@ def run(
     keys = RedisKeys(settings.namespace)
     sink = CallbackSink()
     callbacks = Callbacks.of(share, sink.url)
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     # The sink listens on this machine, which callbacks may reach only when allowed.
     env["KAIROS_CALLBACK_ALLOWED_NETWORKS"] = "127.0.0.0/8"
     try:

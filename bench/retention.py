@@ -23,6 +23,7 @@ from common.db.apps import create_app
 from common.db.engine import ensure_database, make_engine, migrate
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
+from common.handler_patterns import EVERY_HANDLER
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.retention import BatchSize, prune
 
@@ -38,7 +39,7 @@ class StoppedClock:
 
 def fill(engine: sa.Engine, rows: int) -> None:
     with engine.begin() as conn:
-        create_app(conn, "bench", 0)
+        create_app(conn, "bench", 0, EVERY_HANDLER)
         job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
         for first in range(0, rows, INSERT_ROWS):
             batch = [

@@ -76,6 +76,7 @@ from common.config import StoreSettings
 from common.db.due_jobs import find_due_jobs
 from common.db.engine import make_engine
 from common.db.schema import executions, jobs, workers
+from common.handler_patterns import EVERY_HANDLER
 from common.keys import RedisKeys
 from common.namespace import create_app_credentials, prepare_namespace
 from common.states import ExecutionStatus
@@ -221,7 +222,12 @@ def scale_services(log_dir: Path) -> list[Service]:
 @contextmanager
 def running(services: list[Service], settings: StoreSettings) -> Iterator[list[Service]]:
     """Start the services in the namespace; stop them by pid on exit."""
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         start_services(services, env)
         yield services
@@ -375,7 +381,7 @@ def report(
 def measure(args: argparse.Namespace, settings: StoreSettings, log_dir: Path) -> None:
     """Fill the table, time the scans, run the dispatcher; print the report."""
     prepare_namespace(settings)
-    credentials = create_app_credentials(settings, "scale")
+    credentials = create_app_credentials(settings, "scale", EVERY_HANDLER)
     engine = make_engine(settings, pool_size=2)
     client = redis.Redis.from_url(settings.redis_url)
     try:

@@ -91,6 +91,7 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import executions
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials
 from common.states import ExecutionStatus
 
@@ -314,7 +315,7 @@ def start_bench(
     args: argparse.Namespace, settings: StoreSettings, base: str, services: list[Service]
 ) -> Bench:
     """The shared context: an app's key, an engine and the cluster clock."""
-    api_key = create_app_credentials(settings, "bench trigger lag").api_key
+    api_key = create_app_credentials(settings, "bench trigger lag", EVERY_HANDLER).api_key
     engine = make_engine(settings, pool_size=2)
     clock = ClusterClock(redis.Redis.from_url(settings.redis_url, socket_timeout=10))
     return Bench(args, base, api_key, engine, clock, services)

@@ -5,7 +5,8 @@ operator's network: without a policy any app could make Kairos reach the cloud m
 address, a database's HTTP port or an admin page on localhost (SSRF). So a callback URL
 must be http(s) (https only with ``KAIROS_CALLBACK_HTTPS_ONLY``), carry no user:password
 part, and every address its host names or resolves to must be a public one, unless a
-network in ``KAIROS_CALLBACK_ALLOWED_NETWORKS`` admits it.
+network the app is allowed admits it: its own list (``kairos app networks``,
+``apps.callback_networks``) or, for an app without one, ``KAIROS_CALLBACK_ALLOWED_NETWORKS``.
 
 The API checks at submission and the notifier again when it connects (a name may
 resolve elsewhere by then); the notifier then connects to the very address it checked
@@ -18,11 +19,12 @@ NAT64) is judged by the IPv4 address it carries.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import (
     IPv4Address,
     IPv4Network,
@@ -63,9 +65,12 @@ _NAT64 = (IPv6Network("64:ff9b::/96"), IPv6Network("64:ff9b:1::/48"))
 _COMPATIBLE = IPv6Network("::/96")
 
 
-def parse_networks(text: str) -> tuple[IPNetwork, ...]:
-    """``KAIROS_CALLBACK_ALLOWED_NETWORKS`` read: comma-separated CIDRs (a bare address
-    is its own /32 or /128)."""
+def parse_networks(
+    text: str, source: str = "KAIROS_CALLBACK_ALLOWED_NETWORKS"
+) -> tuple[IPNetwork, ...]:
+    """Comma-separated CIDRs read (a bare address is its own /32 or /128), repeats
+    dropped; a ``ConfigurationError`` naming ``source`` (the setting or flag they came
+    from) for the first that is no network."""
     networks: list[IPNetwork] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -74,10 +79,28 @@ def parse_networks(text: str) -> tuple[IPNetwork, ...]:
             networks.append(ip_network(part, strict=False))
         except ValueError as e:
             raise ConfigurationError(
-                f"KAIROS_CALLBACK_ALLOWED_NETWORKS: {part!r} is no network ({e}); give "
-                "comma-separated CIDRs such as 10.0.0.0/8,fd00::/8"
+                f"{source}: {part!r} is no network ({e}); give comma-separated CIDRs such "
+                "as 10.0.0.0/8,fd00::/8"
             ) from e
-    return tuple(networks)
+    return tuple(dict.fromkeys(networks))
+
+
+def stored_networks(networks: Sequence[IPNetwork] | None) -> str | None:
+    """The text kept in ``apps.callback_networks``: a JSON array of CIDRs, or NULL for
+    the cluster's default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``)."""
+    return None if networks is None else json.dumps([str(n) for n in networks])
+
+
+def networks_from_stored(text: str | None) -> tuple[IPNetwork, ...] | None:
+    """The networks ``stored_networks`` wrote; None for the default. Text that cannot
+    be read admits no network: a grant that cannot be read must not widen."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+        return tuple(ip_network(str(cidr), strict=False) for cidr in value)
+    except (ValueError, TypeError):
+        return ()
 
 
 def numeric_host(host: str) -> IPAddress | None:
@@ -110,13 +133,16 @@ def embedded_ipv4(address: IPAddress) -> IPv4Address | None:
     return None
 
 
-def refusal_kind(address: IPAddress) -> str | None:
+def refusal_kind(address: IPAddress, show_carried: bool = True) -> str | None:
     """Why callbacks may not reach ``address`` ("a loopback address", ...), or None for
-    a public address. An IPv6 address carrying an IPv4 one is judged by the latter."""
+    a public address. An IPv6 address carrying an IPv4 one is judged by the latter,
+    named in the phrase when ``show_carried``."""
     carried = embedded_ipv4(address)
     if carried is not None:
         kind = refusal_kind(carried)
-        return None if kind is None else f"{kind} ({carried} inside IPv6)"
+        if kind is None or not show_carried:
+            return kind if kind is None else f"{kind} inside IPv6"
+        return f"{kind} ({carried} inside IPv6)"
     checks: list[tuple[bool, str]] = [
         (address.is_unspecified, "the unspecified address"),
         (address.is_loopback, "a loopback address"),
@@ -151,6 +177,11 @@ class CallbackUrlPolicy:
     def from_settings(cls, allowed_networks: str, https_only: bool) -> CallbackUrlPolicy:
         """The policy of ``KAIROS_CALLBACK_ALLOWED_NETWORKS`` and ``_HTTPS_ONLY``."""
         return cls(parse_networks(allowed_networks), https_only)
+
+    def for_app(self, networks: tuple[IPNetwork, ...] | None) -> CallbackUrlPolicy:
+        """The policy of an app whose own allowed networks are ``networks``: they replace
+        the cluster's default (this policy's); None keeps the default."""
+        return self if networks is None else replace(self, allowed_networks=networks)
 
     def target(self, url: str) -> CallbackTarget:
         """Check what the URL itself says (scheme, user:password, a numeric host); no
@@ -188,10 +219,12 @@ class CallbackUrlPolicy:
         )
 
     def check_address(self, target: CallbackTarget, address: IPAddress) -> None:
-        """Raise ``CallbackAddressRefusedError`` unless callbacks may reach ``address``."""
-        kind = refusal_kind(address)
+        """Raise ``CallbackAddressRefusedError`` unless callbacks may reach ``address``;
+        its message names the address only when the URL's host is that address."""
+        literal = numeric_host(target.host) is not None
+        kind = refusal_kind(address, show_carried=literal)
         if kind is not None and not self.admits(address):
-            raise CallbackAddressRefusedError(target.url, target.host, str(address), kind)
+            raise CallbackAddressRefusedError(target.url, target.host, str(address), kind, literal)
 
 
 class SystemResolver:

@@ -112,16 +112,16 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         description="a request body larger than this is answered 413 before it is read",
     )
     rate_limit_per_second: float = Field(
-        default=0.0,
+        default=500.0,
         ge=0,
         description="requests each app may make per second on average (token bucket in "
-        "Redis); 0 turns the limit off",
+        "Redis; a batch create counts one per job); 0 turns the limit off",
     )
     rate_limit_burst: int = Field(
-        default=0,
+        default=2000,
         ge=0,
-        description="requests an app may make at once after a quiet spell; 0 means one "
-        "second's worth of the rate (at least 1)",
+        description="requests an app may make at once after a quiet spell (two full "
+        "batches by default); 0 means one second's worth of the rate (at least 1)",
     )
     handler_cache_seconds: float = 2.0
     console_session_hours: float = Field(

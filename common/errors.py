@@ -247,17 +247,24 @@ class UnknownHandlerError(ValidationFailedError):
 
 
 def _set_by_operator(app_id: str) -> str:
-    return f"an operator sets them with `kairos app handlers {app_id} --allow PATTERN`"
+    return (
+        f"an operator grants handlers with `kairos app handlers {app_id} --allow PATTERN`, "
+        "e.g. --allow 'report.*'"
+    )
 
 
 class HandlerNotAllowedError(ValidationFailedError):
     """A job names a handler outside its app's handler patterns; nothing was written."""
 
     def __init__(self, name: str, app_id: str, patterns: str) -> None:
+        allowed = (
+            "this app has been granted no handler yet"
+            if patterns == "none"
+            else f"this app may use only handlers matching {patterns}"
+        )
         super().__init__(
             "jobHandler",
-            f"this app may use only handlers matching {patterns}; {name!r} is not one of "
-            f"them ({_set_by_operator(app_id)})",
+            f"{allowed}; {name!r} is not one of them ({_set_by_operator(app_id)})",
         )
         self.name = name
         self.app_id = app_id
@@ -296,7 +303,8 @@ class RateLimitedError(KairosError):
     def __init__(self, app_id: str, retry_after_seconds: int) -> None:
         super().__init__(
             f"app {app_id!r} sent more requests than its rate limit allows; retry after "
-            f"{retry_after_seconds} s, or spread requests out (a batch create counts once)"
+            f"{retry_after_seconds} s, or spread requests out (a batch create counts one per "
+            "job)"
         )
         self.app_id = app_id
         self.retry_after_seconds = retry_after_seconds
@@ -312,6 +320,39 @@ class AuthThrottledError(KairosError):
             f"{retry_after_seconds} s with a valid key (`kairos app rotate-key` issues one)"
         )
         self.retry_after_seconds = retry_after_seconds
+
+
+class JobQuotaExceededError(KairosError):
+    """An app holds as many stored jobs as its ``max_jobs`` quota allows; nothing was
+    written."""
+
+    def __init__(self, app_id: str, max_jobs: int, stored: int, adding: int) -> None:
+        super().__init__(
+            f"app {app_id!r} keeps {stored} jobs (waiting, running or paused) and its "
+            f"quota maxJobs is {max_jobs}, so {adding} more do not fit; delete or cancel "
+            f"jobs it no longer needs, or ask an operator to raise the quota (`kairos app "
+            f"limits {app_id} --max-jobs N`)"
+        )
+        self.app_id = app_id
+        self.max_jobs = max_jobs
+        # A 429 carries Retry-After; jobs end and free room, so a minute is a fair guess.
+        self.retry_after_seconds = 60
+
+
+class ScheduleTooFrequentError(ValidationFailedError):
+    """A schedule whose triggers come closer together than the app's
+    ``min_cron_interval_seconds`` quota allows; nothing was written."""
+
+    def __init__(self, field: str, app_id: str, gap_seconds: float, minimum: int) -> None:
+        super().__init__(
+            field,
+            f"fires {gap_seconds:g} s after a trigger at its closest; this app's quota "
+            f"minCronIntervalSeconds is {minimum} s: space the triggers out, or ask an "
+            f"operator to lower the quota (`kairos app limits {app_id} --min-cron-interval "
+            "SECONDS|none`)",
+        )
+        self.gap_seconds = gap_seconds
+        self.minimum = minimum
 
 
 class TriggerBusyError(KairosError):
@@ -339,15 +380,23 @@ class CallbackUrlRefusedError(ValidationFailedError):
 
 class CallbackAddressRefusedError(CallbackUrlRefusedError):
     """A callback URL whose host is, or resolves to, an address callbacks may not reach
-    (loopback, private, link-local, ...) and no allowed network admits."""
+    (loopback, private, link-local, ...) and no allowed network admits.
 
-    def __init__(self, url: str, host: str, address: str, kind: str) -> None:
-        reached = address if host == address else f"host {host!r}, which reaches {address}"
+    The message names the address only when the URL itself holds it: the address a name
+    resolved to stays out of it (and so out of the 422 and the delivery's attempts), or
+    an app could map the operator's internal names through Kairos. ``address`` keeps it
+    for the logs.
+    """
+
+    def __init__(self, url: str, host: str, address: str, kind: str, literal: bool) -> None:
+        reached = f"{address}," if literal else f"host {host!r}, which resolves to"
+        cidr = f"{address}/{32 if '.' in address else 128}" if literal else "CIDR"
         super().__init__(
             url,
-            f"names {reached}, {kind}; callbacks go to public addresses only. To call a receiver "
-            f"on your own network, add its network to KAIROS_CALLBACK_ALLOWED_NETWORKS "
-            f"(comma-separated CIDRs, e.g. {address}/{32 if '.' in address else 128})",
+            f"names {reached} {kind}; callbacks go to public addresses only. To call a "
+            "receiver on your own network, an operator allows its network for this app "
+            f"(`kairos app networks APP_ID --allow {cidr}`; KAIROS_CALLBACK_ALLOWED_NETWORKS "
+            "is the default for apps without a list of their own)",
         )
         self.host = host
         self.address = address

@@ -1,10 +1,15 @@
 """Handler patterns: the handlers an app may name in its jobs, set by an operator.
 
-An app has either no restriction (every handler, the default) or a list of glob-style
-patterns (``fnmatch.fnmatchcase``: ``*`` any run of characters, ``?`` one character,
-anything else itself, case counting); a handler any of them matches is allowed. The
-characters a pattern may hold leave out fnmatch's ``[...]`` classes and anything a shell
-or a terminal would read otherwise.
+An app has a list of glob-style patterns (``fnmatch.fnmatchcase``: ``*`` any run of
+characters, ``?`` one character, anything else itself, case counting); a handler any of
+them matches is allowed. An app without patterns (NULL or an empty list) may name no
+handler: access is granted, never assumed (``kairos app create APP --handlers ...``,
+``kairos app handlers APP --allow ...``); ``*`` grants every handler. The characters a
+pattern may hold leave out fnmatch's ``[...]`` classes and anything a shell or a
+terminal would read otherwise.
+
+``handler_admitted`` is the one rule every stage asks (the API at submission, the
+dispatcher before it runs a stored job).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from common.errors import ValidationFailedError
 
@@ -66,50 +71,67 @@ def _quoted(pattern: str) -> str:
 
 @dataclass(frozen=True)
 class HandlerPatterns:
-    """The handlers an app may name: those ``patterns`` match, or every one (None)."""
+    """The handlers an app may name: those ``patterns`` match (none when empty)."""
 
-    patterns: tuple[str, ...] | None = None
+    patterns: tuple[str, ...] = ()
 
     def allows(self, handler: str) -> bool:
         """Whether a job of this app may name ``handler``: whether any pattern matches it
         as ``fnmatch.fnmatchcase`` does."""
-        return self._matcher is None or self._matcher.match(handler) is not None
+        return self._matcher.match(handler) is not None
 
     @cached_property
-    def _matcher(self) -> re.Pattern[str] | None:
+    def _matcher(self) -> re.Pattern[str]:
         # One expression for all the patterns, not one fnmatchcase call per pattern.
-        if self.patterns is None:
-            return None
         if not self.patterns:
             return re.compile(r"(?!)")  # matches nothing
         return re.compile("|".join(fnmatch.translate(p) for p in self.patterns))
 
+    @property
+    def granted(self) -> bool:
+        """Whether the app may name any handler at all."""
+        return bool(self.patterns)
+
     def shown(self) -> str:
         """The patterns as a message quotes them: ``'report.*', 'billing.export'``."""
-        if self.patterns is None:
-            return "every handler"
         quoted = ", ".join(_quoted(p) for p in self.patterns[:_SHOWN]) or "none"
         more = len(self.patterns) - _SHOWN
         return f"{quoted} and {more} more" if more > 0 else quoted
 
-    def stored(self) -> str | None:
-        """The text kept in ``apps.handler_patterns``: a JSON array, or NULL for every
-        handler."""
-        return None if self.patterns is None else json.dumps(list(self.patterns))
+    def stored(self) -> str:
+        """The text kept in ``apps.handler_patterns``: a JSON array."""
+        return json.dumps(list(self.patterns))
 
     @staticmethod
     def from_stored(text: str | None) -> HandlerPatterns:
-        """The patterns ``stored`` wrote. Text that is no JSON array of strings allows
-        nothing: a restriction that cannot be read must not become none."""
-        if text is None:
-            return EVERY_HANDLER
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return HandlerPatterns(())
-        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-            return HandlerPatterns(())
-        return HandlerPatterns(tuple(value))
+        """The patterns ``stored`` wrote. NULL, and text that is no JSON array of
+        strings, allow nothing: access that cannot be read must not become every
+        handler."""
+        return _from_stored(text)
 
 
-EVERY_HANDLER = HandlerPatterns()
+@lru_cache(maxsize=4096)
+def _from_stored(text: str | None) -> HandlerPatterns:
+    # Cached: apps are few and their patterns change rarely, and each read compiles.
+    if text is None:
+        return NO_HANDLER
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return NO_HANDLER
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        return NO_HANDLER
+    return HandlerPatterns(tuple(value))
+
+
+def handler_admitted(stored: str | None, handler: str) -> bool:
+    """Whether an app whose ``apps.handler_patterns`` holds ``stored`` may run
+    ``handler``: the rule the API applies at submission and the dispatcher at dispatch."""
+    return _from_stored(stored).allows(handler)
+
+
+NO_HANDLER = HandlerPatterns(())
+"""An app granted no handler: what NULL, an empty list and unreadable text mean."""
+
+EVERY_HANDLER = HandlerPatterns(("*",))
+"""An app granted every handler, explicitly (``kairos app handlers APP --all``)."""

@@ -7,6 +7,7 @@ from common.config import StoreSettings
 from common.db.apps import AppCredentials, all_apps, create_app, rotate_api_key
 from common.db.engine import ensure_database, make_engine, migrate
 from common.errors import AppNameTakenError
+from common.handler_patterns import HandlerPatterns
 from common.vhost import ensure_vhost
 
 
@@ -21,12 +22,15 @@ def prepare_namespace(settings: StoreSettings) -> None:
     ensure_vhost(settings)
 
 
-def create_app_credentials(settings: StoreSettings, name: str) -> AppCredentials:
-    """Create an app in the namespace and return its one-time credentials."""
+def create_app_credentials(
+    settings: StoreSettings, name: str, handlers: HandlerPatterns
+) -> AppCredentials:
+    """Create an app in the namespace, its jobs allowed the handlers ``handlers`` match,
+    and return its one-time credentials."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
-            return create_app(conn, name, wall_ms())
+            return create_app(conn, name, wall_ms(), handlers)
     finally:
         engine.dispose()
 
@@ -35,24 +39,28 @@ def create_app_credentials(settings: StoreSettings, name: str) -> AppCredentials
 REUSED_APP_KEY_OVERLAP_MS = 24 * 3600 * 1000
 
 
-def create_unique_app(settings: StoreSettings, name: str) -> AppCredentials:
-    """Create an app, refused (``AppNameTakenError``) when an app has that name already:
-    a name picks an app (``--app NAME``), so two of one name could not be told apart."""
+def create_unique_app(
+    settings: StoreSettings, name: str, handlers: HandlerPatterns
+) -> AppCredentials:
+    """Create an app whose jobs may name the handlers ``handlers`` match, refused
+    (``AppNameTakenError``) when an app has that name already: a name picks an app
+    (``--app NAME``), so two of one name could not be told apart."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
             taken = [app.app_id for app in all_apps(conn) if app.name == name]
             if taken:
                 raise AppNameTakenError(name, taken)
-            return create_app(conn, name, wall_ms())
+            return create_app(conn, name, wall_ms(), handlers)
     finally:
         engine.dispose()
 
 
-def app_api_key(settings: StoreSettings, name: str) -> tuple[str, bool]:
+def app_api_key(settings: StoreSettings, name: str, handlers: HandlerPatterns) -> tuple[str, bool]:
     """An API key for the app named ``name`` and whether that app existed: a new key for
-    the oldest app of that name (its other keys work a day longer), else a new app. So a
-    stack started again (``kairos up --demo``) reuses its demo app."""
+    the oldest app of that name (its other keys work a day longer), else a new app whose
+    jobs may name the handlers ``handlers`` match. So a stack started again (``kairos up
+    --demo``) reuses its demo app."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
@@ -62,6 +70,6 @@ def app_api_key(settings: StoreSettings, name: str) -> tuple[str, bool]:
                 key = rotate_api_key(conn, named[0], now, now + REUSED_APP_KEY_OVERLAP_MS)
                 assert key is not None  # the app was read in this transaction
                 return key.api_key, True
-            return create_app(conn, name, now).api_key, False
+            return create_app(conn, name, now, handlers).api_key, False
     finally:
         engine.dispose()

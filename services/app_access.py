@@ -1,5 +1,6 @@
-"""Operator commands on who may call the API: an app's API keys (rotate with an
-overlap, revoke, list) and disabling or enabling an app.
+"""Operator commands on who may call the API and what an app is granted: an app's API
+keys (rotate with an overlap, revoke, list), disabling or enabling it, the networks its
+callbacks may reach and its limits.
 
 Times are on the database's clock, the one the API checks keys against (so that
 authentication needs MySQL alone), not on the clock of the host the command runs on.
@@ -7,23 +8,28 @@ authentication needs MySQL alone), not on the clock of the host the command runs
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
+from common.callback_urls import IPNetwork
 from common.config import StoreSettings
+from common.db.app_grants import set_callback_networks, set_limits
 from common.db.apps import (
     ApiKeyRecord,
+    AppRecord,
     NewApiKey,
     app_keys,
+    app_record,
     database_now_ms,
     revoke_api_key,
     rotate_api_key,
     set_disabled,
 )
 from common.db.engine import make_engine
+from common.db.records import AppLimits
 from common.errors import UnknownAppError
 from common.timefmt import iso_ms
 
@@ -110,3 +116,43 @@ def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool) -> No
 
     if not _at_database_time(settings, change):
         raise UnknownAppError(app_id)
+
+
+def app_details(settings: StoreSettings, app_id: str) -> AppRecord:
+    """One app: handlers, callback networks, limits, whether it is disabled (no secret).
+    Raises ``UnknownAppError``."""
+    found = _at_database_time(settings, lambda conn, now: app_record(conn, app_id))
+    if found is None:
+        raise UnknownAppError(app_id)
+    return found
+
+
+def set_app_networks(
+    settings: StoreSettings, app_id: str, networks: Sequence[IPNetwork] | None
+) -> None:
+    """Let an app's callbacks reach ``networks`` although they are not public (None: the
+    cluster's default again). Raises ``UnknownAppError``."""
+    if not _at_database_time(
+        settings, lambda conn, now: set_callback_networks(conn, app_id, networks)
+    ):
+        raise UnknownAppError(app_id)
+
+
+def change_app_limits(
+    settings: StoreSettings, app_id: str, update: Callable[[AppLimits], AppLimits]
+) -> AppRecord:
+    """Store ``update(the app's limits now)`` in one transaction; the app as it then
+    is. Raises ``UnknownAppError``."""
+
+    def change(conn: Connection, now: int) -> AppRecord | None:
+        found = app_record(conn, app_id)
+        if found is None:
+            return None
+        limits = update(found.limits)
+        set_limits(conn, app_id, limits)
+        return replace(found, limits=limits)
+
+    changed = _at_database_time(settings, change)
+    if changed is None:
+        raise UnknownAppError(app_id)
+    return changed

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from services.cli_app_grants import add_app_grant_parsers
 from services.cli_types import Subcommands, number
 
 if TYPE_CHECKING:
@@ -15,11 +16,16 @@ if TYPE_CHECKING:
 
 
 def cmd_app_create(args: argparse.Namespace) -> int:
-    """Create an app and print its credentials as JSON."""
+    """Create an app, granted the handlers --handlers matches, and print its credentials
+    as JSON."""
     from common.config import StoreSettings
+    from common.handler_patterns import NO_HANDLER, HandlerPatterns, checked_patterns
     from common.namespace import create_unique_app
 
-    credentials = create_unique_app(StoreSettings(), args.name)
+    # Checked before any store is touched, as a bad setting is.
+    patterns = split_patterns(args.handlers)
+    granted = HandlerPatterns(checked_patterns(patterns, "--handlers")) if patterns else NO_HANDLER
+    credentials = create_unique_app(StoreSettings(), args.name, granted)
     print(
         json.dumps(
             {
@@ -27,10 +33,23 @@ def cmd_app_create(args: argparse.Namespace) -> int:
                 "apiKey": credentials.api_key,
                 "keyId": credentials.key_id,
                 "signingSecret": credentials.signing_secret,
+                "handlerPatterns": list(granted.patterns),
             }
         )
     )
+    if not granted.granted:
+        print(
+            f"kairos: the app may call no handler yet; grant some with `kairos app handlers "
+            f"{credentials.app_id} --allow 'report.*'`",
+            file=sys.stderr,
+        )
     return 0
+
+
+def split_patterns(given: list[str] | None) -> list[str]:
+    """Patterns given as repeated flags, each of them comma-separated: ``'a.*,b'`` (an
+    empty piece stays, so that the check names it)."""
+    return [p.strip() for text in given or [] for p in text.split(",")]
 
 
 def cmd_app_list(args: argparse.Namespace) -> int:
@@ -135,22 +154,24 @@ def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
 
 
 def cmd_app_handlers(args: argparse.Namespace) -> int:
-    """Print, set (--allow) or lift (--all) the handler patterns an app's jobs may name."""
+    """Print, set (--allow), grant every (--all) or withdraw every (--none) handler
+    pattern an app's jobs may name."""
     from common.config import ApiSettings, StoreSettings
-    from common.handler_patterns import EVERY_HANDLER, HandlerPatterns, checked_patterns
+    from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns, checked_patterns
     from services.operations import app_handler_patterns, set_app_handler_patterns
 
-    if args.allow is None and not args.all:
+    if args.allow is None and not args.all and not args.none:
         patterns = app_handler_patterns(StoreSettings(), args.app_id)
     else:
-        # Checked before any store is touched, as a bad setting is.
-        allowed = checked_patterns(args.allow, "--allow") if args.allow else None
-        patterns = EVERY_HANDLER if allowed is None else HandlerPatterns(allowed)
+        if args.allow is not None:
+            # Checked before any store is touched, as a bad setting is.
+            patterns = HandlerPatterns(checked_patterns(split_patterns(args.allow), "--allow"))
+        else:
+            patterns = EVERY_HANDLER if args.all else NO_HANDLER
         cache_seconds = ApiSettings().auth_cache_seconds
         outside = set_app_handler_patterns(StoreSettings(), args.app_id, patterns)
         _say_handlers_changed(patterns, outside, cache_seconds)
-    listed = None if patterns.patterns is None else list(patterns.patterns)
-    print(json.dumps({"appId": args.app_id, "handlerPatterns": listed}))
+    print(json.dumps({"appId": args.app_id, "handlerPatterns": list(patterns.patterns)}))
     return 0
 
 
@@ -158,7 +179,7 @@ def _say_handlers_changed(
     patterns: HandlerPatterns, outside: dict[str, int], cache_seconds: float
 ) -> None:
     """On stderr: when the API applies the change, and which live jobs it leaves out."""
-    what = "every handler" if patterns.patterns is None else "only handlers matching these patterns"
+    what = "only handlers matching these patterns" if patterns.granted else "no handler"
     print(
         f"kairos: the app's new jobs may name {what} once the API's key cache lets go of "
         f"the app (KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here)",
@@ -181,8 +202,8 @@ _overlap_hours = number(0, MAX_OVERLAP_HOURS)
 
 
 def add_app_parsers(sub: Subcommands) -> None:
-    """``kairos app ...``: create, list, keys, rotate-key, revoke-key, disable, enable,
-    rotate-secret, handlers."""
+    """``kairos app ...``: create, list, show, keys, rotate-key, revoke-key, disable,
+    enable, rotate-secret, handlers, networks, limits."""
     app = sub.add_parser("app", help="manage API apps").add_subparsers(
         dest="app_cmd", required=True
     )
@@ -190,6 +211,14 @@ def add_app_parsers(sub: Subcommands) -> None:
         "create", help="create an app; prints appId, apiKey, keyId, signingSecret"
     )
     create.add_argument("name")
+    create.add_argument(
+        "--handlers",
+        action="append",
+        metavar="PATTERNS",
+        help="the handlers its jobs may name: comma-separated names or glob patterns "
+        "('report.*,billing.export'; '*' for every handler); without it the app may call "
+        "no handler until `kairos app handlers APP --allow` grants some",
+    )
     create.set_defaults(func=cmd_app_create)
     app.add_parser("list", help="list apps (id, created, state, handlers, name)").set_defaults(
         func=cmd_app_list
@@ -216,6 +245,7 @@ def add_app_parsers(sub: Subcommands) -> None:
     )
     secret.set_defaults(func=cmd_app_rotate_secret)
     _add_handlers_parser(app)
+    add_app_grant_parsers(app)
 
 
 def _add_key_parsers(app: Subcommands) -> None:
@@ -252,19 +282,18 @@ def _add_key_parsers(app: Subcommands) -> None:
 def _add_handlers_parser(app: Subcommands) -> None:
     handlers = app.add_parser(
         "handlers",
-        help="print an app's handler patterns, or restrict its jobs to handlers matching "
-        "them (--allow), or lift the restriction (--all)",
+        help="print the handler patterns an app's jobs may name, or grant them (--allow, "
+        "--all) or withdraw them (--none)",
     )
     handlers.add_argument("app_id")
     given = handlers.add_mutually_exclusive_group()
     given.add_argument(
         "--allow",
         action="append",
-        metavar="PATTERN",
-        help="a handler name or glob pattern ('report.*', 'report.v?'); repeat for several; "
-        "replaces the app's patterns",
+        metavar="PATTERNS",
+        help="handler names or glob patterns ('report.*', 'report.v?'), comma-separated or "
+        "repeated; replaces the app's patterns",
     )
-    given.add_argument(
-        "--all", action="store_true", help="lift the restriction: every handler (the default)"
-    )
+    given.add_argument("--all", action="store_true", help="grant every handler (pattern '*')")
+    given.add_argument("--none", action="store_true", help="withdraw every handler")
     handlers.set_defaults(func=cmd_app_handlers)

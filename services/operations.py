@@ -62,14 +62,13 @@ class SecretRotation:
 
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
-    patterns (``(all)`` when the app may name every handler), name."""
+    patterns (``(none)`` when the app may name no handler), name."""
     listed = _in_transaction(settings, all_apps)
     if not listed:
         return "no app yet: `kairos app create NAME` makes one"
     lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
     for app in listed:
-        patterns = app.handlers.patterns
-        shown = "(all)" if patterns is None else ",".join(patterns) or "(none)"
+        shown = ",".join(app.handlers.patterns) or "(none)"
         state = "enabled" if app.disabled_at is None else "disabled"
         created = iso_ms(app.created_at)
         lines.append(f"{app.app_id:22} {created!s:24} {state:8} {shown:16}  {app.name}")
@@ -87,7 +86,7 @@ def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPattern
 def set_app_handler_patterns(
     settings: StoreSettings, app_id: str, patterns: HandlerPatterns
 ) -> dict[str, int]:
-    """Restrict an app to ``patterns`` (``EVERY_HANDLER`` lifts it); return how many of
+    """Grant an app ``patterns`` (``EVERY_HANDLER``: all); return how many of
     its live jobs name each handler the patterns leave out (they keep their schedule).
     Raises ``UnknownAppError``."""
 

@@ -17,6 +17,7 @@ import httpx
 
 from common.config import ApiSettings, StoreSettings, WorkerSettings
 from common.errors import ConfigurationError, PortInUseError, WorkerIdInUseError
+from common.handler_patterns import HandlerPatterns
 from common.namespace import app_api_key, prepare_namespace
 from common.runtime import open_stores
 from common.vhost import management_api
@@ -193,7 +194,7 @@ def _wait_healthy(base: str, deadline_seconds: float) -> bool:
 
 
 def _submit_demo(settings: StoreSettings, base: str) -> None:
-    api_key, reused = app_api_key(settings, DEMO_APP)
+    api_key, reused = app_api_key(settings, DEMO_APP, HandlerPatterns(("demo.*",)))
     headers = {"Authorization": f"Bearer {api_key}"}
     body = {"jobName": "hello", "jobHandler": "demo.echo", "params": {"hello": "kairos"}}
     deadline = time.monotonic() + 30

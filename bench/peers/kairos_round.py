@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine
 from common.config import StoreSettings
 from common.db.engine import make_engine
 from common.db.schema import executions, jobs
+from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials, prepare_namespace
 from common.states import ExecutionStatus
 
@@ -155,7 +156,12 @@ def kairos_stack(settings: StoreSettings, log_dir: Path) -> Iterator[tuple[str, 
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     services = [s for s in build_services(port, log_dir) if s.name in KAIROS_SERVICES]
-    env = {**os.environ, "KAIROS_NAMESPACE": settings.namespace}
+    # The per-app rate limit (on by default) would measure itself, not Kairos.
+    env = {
+        **os.environ,
+        "KAIROS_NAMESPACE": settings.namespace,
+        "KAIROS_RATE_LIMIT_PER_SECOND": "0",
+    }
     try:
         prepare_namespace(settings)
         start_services(services, env)
@@ -233,7 +239,7 @@ def run_kairos_round(
     """Start a fresh Kairos stack, warm it up, time ``jobs_count`` jobs through it."""
     settings = StoreSettings(namespace=f"peers_{run_id}_kairos_{index}")
     with kairos_stack(settings, log_dir / f"kairos-{index}") as (base, services):
-        api_key = create_app_credentials(settings, "bench").api_key
+        api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
         engine = make_engine(settings, pool_size=2)
         try:
             route, after_id = warm_kairos(base, api_key, engine, services)

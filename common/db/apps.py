@@ -1,5 +1,5 @@
 """Apps: who may call the OpenAPI, with which API key, which handlers their jobs may
-name, and how callbacks are signed."""
+name, and how callbacks are signed (their networks and limits: ``app_grants``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.callback_urls import IPNetwork, networks_from_stored
+from common.db.app_grants import LIMIT_COLUMNS
 from common.db.control import ACTIVE
+from common.db.records import NO_LIMITS, AppLimits
 from common.db.rows import AnyRow
 from common.db.schema import api_keys, apps, jobs
-from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
+from common.handler_patterns import NO_HANDLER, HandlerPatterns
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,15 @@ class App:
     id: int
     app_id: str
     name: str
-    handlers: HandlerPatterns = EVERY_HANDLER
+    handlers: HandlerPatterns = NO_HANDLER
     # Set by `kairos app disable`: the API refuses every call (403).
     disabled: bool = False
     # How long after the lookup the key the request carried stops working (an
     # overlapping rotation), in ms; None: until it is revoked.
     key_expires_in_ms: int | None = None
+    # The networks its callbacks may reach although not public; None: the default.
+    callback_networks: tuple[IPNetwork, ...] | None = None
+    limits: AppLimits = NO_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +57,35 @@ class AppRecord:
     created_at: int
     handlers: HandlerPatterns
     disabled_at: int | None
+    callback_networks: tuple[IPNetwork, ...] | None = None
+    limits: AppLimits = NO_LIMITS
+    id: int = 0
 
     @classmethod
     def from_row(cls, row: AnyRow) -> AppRecord:
-        """The app a row of ``all_apps``'s query holds."""
+        """The app a row of ``APP_RECORD_COLUMNS`` holds."""
         return cls(
             app_id=row.app_id,
             name=row.name,
             created_at=row.created_at,
             handlers=HandlerPatterns.from_stored(row.handler_patterns),
             disabled_at=row.disabled_at,
+            callback_networks=networks_from_stored(row.callback_networks),
+            limits=AppLimits.from_row(row),
+            id=int(row.id),
         )
+
+
+APP_RECORD_COLUMNS = (
+    apps.c.id,
+    apps.c.app_id,
+    apps.c.name,
+    apps.c.created_at,
+    apps.c.handler_patterns,
+    apps.c.disabled_at,
+    apps.c.callback_networks,
+    *LIMIT_COLUMNS,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +146,11 @@ def _add_key(conn: Connection, app_pk: int, api_key: str, now_ms: int) -> str:
     return key_id
 
 
-def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
-    """Create an app with a fresh API key and a Standard Webhooks signing secret."""
+def create_app(
+    conn: Connection, name: str, now_ms: int, handlers: HandlerPatterns
+) -> AppCredentials:
+    """Create an app with a fresh API key and a Standard Webhooks signing secret; its
+    jobs may name the handlers ``handlers`` match (``NO_HANDLER``: none until granted)."""
     app_id = "app_" + secrets.token_hex(8)
     api_key = new_api_key()
     signing_secret = new_signing_secret()
@@ -134,6 +161,7 @@ def create_app(conn: Connection, name: str, now_ms: int) -> AppCredentials:
             api_key_hash=hash_api_key(api_key),
             signing_secret=signing_secret,
             created_at=now_ms,
+            handler_patterns=handlers.stored(),
         )
     )
     key = result.inserted_primary_key
@@ -208,11 +236,16 @@ def set_disabled(conn: Connection, app_id: str, disabled_at: int | None) -> bool
 
 
 def all_apps(conn: Connection) -> list[AppRecord]:
-    """Every app (id, name, creation time, handler patterns, when it was disabled),
-    oldest first; no secrets."""
-    columns = (apps.c.app_id, apps.c.name, apps.c.created_at, apps.c.handler_patterns)
-    query = sa.select(*columns, apps.c.disabled_at).order_by(apps.c.id)
+    """Every app (id, name, creation time, handler patterns, when it was disabled, its
+    callback networks and limits), oldest first; no secrets."""
+    query = sa.select(*APP_RECORD_COLUMNS).order_by(apps.c.id)
     return [AppRecord.from_row(row) for row in conn.execute(query)]
+
+
+def app_record(conn: Connection, app_id: str) -> AppRecord | None:
+    """One app as ``all_apps`` lists it; None if no such app."""
+    row = conn.execute(sa.select(*APP_RECORD_COLUMNS).where(apps.c.app_id == app_id)).first()
+    return None if row is None else AppRecord.from_row(row)
 
 
 # The database's clock in epoch ms: keys end by it, so authentication needs only MySQL.
@@ -234,6 +267,8 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
             apps.c.name,
             apps.c.handler_patterns,
             apps.c.disabled_at,
+            apps.c.callback_networks,
+            *LIMIT_COLUMNS,
             (api_keys.c.expires_at - DB_NOW_MS).label("expires_in"),
         )
         .select_from(api_keys.join(apps, api_keys.c.app_pk == apps.c.id))
@@ -252,12 +287,14 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
         handlers=HandlerPatterns.from_stored(row.handler_patterns),
         disabled=row.disabled_at is not None,
         key_expires_in_ms=None if row.expires_in is None else int(row.expires_in),
+        callback_networks=networks_from_stored(row.callback_networks),
+        limits=AppLimits.from_row(row),
     )
 
 
 def set_handler_patterns(conn: Connection, app_id: str, patterns: HandlerPatterns) -> bool:
-    """Restrict the app's jobs to handlers ``patterns`` allow (``EVERY_HANDLER`` lifts
-    the restriction); False if no such app."""
+    """Let the app's jobs name the handlers ``patterns`` allow (``EVERY_HANDLER``: all,
+    ``NO_HANDLER``: none); False if no such app."""
     result = conn.execute(
         apps.update().where(apps.c.app_id == app_id).values(handler_patterns=patterns.stored())
     )

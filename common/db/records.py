@@ -128,3 +128,35 @@ class ExecutionRecord:
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AppLimits:
+    """What an operator lets one app consume (``kairos app limits``): its ``weight`` in
+    the share of slots (1 by default), the most runs it may have going at once, the
+    most jobs it may keep stored and the shortest interval a schedule of its may have
+    (None: no such limit). The dispatcher reads weight and max_running; the API refuses
+    what the quotas forbid."""
+
+    weight: int = 1
+    max_running: int | None = None
+    max_jobs: int | None = None
+    min_cron_interval_seconds: int | None = None
+
+    @classmethod
+    def from_row(cls, row: AnyRow) -> AppLimits:
+        """The limits a row holding the ``apps`` columns of the same names carries."""
+        return cls(
+            weight=int(row.weight),
+            max_running=_whole_or_none(row.max_running),
+            max_jobs=_whole_or_none(row.max_jobs),
+            min_cron_interval_seconds=_whole_or_none(row.min_cron_interval_seconds),
+        )
+
+
+def _whole_or_none(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+NO_LIMITS = AppLimits()
+"""An app's limits as they stand until an operator sets some: weight 1, no cap, no quota."""

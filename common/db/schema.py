@@ -42,7 +42,8 @@ apps = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("previous_signing_secret", String(128), nullable=True),
     Column("previous_secret_until", BigInteger, nullable=True),
-    # JSON array of glob patterns of the handlers the app may name; NULL: every handler.
+    # JSON array of glob patterns of the handlers the app may name; NULL or []: none
+    # (migration 0013 gave the apps made before it ["*"], every handler).
     Column("handler_patterns", Text, nullable=True),
     # Set by `kairos app disable`: every API call with the app's keys is refused (403).
     Column("disabled_at", BigInteger, nullable=True),

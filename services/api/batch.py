@@ -28,6 +28,7 @@ from services.api.callback_screening import refused_callback_urls_from_thread
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.keyed_requests import answer_once
 from services.api.locations import job_location
+from services.api.quotas import check_job_quota
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal, refused_row_number
@@ -74,11 +75,12 @@ def submit_batch(
     written: every invalid item or clientRequestId repeated in the batch; or, once all
     items are valid, every clientRequestId the app used before with another body. With
     ``key`` (the Idempotency-Key header) the whole answer is remembered and a repeat of
-    the batch gets it back (``keyed_requests``).
+    the batch gets it back (``keyed_requests``). A batch whose new jobs would pass the
+    app's ``max_jobs`` quota is refused whole (429).
     """
     urls = [body.callbackUrl for body in bodies]
     resolver = state.resolvers(app.id)
-    refused = refused_callback_urls_from_thread(state.callback_policy, resolver, urls)
+    refused = refused_callback_urls_from_thread(state.policy_for(app), resolver, urls)
     now = state.clock.now_ms()
     new_jobs = build_batch(state, app, bodies, now, refused)
     keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))
@@ -179,6 +181,8 @@ def _store(conn: Connection, app: App, new_jobs: Sequence[NewJob], now_ms: int) 
     """In the caller's transaction: find the items created before, insert the others."""
     answers = earlier_jobs(conn, app, new_jobs)
     fresh = [index for index, answer in enumerate(answers) if answer is None]
+    # Only the jobs the batch adds count: items its clientRequestIds found already do not.
+    check_job_quota(conn, app, len(fresh))
     try:
         ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
     except Exception as e:

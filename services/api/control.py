@@ -49,6 +49,7 @@ from common.errors import (
 from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
 from services.api.callback_screening import screen_callback_url_from_thread
+from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal
@@ -286,7 +287,8 @@ def patched_columns(
     changes = patch.model_dump(exclude_unset=True)
     merged = merged_request(stored, changes)
     check_schedule_kind(stored, changes, merged)
-    job = build_job(merged, app, handlers | {stored.handler}, max_params_bytes, now)
+    known = handlers | {stored.handler}
+    job = build_job(merged, app, known, max_params_bytes, now, check_interval=False)
     columns: JobColumns = {
         "job_name": job.job_name,
         "params": stored_text(job.params),
@@ -297,6 +299,9 @@ def patched_columns(
     }
     schedule = Schedule(job.cron_expr, job.policies.timezone, job.policies.fixed_rate_seconds)
     if schedule.recurring and schedule != stored.schedule:
+        # Only a changed schedule meets the app's interval quota: one set after the job
+        # was stored does not block a patch of its other fields.
+        check_schedule_interval(schedule, app, now)
         columns["next_trigger_time"] = schedule.first_after(now, now)
     return {name: value for name, value in columns.items() if getattr(stored, name) != value}
 
@@ -335,7 +340,7 @@ def update_job(state: ApiState, app: App, job_id: int, patch: JobPatch) -> None:
 
     A new callback URL is checked (its host resolved) before the job's row is locked.
     """
-    policy, resolver = state.callback_policy, state.resolvers(app.id)
+    policy, resolver = state.policy_for(app), state.resolvers(app.id)
     screen_callback_url_from_thread(policy, resolver, patch.callbackUrl)
     now = state.clock.now_ms()
     _, columns = _update(state, app, job_id, patch, now)

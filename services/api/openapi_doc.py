@@ -35,7 +35,8 @@ _GENERIC: Mapping[int, str] = MappingProxyType(
         413: "The request body is larger than KAIROS_MAX_BODY_BYTES; not read",
         422: "Invalid parameter, header or body (`errors` names each); nothing written",
         429: "The app is over its rate limit, or the client address failed authentication "
-        "too often; retry after `Retry-After` seconds",
+        "too often (retry after `Retry-After` seconds), or a create would pass its job "
+        "quota",
         500: "An error the API did not expect; `instance` names the request to report",
         503: "MySQL or Redis did not answer (`detail` says which); retry after `Retry-After`",
     }

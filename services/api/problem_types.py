@@ -49,6 +49,9 @@ class ProblemType(Enum):
     VALIDATION_FAILED = ProblemKind(422, "validation-failed", "Invalid request")
     UNKNOWN_HANDLER = ProblemKind(422, "unknown-handler", "Unknown handler")
     HANDLER_NOT_ALLOWED = ProblemKind(422, "handler-not-allowed", "Handler not allowed")
+    SCHEDULE_TOO_FREQUENT = ProblemKind(
+        422, "schedule-too-frequent", "Schedule more frequent than the app's quota"
+    )
     BATCH_REJECTED = ProblemKind(422, "batch-rejected", "Invalid batch; nothing was written")
     IDEMPOTENCY_CONFLICT = ProblemKind(
         422, "idempotency-conflict", "Idempotency key reused with a different request"
@@ -57,6 +60,7 @@ class ProblemType(Enum):
     AUTH_THROTTLED = ProblemKind(
         429, "auth-throttled", "Too many failed authentications from this address"
     )
+    JOB_QUOTA_EXCEEDED = ProblemKind(429, "job-quota-exceeded", "The app's job quota is full")
     INTERNAL_ERROR = ProblemKind(500, "internal-error", "Internal error")
     STORE_UNAVAILABLE = ProblemKind(503, "store-unavailable", "A store is unavailable")
 

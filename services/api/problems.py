@@ -32,8 +32,10 @@ from common.errors import (
     InvalidTransitionError,
     JobHandlerForbiddenError,
     JobNotFoundError,
+    JobQuotaExceededError,
     KairosError,
     RateLimitedError,
+    ScheduleTooFrequentError,
     StoreUnavailableError,
     TriggerBusyError,
     UnknownHandlerError,
@@ -60,6 +62,8 @@ _TYPES: tuple[tuple[type[KairosError], ProblemType], ...] = (
     (IdempotencyKeyInUseError, ProblemType.IDEMPOTENCY_KEY_IN_USE),
     (RateLimitedError, ProblemType.RATE_LIMITED),
     (AuthThrottledError, ProblemType.AUTH_THROTTLED),
+    (JobQuotaExceededError, ProblemType.JOB_QUOTA_EXCEEDED),
+    (ScheduleTooFrequentError, ProblemType.SCHEDULE_TOO_FREQUENT),
     (IdempotencyConflictError, ProblemType.IDEMPOTENCY_CONFLICT),
     (JobHandlerForbiddenError, ProblemType.HANDLER_FORBIDDEN),
     (UnknownHandlerError, ProblemType.UNKNOWN_HANDLER),
@@ -149,7 +153,7 @@ def _extra(exc: KairosError) -> dict[str, Any]:
 
 
 def _headers(exc: KairosError) -> dict[str, str]:
-    if isinstance(exc, RateLimitedError | AuthThrottledError):
+    if isinstance(exc, RateLimitedError | AuthThrottledError | JobQuotaExceededError):
         return {"Retry-After": str(exc.retry_after_seconds)}
     return {}
 

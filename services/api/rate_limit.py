@@ -1,8 +1,11 @@
 """A per-app rate limit for the API: a token bucket in Redis, shared by every API process.
 
 Each app's bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a second;
-a request takes one, and a request that finds none is answered 429 with the seconds
-until the next token in ``Retry-After``. One Lua script reads, refills and takes in a
+a request takes one, a batch create one per job (``take_more`` takes the rest once the
+body is read; never more than the bucket holds, so every batch can pass a full bucket),
+and a request that finds too few is answered 429 with the seconds until there are
+enough in ``Retry-After``. Manual triggers and callback replays take one each, as every
+call with an API key does. One Lua script reads, refills and takes in a
 single round trip, on Redis's own clock (TIME), so API hosts with skewed clocks share a
 bucket correctly.
 
@@ -17,6 +20,7 @@ import logging
 import math
 import time
 
+import anyio.from_thread
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -28,10 +32,12 @@ from common.keys import RedisKeys
 
 log = logging.getLogger(__name__)
 
-# KEYS[1]: the app's bucket. ARGV: rate (tokens/s), burst. Returns {allowed, wait_ms}.
+# KEYS[1]: the app's bucket. ARGV: rate (tokens/s), burst, cost (tokens to take).
+# Returns {allowed, wait_ms}.
 TOKEN_BUCKET = """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -40,11 +46,11 @@ local at = tonumber(bucket[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
 local allowed = 0
 local wait_ms = 0
-if tokens >= 1 then
-  tokens = tokens - 1
+if tokens >= cost then
+  tokens = tokens - cost
   allowed = 1
 else
-  wait_ms = math.ceil((1 - tokens) * 1000 / rate)
+  wait_ms = math.ceil((cost - tokens) * 1000 / rate)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
@@ -73,17 +79,27 @@ class RateLimiter:
         self._script = client.register_script(TOKEN_BUCKET)
         self._warned_at = -math.inf
 
-    async def take(self, app: App) -> None:
-        """Count one request of ``app``; raise ``RateLimitedError`` when it has none left."""
+    async def take(self, app: App, cost: int = 1) -> None:
+        """Count ``cost`` requests of ``app`` (at most the bucket's size); raise
+        ``RateLimitedError`` when it has not that many left (and take none)."""
+        cost = max(1, min(cost, self.burst))
         try:
             allowed, wait_ms = await self._script(
-                keys=[self._keys.rate_limit(app.app_id)], args=[self._rate, self.burst]
+                keys=[self._keys.rate_limit(app.app_id)], args=[self._rate, self.burst, cost]
             )
         except (RedisError, OSError) as e:
             self._warn(e)
             return
         if not int(allowed):
             raise RateLimitedError(app.app_id, retry_after_seconds(int(wait_ms)))
+
+    def take_rest_of_batch(self, app: App, jobs: int) -> None:
+        """From a synchronous route's worker thread: a batch of ``jobs`` counts one per
+        job, of which the request itself took one already (at most the bucket's size
+        in all). Raises ``RateLimitedError``."""
+        extra = min(jobs, self.burst) - 1
+        if extra > 0:
+            anyio.from_thread.run(self.take, app, extra)
 
     def _warn(self, error: Exception) -> None:
         now = time.monotonic()

@@ -33,13 +33,13 @@ class ApiState:
     keys: RedisKeys
     # Set by create_app: it announces stored jobs through this state.
     inserter: GroupInserter = field(init=False)
-    # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (the default).
+    # None when KAIROS_RATE_LIMIT_PER_SECOND is 0 (on by default).
     rate_limiter: RateLimiter | None = None
     # Failed authentications per client address (KAIROS_AUTH_FAILURE_*); set by
     # create_app, counting nothing until then.
     failed_auth: FailedAuthentications | None = None
-    # Which callback URLs a job may carry (KAIROS_CALLBACK_*), and how each app's
-    # callback hosts resolve.
+    # Which callback URLs a job may carry (KAIROS_CALLBACK_*; an app's own networks
+    # replace the default's, ``policy_for``), and how each app's callback hosts resolve.
     callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
     resolvers: ResolverPerApp = field(default_factory=ResolverPerApp)
     # The clock the caches age by; tests move a fake one.
@@ -49,6 +49,11 @@ class ApiState:
     _apps: dict[str, tuple[float, App]] = field(default_factory=dict)
     _misses: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def policy_for(self, app: App) -> CallbackUrlPolicy:
+        """The callback URL policy of ``app``: its own allowed networks, or the cluster's
+        default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``) when it has none."""
+        return self.callback_policy.for_app(app.callback_networks)
 
     def known_handlers(self) -> frozenset[str]:
         """Handler names some worker has registered, re-read every few seconds."""

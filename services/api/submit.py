@@ -11,6 +11,7 @@ from common.db.jobs import NewJob
 from common.errors import ValidationFailedError
 from services.api.callback_screening import screen_callback_url
 from services.api.idempotency import Submitted
+from services.api.quotas import check_job_quota
 from services.api.schemas import JobCreate
 from services.api.state import ApiState
 from services.api.validation import build_job
@@ -36,16 +37,24 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     event loop while the handler list and the cluster clock are cached; when one of them
     needs MySQL or Redis, or the job has a cron to compute, in a worker thread, so
     neither a store that hangs nor CPU work holds the loop. Its callback URL is checked
-    first, its host resolved off the loop (``callback_screening``).
+    first, its host resolved off the loop (``callback_screening``); an app with a
+    ``max_jobs`` quota has its stored jobs counted first (``quotas``).
     """
     if body.callbackUrl:
         resolver = state.resolvers(app.id)
-        await screen_callback_url(state.callback_policy, resolver, body.callbackUrl)
+        await screen_callback_url(state.policy_for(app), resolver, body.callbackUrl)
+    if app.limits.max_jobs is not None:
+        await run_in_threadpool(_check_quota, state, app)
     if state.caches_fresh() and body.cronExpr is None:
         now, job = _build(state, app, body)
     else:
         now, job = await run_in_threadpool(_build, state, app, body)
     return await asyncio.wrap_future(state.inserter.submit(job, now))
+
+
+def _check_quota(state: ApiState, app: App) -> None:
+    with state.engine.connect() as conn:
+        check_job_quota(conn, app, 1)
 
 
 def _build(state: ApiState, app: App, body: JobCreate) -> tuple[int, NewJob]:

@@ -16,6 +16,7 @@ from common.documents import document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
+from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate
 
 
@@ -162,11 +163,16 @@ def build_job(
     known_handlers: Set[str],
     max_params_bytes: int,
     now_ms: int,
+    check_interval: bool = True,
 ) -> NewJob:
-    """Validate every field for ``app`` and return the job to insert."""
+    """Validate every field for ``app`` and return the job to insert; its schedule is
+    held to the app's shortest interval unless ``check_interval`` is off (a patch that
+    leaves the schedule as stored)."""
     check_handler(body.jobHandler, app, known_handlers)
     check_params(body, max_params_bytes)
     schedule = build_schedule(body)
+    if check_interval:
+        check_schedule_interval(schedule, app, now_ms)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
     return NewJob(
         app_pk=app.id,

@@ -1,4 +1,5 @@
-"""Deliver one callback: sign, POST, record the attempt, and decide what comes next."""
+"""Deliver one callback: sign, POST under its app's callback networks, record the
+attempt, and decide what comes next."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy.engine import Engine
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import deliveries
+from common.db.app_grants import callback_networks
 from common.db.apps import signing_secrets
 from common.db.deliveries import NewAttempt
 from common.messages import CallbackMessage, read_message
@@ -20,13 +22,22 @@ from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPH
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
 from services.notifier.outages import StoreBackoff
-from services.notifier.posting import Poster, PostOutcome
+from services.notifier.posting import Networks, Poster, PostOutcome
 from services.notifier.schedule import RetrySchedule
 from services.notifier.shares import DeliveryShares
 from services.notifier.signing import webhook_headers
 from services.notifier.verdict import Verdict, judge
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SendingTerms:
+    """What a callback of one app is sent under: the secrets that sign it, and the
+    networks it may reach besides public ones (None: the cluster's default)."""
+
+    secrets: list[str]
+    networks: Networks
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,7 @@ class CallbackDeliverer:
         self._clock = clock
         self._schedule = schedule
         self._secret_ttl = secret_ttl
-        self._secrets: dict[int, tuple[float, list[str]]] = {}
+        self._terms: dict[int, tuple[float, SendingTerms]] = {}
         self._lock = threading.Lock()
         # Without a retry tier there is nowhere for an app's excess to wait.
         self._shares = shares if schedule.tiers else None
@@ -165,28 +176,29 @@ class CallbackDeliverer:
         )
 
     def _post(self, message: CallbackMessage) -> PostOutcome:
+        terms = self._sending_terms(message.app_pk)
         headers = webhook_headers(
-            self._signing_secrets(message.app_pk),
-            message.delivery_id,
-            int(time.time()),
-            message.payload,
+            terms.secrets, message.delivery_id, int(time.time()), message.payload
         )
-        return self._poster.post(message.url, message.payload, headers)
+        return self._poster.post(message.url, message.payload, headers, terms.networks)
 
-    def _signing_secrets(self, app_pk: int) -> list[str]:
-        # Read again after a while, so a rotated secret is picked up, and the previous
-        # one dropped when its overlap ends, without a restart. The read is outside the
-        # lock: a slow MySQL must not hold up deliveries of other apps; two threads
-        # reading one app at once is harmless.
+    def _sending_terms(self, app_pk: int) -> SendingTerms:
+        # Read again after a while, so a rotated secret or a changed network list is
+        # picked up, and the previous secret dropped when its overlap ends, without a
+        # restart. The read is outside the lock: a slow MySQL must not hold up
+        # deliveries of other apps; two threads reading one app at once is harmless.
         now = time.monotonic()
         with self._lock:
-            cached = self._secrets.get(app_pk)
+            cached = self._terms.get(app_pk)
         if cached is not None and now - cached[0] < self._secret_ttl:
             return cached[1]
         with self._engine.connect() as conn:
-            found = signing_secrets(conn, app_pk, self._clock.now_ms())
+            found = SendingTerms(
+                signing_secrets(conn, app_pk, self._clock.now_ms()),
+                callback_networks(conn, app_pk),
+            )
         with self._lock:
-            self._secrets[app_pk] = (now, found)
+            self._terms[app_pk] = (now, found)
         return found
 
 

@@ -29,13 +29,15 @@ from typing import Protocol
 
 import httpx
 
-from common.callback_urls import CallbackUrlPolicy, Resolver, SystemResolver
+from common.callback_urls import CallbackUrlPolicy, IPNetwork, Resolver, SystemResolver
 from common.errors import CallbackHostUnresolvedError, CallbackUrlRefusedError
 from services.notifier.pinning import PinnedBackend, PinnedTransport
 
 MAX_RESPONSE_BYTES = 4 * 1024
 # How long a 2xx answer's body may take to read for its connection to be reused.
 DRAIN_SECONDS = 0.5
+# HTTP clients kept for apps with networks of their own, besides the default one.
+MAX_CLIENTS = 64
 
 
 @dataclass(frozen=True)
@@ -56,20 +58,31 @@ class PostOutcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
+Networks = tuple[IPNetwork, ...] | None
+"""An app's own allowed callback networks; None: the cluster's default."""
+
+
 class Poster(Protocol):
     """What delivering a callback needs of the HTTP side (``CallbackPoster``, or a fake)."""
 
-    def post(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
-        """POST ``body`` to ``url``; never raises."""
+    def post(
+        self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
+    ) -> PostOutcome:
+        """POST ``body`` to ``url`` under the policy of an app allowed ``networks``;
+        never raises."""
 
 
 class CallbackPoster:
     """POSTs callbacks from any thread; start it before use, close it after.
 
     ``policy`` says which URLs and addresses may be reached (public ones only by
-    default); ``resolver`` resolves host names (the system's, bounded by the attempt's
-    time, by default); ``ssl_context`` which certificates are trusted (the system's
-    by default).
+    default), an app's own networks replacing its allowed ones; ``resolver`` resolves
+    host names (the system's, bounded by the attempt's time, by default);
+    ``ssl_context`` which certificates are trusted (the system's by default).
+
+    Apps allowed different networks get HTTP clients of their own: a connection is
+    checked when it opens and then reused, so one app's connection into a network it
+    may reach must never carry another app's callback.
     """
 
     def __init__(
@@ -83,11 +96,13 @@ class CallbackPoster:
         self._total = total_seconds
         self._max_bytes = max_response_bytes
         self._policy = policy or CallbackUrlPolicy()
-        self.backend = PinnedBackend(self._policy, resolver or SystemResolver(total_seconds))
+        self._resolver = resolver or SystemResolver(total_seconds)
+        self.backend = PinnedBackend(self._policy, self._resolver)
         self._ssl_context = ssl_context
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="http", daemon=True)
-        self._client: httpx.AsyncClient | None = None
+        # One client per distinct network list, touched on the loop's thread only.
+        self._clients: dict[Networks, tuple[CallbackUrlPolicy, httpx.AsyncClient]] = {}
 
     def start(self) -> None:
         """Start the event loop thread and open the HTTP client on it."""
@@ -95,29 +110,57 @@ class CallbackPoster:
         asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
 
     async def _open(self) -> None:
-        self._client = httpx.AsyncClient(
+        self._clients[None] = (self._policy, self._new_client(self.backend))
+
+    def _new_client(self, backend: PinnedBackend) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
             follow_redirects=False,
             timeout=self._total,
-            transport=PinnedTransport(self.backend, self._ssl_context),
+            transport=PinnedTransport(backend, self._ssl_context),
         )
 
+    def _client_for(self, networks: Networks) -> tuple[CallbackUrlPolicy, httpx.AsyncClient]:
+        found = self._clients.get(networks)
+        if found is None:
+            if len(self._clients) > MAX_CLIENTS:
+                # Operators set few distinct lists; a bound keeps a mistake from piling up.
+                old = [k for k in self._clients if k is not None]
+                self._loop.create_task(self._clients.pop(old[0])[1].aclose())
+            policy = self._policy.for_app(networks)
+            found = (policy, self._new_client(PinnedBackend(policy, self._resolver)))
+            self._clients[networks] = found
+        return found
+
     def close(self) -> None:
-        """Close the client and stop the loop."""
-        if self._client is not None:
-            asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result()
+        """Close the clients and stop the loop."""
+
+        async def close_all() -> None:
+            for _, client in self._clients.values():
+                await client.aclose()
+
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(close_all(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
 
-    def post(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
-        """POST ``body`` to ``url``; returns within about ``total_seconds``, never raises."""
-        future = asyncio.run_coroutine_threadsafe(self._bounded(url, body, headers), self._loop)
+    def post(
+        self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
+    ) -> PostOutcome:
+        """POST ``body`` to ``url`` under the policy of an app allowed ``networks``
+        (None: the default); returns within about ``total_seconds``, never raises."""
+        future = asyncio.run_coroutine_threadsafe(
+            self._bounded(url, body, headers, networks), self._loop
+        )
         return future.result()
 
-    async def _bounded(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+    async def _bounded(
+        self, url: str, body: str, headers: Mapping[str, str], networks: Networks
+    ) -> PostOutcome:
         try:
-            return await asyncio.wait_for(self._exchange(url, body, headers), self._total)
+            exchange = self._exchange(url, body, headers, networks)
+            return await asyncio.wait_for(exchange, self._total)
         except TimeoutError:
             return PostOutcome(None, f"no complete answer within {self._total:g} s")
         except CallbackHostUnresolvedError as e:
@@ -128,13 +171,16 @@ class CallbackPoster:
         except Exception as e:
             return PostOutcome(None, f"{type(e).__name__}: {e}"[:2000])
 
-    async def _exchange(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
-        assert self._client is not None, "start() the poster first"
+    async def _exchange(
+        self, url: str, body: str, headers: Mapping[str, str], networks: Networks
+    ) -> PostOutcome:
+        assert self._clients, "start() the poster first"
+        policy, client = self._client_for(networks)
         # Scheme, user:password and a numeric host; the addresses of a name are checked
         # when a connection to it opens (PinnedBackend).
-        self._policy.target(url)
-        request = self._client.build_request("POST", url, content=body, headers=dict(headers))
-        response = await self._client.send(request, stream=True)
+        policy.target(url)
+        request = client.build_request("POST", url, content=body, headers=dict(headers))
+        response = await client.send(request, stream=True)
         try:
             if 200 <= response.status_code < 300:
                 await self._drain_for_reuse(response)

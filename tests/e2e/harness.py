@@ -148,7 +148,7 @@ def wait_healthy(port: int) -> str:
 def connect_api(processes: Processes, port: int, probe_handler: str = "demo.noop") -> Api:
     """Wait for /healthz and for a worker's handlers, then create an app via the CLI."""
     base = wait_healthy(port)
-    created = json.loads(processes.run("app", "create", "e2e"))
+    created = json.loads(processes.run("app", "create", "e2e", "--handlers", "*"))
     api = Api(base, created["apiKey"], created["signingSecret"])
     probe = {"jobName": "probe", "jobHandler": probe_handler, "triggerAt": "2100-01-01T00:00:00Z"}
     wait_until(

@@ -57,7 +57,7 @@ class Tenant:
 
 def tenant(processes: Processes, engine: Engine, base: str, name: str) -> Tenant:
     """A new app, created with the CLI as an operator would."""
-    created = json.loads(processes.run("app", "create", name))
+    created = json.loads(processes.run("app", "create", name, "--handlers", "*"))
     with engine.connect() as conn:
         pk = conn.execute(
             sa.text("SELECT id FROM apps WHERE app_id = :a"), {"a": created["appId"]}

@@ -33,7 +33,7 @@ def test_a_rotated_key_overlaps_the_old_one_or_replaces_it_at_once(processes: Pr
     port = free_port()
     processes.start("api", "api", "--port", str(port), KAIROS_AUTH_CACHE_SECONDS="0.2")
     base = wait_healthy(port)
-    created = json.loads(processes.run("app", "create", "billing"))
+    created = json.loads(processes.run("app", "create", "billing", "--handlers", "*"))
     old_key = created["apiKey"]
     assert status_with(base, old_key) == 404
     listed = processes.run("app", "list")
@@ -111,10 +111,10 @@ def test_an_operator_restricts_an_apps_handlers_and_the_running_api_follows(
     port = free_port()
     processes.start("api", "api", "--port", str(port), KAIROS_AUTH_CACHE_SECONDS="0.2")
     processes.start("worker", "worker", "--id", "w1")  # registers the demo handlers
-    api = connect_api(processes, port)  # a job of demo.noop is accepted: no restriction
+    api = connect_api(processes, port)  # granted '*': a job of demo.noop is accepted
     app_id = processes.run("app", "list").splitlines()[-1].split()[0]
     shown = json.loads(processes.run("app", "handlers", app_id))
-    assert shown == {"appId": app_id, "handlerPatterns": None}
+    assert shown == {"appId": app_id, "handlerPatterns": ["*"]}
 
     done = kairos(processes, "app", "handlers", app_id, "--allow", "demo.e*", "--allow", "x.?")
     assert done.returncode == 0, done.stderr
@@ -141,5 +141,5 @@ def test_an_operator_restricts_an_apps_handlers_and_the_running_api_follows(
         "x.?",
     ]
     lifted = json.loads(processes.run("app", "handlers", app_id, "--all"))
-    assert lifted["handlerPatterns"] is None
+    assert lifted["handlerPatterns"] == ["*"]
     wait_until(lambda: api.post_job(body).status_code == 202, 10, what="the lift to apply")

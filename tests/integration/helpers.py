@@ -7,6 +7,7 @@ from sqlalchemy.engine import Engine
 from common.callback_urls import TableResolver
 from common.db.apps import AppCredentials, create_app
 from common.db.workers import Heartbeat, upsert_heartbeat
+from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.states import WorkerState
 
 DEMO_HANDLERS = ("demo.echo", "demo.fail", "demo.noop", "demo.sleep")
@@ -22,10 +23,12 @@ def public_names() -> TableResolver:
     return TableResolver({name: [PUBLIC_ADDRESS] for name in names})
 
 
-def make_app(engine: Engine, name: str = "tests") -> AppCredentials:
-    """Create an app and return its credentials."""
+def make_app(
+    engine: Engine, name: str = "tests", handlers: HandlerPatterns = EVERY_HANDLER
+) -> AppCredentials:
+    """Create an app (granted every handler unless told) and return its credentials."""
     with engine.begin() as conn:
-        return create_app(conn, name, 0)
+        return create_app(conn, name, 0, handlers)
 
 
 def register_worker(

@@ -117,10 +117,44 @@ def limited_settings(namespace: StoreSettings, **overrides: Any) -> ApiSettings:
     return ApiSettings(namespace=namespace.namespace, **values)
 
 
-def test_the_rate_limit_is_off_by_default(client: TestClient) -> None:
-    assert ApiSettings().rate_limit_per_second == 0
-    assert client.app.state.kairos.rate_limiter is None  # type: ignore[attr-defined]
+def test_a_generous_rate_limit_is_on_by_default(client: TestClient) -> None:
+    settings = ApiSettings()
+    assert settings.rate_limit_per_second == 500 and settings.rate_limit_burst == 2000
+    limiter = client.app.state.kairos.rate_limiter  # type: ignore[attr-defined]
+    assert limiter is not None and limiter.burst == 2000
     assert all(client.get("/openapi/jobs/1").status_code == 404 for _ in range(30))
+
+
+def test_a_batch_counts_one_request_per_job(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    job = {"jobName": "r", "jobHandler": "demo.echo", "triggerAt": 4_102_444_800_000}
+    with api_client(limited_settings(namespace, rate_limit_burst=4), app_credentials) as client:
+        assert client.post("/openapi/jobs/batch", json={"jobs": [job] * 3}).status_code == 202
+        assert client.get("/openapi/jobs/999999").status_code == 404  # the fourth token
+        refused = client.post("/openapi/jobs/batch", json={"jobs": [job] * 2})
+        assert refused.status_code == 429 and "one per job" in refused.json()["detail"]
+
+
+def test_a_batch_larger_than_the_bucket_takes_it_whole_and_passes_once(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    job = {"jobName": "r", "jobHandler": "demo.echo", "triggerAt": 4_102_444_800_000}
+    with api_client(limited_settings(namespace), app_credentials) as client:
+        assert client.post("/openapi/jobs/batch", json={"jobs": [job] * 5}).status_code == 202
+        assert client.get("/openapi/jobs/999999").status_code == 429
+
+
+def test_manual_triggers_count_against_the_rate(
+    namespace: StoreSettings, app_credentials: AppCredentials
+) -> None:
+    job = {"jobName": "r", "jobHandler": "demo.echo", "triggerAt": 4_102_444_800_000}
+    with api_client(limited_settings(namespace), app_credentials) as client:
+        job_id = client.post("/openapi/jobs", json=job).json()["jobId"]
+        trigger = f"/openapi/jobs/{job_id}/trigger"
+        assert client.post(trigger).status_code == 202
+        assert client.post(trigger).status_code in (202, 409)
+        assert client.post(trigger).status_code == 429
 
 
 def test_an_app_over_its_rate_gets_429_with_retry_after(

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from common.config import StoreSettings
 from common.db.apps import AppCredentials, handler_patterns
 from common.db.jobs import NewJob, insert_job
-from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
+from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 from services.cli import main
 from tests.integration.helpers import make_app
 
@@ -42,9 +42,9 @@ def add_jobs(engine: Engine, app_id: str, *handlers: str) -> None:
 def test_an_operator_sets_shows_and_lifts_an_apps_handler_patterns(
     engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    app = make_app(engine, "billing")
+    app = make_app(engine, "billing", NO_HANDLER)
     code, out, _ = run(capsys, "app", "handlers", app.app_id)
-    assert code == 0 and json.loads(out) == {"appId": app.app_id, "handlerPatterns": None}
+    assert code == 0 and json.loads(out) == {"appId": app.app_id, "handlerPatterns": []}
 
     code, out, err = run(
         capsys, "app", "handlers", app.app_id, "--allow", "report.*", "--allow", "billing.export"
@@ -61,16 +61,38 @@ def test_an_operator_sets_shows_and_lifts_an_apps_handler_patterns(
     assert json.loads(out)["handlerPatterns"] == ["report.*", "billing.export"]
 
     code, out, err = run(capsys, "app", "handlers", app.app_id, "--all")
-    assert code == 0 and json.loads(out)["handlerPatterns"] is None
-    assert "every handler" in err
+    assert code == 0 and json.loads(out)["handlerPatterns"] == ["*"]
     with engine.connect() as conn:
         assert handler_patterns(conn, app.app_id) == EVERY_HANDLER
+    code, out, err = run(capsys, "app", "handlers", app.app_id, "--none")
+    assert code == 0 and json.loads(out)["handlerPatterns"] == []
+    assert "no handler" in err
+    with engine.connect() as conn:
+        assert handler_patterns(conn, app.app_id) == NO_HANDLER
+
+
+def test_an_app_is_created_with_the_handlers_it_is_granted_and_none_without(
+    engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "app", "create", "billing", "--handlers", "report.*,demo.*")
+    granted = json.loads(out)
+    assert code == 0 and granted["handlerPatterns"] == ["report.*", "demo.*"]
+    code, out, err = run(capsys, "app", "create", "bare")
+    bare = json.loads(out)
+    assert code == 0 and bare["handlerPatterns"] == []
+    assert f"kairos app handlers {bare['appId']} --allow" in err
+    with engine.connect() as conn:
+        assert handler_patterns(conn, granted["appId"]) == HandlerPatterns(("report.*", "demo.*"))
+        assert handler_patterns(conn, bare["appId"]) == NO_HANDLER
+    code, out, err = run(capsys, "app", "create", "bad", "--handlers", "report.[a]")
+    assert code == 2 and out == "" and "--handlers" in err
 
 
 def test_the_app_list_shows_each_apps_patterns(
     engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     restricted, free = make_app(engine, "billing"), make_app(engine, "crm sync")
+    bare = make_app(engine, "bare", NO_HANDLER)
     run(capsys, "app", "handlers", restricted.app_id, "--allow", "report.*", "--allow", "b?")
     code, out, _ = run(capsys, "app", "list")
     assert code == 0
@@ -78,7 +100,8 @@ def test_the_app_list_shows_each_apps_patterns(
     assert header.split() == ["APP_ID", "CREATED", "STATE", "HANDLERS", "NAME"]
     by_app = {row.split()[0]: row.split(maxsplit=4) for row in rows}
     assert by_app[restricted.app_id][2:] == ["enabled", "report.*,b?", "billing"]
-    assert by_app[free.app_id][2:] == ["enabled", "(all)", "crm sync"]
+    assert by_app[free.app_id][2:] == ["enabled", "*", "crm sync"]
+    assert by_app[bare.app_id][2:] == ["enabled", "(none)", "bare"]
 
 
 def test_live_jobs_outside_the_new_patterns_are_named_on_stderr(
@@ -98,7 +121,7 @@ def test_live_jobs_outside_the_new_patterns_are_named_on_stderr(
 def test_an_unknown_app_is_named_and_nothing_changes(
     engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for flags in ([], ["--all"], ["--allow", "report.*"]):
+    for flags in ([], ["--all"], ["--none"], ["--allow", "report.*"]):
         code, out, err = run(capsys, "app", "handlers", "app_nope", *flags)
         assert code == 2 and out == ""
         assert "no app 'app_nope'; `kairos app list` shows the apps" in err

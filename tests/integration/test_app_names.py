@@ -9,16 +9,19 @@ from sqlalchemy.engine import Engine
 from common.config import StoreSettings
 from common.db.apps import all_apps, create_app, find_app_by_key
 from common.errors import AppNameTakenError
+from common.handler_patterns import HandlerPatterns
 from common.namespace import app_api_key, create_unique_app
 from services.cli import main
+
+DEMO = HandlerPatterns(("demo.*",))
 
 
 def test_a_second_app_of_one_name_is_refused_and_nothing_is_written(
     namespace: StoreSettings, engine: Engine
 ) -> None:
-    first = create_unique_app(namespace, "billing")
+    first = create_unique_app(namespace, "billing", DEMO)
     with pytest.raises(AppNameTakenError, match=rf"'billing' exists already \({first.app_id}\)"):
-        create_unique_app(namespace, "billing")
+        create_unique_app(namespace, "billing", DEMO)
     with engine.connect() as conn:
         assert [a.app_id for a in all_apps(conn)] == [first.app_id]
 
@@ -36,9 +39,9 @@ def test_the_cli_says_the_name_is_taken_and_exits_2(
 def test_the_demo_app_is_reused_with_a_new_key_and_its_old_key_works_on(
     namespace: StoreSettings, engine: Engine
 ) -> None:
-    first, reused = app_api_key(namespace, "demo")
+    first, reused = app_api_key(namespace, "demo", DEMO)
     assert not reused
-    second, reused = app_api_key(namespace, "demo")
+    second, reused = app_api_key(namespace, "demo", DEMO)
     assert reused and second != first
     with engine.connect() as conn:
         assert [a.name for a in all_apps(conn)] == ["demo"]
@@ -50,9 +53,9 @@ def test_apps_made_twice_before_names_were_unique_are_kept_and_the_oldest_reused
     namespace: StoreSettings, engine: Engine
 ) -> None:
     with engine.begin() as conn:
-        oldest = create_app(conn, "demo", 1)
-        create_app(conn, "demo", 2)
-    key, reused = app_api_key(namespace, "demo")
+        oldest = create_app(conn, "demo", 1, DEMO)
+        create_app(conn, "demo", 2, DEMO)
+    key, reused = app_api_key(namespace, "demo", DEMO)
     with engine.connect() as conn:
         found = find_app_by_key(conn, key)
         assert len(all_apps(conn)) == 2

@@ -19,13 +19,13 @@ from common.db.apps import (
     signing_secrets,
 )
 from common.db.jobs import NewJob, insert_job
-from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
+from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 
 
 def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5)
-        other = create_app(conn, "reports", 6)
+        created = create_app(conn, "billing", 5, EVERY_HANDLER)
+        other = create_app(conn, "reports", 6, EVERY_HANDLER)
         rotated = rotate_api_key(conn, created.app_id, 10, 10)
         assert rotated is not None and rotated.api_key != created.api_key
         assert find_app_by_key(conn, created.api_key) is None
@@ -41,7 +41,7 @@ def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends
     engine: Engine,
 ) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5)
+        created = create_app(conn, "billing", 5, EVERY_HANDLER)
         app = find_app_by_key(conn, created.api_key)
         assert app is not None
         assert signing_secrets(conn, app.id, 1_000) == [created.signing_secret]
@@ -66,9 +66,12 @@ def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends
 def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: Engine) -> None:
     restricted = HandlerPatterns(("report.*", "billing.export"))
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5)
-        other = create_app(conn, "reports", 6)
-        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER  # the default
+        created = create_app(conn, "billing", 5, EVERY_HANDLER)
+        other = create_app(conn, "reports", 6, EVERY_HANDLER)
+        bare = create_app(conn, "bare", 7, NO_HANDLER)
+        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER
+        # An app made without patterns may call no handler until one is granted.
+        assert handler_patterns(conn, bare.app_id) == NO_HANDLER
         assert set_handler_patterns(conn, created.app_id, restricted)
         assert handler_patterns(conn, created.app_id) == restricted
         found = find_app_by_key(conn, created.api_key)
@@ -76,7 +79,11 @@ def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: 
         untouched = find_app_by_key(conn, other.api_key)
         assert untouched is not None and untouched.handlers == EVERY_HANDLER
         listed = {r.app_id: r.handlers for r in all_apps(conn)}
-        assert listed == {created.app_id: restricted, other.app_id: EVERY_HANDLER}
+        assert listed == {
+            created.app_id: restricted,
+            other.app_id: EVERY_HANDLER,
+            bare.app_id: NO_HANDLER,
+        }
         assert set_handler_patterns(conn, created.app_id, restricted)  # the same again
         assert set_handler_patterns(conn, created.app_id, EVERY_HANDLER)
         assert handler_patterns(conn, created.app_id) == EVERY_HANDLER
@@ -86,8 +93,8 @@ def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: 
 
 def test_live_jobs_are_counted_by_handler_for_one_app(engine: Engine) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5)
-        other = create_app(conn, "reports", 6)
+        created = create_app(conn, "billing", 5, EVERY_HANDLER)
+        other = create_app(conn, "reports", 6, EVERY_HANDLER)
         pks = {
             row.app_id: row.id for row in conn.execute(sa.text("SELECT id, app_id FROM apps")).all()
         }

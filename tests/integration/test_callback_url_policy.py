@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import CachingResolver, SystemResolver, TableResolver
+from common.callback_urls import CachingResolver, SystemResolver, TableResolver, parse_networks
 from common.config import ApiSettings, StoreSettings
+from common.db.app_grants import set_callback_networks
 from common.db.apps import AppCredentials
 from tests.integration.helpers import PUBLIC_ADDRESS, make_app
 
@@ -176,6 +177,32 @@ def test_allowed_networks_admit_internal_receivers(
         for url in ("http://127.0.0.1:9/h", "http://internal.example.com/h", "http://0x7f000001/"):
             assert client.post(JOBS, json=body(callbackUrl=url)).status_code == 202, url
         refusal(client.post(JOBS, json=body(callbackUrl="http://metadata.example.com/h")))
+
+
+def test_an_apps_own_networks_admit_only_its_callbacks_and_replace_the_default(
+    namespace: StoreSettings, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    allowed, other = app_credentials, make_app(engine, "other")
+    with engine.begin() as conn:
+        set_callback_networks(conn, allowed.app_id, parse_networks("127.0.0.0/8"))
+    loopback = body(callbackUrl="http://127.0.0.1:9/h")
+    # The cluster's default admits 10.0.0.0/8: the app with a list of its own loses it.
+    with api(namespace, allowed, callback_allowed_networks="10.0.0.0/8") as client:
+        assert client.post(JOBS, json=loopback).status_code == 202
+        batch = client.post(BATCH, json={"jobs": [loopback, loopback]})
+        assert batch.status_code == 202, batch.text
+        assert "kairos app networks" in refusal(
+            client.post(JOBS, json=body(callbackUrl="http://internal.example.com/h"))
+        )
+    with api(namespace, other, callback_allowed_networks="10.0.0.0/8") as client:
+        assert "loopback" in refusal(client.post(JOBS, json=loopback))
+        refused = client.post(BATCH, json={"jobs": [loopback]})
+        assert refused.status_code == 422 and job_count(engine) == 3
+        ok = client.post(JOBS, json=body(callbackUrl="http://internal.example.com/h"))
+        assert ok.status_code == 202, ok.text
+        job_id = ok.json()["jobId"]
+        patched = client.patch(f"{JOBS}/{job_id}", json={"callbackUrl": "http://127.0.0.1:9/"})
+        assert "loopback" in refusal(patched)
 
 
 def test_https_only_refuses_http(namespace: StoreSettings, app_credentials: AppCredentials) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials, set_handler_patterns
-from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
+from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 from services.api.state import ApiState
 from tests.integration.helpers import make_app
 
@@ -78,6 +78,18 @@ def assert_not_allowed(response: Any, field: str, handler: str, app_id: str) -> 
 
 
 # create, batch
+
+
+def test_an_app_made_without_handler_patterns_may_call_none_and_is_told_how_to_grant(
+    client_for: ClientFor, engine: Engine
+) -> None:
+    bare = make_app(engine, "bare", NO_HANDLER)
+    response = client_for(bare).post("/openapi/jobs", json=job(handler="demo.echo"))
+    assert response.status_code == 422, response.text
+    message = {e["field"]: e["message"] for e in response.json()["errors"]}["jobHandler"]
+    assert "granted no handler yet" in message
+    assert f"kairos app handlers {bare.app_id} --allow" in message
+    assert job_count(engine) == 0
 
 
 def test_a_create_naming_a_handler_outside_the_patterns_is_422_and_writes_nothing(

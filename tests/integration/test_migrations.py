@@ -114,8 +114,9 @@ def test_the_handler_patterns_migration_goes_down_and_up_again_keeping_apps(
     assert current_revision(engine) == HEAD
     with engine.connect() as conn:
         row = conn.execute(sa.text("SELECT app_id, name, handler_patterns FROM apps")).one()
-    # Going down drops every restriction; coming up again starts unrestricted.
-    assert tuple(row) == ("a", "billing", None)
+    # Going down drops every restriction; coming up again grants every handler, as the
+    # app had before handler access was granted explicitly (0013).
+    assert tuple(row) == ("a", "billing", '["*"]')
 
 
 def test_the_operators_migration_goes_down_and_up_again(engine: Engine) -> None:
@@ -206,3 +207,27 @@ def test_the_app_shares_migration_goes_down_and_up_again_keeping_apps_and_jobs(
         weight = conn.execute(sa.text("SELECT weight FROM apps WHERE app_id = 'app_a'")).scalar()
         priority = conn.execute(sa.text("SELECT priority FROM jobs WHERE job_name = 'j'")).scalar()
     assert (weight, priority) == (1, 5)
+
+
+def test_the_handlers_granted_migration_keeps_what_apps_made_before_could_call(
+    engine: Engine,
+) -> None:
+    rows = {"old": None, "narrow": '["report.*"]', "none": "[]"}
+    with engine.begin() as conn:
+        for name, patterns in rows.items():
+            conn.execute(
+                sa.text(
+                    "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at, "
+                    "handler_patterns) VALUES (:name, :name, :name, 's', 0, :patterns)"
+                ),
+                {"name": name, "patterns": patterns},
+            )
+    downgrade(engine, "0012")
+    migrate(engine)
+    migrate(engine)  # running it again changes nothing
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        query = sa.text("SELECT app_id, handler_patterns FROM apps")
+        found = {str(row[0]): row[1] for row in conn.execute(query)}
+    # NULL meant every handler before 0013; from 0013 on it means none.
+    assert found == {"old": '["*"]', "narrow": '["report.*"]', "none": "[]"}

@@ -18,13 +18,23 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import CallbackUrlPolicy, SystemResolver, TableResolver
+from common.callback_urls import (
+    CallbackUrlPolicy,
+    SystemResolver,
+    TableResolver,
+    parse_networks,
+)
 from common.clock import ClusterClock
+from common.db.app_grants import set_callback_networks
+from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.jobs import NewJob, insert_jobs
+from common.messages import CallbackMessage
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.posting import CallbackPoster
 from services.notifier.schedule import RetrySchedule
+from tests.integration.helpers import make_app
 from tests.integration.test_notifier_attempts import delivery_to
 
 HOST = "hooks.example.com"
@@ -182,7 +192,9 @@ def test_every_record_is_checked_one_refused_address_refuses_the_name(
     finally:
         poster.close()
     assert outcome.refused and not outcome.delivered
-    assert outcome.error is not None and "169.254.169.254" in outcome.error
+    # The attempt's error (which the app reads) says why, never the address resolved.
+    assert outcome.error is not None and "link-local" in outcome.error
+    assert "169.254.169.254" not in outcome.error
     assert receiver.heads == []
 
 
@@ -247,3 +259,59 @@ def test_a_pinned_https_connection_verifies_the_host_name(tmp_path: Path) -> Non
     # used the name while the TCP connect went to 127.0.0.1.
     assert outcome.delivered, outcome.error
     assert poster.backend.connected == [(HOST, "127.0.0.1", receiver.port)]
+
+
+def test_an_apps_own_networks_admit_its_callbacks_at_send_time_and_no_other_apps(
+    engine: Engine, redis_client: redis.Redis, receiver: Receiver
+) -> None:
+    # App 1 may reach loopback, app 2 has no list of its own and the default is public
+    # only; both callbacks name the same receiver on 127.0.0.1.
+    make_app(engine, "allowed")
+    make_app(engine, "other")
+    with engine.begin() as conn:
+        allowed_id = conn.execute(sa.text("SELECT app_id FROM apps WHERE id = 1")).scalar_one()
+        set_callback_networks(conn, str(allowed_id), parse_networks("127.0.0.0/8"))
+    url = f"http://{HOST}:{receiver.port}/h"
+    poster = poster_for(TableResolver({HOST: ["127.0.0.1"]}))
+    try:
+        deliverer = CallbackDeliverer(
+            engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2])
+        )
+        first = deliverer.deliver(app_delivery(engine, 1, "msg_a", url))
+        second = deliverer.deliver(app_delivery(engine, 2, "msg_b", url))
+    finally:
+        poster.close()
+    assert first is not None and first.delivered
+    assert second is not None and not second.delivered
+    assert second.follow_up is not None and second.follow_up.routing_key == CALLBACKS_DEAD_QUEUE
+    with engine.connect() as conn:
+        query = sa.text("SELECT delivery_id, status FROM callback_deliveries")
+        rows = {str(row[0]): str(row[1]) for row in conn.execute(query)}
+    assert rows == {"msg_a": DeliveryStatus.DELIVERED, "msg_b": DeliveryStatus.DEAD}
+    assert len(receiver.heads) == 1, "only the allowed app's callback reached the receiver"
+
+
+def test_an_app_never_rides_a_connection_another_apps_networks_opened(
+    receiver: Receiver,
+) -> None:
+    resolver = TableResolver({HOST: ["127.0.0.1"]})
+    poster = poster_for(resolver)
+    url = f"http://{HOST}:{receiver.port}/h"
+    try:
+        allowed = poster.post(url, "{}", {}, parse_networks("127.0.0.0/8"))
+        default = poster.post(url, "{}", {})
+    finally:
+        poster.close()
+    assert allowed.delivered, allowed.error
+    assert default.refused and "loopback" in str(default.error)
+
+
+def app_delivery(engine: Engine, app_pk: int, delivery_id: str, url: str) -> bytes:
+    """A recorded delivery of a job of app ``app_pk``, and the message handing it over."""
+    with engine.begin() as conn:
+        job = NewJob(app_pk, "j", "demo.noop", {}, None, 1_000, url, None, None)
+        [job_id] = insert_jobs(conn, [job], 0)
+        delivery = NewDelivery(delivery_id, f"e-{job_id}", job_id, app_pk, url, "{}")
+        insert_deliveries(conn, [delivery], 0)
+    message = CallbackMessage(delivery_id=delivery_id, app_pk=app_pk, url=url, payload="{}")
+    return message.model_dump_json().encode()

@@ -31,7 +31,9 @@ class HangingPoster:
         self.hanging = threading.Semaphore(0)
         self.release = threading.Event()
 
-    def post(self, url: str, body: str, headers: Mapping[str, str]) -> PostOutcome:
+    def post(
+        self, url: str, body: str, headers: Mapping[str, str], networks: object = None
+    ) -> PostOutcome:
         self.posted.append(url)
         if "/a" in url:
             self.hanging.release()

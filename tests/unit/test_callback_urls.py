@@ -21,6 +21,7 @@ from common.callback_urls import (
     SystemResolver,
     TableResolver,
     checked_addresses,
+    embedded_ipv4,
     numeric_host,
     parse_networks,
     refusal_kind,
@@ -119,6 +120,23 @@ def test_a_name_resolving_to_a_refused_address_is_refused(host: str, address: st
         asyncio.run(checked_addresses(OPEN, resolver, "https://hooks.example.com/h"))
     assert caught.value.address == str(ip_address(address))
     assert "hooks.example.com" in caught.value.message
+
+
+@pytest.mark.parametrize(("host", "address"), REFUSED_HOSTS)
+def test_a_refused_name_says_why_without_the_address_it_resolved_to(
+    host: str, address: str
+) -> None:
+    # An app could map internal names through it: the refusal tells what kind of
+    # address, never which one.
+    resolver = TableResolver({"db.internal.example": [address]})
+    with pytest.raises(CallbackAddressRefusedError) as caught:
+        asyncio.run(checked_addresses(OPEN, resolver, "https://db.internal.example/h"))
+    message = caught.value.message
+    assert str(ip_address(address)) not in message
+    carried = embedded_ipv4(ip_address(address))
+    assert carried is None or str(carried) not in message
+    assert "'db.internal.example'" in message and caught.value.kind.split(" (")[0] in message
+    assert "kairos app networks" in message
 
 
 @pytest.mark.parametrize("host", PUBLIC_HOSTS)

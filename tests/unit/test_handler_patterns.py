@@ -13,8 +13,10 @@ from common.handler_patterns import (
     EVERY_HANDLER,
     MAX_PATTERN_LENGTH,
     MAX_PATTERNS,
+    NO_HANDLER,
     HandlerPatterns,
     checked_patterns,
+    handler_admitted,
     pattern_problem,
 )
 
@@ -46,16 +48,36 @@ def test_any_pattern_of_several_admits_a_handler() -> None:
     assert not patterns.allows("billing.import")
 
 
-def test_no_restriction_admits_every_handler_and_an_empty_list_none() -> None:
-    assert EVERY_HANDLER.allows("anything") and EVERY_HANDLER.patterns is None
-    assert not HandlerPatterns(()).allows("anything")
+def test_every_handler_is_a_pattern_and_no_list_admits_none() -> None:
+    assert EVERY_HANDLER.allows("anything") and EVERY_HANDLER.patterns == ("*",)
+    assert not HandlerPatterns(()).allows("anything") and NO_HANDLER == HandlerPatterns()
+    assert not NO_HANDLER.granted and EVERY_HANDLER.granted
 
 
 def test_patterns_round_trip_through_their_stored_text() -> None:
     patterns = HandlerPatterns(("report.*", "billing.export"))
     assert HandlerPatterns.from_stored(patterns.stored()) == patterns
-    assert EVERY_HANDLER.stored() is None
-    assert HandlerPatterns.from_stored(None) == EVERY_HANDLER
+    assert EVERY_HANDLER.stored() == '["*"]'
+    # NULL is no grant: access is given explicitly, never assumed.
+    assert HandlerPatterns.from_stored(None) == NO_HANDLER
+    assert HandlerPatterns.from_stored("[]") == NO_HANDLER
+
+
+@pytest.mark.parametrize(
+    ("stored", "handler", "admitted"),
+    [
+        ('["report.*"]', "report.daily", True),
+        ('["report.*"]', "billing.export", False),
+        ('["*"]', "billing.export", True),
+        ("[]", "report.daily", False),
+        (None, "report.daily", False),
+        ("not json", "report.daily", False),
+    ],
+)
+def test_handler_admitted_reads_the_stored_patterns(
+    stored: str | None, handler: str, admitted: bool
+) -> None:
+    assert handler_admitted(stored, handler) is admitted
 
 
 @pytest.mark.parametrize("stored", ["not json", "{}", '["a", 1]', '"report.*"'])
@@ -65,7 +87,8 @@ def test_stored_text_that_cannot_be_read_admits_nothing(stored: str) -> None:
 
 
 def test_patterns_are_shown_quoted_and_clipped() -> None:
-    assert EVERY_HANDLER.shown() == "every handler"
+    assert EVERY_HANDLER.shown() == "'*'"
+    assert NO_HANDLER.shown() == "none"
     assert HandlerPatterns(("a.*", "b")).shown() == "'a.*', 'b'"
     many = HandlerPatterns(tuple(f"h{i}" for i in range(15)))
     assert many.shown().endswith("'h9' and 5 more")

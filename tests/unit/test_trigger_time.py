@@ -11,6 +11,7 @@ import pytest
 
 from common.db.apps import App
 from common.errors import ValidationFailedError
+from common.handler_patterns import EVERY_HANDLER
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, parse_instant
 from services.api.schemas import JobCreate
@@ -88,7 +89,7 @@ def test_a_time_without_offset_is_a_wall_time_in_the_jobs_zone() -> None:
 
 def test_build_job_reads_trigger_at_in_the_jobs_zone() -> None:
     body = _body(triggerAt="2026-06-01T08:00:00", timezone="Asia/Shanghai")
-    job = build_job(body, App(1, "app_1", "a"), HANDLERS, 1024, NOW_MS)
+    job = build_job(body, App(1, "app_1", "a", EVERY_HANDLER), HANDLERS, 1024, NOW_MS)
     assert job.next_trigger_time == parse_instant("2026-06-01T00:00:00Z")
 
 

@@ -12,7 +12,7 @@ import pytest
 from common.db.apps import App
 from common.db.jobs import NewJob
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
-from common.handler_patterns import HandlerPatterns
+from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.schedule import Schedule
 from services.api.batch import batch_hash
 from services.api.schemas import JobCreate
@@ -27,7 +27,7 @@ from services.api.validation import (
 HANDLERS = frozenset({"demo.echo", "demo.sleep"})
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 LIMIT = 1024
-APP = App(id=7, app_id="app_7", name="reports")
+APP = App(id=7, app_id="app_7", name="reports", handlers=EVERY_HANDLER)
 
 
 def _body(**fields: Any) -> JobCreate:

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from services.api.console import (
+    apps,
     dead_callbacks,
     executions,
     job_actions,
@@ -23,6 +24,7 @@ STATIC = Path(__file__).parent / "static"
 
 def install_console(app: FastAPI) -> None:
     """Serve the console's pages and its stylesheet and script (nothing from elsewhere)."""
-    for module in (sign_in, overview, jobs, job_actions, workers, executions, dead_callbacks):
+    pages = (sign_in, overview, jobs, job_actions, workers, apps, executions, dead_callbacks)
+    for module in pages:
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

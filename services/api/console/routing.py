@@ -21,6 +21,7 @@ from common.errors import (
     JobNotFoundError,
     KairosError,
     StoreUnavailableError,
+    UnknownAppError,
 )
 from services.api.console.render import page, redirect
 from services.api.console.session import FormRefusedError, SignInRequired, secure_every_cookie
@@ -38,7 +39,7 @@ _STORE_ERRORS = (
 
 
 def _status(error: KairosError) -> int:
-    if isinstance(error, JobNotFoundError | ExecutionNotStuckError):
+    if isinstance(error, JobNotFoundError | ExecutionNotStuckError | UnknownAppError):
         return 404
     if isinstance(error, FormRefusedError):
         return 403

@@ -117,8 +117,10 @@ def create_jobs_batch(
     ``clientRequestId``: an item sent before with the same body maps to the earlier job.
     An ``Idempotency-Key`` keys the whole batch: a repeat within
     `KAIROS_IDEMPOTENCY_KEY_HOURS` gets the first answer back. ``Location`` names the
-    first job.
+    first job. The batch counts one request per job against the app's rate limit.
     """
+    if state.rate_limiter is not None:
+        state.rate_limiter.take_rest_of_batch(caller, len(body.jobs))
     done = submit_batch(state, caller, body.jobs, parse_key(idempotency_key))
     return JSONResponse(
         json.loads(done.answer.response),

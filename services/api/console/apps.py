@@ -1,0 +1,56 @@
+"""The apps pages: every app with what an operator granted it (handlers, callback
+networks, limits, disabled or not), and a page per app with its stored jobs counted.
+
+Read only: grants change with ``kairos app handlers|networks|limits|disable``, which the
+pages name, so that what an app may do is set in one place and logged by the shell.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from common.db.app_grants import stored_job_count
+from common.db.apps import AppRecord, all_apps, app_record
+from common.errors import UnknownAppError
+from services.api.console.render import PageContext, page
+from services.api.console.routing import ConsoleRoute
+from services.api.console.session import SessionDep, console_state
+from services.api.state import ApiState
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+
+def _default_networks(state: ApiState) -> list[str]:
+    return [str(n) for n in state.callback_policy.allowed_networks]
+
+
+def apps_context(state: ApiState) -> PageContext:
+    """Every app, oldest first, with the cluster's default callback networks."""
+    with state.engine.connect() as conn:
+        listed = all_apps(conn)
+    return {"apps": listed, "default_networks": _default_networks(state)}
+
+
+def app_context(state: ApiState, app_id: str) -> PageContext:
+    """One app and how many jobs it keeps stored. Raises ``UnknownAppError``."""
+    with state.engine.connect() as conn:
+        found: AppRecord | None = app_record(conn, app_id)
+        if found is None:
+            raise UnknownAppError(app_id)
+        stored = stored_job_count(conn, found.id)
+    return {"app": found, "stored_jobs": stored, "default_networks": _default_networks(state)}
+
+
+@router.get("/apps")
+async def apps_page(request: Request, session: SessionDep) -> Response:
+    """The apps page."""
+    context = await run_in_threadpool(apps_context, console_state(request))
+    return page(request, "apps.html", session=session, nav="apps", **context)
+
+
+@router.get("/apps/{app_id}")
+async def app_page(app_id: str, request: Request, session: SessionDep) -> Response:
+    """One app's page."""
+    context = await run_in_threadpool(app_context, console_state(request), app_id)
+    return page(request, "app.html", session=session, nav="apps", **context)
