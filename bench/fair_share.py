@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from harness import (
     STARTUP_SECONDS,
     BenchError,
@@ -67,6 +68,7 @@ from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
 from common.db.engine import make_engine
+from common.db.schema import executions
 from common.namespace import prepare_namespace
 from services.stack import DEMO_HANDLERS
 from tests.e2e.fair_share_kit import (
@@ -205,7 +207,20 @@ def run_scenario(
     quiet_ids = trickle(quiet, args.quiet, args.quiet_every, args.run_seconds)
     log(f"{len(quiet_ids)} quiet jobs submitted; waiting for every run to end")
     runs = wait_all_ended(engine, flood_ids + quiet_ids, services, args.deadline)
+    log(f"quiet runs' dispatch lag (ms): {dispatch_lags(engine, quiet_ids)}")
     return Scenario(flood_ids, quiet_ids, runs, read_starts(quiet, quiet_ids))
+
+
+def dispatch_lags(engine: Engine, job_ids: list[int]) -> list[int]:
+    """Dispatch minus trigger time of these jobs' runs: how long each waited in Kairos
+    (the rest of its start lag it waited in its worker's queue)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(executions.c.dispatched_at - executions.c.trigger_time).where(
+                executions.c.job_id.in_(job_ids)
+            )
+        ).all()
+    return sorted(int(r[0]) for r in rows if r[0] is not None)
 
 
 def lag_figures(lags: list[int]) -> dict[str, int]:
