@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from common.broker import Publisher
 from common.clock import Clock
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import retry_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import LiveWorkers
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
@@ -143,7 +143,7 @@ class Firer:
                 due.append(row)
         return self._fire(due) if due else 0
 
-    @retry_lock_conflicts
+    @retry_conflicts("fire")
     def _fire(self, due: Sequence[ExecutionWithJob]) -> int:
         now = self._clock.now_ms()
         with self._transactions.transaction() as store:
