@@ -75,6 +75,9 @@ class ConflictRetry:
         ceiling = min(_PAUSE_MAX_S, _PAUSE_FIRST_S * 2.0 ** (conflicts - 2))
         return random.uniform(0, ceiling)
 
+    def _spent(self, conflicts: int) -> bool:
+        return self.attempts is not None and conflicts >= self.attempts
+
     def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """``fn(*args, **kwargs)``, run again after each conflict while tries are left."""
         conflicts = 0
@@ -82,11 +85,13 @@ class ConflictRetry:
             try:
                 return fn(*args, **kwargs)
             except Exception as e:
-                if not self.retries(e):
+                if not is_lock_conflict(e):
                     raise
+                # Counted whether or not it is run again: a lock wait left to the caller
+                # (``lock_waits=False``) is a conflict all the same.
                 conflicts += 1
                 STORE_CONFLICTS.labels(stage=self.stage).inc()
-                if self.attempts is not None and conflicts >= self.attempts:
+                if not self.retries(e) or self._spent(conflicts):
                     raise
                 log.info("store conflict in %s (%s); running it again", self.stage, _code(e))
                 self.sleep(self.pause_s(conflicts))

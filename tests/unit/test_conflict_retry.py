@@ -72,8 +72,10 @@ def test_other_errors_are_not_retried() -> None:
 def test_without_lock_waits_only_deadlocks_run_again() -> None:
     policy = ConflictRetry("t-deadlocks-only", lock_waits=False, sleep=lambda _s: None)
     assert policy.run(Flaky(mysql_error(1213))) == "done"
+    before = counted("t-deadlocks-only")
     with pytest.raises(OperationalError):
         policy.run(Flaky(mysql_error(1205)))
+    assert counted("t-deadlocks-only") - before == 1, "left to the caller, and counted"
 
 
 def test_the_decorator_keeps_the_function_and_its_stage() -> None:
