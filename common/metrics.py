@@ -106,6 +106,14 @@ EXECUTIONS_HELD = Counter(
     "runs its handler, or its job is paused); each is looked at again a few seconds "
     "later, with why in the execution's message.",
 )
+STORE_CONFLICTS = Counter(
+    "kairos_store_conflicts_total",
+    "Transactions MySQL rolled back for a lock conflict (deadlock or lock wait timeout) "
+    "and that ran again in place, by stage (results, callback_attempt, claim, fire, "
+    "sweep, retention, api_insert, ...). Not an outage: a steady few per second with "
+    "several dispatchers or notifiers is normal; a climbing rate says rows are fought over.",
+    ["stage"],
+)
 RESULTS_SET_ASIDE = Counter(
     "kairos_results_set_aside_total",
     "Results messages (or single results) a dispatcher could not read or record, even "

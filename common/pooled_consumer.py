@@ -27,6 +27,7 @@ from common.held_deliveries import HeldDeliveries
 from common.outcome_flush import OutcomeFlush
 from common.run_pool import Finished, Run, RunPool
 from common.runtime import backoff_seconds
+from common.store_errors import is_lock_conflict
 
 log = logging.getLogger(__name__)
 
@@ -233,8 +234,13 @@ class PooledConsumer(Generic[U, P, T]):
     def _collect(self, run: Run[U], future: Future[T]) -> None:
         try:
             outcome = future.result()
-        except Exception:
-            log.exception("run failed outside its own error handling; sending it back")
+        except Exception as e:
+            if is_lock_conflict(e):
+                # Its stage ran the transaction again and gave up: rows fought over, not
+                # a store down. One line; the copy sent back runs the unit again.
+                log.warning("run met a lock conflict it did not settle (%r); sending it back", e)
+            else:
+                log.exception("run failed outside its own error handling; sending it back")
             # Its run started, and may have had effects before it raised: the copy is
             # marked so that it is taken as a redelivery (``redelivered``), as the
             # broker's own redelivery of an unacked delivery would be.

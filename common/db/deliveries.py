@@ -172,6 +172,8 @@ def stale_pending(
             deliveries.c.status == DeliveryStatus.PENDING,
             deliveries.c.updated_at < updated_before_ms,
         )
+        # Locked in row id order, as every transaction that locks several deliveries.
+        .order_by(deliveries.c.id)
         .limit(limit)
     )
     if lock:
@@ -204,10 +206,15 @@ def record_attempt(conn: Connection, record: NewAttempt, now_ms: int) -> None:
 
     A delivery already DELIVERED stays so: a late duplicate copy of its message (one
     redelivered after a lost connection) records its attempt but changes nothing else.
+    The delivery's row is locked first, before the attempt's foreign key takes a shared
+    lock on it: a shared lock raised to an exclusive one later deadlocks with a results
+    consumer marking the same delivery QUEUED.
     """
     error = record.error[:MAX_ERROR_CHARS] if record.error is not None else None
     pk = conn.execute(
-        sa.select(deliveries.c.id).where(deliveries.c.delivery_id == record.delivery_id)
+        sa.select(deliveries.c.id)
+        .where(deliveries.c.delivery_id == record.delivery_id)
+        .with_for_update()
     ).scalar()
     if pk is None:
         return
@@ -339,11 +346,23 @@ def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) ->
 def _queue(
     conn: Connection, delivery_ids: Iterable[str], from_status: DeliveryStatus, **values: object
 ) -> None:
-    """Those of these deliveries still ``from_status`` become QUEUED, with ``values``."""
+    """Those of these deliveries still ``from_status`` become QUEUED, with ``values``.
+
+    The rows are found by row id (read first without a lock) and through the primary
+    key only: an UPDATE that found them through the status index would lock its entries
+    before the rows, the other way round from the notifier recording an attempt (row,
+    then its status entry), and the two would deadlock over one delivery.
+    """
     ids = list(delivery_ids)
-    if ids:
+    if not ids:
+        return
+    keys = sorted(
+        conn.execute(sa.select(deliveries.c.id).where(deliveries.c.delivery_id.in_(ids))).scalars()
+    )
+    if keys:
         conn.execute(
             deliveries.update()
-            .where(deliveries.c.delivery_id.in_(ids), deliveries.c.status == from_status)
+            .where(deliveries.c.id.in_(keys), deliveries.c.status == from_status)
             .values(status=DeliveryStatus.QUEUED, **values)
+            .with_hint("FORCE INDEX (PRIMARY)", dialect_name="mysql")
         )

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from common.db.jobs import NewJob, insert_job, insert_jobs
+from common.db.retry import retry_conflicts
 from common.errors import IdempotencyConflictError
 from common.states import JobStatus
 from common.store_errors import is_store_outage
@@ -22,6 +23,7 @@ from services.api.store_refusals import as_refusal
 log = logging.getLogger(__name__)
 
 MAX_GROUP = 500
+STAGE = "api_insert"
 
 Announce = Callable[[Sequence[NewJob], Sequence[int], int], None]
 
@@ -105,8 +107,7 @@ class GroupInserter:
     def _store(self, group: Sequence[_Pending]) -> None:
         now_ms = max(p.now_ms for p in group)
         try:
-            with self._engine.begin() as conn:
-                answers = store_group(conn, [p.job for p in group], now_ms)
+            answers = _insert_group(self._engine, [p.job for p in group], now_ms)
         except Exception as e:
             if is_store_outage(e):
                 # Lost or timed out: every job of the group alike, and at once.
@@ -134,8 +135,7 @@ class GroupInserter:
         """One job in its own transaction, as a single create without company would be."""
         try:
             try:
-                with self._engine.begin() as conn:
-                    return _earlier_or_insert(conn, job, now_ms)
+                return _insert_alone(self._engine, job, now_ms)
             except IntegrityError:
                 # A concurrent request with the same clientRequestId won the unique key.
                 with self._engine.connect() as conn:
@@ -149,6 +149,20 @@ class GroupInserter:
                 return e
             log.warning("a job MySQL refused was answered 422: %s", refusal)
             return refusal
+
+
+@retry_conflicts(STAGE)
+def _insert_group(engine: Engine, jobs: Sequence[NewJob], now_ms: int) -> list[Answer]:
+    """Store a group of jobs in one transaction, again in place after a lock conflict."""
+    with engine.begin() as conn:
+        return store_group(conn, jobs, now_ms)
+
+
+@retry_conflicts(STAGE)
+def _insert_alone(engine: Engine, job: NewJob, now_ms: int) -> Answer:
+    """Store one job in its own transaction, again in place after a lock conflict."""
+    with engine.begin() as conn:
+        return _earlier_or_insert(conn, job, now_ms)
 
 
 def _earlier(conn: Connection, job: NewJob) -> Answer | None:

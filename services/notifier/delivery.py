@@ -17,6 +17,7 @@ from common.db import deliveries
 from common.db.app_grants import callback_networks
 from common.db.apps import signing_secrets
 from common.db.deliveries import NewAttempt
+from common.db.retry import retry_conflicts
 from common.messages import CallbackMessage, read_message
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
@@ -139,8 +140,7 @@ class CallbackDeliverer:
             next_attempt_at=next_at,
             dead_reason=verdict.dead_reason,
         )
-        with self._engine.begin() as conn:
-            deliveries.record_attempt(conn, record, now)
+        record_until_written(self._engine, record, now)
 
     def _follow_up(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
@@ -200,6 +200,18 @@ class CallbackDeliverer:
         with self._lock:
             self._terms[app_pk] = (now, found)
         return found
+
+
+@retry_conflicts("callback_attempt", attempts=None)
+def record_until_written(engine: Engine, record: NewAttempt, now_ms: int) -> None:
+    """Record an attempt, running it again after each lock conflict until it is written.
+
+    The POST it records has happened: were the record given up, the message would go
+    back to the queue and the receiver would be sent it again. A lost connection still
+    goes up (an outage), and the copy that comes back may be POSTed again.
+    """
+    with engine.begin() as conn:
+        deliveries.record_attempt(conn, record, now_ms)
 
 
 def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:

@@ -26,6 +26,7 @@ EXPECTED = {
     "kairos_executions_finished": "counter",
     "kairos_executions_reconciled": "counter",
     "kairos_results_set_aside": "counter",
+    "kairos_store_conflicts": "counter",
     "kairos_executions_held": "counter",
     "kairos_worker_load_score": "gauge",
     "kairos_worker_active_runs": "gauge",

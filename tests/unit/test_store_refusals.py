@@ -52,12 +52,18 @@ def test_a_duplicate_key_is_no_refusal() -> None:
     "error",
     [
         exc.OperationalError("SELECT 1", {}, DriverError(2003, "refused")),
-        exc.OperationalError("UPDATE", {}, DriverError(1213, "Deadlock")),
         exc.InterfaceError("SELECT 1", {}, DriverError(0, "")),
     ],
 )
-def test_a_lost_or_locked_store_is_an_outage_and_no_refusal(error: Exception) -> None:
+def test_a_lost_store_is_an_outage_and_no_refusal(error: Exception) -> None:
     assert is_store_outage(error)
+    assert as_refusal(error) is None
+
+
+def test_a_lock_conflict_is_no_outage_and_no_refusal() -> None:
+    # Run again in place (``common.db.retry``), never answered 422.
+    error = exc.OperationalError("UPDATE", {}, DriverError(1213, "Deadlock"))
+    assert not is_store_outage(error)
     assert as_refusal(error) is None
 
 

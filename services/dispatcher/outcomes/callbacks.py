@@ -15,6 +15,7 @@ from common.db import deliveries
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
 from common.db.executions import NewExecution
 from common.db.jobs import trigger_settings
+from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.messages import CallbackMessage, ExecutionResult
@@ -140,8 +141,15 @@ def publish_deliveries(
     if not rows:
         return
     publisher.publish([callback_message(r) for r in rows])
+    _mark_queued(engine, clock, [r.delivery_id for r in rows])
+
+
+@retry_conflicts("results")
+def _mark_queued(engine: Engine, clock: ClusterClock, delivery_ids: Sequence[str]) -> None:
+    """Mark published deliveries QUEUED, in a transaction of its own that a notifier's
+    record of the same delivery may meet (it waits or runs again; it is not an outage)."""
     with engine.begin() as conn:
-        deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())
+        deliveries.mark_queued(conn, delivery_ids, clock.now_ms())
 
 
 def republish_stale_deliveries(

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
 
 from sqlalchemy.engine import Engine
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from common.clock import Clock, ClusterClock
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
@@ -18,7 +16,7 @@ from common.db.engine import lock_waits_of
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
-from common.db.retry import is_lock_conflict, retry_lock_conflicts
+from common.db.retry import is_lock_conflict, retry_conflicts
 from common.messages import ExecutionResult
 from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
@@ -28,9 +26,6 @@ from services.dispatcher.outcomes.callbacks import callback_payload, new_deliver
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 # A batch waits this long for a row another transaction holds before its results go
 # one by one; one by one, a result whose row is held is deferred at once. A paused or
 # cut-off dispatcher's open transaction can hold rows until MariaDB ends it
@@ -38,24 +33,7 @@ R = TypeVar("R")
 # result back that long.
 BATCH_LOCK_WAIT_S = 1
 ALONE_LOCK_WAIT_S = 0
-_DEADLOCK = 1213
-
-
-def _is_deadlock(error: BaseException) -> bool:
-    args: tuple[object, ...] = getattr(getattr(error, "orig", None), "args", ())
-    return is_lock_conflict(error) and args[0] == _DEADLOCK
-
-
-def _retry_deadlocks(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run ``fn`` again after a deadlock (settled at once by MySQL), not after a lock
-    wait that ran out (whoever holds the lock may hold it for long)."""
-    wrapped: Callable[P, R] = retry(
-        retry=retry_if_exception(_is_deadlock),
-        stop=stop_after_attempt(5),
-        wait=wait_random_exponential(multiplier=0.01, max=0.2),
-        reraise=True,
-    )(fn)
-    return wrapped
+STAGE = "results"
 
 
 @dataclass(frozen=True)
@@ -74,7 +52,7 @@ class _Finished:
         )
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def record_results(
     engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult]
 ) -> list[NewDelivery]:
@@ -88,7 +66,9 @@ def record_results(
     return _record(engine, clock, results, None)
 
 
-@_retry_deadlocks
+# A lock waited on in vain is not waited on again here: whoever holds it may hold it for
+# long, and the caller defers the result instead.
+@retry_conflicts(STAGE, lock_waits=False)
 def _record_bounded(
     engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult], lock_wait_s: int
 ) -> list[NewDelivery]:
@@ -246,7 +226,7 @@ def record_each_alone_if_need_be(
     try:
         return Recorded(_record_bounded(engine, clock, results, BATCH_LOCK_WAIT_S), [])
     except Exception as e:
-        if is_store_outage(e) and not is_lock_conflict(e):
+        if is_store_outage(e):
             raise
         log.warning("recording %d results failed (%r); recording them one by one", len(results), e)
     recorded = Recorded([], [])

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from common.clock import ClusterClock
 from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, triggers_with_executions
-from common.db.retry import is_duplicate_key, retry_lock_conflicts
+from common.db.retry import is_duplicate_key, retry_conflicts
 from common.execution_ids import trigger_execution_id as derived_id
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
@@ -157,7 +157,7 @@ class TriggerClaimer:
             found += late
         return found
 
-    @retry_lock_conflicts
+    @retry_conflicts("claim")
     def _claim(
         self, handlers: Iterable[str], keep_going: Callable[[], bool], skip_taken: bool
     ) -> int:

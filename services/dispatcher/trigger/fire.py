@@ -24,7 +24,7 @@ from common.broker import Publisher
 from common.clock import Clock
 from common.db.app_policies import DEFAULT_POLICY, AppPolicy
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import retry_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.fair_share import AGING_MS, Share, pick_fair
 from common.loadbalance import LiveWorkers, runs
@@ -227,7 +227,7 @@ class Firer:
                 store.mark_waiting(first)
             self._marked.update(first)
 
-    @retry_lock_conflicts
+    @retry_conflicts("fire")
     def _fire(self, chosen: Sequence[Route]) -> int:
         now = self._clock.now_ms()
         with self._transactions.transaction() as store:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.config import DispatcherSettings
+from common.db.retry import ConflictRetry
 from common.started_mark import started_epoch
 from common.store_errors import is_store_outage
 from common.stores import Stores
@@ -112,9 +113,10 @@ class Upkeep:
 
     @staticmethod
     def _run(name: str, step: Callable[[], object]) -> None:
-        """Run one step; one failing on its own data is logged, an outage goes up."""
+        """Run one step, again in place after a lock conflict; one failing on its own
+        data is logged, an outage goes up. Every step is safe to run again."""
         try:
-            step()
+            ConflictRetry("retention" if name == "retention" else "sweep").run(step)
         except Exception as e:
             if is_store_outage(e):
                 raise
