@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 HORIZON_MS = 1_000
 # How much a new turnover figure weighs against what was measured before.
 RATE_WEIGHT = 0.5
+# The shortest span a turnover is measured over, and how much faster than the last
+# figure one span may say a worker is: a report that comes late (a claim's sends are
+# counted after its commit) must not read as a burst that floods its queue.
+MEASURE_S = 0.25
+GROWTH = 4.0
 # No queue is bounded beyond this many executions: past it no measure is trusted.
 MOST_QUEUED = 100_000
 
@@ -41,6 +46,9 @@ class _Turnover:
     at_s: float
     inflight: int
     rate: float = 0.0
+    # Sends counted before their rows showed in the in-flight count (a claim reports
+    # its picks after its commit), owed to the next look; never below zero.
+    owed: int = 0
 
 
 @dataclass
@@ -65,18 +73,28 @@ class TurnoverMeter:
         with self._lock:
             sent, self._sent[worker_id] = self._sent.get(worker_id, 0), 0
         last = self._seen.get(worker_id)
-        if last is None or at_s <= last.at_s:
-            self._seen[worker_id] = _Turnover(at_s, inflight, last.rate if last else 0.0)
-            return self._seen[worker_id].rate
-        finished = max(0, last.inflight + sent - inflight)
-        measured = finished / (at_s - last.at_s)
-        rate = (
-            measured if last.rate == 0 else RATE_WEIGHT * measured + (1 - RATE_WEIGHT) * last.rate
-        )
-        # A worker with nothing to do shows no turnover; that says nothing of its speed.
-        if finished == 0 and last.inflight + sent == 0:
-            rate = last.rate
-        self._seen[worker_id] = _Turnover(at_s, inflight, rate)
+        if last is None:
+            self._seen[worker_id] = _Turnover(at_s, inflight)
+            return 0.0
+        if at_s - last.at_s < MEASURE_S:
+            # Too short a span to measure: its sends count at the next look.
+            self._sent[worker_id] = self._sent.get(worker_id, 0) + sent
+            return last.rate
+        # What left the worker's count since the last look, given what was sent to it;
+        # a count that ran ahead of the sends reported is owed, not lost, so that one
+        # late report cannot read as a burst of finished runs.
+        finished = last.inflight + sent - inflight - last.owed
+        owed = max(0, -finished)
+        finished = max(0, finished)
+        rate = last.rate
+        if finished or last.inflight + sent:  # an idle worker says nothing of its speed
+            measured = finished / (at_s - last.at_s)
+            if last.rate:
+                measured = min(measured, GROWTH * last.rate)
+                rate = RATE_WEIGHT * measured + (1 - RATE_WEIGHT) * last.rate
+            else:
+                rate = measured
+        self._seen[worker_id] = _Turnover(at_s, inflight, rate, owed)
         return rate
 
     def bound(self, worker_id: str, capacity: int, avg_ms: float) -> int:

@@ -25,14 +25,43 @@ def test_turnover_is_measured_from_the_in_flight_count_and_what_was_sent() -> No
     meter = TurnoverMeter()
     meter.observe("w1", 16, at_s=0.0)
     meter.sent("w1", 100)
-    assert meter.observe("w1", 16, at_s=0.1) == 1_000.0  # 100 finished in 0.1 s
-    assert meter.bound("w1", 8, avg_ms=0) == 8 + 1_000
+    assert meter.observe("w1", 16, at_s=0.5) == 200.0  # 100 finished in 0.5 s
+    assert meter.bound("w1", 8, avg_ms=0) == 8 + 200
+
+
+def test_a_span_too_short_carries_its_sends_to_the_next_look() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 0, at_s=0.0)
+    meter.sent("w1", 50)
+    assert meter.observe("w1", 10, at_s=0.1) == 0.0
+    assert meter.observe("w1", 10, at_s=0.5) == 80.0  # 40 of the 50 finished in 0.5 s
+
+
+def test_sends_reported_late_are_owed_not_read_as_a_burst() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 8, at_s=0.0)
+    meter.sent("w1", 8)
+    meter.observe("w1", 8, at_s=1.0)  # 8 finished a second
+    # 100 sends show in the count before they are reported, then are reported.
+    assert meter.observe("w1", 100, at_s=2.0) == 8 * 0.5  # none finished, as it looks
+    meter.sent("w1", 100)
+    rate = meter.observe("w1", 92, at_s=3.0)
+    assert rate <= 16, "the late report did not read as a hundred runs finished"
+
+
+def test_one_span_says_at_most_four_times_the_last_speed() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 10, at_s=0.0)
+    meter.sent("w1", 10)
+    meter.observe("w1", 10, at_s=1.0)  # 10 a second
+    meter.sent("w1", 1_000)
+    assert meter.observe("w1", 10, at_s=2.0) == 0.5 * 40 + 0.5 * 10
 
 
 def test_an_idle_worker_keeps_the_speed_it_showed() -> None:
     meter = TurnoverMeter()
     meter.observe("w1", 10, at_s=0.0)
-    fast = meter.observe("w1", 0, at_s=0.1)
+    fast = meter.observe("w1", 0, at_s=0.5)
     assert meter.observe("w1", 0, at_s=5.0) == fast
 
 
