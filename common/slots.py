@@ -4,10 +4,10 @@ worker can start soon.
 A worker runs ``capacity`` executions at once. Whatever is sent beyond that waits in its
 queue, first in, first out, where no other app's run can pass it. So the dispatcher sends
 a worker no more than its capacity plus what it will start within ``horizon_ms``: from
-its heartbeat's average run time, ``capacity * horizon / avg_ms``; for runs too short to
-time in milliseconds, its measured turnover (results per second, as the dispatcher sees
-its in-flight count fall) times the horizon; one more run per slot while neither is
-known.
+its heartbeat's average run time (at least 1 ms), ``capacity * horizon / avg_ms``;
+before its heartbeat has timed a run, its measured turnover (results per second, as the
+dispatcher sees its in-flight count fall) times the horizon; one more run per slot while
+neither is known.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.
 """
 
@@ -24,8 +24,8 @@ RATE_WEIGHT = 0.5
 # The shortest span a turnover is measured over, and how much faster than the last
 # figure one span may say a worker is: a report that comes late (a claim's sends are
 # counted after its commit) must not read as a burst that floods its queue.
-MEASURE_S = 0.25
-GROWTH = 4.0
+MEASURE_S = 0.1
+GROWTH = 8.0
 # No queue is bounded beyond this many executions: past it no measure is trusted.
 MOST_QUEUED = 100_000
 
@@ -36,7 +36,7 @@ def queue_bound(capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int
         # The worker's own measure of its runs: what its slots start within the horizon.
         ahead = capacity * horizon_ms / avg_ms
     else:
-        # Runs too short to time in whole milliseconds, or none yet: what it turned over.
+        # No run timed yet: what it turned over.
         ahead = max(float(capacity), rate_per_s * horizon_ms / 1000)
     return min(MOST_QUEUED, capacity + math.ceil(ahead))
 

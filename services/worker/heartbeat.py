@@ -27,9 +27,11 @@ AVERAGE_WINDOW_SECONDS = 300.0
 
 
 def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS) -> int:
-    """Mean run time, in ms, of the runs that finished within the window."""
+    """Mean run time, in ms, of the runs that finished within the window; at least 1
+    when any did (0 says none did: the leader then bounds the worker's queue by what it
+    measures, ``common.slots``)."""
     recent = [seconds for ended, seconds in list(stats.durations) if now - ended <= window]
-    return int(sum(recent) / len(recent) * 1000) if recent else 0
+    return max(1, int(sum(recent) / len(recent) * 1000)) if recent else 0
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,7 @@ def test_average_leaves_the_stats_untouched() -> None:
     stats = _stats((600.0, 9.0), (950.0, 0.5))
     average_ms(stats, now=1000.0, window=300.0)
     assert list(stats.durations) == [(600.0, 9.0), (950.0, 0.5)]
+
+
+def test_runs_shorter_than_a_millisecond_average_one_not_none() -> None:
+    assert average_ms(_stats((999.0, 0.0002), (999.5, 0.0001)), now=1000.0) == 1
