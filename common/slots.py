@@ -26,6 +26,9 @@ RATE_WEIGHT = 0.5
 # counted after its commit) must not read as a burst that floods its queue.
 MEASURE_S = 0.1
 GROWTH = 8.0
+# How long a finished run's result may take to be recorded, which the turnover the
+# leader measures lags by.
+RESULTS_LAG_MS = 2_000
 # No queue is bounded beyond this many executions: past it no measure is trusted.
 MOST_QUEUED = 100_000
 
@@ -36,8 +39,10 @@ def queue_bound(capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int
         # The worker's own measure of its runs: what its slots start within the horizon.
         ahead = capacity * horizon_ms / avg_ms
     else:
-        # No run timed yet: what it turned over.
-        ahead = max(float(capacity), rate_per_s * horizon_ms / 1000)
+        # No run timed yet: what it turned over. The in-flight count it is measured on
+        # holds runs that ended but whose results are still on their way, so the queue
+        # holds what the worker starts within the horizon once that lag is added.
+        ahead = max(float(capacity), rate_per_s * (horizon_ms + RESULTS_LAG_MS) / 1000)
     return min(MOST_QUEUED, capacity + math.ceil(ahead))
 
 

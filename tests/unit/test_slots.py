@@ -17,7 +17,7 @@ def test_slow_runs_bound_the_queue_to_a_second_of_work() -> None:
 
 
 def test_fast_workers_may_hold_what_they_turn_over_in_the_horizon() -> None:
-    assert queue_bound(8, avg_ms=0, rate_per_s=3_000, horizon_ms=1_000) == 3_008
+    assert queue_bound(8, avg_ms=0, rate_per_s=3_000, horizon_ms=1_000) == 8 + 3 * 3_000
     assert queue_bound(8, avg_ms=0, rate_per_s=1e9, horizon_ms=1_000) == MOST_QUEUED
 
 
@@ -26,7 +26,7 @@ def test_turnover_is_measured_from_the_in_flight_count_and_what_was_sent() -> No
     meter.observe("w1", 16, at_s=0.0)
     meter.sent("w1", 100)
     assert meter.observe("w1", 16, at_s=0.5) == 200.0  # 100 finished in 0.5 s
-    assert meter.bound("w1", 8, avg_ms=0) == 8 + 200
+    assert meter.bound("w1", 8, avg_ms=0) == 8 + 3 * 200
 
 
 def test_a_span_too_short_carries_its_sends_to_the_next_look() -> None:
