@@ -34,7 +34,7 @@ from common.db.operator_reads import (
     find_jobs,
 )
 from common.db.records import ExecutionRecord, JobRecord
-from common.errors import AmbiguousAppError, JobNotFoundError, UnknownAppError
+from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError, UnknownAppError
 from common.keys import RedisKeys
 from common.states import JobStatus
 from services.api import control, trigger
@@ -260,6 +260,10 @@ ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
 )
 
 
+# The actions that would start runs of a job: refused for a disabled app.
+STARTING_ACTIONS = frozenset({"resume", "trigger"})
+
+
 def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
     """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
     what was done. Raises what the OpenAPI answers as 404, 403 or 409."""
@@ -268,6 +272,10 @@ def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
         app = apps_by_key(conn).get(job.app_pk) if job is not None else None
     if job is None or app is None:
         raise JobNotFoundError(job_id)
+    if app.disabled and action in STARTING_ACTIONS:
+        # A disabled app runs nothing new, whoever asks; it may still be paused or
+        # cancelled, so an operator can stop what it has.
+        raise AppDisabledError(app.app_id)
     done = ACTIONS[action](state, app, job_id)
     log.info("operator %s: %s", operator, done, extra={"job_id": job_id})
     return done

@@ -61,15 +61,20 @@ def find_job(conn: Connection, job_id: int) -> JobRecord | None:
 
 
 def apps_by_key(conn: Connection) -> dict[int, App]:
-    """Every app by its primary key, with its handler patterns."""
+    """Every app by its primary key, with its handler patterns and whether it is
+    disabled."""
     rows = conn.execute(
-        sa.select(apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns).order_by(
-            apps.c.name
-        )
+        sa.select(
+            apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns, apps.c.disabled_at
+        ).order_by(apps.c.name)
     )
     return {
         int(r.id): App(
-            int(r.id), str(r.app_id), str(r.name), HandlerPatterns.from_stored(r.handler_patterns)
+            int(r.id),
+            str(r.app_id),
+            str(r.name),
+            HandlerPatterns.from_stored(r.handler_patterns),
+            disabled=r.disabled_at is not None,
         )
         for r in rows
     }

@@ -181,3 +181,26 @@ def test_jobs_list_and_show_show_the_priority(cli: Any, client: TestClient) -> N
     status, out, _ = cli("jobs", "show", str(urgent))
     assert status == 0
     assert any(line.split()[:2] == ["priority", "8"] for line in out.splitlines()), out
+
+
+def test_a_disabled_apps_job_is_not_triggered_or_resumed_by_an_operator(
+    cli: Any, client: TestClient, engine: Engine
+) -> None:
+    """A disabled app runs nothing new, whoever asks: the CLI and the console (which act
+    through the same call) refuse to trigger or resume its jobs, and may still pause or
+    cancel them."""
+    import sqlalchemy as sa
+
+    from common.db.schema import apps, executions
+
+    job = submit(client, jobName="hourly", cronExpr="0 * * * *")
+    with engine.begin() as conn:
+        conn.execute(apps.update().values(disabled_at=1))
+    status, _, err = cli("jobs", "trigger", str(job))
+    assert status == 2 and "is disabled" in err and "kairos app enable" in err
+    assert cli("jobs", "pause", str(job))[0] == 0
+    status, _, err = cli("jobs", "resume", str(job))
+    assert status == 2 and "is disabled" in err
+    assert cli("jobs", "cancel", str(job))[0] == 0
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(executions)).scalar() == 0
