@@ -56,3 +56,28 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     assert "<code>*</code>" in own.text and "Jobs stored</dt><dd>0 of 500" in own.text
     assert "Max running</dt><dd>40" in own.text and "60 s" in own.text
     assert console.get("/console/apps/app_nope").status_code == 404
+
+
+def test_an_apps_page_shows_its_runs_waiting_going_and_their_start_lag(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    import sqlalchemy as sa
+
+    from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
+    from common.db.jobs import NewJob, insert_job
+    from common.db.schema import executions
+
+    now = 10**13  # far ahead of the cluster clock: due, and inside the lag window
+    with engine.begin() as conn:
+        job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
+        insert_executions(conn, [NewExecution(f"e{n}", job, 1, n, n) for n in range(4)], 0)
+        mark_queued(conn, dict.fromkeys(primary_keys(conn, ["e0"]), "w1"), 10)
+        conn.execute(
+            executions.update()
+            .where(executions.c.execution_id == "e0")
+            .values(trigger_time=now - 2_000, started_at=sa.literal(now - 1_500))
+        )
+    sign_in(console, make_operator(engine))
+    html = console.get(f"/console/apps/{app_credentials.app_id}").text
+    assert '<dd id="waiting">3</dd>' in html and '<dd id="going">1</dd>' in html
+    assert "p50 0.500 s" in html and "(1 first attempts)" in html

@@ -1,5 +1,6 @@
 """The apps pages: every app with what an operator granted it (handlers, callback
-networks, limits, disabled or not), and a page per app with its stored jobs counted.
+networks, limits, disabled or not), and a page per app with its stored jobs counted and
+its standing in the fair share (runs waiting for a slot, going, and their start lag).
 
 Read only: grants change with ``kairos app handlers|networks|limits|disable``, which the
 pages name, so that what an app may do is set in one place and logged by the shell.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from common.db.app_activity import LAG_WINDOW_MS, app_activity
 from common.db.app_grants import stored_job_count
 from common.db.apps import AppRecord, all_apps, app_record
 from common.errors import UnknownAppError
@@ -39,7 +41,14 @@ def app_context(state: ApiState, app_id: str) -> PageContext:
         if found is None:
             raise UnknownAppError(app_id)
         stored = stored_job_count(conn, found.id)
-    return {"app": found, "stored_jobs": stored, "default_networks": _default_networks(state)}
+        [standing] = app_activity(conn, state.clock.now_ms(), app_id)
+    return {
+        "app": found,
+        "stored_jobs": stored,
+        "standing": standing,
+        "lag_minutes": LAG_WINDOW_MS // 60_000,
+        "default_networks": _default_networks(state),
+    }
 
 
 @router.get("/apps")
