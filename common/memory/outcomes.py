@@ -38,6 +38,7 @@ class OutcomeTables(MemoryTables):
                 j.max_retries,
                 j.retry_backoff_seconds,
                 j.retry_backoff_max_seconds,
+                self.apps[j.app_pk].app_id if j.app_pk in self.apps else "",
             )
             for j in (self.jobs.get(i) for i in sorted(set(job_ids)))
             if j is not None

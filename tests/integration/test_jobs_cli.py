@@ -34,9 +34,11 @@ def test_jobs_list_filters_by_app_status_handler_and_name(
     nightly = submit(client, jobName="nightly", cronExpr="30 2 * * *")
     once = submit(client, jobName="once", jobHandler="demo.echo", triggerAt="2099-01-01T00:00:00Z")
     other = make_app(engine, "billing")
-    other_client = TestClient(client.app)
-    other_client.headers["Authorization"] = f"Bearer {other.api_key}"
-    theirs = submit(other_client, jobName="invoice", cronExpr="0 * * * *")
+    # The same client (one event loop for the app's async stores), the other app's key.
+    own_key = client.headers["Authorization"]
+    client.headers["Authorization"] = f"Bearer {other.api_key}"
+    theirs = submit(client, jobName="invoice", cronExpr="0 * * * *")
+    client.headers["Authorization"] = own_key
     assert client.post(f"/openapi/jobs/{once}/pause").status_code == 200
 
     assert [j["jobId"] for j in listed(cli)] == [theirs, once, nightly]
