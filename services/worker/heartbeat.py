@@ -24,6 +24,8 @@ from services.worker.fence_watch import FenceWatch
 log = logging.getLogger(__name__)
 
 AVERAGE_WINDOW_SECONDS = 300.0
+# How often, until its first runs are timed, the heartbeat looks whether any has ended.
+FIRST_RUN_POLL_S = 0.05
 
 
 def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS) -> int:
@@ -235,7 +237,17 @@ class Heartbeater:
         self.send()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
+        due = time.monotonic() + self._interval
+        timed = False
+        while not self._stop.wait(FIRST_RUN_POLL_S if not timed else self._interval):
+            # Until a heartbeat has carried a timed run, the leader bounds this worker's
+            # queue by what it measures (``common.slots``): the first runs' time is sent
+            # as soon as they end, not an interval later.
+            first_runs = not timed and bool(self._source.stats.durations)
+            if time.monotonic() < due and not first_runs:
+                continue
+            due = time.monotonic() + self._interval
+            timed = timed or first_runs
             try:
                 self.send()
             except Exception:

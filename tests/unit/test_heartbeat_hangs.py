@@ -95,3 +95,33 @@ def test_a_hanging_heartbeat_is_logged_once_per_change_of_the_fence(
         client.open.set()
         beat.stop(WorkerState.STOPPED)
     assert len(messages(caplog, logging.ERROR)) == 2
+
+
+def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
+    """Until a heartbeat carries a timed run the leader bounds the worker's queue by what
+    it measures; the first runs' average goes out as soon as they end."""
+    clock = mock.Mock(now_ms=lambda: 0)
+    stores = cast(
+        Stores,
+        mock.Mock(
+            redis=mock.MagicMock(), engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
+        ),
+    )
+    source = Source()
+    source.stats = ConsumerStats()  # this test's own
+    beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.noop",)), source, stores, 60.0)
+    sent: list[float] = []
+    beat.send = lambda: sent.append(time.monotonic())  # type: ignore[method-assign]
+    beat.start()  # one heartbeat at once, as every start
+    try:
+        time.sleep(0.2)
+        assert len(sent) == 1, "nothing ran yet: the interval holds"
+        source.stats.durations.append((time.monotonic(), 0.0002))
+        deadline = time.monotonic() + 5
+        while len(sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(sent) == 2
+        time.sleep(0.2)
+        assert len(sent) == 2, "then the interval again"
+    finally:
+        beat.stop(WorkerState.STOPPED)
