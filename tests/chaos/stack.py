@@ -168,13 +168,21 @@ def start_worker(processes: Processes, worker: str, name: str | None = None) -> 
     )
 
 
+WORKER_QUEUE_PREFIX = "kairos.worker."
+
+
 def busy_queues(namespace: StoreSettings) -> dict[str, int]:
-    """The namespace's queues that hold messages (ready or unacked), by the management API."""
+    """The namespace's queues that hold messages (ready or unacked), by the management API.
+
+    A worker queue no consumer reads (its worker killed, or drained and gone) is left
+    out: the rescue moved its executions as new messages, and the copies left behind
+    reach no handler unless a worker of that id comes back, which it would then drop
+    as already ended."""
     base, auth = management_api(namespace)
     vhost = quote(namespace.namespace, safe="")
     response = httpx.get(
         f"{base}/api/queues/{vhost}",
-        params={"columns": "name,messages,messages_unacknowledged"},
+        params={"columns": "name,messages,messages_unacknowledged,consumers"},
         auth=auth,
         timeout=10,
     )
@@ -182,6 +190,7 @@ def busy_queues(namespace: StoreSettings) -> dict[str, int]:
     found = {
         str(q["name"]): int(q.get("messages") or 0) + int(q.get("messages_unacknowledged") or 0)
         for q in response.json()
+        if not (str(q["name"]).startswith(WORKER_QUEUE_PREFIX) and not q.get("consumers"))
     }
     return {name: n for name, n in found.items() if n}
 
