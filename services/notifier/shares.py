@@ -115,7 +115,8 @@ class HostKeys:
 class ShareKeys:
     """What one callback attempt counts against besides its app: the registrable domain
     of its URL's host, so ``a.x.com``, ``b.x.com``, ... share one share, and the address
-    the host resolves to, so two names on one address share one too."""
+    the host resolves to, so two names on one address share one too; each with the
+    port, so two services of one machine are two receivers."""
 
     def __init__(self, address_of: AddressOf = no_address) -> None:
         self._address_of = address_of
@@ -130,7 +131,9 @@ class ShareKeys:
         except ValueError:
             return HostKeys(url, None)
         address = self._address_of(host, port)
-        return HostKeys(registrable_domain(host), address if address != host else None)
+        # With the port: two services on one machine are two receivers.
+        resolved = f"{address}:{port}" if address is not None and address != host else None
+        return HostKeys(f"{registrable_domain(host)}:{port}", resolved)
 
 
 def lookup_address(

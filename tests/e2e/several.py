@@ -143,8 +143,9 @@ def start_stack(processes: Processes, shape: Shape, worker_capacity: int = 8) ->
 
     api_ports = [free_port() for _ in range(shape.apis)]
     for name, port in zip(shape.names("api", shape.apis), api_ports, strict=True):
-        ports[name] = port  # an API serves /metrics on its own port
-        processes.start(name, "api", "--port", str(port))
+        # An API serves /metrics on a metrics port of its own, as every service does.
+        ports[name] = free_port()
+        processes.start(name, "api", "--port", str(port), KAIROS_METRICS_PORT=str(ports[name]))
     for name in shape.names("d", shape.dispatchers):
         start(name, "dispatcher", "--id", name)
     workers = shape.names("w", shape.workers)

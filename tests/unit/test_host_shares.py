@@ -73,3 +73,13 @@ def test_an_attempt_gives_back_what_it_took_though_the_name_moved() -> None:
 def test_without_a_resolver_the_domain_alone_counts() -> None:
     delivery = shares()
     assert [delivery.take(n, f"http://s{n}.x.com/") for n in range(8)].count(True) == 6
+
+
+def test_two_services_on_one_address_are_two_receivers() -> None:
+    """A port is a receiver of its own: a hanging service on a machine does not hold up
+    the callbacks of another service of that machine."""
+    delivery = shares(ShareKeys(address_of))
+    slow = [delivery.take(n, "http://127.0.0.1:9001/hook") for n in range(10)]
+    assert slow.count(True) == 6
+    assert delivery.take(99, "http://127.0.0.1:9002/hook")
+    assert ShareKeys(address_of).of("https://hooks.alpha.example/").domain == "alpha.example:443"
