@@ -215,7 +215,7 @@ class Dispatcher:
         # instant must not wait behind a load.
         while leading.firer.fire_due():
             self.progress.beat(DISPATCH_LOOP)
-        leading.sender.contended = leading.firer.waiting() > 0
+        leading.sender.contended = leading.firer.scarce()
         leading.sender.apps = leading.firer.apps
         leading.firer.warm_up()
         leading.connection.process_data_events(0)

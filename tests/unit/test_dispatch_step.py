@@ -26,6 +26,9 @@ class Nothing:
     def waiting(self) -> int:
         return 0
 
+    def scarce(self) -> bool:
+        return False
+
     apps: dict[int, Any] = {}  # noqa: RUF012
 
     def warm_up(self) -> None: ...

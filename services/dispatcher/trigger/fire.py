@@ -101,6 +101,7 @@ class Firer:
         self._waiting: dict[str, ExecutionWithJob] = {}
         # Keys marked ``SLOT_WAIT`` by this firer (the rows read before say so too).
         self._marked: set[int] = set()
+        self._scarce = False
         self._apps: dict[int, AppPolicy] = {}
         self._running: dict[int, int] = {}
 
@@ -145,8 +146,13 @@ class Firer:
         return self._apps
 
     def waiting(self) -> int:
-        """How many due executions wait for a free slot."""
+        """How many due executions wait to be sent (for a free slot, or the next fire)."""
         return len(self._waiting)
+
+    def scarce(self) -> bool:
+        """Whether the last fire left due executions without a slot (or over their app's
+        cap): then the fair share alone may say who goes next, and claims send nothing."""
+        return self._scarce and bool(self._waiting)
 
     def next_due(self) -> int | None:
         """When the earliest held execution is due."""
@@ -214,7 +220,10 @@ class Firer:
             policy = self._apps.get(app, DEFAULT_POLICY)
             shares[app] = Share(policy.weight, policy.max_running, self._running.get(app, 0))
         room = self._fire_batch_size - len(routes)
-        for row in pick_fair(contend, shares, take, room, self._aging_ms):
+        picked = pick_fair(contend, shares, take, room, self._aging_ms)
+        # Short of both what waited and the batch: slots (or an app's cap) ran out.
+        self._scarce = len(picked) < min(len(contend), room)
+        for row in picked:
             self._running[row.app_pk] = self._running.get(row.app_pk, 0) + 1
             routes.append(Route(row, assigned[row.id]))
         return routes
