@@ -103,14 +103,32 @@ def scheduled_until(
     Per app, so that one app's backlog cannot keep another app's due runs out of what
     the firer holds; an app's order is the one its runs leave in (``fair_share``).
     """
+    # Ranked on narrow rows, then joined for the job's data: ranking the full rows
+    # (params and all) would sort every waiting run's data on each load.
     rows = driver.fetch(
         conn,
-        f"SELECT * FROM (SELECT {_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY j.app_pk "
-        "ORDER BY e.scheduled_at - j.priority * %s, e.id) AS app_rank "
+        f"SELECT {_COLUMNS} FROM (SELECT e.id AS pick, ROW_NUMBER() OVER "
+        "(PARTITION BY j.app_pk ORDER BY e.scheduled_at - j.priority * %s, e.id) AS app_rank "
         "FROM executions e JOIN jobs j ON j.id = e.job_id "
         "WHERE e.status = %s AND e.scheduled_at <= %s) ranked "
-        "WHERE app_rank <= %s ORDER BY scheduled_at, id",
+        "JOIN executions e ON e.id = ranked.pick JOIN jobs j ON j.id = e.job_id "
+        "WHERE ranked.app_rank <= %s ORDER BY e.scheduled_at, e.id",
         (aging_ms, ExecutionStatus.SCHEDULED.value, until_ms, per_app),
+    )
+    return [ExecutionWithJob.from_row(r) for r in rows]
+
+
+def scheduled_keyed(conn: Connection, keys: Sequence[int], until_ms: int) -> list[ExecutionWithJob]:
+    """These executions (by primary key), those still SCHEDULED and due by ``until_ms``,
+    with their job's data, soonest first: what a claim just wrote, read by key instead
+    of by a ranking of everything that waits."""
+    if not keys:
+        return []
+    rows = driver.fetch(
+        conn,
+        _WITH_JOB + f"WHERE e.id IN ({driver.ints(sorted(keys))}) AND e.status = %s "
+        "AND e.scheduled_at <= %s ORDER BY e.scheduled_at, e.id",
+        (ExecutionStatus.SCHEDULED.value, until_ms),
     )
     return [ExecutionWithJob.from_row(r) for r in rows]
 

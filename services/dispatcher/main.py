@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 UPKEEP_INTERVAL_SECONDS = 1.0
 # While due runs wait for free slots, the dispatch loop looks for room this often.
 SLOT_POLL_SECONDS = 0.05
+# A load on the timer waits at least this many times as long as the last one took.
+LOAD_SHARE_INVERSE = 10
 # The dispatch loop's name among the loops whose progress keeps the lease.
 DISPATCH_LOOP = "dispatch"
 
@@ -63,7 +65,6 @@ class _Timers:
 
     next_sweep: float = 0.0
     next_load: float = 0.0
-    claim_passes: int = 0
 
 
 class Dispatcher:
@@ -203,13 +204,18 @@ class Dispatcher:
         # thread counts a pass, queues what it sends, then sets the event, so a pass
         # this step does not see sets the event again and the sleep below ends at once.
         leading.claims.claimed.clear()
-        passes = leading.claims.passes
         leading.sender.send_ready(leading.publisher)
-        if passes != timers.claim_passes or time.monotonic() >= timers.next_load:
-            timers.claim_passes = passes
-            backlog = leading.firer.load() >= self.settings.batch_size
-            timers.next_load = time.monotonic() + (
-                0 if backlog else self.settings.scan_interval_ms / 1000
+        # What claims wrote SCHEDULED is read by key; a load, which ranks everything
+        # that waits, runs on its timer or when an app's held runs are running low.
+        leading.firer.add(leading.sender.take_scheduled())
+        if time.monotonic() >= timers.next_load or leading.firer.needs_load():
+            began = time.monotonic()
+            leading.firer.load()
+            ended = time.monotonic()
+            # A load ranks every run that waits: with a large backlog it takes tens of
+            # milliseconds, so it takes at most a tenth of the loop's time.
+            timers.next_load = ended + max(
+                self.settings.scan_interval_ms / 1000, LOAD_SHARE_INVERSE * (ended - began)
             )
         # Due executions go before anything else: a second batch due at the same
         # instant must not wait behind a load.

@@ -20,6 +20,12 @@ class Nothing:
     def load(self) -> int:
         return 0
 
+    def add(self, _keys: list[int]) -> int:
+        return 0
+
+    def needs_load(self) -> bool:
+        return False
+
     def fire_due(self) -> int:
         return 0
 
@@ -43,6 +49,8 @@ class Claims:
         self.claimed = threading.Event()
         self.passes = 0
         self.handlers: frozenset[str] = frozenset()
+        # Execution ids the claims wrote SCHEDULED, not yet taken by the loop.
+        self.scheduled: list[int] = []
 
     def one_pass(self) -> None:
         """What the claim thread does after a claim that found due jobs."""
@@ -68,21 +76,35 @@ class LateSender:
             self._claims.one_pass()
         return 0
 
+    def take_scheduled(self) -> list[int]:
+        return []
+
 
 class QuietSender:
-    workers: tuple[Any, ...] = ()
+    def __init__(self, claims: Claims) -> None:
+        self.workers: tuple[Any, ...] = ()
+        self._claims = claims
 
     def send_ready(self, _publisher: Any) -> int:
         return 0
+
+    def take_scheduled(self) -> list[int]:
+        taken, self._claims.scheduled = self._claims.scheduled, []
+        return taken
 
 
 class Loads(Nothing):
     def __init__(self) -> None:
         self.loads = 0
+        self.added: list[int] = []
 
     def load(self) -> int:
         self.loads += 1
         return 0
+
+    def add(self, keys: list[int]) -> int:
+        self.added += keys
+        return len(keys)
 
 
 class ClaimedAsItIsRead(threading.Event):
@@ -106,6 +128,7 @@ class ClaimedAsItIsRead(threading.Event):
         if self.armed:
             self.armed = False
             self._claims.passes += 1
+            self._claims.scheduled.append(7)
             super().set()
 
 
@@ -144,15 +167,16 @@ def test_a_claim_handed_over_during_a_pass_ends_the_next_sleep_at_once() -> None
     assert sender.sent == 1
 
 
-def test_a_claim_pass_landing_as_the_loop_reads_the_wake_up_is_loaded() -> None:
+def test_a_claim_pass_landing_as_the_loop_reads_the_wake_up_is_held() -> None:
     claims = Claims()
     event = ClaimedAsItIsRead(claims)
     claims.claimed = event
     firer = Loads()
-    leading = leading_with(claims, QuietSender(), firer)
+    leading = leading_with(claims, QuietSender(claims), firer)
     timers = _Timers(next_sweep=time.monotonic() + 60, next_load=time.monotonic() + 60)
-    timers.claim_passes = claims.passes = 5
     event.armed = True
     wait = dispatcher()._step(leading, timers)
-    # Its SCHEDULED rows are loaded now, or the sleep ends at once to load them.
-    assert firer.loads == 1 or claims.claimed.wait(max(0.0, min(wait, 0.05)))
+    # Its SCHEDULED rows are held now, or the sleep ends at once to hold them.
+    assert firer.added == [7] or claims.claimed.wait(max(0.0, min(wait, 0.05)))
+    # Held by key: no load until the timer's.
+    assert firer.loads == 0

@@ -173,20 +173,25 @@ class TriggerClaimer:
             if skip_taken:
                 created = _without_taken(conn, created)
             record_claim_failures(conn, created, now)
-            sent, packs = self._sender.insert(conn, created, {j.id: j for j in due}, now)
+            sent, packs, waiting = self._sender.insert(conn, created, {j.id: j for j in due}, now)
             if not sent:
                 transaction.commit()
         except BaseException:
             transaction.rollback()
             conn.close()
             raise
+
+        def committed() -> None:
+            _observe(created)
+            self._sender.scheduled(waiting)
+
         if sent:
-            claim = OpenClaim(conn, transaction, sent, packs, now, lambda: _observe(created))
+            claim = OpenClaim(conn, transaction, sent, packs, now, committed)
             if not self._sender.hand_over(claim, keep_going):
                 return 0
         else:
             conn.close()
-            _observe(created)
+            committed()
         return len(due)
 
 

@@ -29,7 +29,6 @@ from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
     NewExecution,
-    insert_executions,
     insert_executions_with_ids,
     jobs_with_runs,
 )
@@ -116,6 +115,8 @@ class ClaimSender:
         self._lock = threading.Lock()
         self._view: Sequence[WorkerLoad] = ()
         self._copies: list[WorkerLoad] = []
+        # Keys of executions claims committed SCHEDULED, for the firer to hold.
+        self._scheduled: list[int] = []
 
     def insert(
         self,
@@ -123,8 +124,9 @@ class ClaimSender:
         created: Sequence[NewExecution],
         jobs: Mapping[int, DueJob],
         now_ms: int,
-    ) -> tuple[list[Assignment], DispatchPacks]:
-        """Insert ``created`` in the caller's transaction; return what is to be sent.
+    ) -> tuple[list[Assignment], DispatchPacks, list[int]]:
+        """Insert ``created`` in the caller's transaction; return what is to be sent,
+        and the keys of what is written SCHEDULED (for ``scheduled`` once committed).
 
         Due executions go QUEUED to a live worker with room in its queue; the rest are
         written SCHEDULED for the firer: those due later, those no worker has room for,
@@ -141,8 +143,8 @@ class ClaimSender:
             and self._sendable(jobs[e.job_id])
         }
         if not due:
-            insert_executions(conn, created, now_ms)
-            return [], pack_dispatches([], now_ms)
+            keys = insert_executions_with_ids(conn, created, now_ms)
+            return [], pack_dispatches([], now_ms), _scheduled_keys(created, keys)
         # A FORBID job with a run scheduled or going is left to the firer, which alone
         # decides overlaps: two threads reading each other's uncommitted runs could
         # both send.
@@ -169,7 +171,7 @@ class ClaimSender:
             for row, execution_key in zip(rows, execution_keys, strict=True)
             if row.status is ExecutionStatus.QUEUED
         ]
-        return sent, pack_dispatches(sent, now_ms)
+        return sent, pack_dispatches(sent, now_ms), _scheduled_keys(rows, execution_keys)
 
     def _sendable(self, job: DueJob) -> bool:
         """Whether the job's app lets a claim send its run: no cap to count against, no
@@ -200,6 +202,19 @@ class ClaimSender:
         claim.abandon()
         return False
 
+    def scheduled(self, keys: Sequence[int]) -> None:
+        """Note the executions a claim committed SCHEDULED (their keys, from
+        ``insert``), for the firer; called once the claim's transaction committed."""
+        if keys:
+            with self._lock:
+                self._scheduled.extend(keys)
+
+    def take_scheduled(self) -> list[int]:
+        """The execution keys noted since the last call (dispatch loop)."""
+        with self._lock:
+            taken, self._scheduled = self._scheduled, []
+        return taken
+
     def send_ready(self, publisher: Publisher) -> int:
         """Send every claim handed over so far (dispatch loop); how many executions landed."""
         landed = 0
@@ -220,6 +235,13 @@ class ClaimSender:
                     self._ready.get_nowait().abandon()
                 except queue.Empty:
                     return
+
+
+def _scheduled_keys(rows: Sequence[NewExecution], keys: Sequence[int]) -> list[int]:
+    """The keys of the rows written SCHEDULED."""
+    return [
+        key for row, key in zip(rows, keys, strict=True) if row.status is ExecutionStatus.SCHEDULED
+    ]
 
 
 def _assignment(row: NewExecution, execution_key: int, job: DueJob) -> Assignment:

@@ -31,7 +31,8 @@ class ClaimLoop:
 
     ``handlers`` is set by the dispatch loop (the worker view is not shared across
     threads). After every claim that found due jobs ``passes`` goes up and then
-    ``claimed`` is set, so the dispatch loop sends and loads the new executions at once.
+    ``claimed`` is set, so the dispatch loop sends the new executions, and holds those
+    written SCHEDULED, at once.
     """
 
     def __init__(

@@ -52,6 +52,10 @@ WARM_UP_MS = 100
 # job is paused) waits before the firer looks at it again. It is written back with its
 # ``scheduled_at`` moved on, so the executions due after it are loaded and sent.
 HOLD_MS = 5_000
+# How many claim batches of one app's due runs the firer holds at most: enough that a
+# backlog is read again once per few batches fired, bounded so that apps with huge
+# backlogs hold a bounded memory.
+HELD_BATCHES = 4
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class Firer:
         self._window_ms = settings.window_ms
         self._batch_size = settings.batch_size
         self._fire_batch_size = settings.fire_batch_size
+        self._per_app = settings.batch_size * HELD_BATCHES
         self._hold_ms = settings.hold_ms
         self._aging_ms = settings.aging_ms
         self._heap: list[tuple[int, str]] = []
@@ -104,6 +109,9 @@ class Firer:
         self._scarce = False
         self._apps: dict[int, AppPolicy] = {}
         self._running: dict[int, int] = {}
+        # Apps with more SCHEDULED executions in the store than are held: a load reads
+        # their next ones once what is held of them runs low.
+        self._more: set[int] = set()
 
     @classmethod
     def on_stores(
@@ -120,15 +128,15 @@ class Firer:
     def load(self) -> int:
         """Read SCHEDULED executions due within the window; returns how many were new.
 
-        Each app's first ``batch_size`` (in its own order) are read, so one app's backlog
-        never keeps another's due runs out of what is held. What is held is replaced by
-        what is read: a run that ended, moved or was held meanwhile leaves, and the rest
-        carry their job's state as it is now. The apps' policies and runs going are read
-        with them.
+        Each app's first ``HELD_BATCHES`` batches (in its own order) are read, so one
+        app's backlog never keeps another's due runs out of what is held. What is held
+        is replaced by what is read: a run that ended, moved or was held meanwhile
+        leaves, and the rest carry their job's state as it is now. The apps' policies
+        and runs going are read with them.
         """
         now = self._clock.now_ms()
         with self._transactions.reading() as store:
-            rows = store.scheduled_until(now + self._window_ms, self._batch_size, self._aging_ms)
+            rows = store.scheduled_until(now + self._window_ms, self._per_app, self._aging_ms)
             self._apps = store.app_policies()
             self._running = store.running_by_app()
         new = sum(1 for r in rows if r.execution_id not in self._held)
@@ -138,7 +146,49 @@ class Firer:
         # The due ones come back from the heap at the next fire, as read now.
         self._waiting = {}
         self._marked &= {r.id for r in rows}
+        counts = self._held_by_app()
+        self._more = {app for app, n in counts.items() if n >= self._per_app}
         return new
+
+    def add(self, keys: Sequence[int]) -> int:
+        """Hold these executions, which a claim has just written SCHEDULED, read by key
+        rather than by a load: a load ranks everything that waits, and claims come
+        back to back while there is a backlog. Returns how many are newly held.
+
+        An app holds no more than a load would hold of it; what is beyond that waits
+        for a load (``needs_load``), which reads each app's next runs in its order.
+        """
+        held = {row.id for row in self._held.values()}
+        fresh = [key for key in keys if key not in held]
+        if not fresh:
+            return 0
+        with self._transactions.reading() as store:
+            rows = store.scheduled_keyed(fresh, self._clock.now_ms() + self._window_ms)
+        counts = self._held_by_app()
+        added = 0
+        for row in rows:
+            if counts.get(row.app_pk, 0) >= self._per_app:
+                self._more.add(row.app_pk)
+                continue
+            counts[row.app_pk] = counts.get(row.app_pk, 0) + 1
+            self._held[row.execution_id] = row
+            heapq.heappush(self._heap, (int(row.scheduled_at), row.execution_id))
+            added += 1
+        return added
+
+    def needs_load(self) -> bool:
+        """Whether an app with more runs in the store than held has a batch or less
+        left held."""
+        if not self._more:
+            return False
+        counts = self._held_by_app()
+        return any(counts.get(app, 0) <= self._batch_size for app in self._more)
+
+    def _held_by_app(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for row in self._held.values():
+            counts[row.app_pk] = counts.get(row.app_pk, 0) + 1
+        return counts
 
     @property
     def apps(self) -> dict[int, AppPolicy]:
