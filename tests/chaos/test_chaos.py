@@ -10,8 +10,9 @@ execution never scheduled, and every DELIVERED callback received under its
 ``webhook-id`` (copies counted, bounded by the POSTs recorded). The table printed at
 the end shows each scenario's figures.
 
-``make test`` runs them all: the ``serial`` ones, which restart the machine's servers,
-in a call of their own after every other test (``short``: the quickest three).
+``make test`` runs them all: the nine that restart no server after the e2e tier, and
+the three ``serial`` ones, which restart the machine's MariaDB, Redis and RabbitMQ, in
+the last call, alone, with the serial e2e tests (``short``: the quickest three).
 """
 
 from __future__ import annotations

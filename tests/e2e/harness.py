@@ -46,9 +46,13 @@ class Processes:
 
     def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
         """Start ``kairos <args>`` as a user would."""
+        return self.start_command(name, [KAIROS, *args], **env)
+
+    def start_command(self, name: str, command: list[str], **env: str) -> subprocess.Popen[bytes]:
+        """Start ``command`` (one that runs Kairos some other way) as ``name``."""
         log = open(self.log_dir / f"{name}.log", "wb")
         process = subprocess.Popen(
-            [KAIROS, *args], env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT
+            command, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         self.running[name] = process

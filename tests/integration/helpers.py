@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.callback_urls import TableResolver
@@ -57,3 +58,16 @@ def register_worker(
                 sent_at=now_ms,
             ),
         )
+
+
+def sessions_waiting_for_a_lock(engine: Engine) -> int:
+    """How many sessions on the engine's database wait for a row lock now, by MariaDB's
+    own account: the positive sign that a step is blocked on a lock, where a short
+    sleep could only say it had not finished yet."""
+    statement = sa.text(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t "
+        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(statement).scalar_one())

@@ -4,7 +4,9 @@ waits on them for long, and what they hold back is only what touches them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
+import pytest
 import redis
 import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
@@ -28,9 +30,21 @@ from tests.integration.test_firing import firer, job_status, job_with, scheduled
 from tests.integration.test_rescue import execution_row, make_recovery, queued_on, worker_state
 
 RESULTS = 40
-# Well under the sessions' 5 s lock wait, with room for a busy machine: a step that
-# waited for a held row would take the whole wait (and fail with it).
-NO_LOCK_WAIT_S = 3.0
+# The steps that must wait for no lock run on sessions that would wait this long for one
+# (under the 30 s after which MariaDB ends the holder's idle transaction): a step that
+# waited for a held row would take all of it, one that waits for none takes
+# milliseconds, and NO_LOCK_WAIT_S lies far from both, however busy the machine is.
+STEP_LOCK_WAIT_S = 24
+NO_LOCK_WAIT_S = 12.0
+
+
+@pytest.fixture
+def patient_engine(namespace: StoreSettings) -> Iterator[Engine]:
+    """An engine whose sessions wait ``STEP_LOCK_WAIT_S`` for a lock."""
+    update = {"database_lock_wait_seconds": STEP_LOCK_WAIT_S}
+    built = make_engine(namespace.model_copy(update=update))
+    yield built
+    built.dispose()
 
 
 def pending(engine: Engine, count: int) -> list[str]:
@@ -114,13 +128,16 @@ def test_results_go_on_past_rows_an_open_transaction_holds(
 
 
 def test_a_skip_whose_job_row_is_held_waits_for_a_later_pass_not_for_the_lock(
-    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+    engine: Engine,
+    patient_engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
 ) -> None:
     """A one-shot job's trigger fired too late for its misfire policy is skipped, which
     ends the job: while another transaction holds the job's row, the skip waits for a
     later pass and the fire goes on at once."""
     make_app(engine)
-    fire = firer(engine, redis_client, connection)
+    fire = firer(patient_engine, redis_client, connection)
     now = ClusterClock(redis_client).now_ms()
     one_shot = job_with(engine, misfire_policy=MisfirePolicy.SKIP)
     other = job_with(engine)
@@ -153,6 +170,7 @@ def holding(engine: Engine, statement: str, params: dict[str, object]) -> Connec
 
 def test_the_rescue_moves_what_it_can_and_passes_over_rows_another_transaction_holds(
     engine: Engine,
+    patient_engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
     namespace: StoreSettings,
@@ -172,7 +190,7 @@ def test_the_rescue_moves_what_it_can_and_passes_over_rows_another_transaction_h
     for execution_id in ids:
         queued_on(engine, execution_id, "dead")
     kept = ids[::5]
-    recovery = make_recovery(engine, redis_client, connection, namespace)
+    recovery = make_recovery(patient_engine, redis_client, connection, namespace)
     held = holding(
         engine,
         "SELECT id FROM executions WHERE execution_id IN :ids FOR UPDATE",
@@ -195,6 +213,7 @@ def test_the_rescue_moves_what_it_can_and_passes_over_rows_another_transaction_h
 
 def test_forgetting_a_worker_whose_row_is_held_waits_for_a_later_pass(
     engine: Engine,
+    patient_engine: Engine,
     redis_client: redis.Redis,
     connection: BlockingConnection,
     namespace: StoreSettings,
@@ -208,7 +227,9 @@ def test_forgetting_a_worker_whose_row_is_held_waits_for_a_later_pass(
     for worker_id in ("old-1", "old-2"):
         declare_worker_queue(channel, worker_id)
         register_worker(engine, worker_id, now_ms=now - 7_200_000)
-    recovery = make_recovery(engine, redis_client, connection, namespace, forget_ms=3_600_000)
+    recovery = make_recovery(
+        patient_engine, redis_client, connection, namespace, forget_ms=3_600_000
+    )
     held = holding(engine, "SELECT * FROM workers WHERE worker_id = :w FOR UPDATE", {"w": "old-1"})
     try:
         began = time.monotonic()
@@ -243,7 +264,10 @@ def delivery_statuses(engine: Engine) -> dict[str, str]:
 
 
 def test_callbacks_republished_pass_over_deliveries_another_transaction_holds(
-    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+    engine: Engine,
+    patient_engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
 ) -> None:
     make_app(engine)
     declare_core(connection.channel())
@@ -256,7 +280,7 @@ def test_callbacks_republished_pass_over_deliveries_another_transaction_holds(
     )
     try:
         began = time.monotonic()
-        republish_stale_deliveries(engine, publisher, clock, 1)
+        republish_stale_deliveries(patient_engine, publisher, clock, 1)
         took = time.monotonic() - began
     finally:
         held.rollback()
@@ -265,5 +289,5 @@ def test_callbacks_republished_pass_over_deliveries_another_transaction_holds(
     found = delivery_statuses(engine)
     assert found.pop("d-0") == "PENDING"
     assert set(found.values()) == {"QUEUED"}
-    republish_stale_deliveries(engine, publisher, clock, 1)
+    republish_stale_deliveries(patient_engine, publisher, clock, 1)
     assert set(delivery_statuses(engine).values()) == {"QUEUED"}

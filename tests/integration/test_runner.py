@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -16,6 +17,7 @@ from common.config import StoreSettings
 from common.jsontext import MAX_JSON_DEPTH, MAX_STORED_TEXT_BYTES, read_stored_json, utf8_size
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
+from services.worker import local_runs
 from services.worker.packs import Unreadable
 from services.worker.registry import HandlerContext, collect_handlers
 from services.worker.runner import ExecutionRunner
@@ -207,6 +209,18 @@ def test_a_copy_of_a_run_that_ended_reports_its_stored_outcome_not_lost(
     assert CALLS == []  # demo.echo is not counted; the copies ran nothing
 
 
+def waits_in(thread: threading.Thread, filename: str, function: str) -> bool:
+    """Whether ``thread`` is inside ``function`` of the module at ``filename`` now:
+    seen blocked there, not merely not finished yet."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == function and code.co_filename == filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
     redis_client: redis.Redis, namespace: StoreSettings
 ) -> None:
@@ -222,7 +236,10 @@ def test_a_copy_arriving_while_the_run_goes_on_waits_and_reports_that_run(
     copy: list[ExecutionResult | None] = []
     duplicate = threading.Thread(target=lambda: copy.append(w1.run(body)))
     duplicate.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while not copy and not waits_in(duplicate, local_runs.__file__, "outcome"):
+        assert time.monotonic() < deadline, "the copy neither waited nor reported"
+        time.sleep(0.01)
     assert not copy, "the copy must wait for the run, not report it LOST"
     GATE.set()
     original.join(10)

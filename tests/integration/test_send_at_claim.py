@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -27,7 +26,8 @@ from services.dispatcher.outcomes.record import record_results
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 from tests.books import Expectation, assert_books
-from tests.integration.helpers import make_app
+from tests.e2e.harness import wait_until
+from tests.integration.helpers import make_app, sessions_waiting_for_a_lock
 
 W1 = WorkerLoad("w1", 0, 0.0, 100.0, frozenset({"demo.noop"}))
 
@@ -205,7 +205,9 @@ def test_a_result_with_a_rolled_back_key_waits_for_the_claim_still_open_with_it(
         target=record_results, args=(engine, ClusterClock(redis_client), [result])
     )
     recording.start()
-    time.sleep(0.3)
+    wait_until(
+        lambda: sessions_waiting_for_a_lock(engine) == 1, 30, what="the result to wait for the row"
+    )
     assert recording.is_alive()  # waiting on the open claim's row, not dropping the result
     second.send(BatchPublisher(channel.connection.channel()))
     recording.join(timeout=10)

@@ -209,6 +209,14 @@ def test_a_pack_with_one_unreadable_execution_runs_the_rest_and_fails_that_one(
     assert sorted(RAN) == sorted(f"p-{n}" for n in range(50) if n != 7)
 
 
+def after_an_admission_pass(consumer: PooledConsumer[Any, Any, Any]) -> None:
+    """Return once the consumer has looked for runs to start since the last delivery
+    arrived: its connection runs callbacks in order, and each arrival queues a look."""
+    looked = threading.Event()
+    consumer._connection.add_callback_threadsafe(looked.set)
+    assert looked.wait(30), "the consumer's connection runs no callbacks"
+
+
 def test_a_worker_that_cannot_heartbeat_starts_no_new_run_until_one_lands(
     namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
 ) -> None:
@@ -224,8 +232,8 @@ def test_a_worker_that_cannot_heartbeat_starts_no_new_run_until_one_lands(
         now[0] = 2.5  # no heartbeat has landed for longer than two intervals
         worker.send("during", "t.count")
         wait_for(lambda: RAN != ["before"] or consumer.waiting == 1, "the delivery to arrive")
-        time.sleep(0.3)
-        assert RAN == ["before"], "a run started while the worker could not heartbeat"
+        after_an_admission_pass(consumer)
+        assert RAN == ["before"] and consumer.waiting == 1, "a run started while fenced"
         worker.heartbeat.send()  # one lands: the fence opens and the run starts
         assert worker.result("during").status == "SUCCEEDED"
         assert RAN == ["before", "during"]
@@ -343,6 +351,14 @@ def ready_in(worker: WorkerInThread, queue: str) -> int:
     return count
 
 
+def consumers_of(worker: WorkerInThread, queue: str) -> int:
+    """The consumers of ``queue``, as the broker counts them."""
+    channel = worker.connection.channel()
+    count = int(channel.queue_declare(queue, passive=True).method.consumer_count)
+    channel.close()
+    return count
+
+
 def test_a_drained_worker_takes_nothing_new_until_it_is_undrained(
     worker: WorkerInThread, namespace: StoreSettings, redis_client: redis.Redis
 ) -> None:
@@ -351,8 +367,9 @@ def test_a_drained_worker_takes_nothing_new_until_it_is_undrained(
     worker.heartbeat.send()
     wait_for(lambda: worker.heartbeat.state is WorkerState.DRAINING, "the drain")
     worker.send("while-drained", "t.count")
-    time.sleep(0.5)
-    assert RAN == [] and ready_in(worker, worker_queue("w1")) == 1
+    # Ready in a queue nobody consumes: nothing can take it, however long one waits.
+    wait_for(lambda: ready_in(worker, worker_queue("w1")) == 1, "the message to be queued")
+    assert consumers_of(worker, worker_queue("w1")) == 0 and RAN == []
     redis_client.delete(keys.worker_drained("w1"))
     worker.heartbeat.send()
     assert worker.result("while-drained").status == "SUCCEEDED"

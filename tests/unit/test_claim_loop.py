@@ -46,13 +46,21 @@ def wait_until(condition: Any, seconds: float = 5.0) -> None:
 
 
 def test_full_batches_are_claimed_back_to_back_then_it_waits() -> None:
-    loop, claimer, _ = loop_with([10, 10, 3])
+    loop, claimer, wake = loop_with([10, 10, 3])
+    # The claims made by the time the loop first waits for a wake-up or the timer.
+    claims_at_wait: list[int] = []
+    wait = wake.wait
+
+    def watched_wait(seconds: float) -> bool:
+        claims_at_wait.append(len(claimer.calls))
+        return wait(seconds)
+
+    wake.wait = watched_wait  # type: ignore[method-assign]
     running = threading.Event()
     running.set()
     loop.start(running.is_set)
-    wait_until(lambda: len(claimer.calls) == 3)
-    time.sleep(0.1)
-    assert len(claimer.calls) == 3  # a short batch: it waits for a wake-up or the timer
+    wait_until(lambda: claims_at_wait)
+    assert claims_at_wait[0] == 3  # two full batches back to back, then a short one
     assert loop.claimed.is_set()
     assert claimer.calls[0] == frozenset({"demo.noop"})
     running.clear()

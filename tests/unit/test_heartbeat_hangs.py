@@ -97,6 +97,26 @@ def test_a_hanging_heartbeat_is_logged_once_per_change_of_the_fence(
     assert len(messages(caplog, logging.ERROR)) == 2
 
 
+class WatchedStop(threading.Event):
+    """The heartbeat loop's stop event, noting how long each of the loop's waits is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Note the wait, then wait."""
+        self.waits.append(timeout)
+        return super().wait(timeout)
+
+
+def until(check: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
 def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
     """Until a heartbeat carries a timed run the leader bounds the worker's queue by what
     it measures; the first runs' average goes out as soon as they end."""
@@ -112,16 +132,14 @@ def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
     beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.noop",)), source, stores, 60.0)
     sent: list[float] = []
     beat.send = lambda: sent.append(time.monotonic())  # type: ignore[method-assign]
+    stop = beat._stop = WatchedStop()
     beat.start()  # one heartbeat at once, as every start
     try:
-        time.sleep(0.2)
+        until(lambda: len(stop.waits) >= 3, "the loop to look twice")
         assert len(sent) == 1, "nothing ran yet: the interval holds"
         source.stats.durations.append((time.monotonic(), 0.0002))
-        deadline = time.monotonic() + 5
-        while len(sent) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(sent) == 2
-        time.sleep(0.2)
+        until(lambda: len(sent) == 2, "the first run's time to go out")
+        until(lambda: stop.waits[-1] == 60.0, "the loop to wait an interval")
         assert len(sent) == 2, "then the interval again"
     finally:
         beat.stop(WorkerState.STOPPED)
