@@ -36,11 +36,6 @@ class FireStore(DispatchStore, Protocol):
         first ``per_app`` in its order (``fair_share.place``), soonest first."""
         ...
 
-    def scheduled_keyed(self, keys: Sequence[int], until_ms: int) -> list[ExecutionWithJob]:
-        """These executions (by primary key) still SCHEDULED and due by ``until_ms``,
-        with their job's data, soonest first."""
-        ...
-
     def app_policies(self) -> dict[int, AppPolicy]:
         """Every app's weight, cap and fences, by primary key."""
         ...
@@ -115,10 +110,6 @@ class MySqlFireStore:
     ) -> list[ExecutionWithJob]:
         """See ``sendable.scheduled_until``."""
         return sendable.scheduled_until(self._conn, until_ms, per_app, aging_ms)
-
-    def scheduled_keyed(self, keys: Sequence[int], until_ms: int) -> list[ExecutionWithJob]:
-        """See ``sendable.scheduled_keyed``."""
-        return sendable.scheduled_keyed(self._conn, keys, until_ms)
 
     def app_policies(self) -> dict[int, AppPolicy]:
         """See ``app_policies.read_app_policies``."""

@@ -118,21 +118,6 @@ def scheduled_until(
     return [ExecutionWithJob.from_row(r) for r in rows]
 
 
-def scheduled_keyed(conn: Connection, keys: Sequence[int], until_ms: int) -> list[ExecutionWithJob]:
-    """These executions (by primary key), those still SCHEDULED and due by ``until_ms``,
-    with their job's data, soonest first: what a claim just wrote, read by key instead
-    of by a ranking of everything that waits."""
-    if not keys:
-        return []
-    rows = driver.fetch(
-        conn,
-        _WITH_JOB + f"WHERE e.id IN ({driver.ints(sorted(keys))}) AND e.status = %s "
-        "AND e.scheduled_at <= %s ORDER BY e.scheduled_at, e.id",
-        (ExecutionStatus.SCHEDULED.value, until_ms),
-    )
-    return [ExecutionWithJob.from_row(r) for r in rows]
-
-
 def mark_waiting(conn: Connection, keys: Sequence[int]) -> None:
     """Say on these executions, still SCHEDULED, that they wait for a free slot."""
     if keys:

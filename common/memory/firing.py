@@ -32,18 +32,6 @@ class FireTables(MemoryTables):
         kept = [row for rows in by_app.values() for row in in_order(rows, aging_ms)[:per_app]]
         return sorted(kept, key=lambda r: (r.scheduled_at, r.id))
 
-    def scheduled_keyed(self, keys: Sequence[int], until_ms: int) -> list[ExecutionWithJob]:
-        """These executions still SCHEDULED and due by ``until_ms``, soonest first."""
-        rows = [
-            r.with_job(self.jobs[r.job_id])
-            for r in (self.executions.get(k) for k in set(keys))
-            if r is not None
-            and r.status is ExecutionStatus.SCHEDULED
-            and r.scheduled_at is not None
-            and r.scheduled_at <= until_ms
-        ]
-        return sorted(rows, key=lambda r: (r.scheduled_at, r.id))
-
     def app_policies(self) -> dict[int, AppPolicy]:
         """The apps' policies a test set."""
         return dict(self.apps)

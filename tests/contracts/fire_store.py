@@ -81,16 +81,6 @@ class FireStoreContract(StoreHarness):
         got = self.fire_store.scheduled_until(400_000, 3, aging)
         assert [r.execution_id for r in got] == ["old-low", "high", "higher-later"]
 
-    def test_scheduled_keyed_reads_those_named_still_scheduled_and_due(self) -> None:
-        job = self.a_job(params='{"n": 1}')
-        keys = self.due(job, ("late", 3_000), ("soon", 2_000), ("after", 9_000), ("other", 1_000))
-        keys[3:] = self.runs(job, ("q", QUEUED))
-        got = self.fire_store.scheduled_keyed([*keys, 999_999], 5_000)
-        assert [r.execution_id for r in got] == ["soon", "late"]
-        assert (got[0].job_id, got[0].params, got[0].app_pk) == (job, '{"n": 1}', self.app_pk)
-        assert got == [r for r in self.fire_store.scheduled_until(5_000, 10) if r in got]
-        assert self.fire_store.scheduled_keyed([], 5_000) == []
-
     def test_mark_waiting_says_so_on_scheduled_rows_only(self) -> None:
         job = self.a_job()
         [a] = self.due(job, ("a", 1_000))

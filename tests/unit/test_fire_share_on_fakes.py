@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from common.db.app_policies import AppPolicy
-from common.db.sendable import SLOT_WAIT
+from common.db.sendable import SLOT_WAIT, ExecutionWithJob
 from common.handler_patterns import HandlerPatterns
 from common.memory.rows import MemoryExecution
 from common.messages import DispatchPack
@@ -194,8 +194,11 @@ def test_runs_already_going_count_against_their_apps_share() -> None:
     assert [stage.row(e).status for e in second[:2]] == [QUEUED, QUEUED]
 
 
-def keys_of(stage: Stage, execution_ids: list[str]) -> list[int]:
-    return [stage.row(e).id for e in execution_ids]
+def as_claimed(stage: Stage, execution_ids: list[str]) -> list[ExecutionWithJob]:
+    """The rows as a claim hands them over (what the store would read, by key)."""
+    wanted = set(execution_ids)
+    every = stage.store.scheduled_until(stage.clock.now + 60_000, 1_000_000)
+    return [row for row in every if row.execution_id in wanted]
 
 
 def test_runs_a_claim_wrote_are_held_by_key_and_fired_without_a_load() -> None:
@@ -203,8 +206,8 @@ def test_runs_a_claim_wrote_are_held_by_key_and_fired_without_a_load() -> None:
     stage.firer.load()
     written = flood(stage, 1, 3) + flood(stage, 2, 1)
     # Not loaded: held by key only, as the dispatch loop does after a claim.
-    assert stage.firer.add(keys_of(stage, written)) == 4
-    assert stage.firer.add(keys_of(stage, written)) == 0, "held once"
+    assert stage.firer.add(as_claimed(stage, written)) == 4
+    assert stage.firer.add(as_claimed(stage, written)) == 0, "held once"
     sent = 0
     while fired := stage.firer.fire_due():
         sent += fired
@@ -220,7 +223,7 @@ def test_an_app_holds_what_a_load_would_and_a_load_reads_its_next_runs() -> None
     per_app = 4 * 500  # HELD_BATCHES batches of the stage's 500
     stage.firer.load()
     written = flood(stage, 1, per_app + 100)
-    assert stage.firer.add(keys_of(stage, written)) == per_app, "the rest waits in the store"
+    assert stage.firer.add(as_claimed(stage, written)) == per_app, "the rest waits in the store"
     assert not stage.firer.needs_load()
     sent = 0
     while not stage.firer.needs_load():

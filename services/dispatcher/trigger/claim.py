@@ -20,6 +20,7 @@ from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import record_claim_failures
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
+from services.dispatcher.trigger.claim_rows import held_row
 
 log = logging.getLogger(__name__)
 
@@ -181,9 +182,12 @@ class TriggerClaimer:
             conn.close()
             raise
 
+        jobs = {j.id: j for j in due}
+        held = [held_row(w, jobs[w.row.job_id], updates[w.row.job_id]) for w in waiting]
+
         def committed() -> None:
             _observe(created)
-            self._sender.scheduled(waiting)
+            self._sender.scheduled(held)
 
         if sent:
             claim = OpenClaim(conn, transaction, sent, packs, now, committed)

@@ -32,6 +32,7 @@ from common.db.executions import (
     insert_executions_with_ids,
     jobs_with_runs,
 )
+from common.db.sendable import ExecutionWithJob
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
@@ -49,6 +50,14 @@ log = logging.getLogger(__name__)
 # How often the claim thread looks again whether the dispatch loop took the open claim
 # before it (one is queued at most) and whether it still leads.
 HAND_OVER_POLL_S = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """An execution a claim wrote SCHEDULED, and its primary key."""
+
+    row: NewExecution
+    key: int
 
 
 @dataclass
@@ -115,8 +124,8 @@ class ClaimSender:
         self._lock = threading.Lock()
         self._view: Sequence[WorkerLoad] = ()
         self._copies: list[WorkerLoad] = []
-        # Keys of executions claims committed SCHEDULED, for the firer to hold.
-        self._scheduled: list[int] = []
+        # Executions claims committed SCHEDULED, for the firer to hold.
+        self._scheduled: list[ExecutionWithJob] = []
 
     def insert(
         self,
@@ -124,9 +133,9 @@ class ClaimSender:
         created: Sequence[NewExecution],
         jobs: Mapping[int, DueJob],
         now_ms: int,
-    ) -> tuple[list[Assignment], DispatchPacks, list[int]]:
+    ) -> tuple[list[Assignment], DispatchPacks, list[Written]]:
         """Insert ``created`` in the caller's transaction; return what is to be sent,
-        and the keys of what is written SCHEDULED (for ``scheduled`` once committed).
+        and what is written SCHEDULED, with its key (for ``scheduled`` once committed).
 
         Due executions go QUEUED to a live worker with room in its queue; the rest are
         written SCHEDULED for the firer: those due later, those no worker has room for,
@@ -202,15 +211,15 @@ class ClaimSender:
         claim.abandon()
         return False
 
-    def scheduled(self, keys: Sequence[int]) -> None:
-        """Note the executions a claim committed SCHEDULED (their keys, from
-        ``insert``), for the firer; called once the claim's transaction committed."""
-        if keys:
+    def scheduled(self, rows: Sequence[ExecutionWithJob]) -> None:
+        """Note the executions a claim committed SCHEDULED, for the firer; called once
+        the claim's transaction committed."""
+        if rows:
             with self._lock:
-                self._scheduled.extend(keys)
+                self._scheduled.extend(rows)
 
-    def take_scheduled(self) -> list[int]:
-        """The execution keys noted since the last call (dispatch loop)."""
+    def take_scheduled(self) -> list[ExecutionWithJob]:
+        """The executions noted since the last call (dispatch loop)."""
         with self._lock:
             taken, self._scheduled = self._scheduled, []
         return taken
@@ -237,10 +246,12 @@ class ClaimSender:
                     return
 
 
-def _scheduled_keys(rows: Sequence[NewExecution], keys: Sequence[int]) -> list[int]:
-    """The keys of the rows written SCHEDULED."""
+def _scheduled_keys(rows: Sequence[NewExecution], keys: Sequence[int]) -> list[Written]:
+    """The rows written SCHEDULED, with their keys."""
     return [
-        key for row, key in zip(rows, keys, strict=True) if row.status is ExecutionStatus.SCHEDULED
+        Written(row, key)
+        for row, key in zip(rows, keys, strict=True)
+        if row.status is ExecutionStatus.SCHEDULED
     ]
 
 

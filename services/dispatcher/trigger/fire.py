@@ -56,6 +56,8 @@ HOLD_MS = 5_000
 # backlog is read again once per few batches fired, bounded so that apps with huge
 # backlogs hold a bounded memory.
 HELD_BATCHES = 4
+# While no worker has room, how often the firer still passes over what waits.
+RECHECK_MS = 1_000
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class Firer:
         # Apps with more SCHEDULED executions in the store than are held: a load reads
         # their next ones once what is held of them runs low.
         self._more: set[int] = set()
+        self._recheck_at = 0
 
     @classmethod
     def on_stores(
@@ -150,23 +153,21 @@ class Firer:
         self._more = {app for app, n in counts.items() if n >= self._per_app}
         return new
 
-    def add(self, keys: Sequence[int]) -> int:
-        """Hold these executions, which a claim has just written SCHEDULED, read by key
-        rather than by a load: a load ranks everything that waits, and claims come
-        back to back while there is a backlog. Returns how many are newly held.
+    def add(self, rows: Sequence[ExecutionWithJob]) -> int:
+        """Hold these executions, which a claim has just written SCHEDULED, as the claim
+        built them (``claim_rows``) rather than by a load: a load ranks everything that
+        waits, and claims come back to back while there is a backlog. Returns how many
+        are newly held; those due after the window are left to a load.
 
         An app holds no more than a load would hold of it; what is beyond that waits
         for a load (``needs_load``), which reads each app's next runs in its order.
         """
-        held = {row.id for row in self._held.values()}
-        fresh = [key for key in keys if key not in held]
-        if not fresh:
-            return 0
-        with self._transactions.reading() as store:
-            rows = store.scheduled_keyed(fresh, self._clock.now_ms() + self._window_ms)
+        until = self._clock.now_ms() + self._window_ms
         counts = self._held_by_app()
         added = 0
         for row in rows:
+            if row.execution_id in self._held or row.scheduled_at > until:
+                continue
             if counts.get(row.app_pk, 0) >= self._per_app:
                 self._more.add(row.app_pk)
                 continue
@@ -233,12 +234,14 @@ class Firer:
         no slot waits, held here, marked once as waiting (``SLOT_WAIT``).
         """
         now = self._clock.now_ms()
+        came = 0
         while self._heap and self._heap[0][0] <= now:
             _, execution_id = heapq.heappop(self._heap)
             row = self._held.get(execution_id)
             if row is not None:
                 self._waiting[execution_id] = row
-        if not self._waiting:
+                came += 1
+        if not self._waiting or (not came and self._no_room(now)):
             return 0
         chosen = self._choose(now)
         for route in chosen:
@@ -246,6 +249,16 @@ class Firer:
             self._held.pop(route.row.execution_id, None)
         self._mark_waiting()
         return self._fire(chosen) if chosen else 0
+
+    def _no_room(self, now: int) -> bool:
+        """Whether no live worker has room, so that what waited at the last pass (and
+        was settled then, or found no slot) can wait without a pass over all of it:
+        with a backlog held, that pass costs the loop more than the firing. Every
+        ``RECHECK_MS`` a pass runs anyway (a worker that left, a policy changed)."""
+        if now >= self._recheck_at:
+            self._recheck_at = now + RECHECK_MS
+            return False
+        return all(w.room <= 0 for w in self._router.directory.live())
 
     def _choose(self, now: int) -> list[Route]:
         """The waiting executions that go now: those that need no slot (their rules
