@@ -52,8 +52,8 @@ class PooledConsumer(Generic[U, P, T]):
     A unit starts only when a pool slot is free: the units beyond the pool wait here,
     unstarted, in ``work.line`` (which also says which start first), so the next run
     starts as soon as one ends instead of a broker round trip later. Units still
-    waiting when consuming stops are given back (``_give_back``); so are those of a delivery held past ``settings.ack_deadline``,
-    before it is acked.
+    waiting when consuming stops are given back (``_give_back``); so are those of a
+    delivery held past ``settings.ack_deadline``, before it is acked.
 
     A unit whose run raised outside its own error handling is sent back alone as a
     message of its own; the delivery it came in is acked as usual.

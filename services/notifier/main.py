@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
@@ -35,6 +35,7 @@ from services.notifier.shares import (
     default_share,
     lookup_address,
 )
+from services.notifier.standing import StandingReporter
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class NotifierParts:
     deliverer: CallbackDeliverer
     scheduler: AttemptScheduler
     keys: ShareKeys
+    reporter: StandingReporter | None = None
 
 
 def notifier_parts(
@@ -165,6 +167,8 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
         log.info("notifier consuming %s", CALLBACKS_QUEUE)
         while not stop.is_set():
             connection.process_data_events(time_limit=0.2)
+            if parts.reporter is not None:
+                parts.reporter.maybe_report(parts.scheduler, line)
         consumer.stop_consuming()
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
@@ -189,8 +193,11 @@ def run_notifier(settings: NotifierSettings) -> None:
     poster = CallbackPoster(settings.request_timeout_seconds, policy=policy)
     poster.start()
     parts = notifier_parts(settings, stores.engine, poster, stores.clock)
+    reporter = StandingReporter(stores.redis, stores.keys, stores.clock.now_ms)
+    parts = replace(parts, reporter=reporter)
     freeze_startup_heap()
     keep_serving("notifier", lambda: _serve(settings, parts, stop), stop)
+    reporter.close()
     poster.close()
     stores.engine.dispose()
     log.info("notifier stopped")

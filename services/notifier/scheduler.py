@@ -116,6 +116,11 @@ class AttemptScheduler:
         with self._lock:
             self._limits.record(unit.hosts.domain, seconds, failed_for_host(outcome))
 
+    def apps_in_flight(self) -> dict[int, int]:
+        """Attempts going now, by app."""
+        with self._lock:
+            return dict(self._apps)
+
     def hosts(self, waiting: set[str]) -> list[HostView]:
         """Every host with attempts going, a standing, or in ``waiting``."""
         with self._lock:

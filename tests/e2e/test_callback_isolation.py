@@ -10,7 +10,9 @@ or for a posting thread.
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -48,6 +50,36 @@ def wait_noop_known(tenant: Tenant) -> None:
     wait_until(lambda: tenant.api.post_job(probe).status_code == 202, 60, what="demo.noop")
 
 
+def slow_host_shown(processes: Processes, url: str, tenant: Tenant) -> dict[str, Any] | None:
+    """The slow host as ``kairos callbacks hosts`` shows it, once it shows its slowness
+    and the slow app's backlog; None until then."""
+    shown = json.loads(processes.run("callbacks", "hosts", "-o", "json"))
+    host = "127.0.0.1:" + url.split(":")[2].split("/")[0]
+    found = [h for h in shown["hosts"] if h["host"] == host]
+    apps = [a for a in shown["apps"] if a["appId"] == tenant.app_id]
+    if not found or not apps or not apps[0]["waiting"]:
+        return None
+    if found[0]["latencyMs"] is None or found[0]["latencyMs"] < 1_500:
+        return None
+    return dict(found[0])
+
+
+def assert_backlog_shown(processes: Processes, url: str, tenant: Tenant) -> None:
+    """The slow host's backlog waits, visibly: ``kairos callbacks hosts`` lists it with
+    callbacks waiting, its recent latency, and a limit fallen below the concurrency."""
+    found: list[dict[str, Any]] = []
+
+    def shown() -> bool:
+        host = slow_host_shown(processes, url, tenant)
+        if host is not None and host["limit"] < 16:
+            found.append(host)
+        return bool(found)
+
+    wait_until(shown, 30, what="the slow host's backlog in `kairos callbacks hosts`")
+    host = found[-1]
+    assert host["waiting"] > 0 and 1 <= host["inFlight"] <= host["limit"], host
+
+
 def test_a_fast_apps_callbacks_arrive_within_seconds_while_another_apps_receiver_is_slow(
     processes: Processes, engine: Engine
 ) -> None:
@@ -70,6 +102,7 @@ def test_a_fast_apps_callbacks_arrive_within_seconds_while_another_apps_receiver
             f"fast callbacks arrived more than {LAG_BOUND_MS} ms after their runs ended, "
             f"behind the slow receiver's backlog: {lags}"
         )
+        assert_backlog_shown(processes, slow_receiver.url, slow)
     finally:
         slow_receiver.close()
         fast_receiver.close()
