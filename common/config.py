@@ -308,11 +308,31 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
         "once; more only while as many attempts stay free for other hosts; default a "
         "quarter of the concurrency",
     )
-    share_wait_seconds: float = Field(
+    held_callbacks: int = Field(
+        default=1000,
+        ge=1,
+        description="callback messages one notifier holds unacked at once (its prefetch): "
+        "those that cannot be attempted yet wait in it per app and per host, so other "
+        "apps' callbacks reach it past one slow receiver's backlog",
+    )
+    app_backlog: int = Field(
+        default=400,
+        ge=1,
+        description="callbacks of one app that may wait in a notifier; past it, the next "
+        "ones wait in the first retry delay without an attempt (parked)",
+    )
+    host_backlog: int = Field(
+        default=400,
+        ge=1,
+        description="callbacks to one receiving host that may wait in a notifier; past "
+        "it, the next ones are parked as past the app's backlog",
+    )
+    host_slow_seconds: float = Field(
         default=1.0,
-        ge=0,
-        description="how long a callback over its app's or host's share waits for one of "
-        "their attempts to end before it is deferred to the first retry delay",
+        gt=0,
+        description="a receiving host that answers this slowly loses one attempt at once, "
+        "down to a quarter of the concurrency (one that fails loses half, down to one); "
+        "quick answers give them back",
     )
     request_timeout_seconds: float = Field(
         default=15.0,

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 from common.broker import OutgoingMessage
 from common.outcome_flush import Reroute
 from common.unit_packing import Packing
+from common.waiting_line import WaitingLine
 
 U = TypeVar("U")
 P = TypeVar("P")
@@ -49,7 +50,9 @@ class ConsumerWork(Generic[U, P, T]):
     above zero); ``redelivered(units)`` is told the units of a delivery the broker
     marks as delivered before, ahead of their ``prepare``; ``orphaned(outcome)`` gets
     each outcome that can no longer be flushed (its connection closed); ``reroute`` is
-    handed unroutable output first and returns what to publish again.
+    handed unroutable output first and returns what to publish again; ``line`` is
+    where units wait for a slot and which start first (arrival order by default): one
+    line per consumer, as it holds that channel's delivery tags.
     """
 
     packing: Packing[U]
@@ -61,3 +64,4 @@ class ConsumerWork(Generic[U, P, T]):
     redelivered: Callable[[Sequence[U]], object] | None = None
     orphaned: Callable[[T], object] | None = None
     reroute: Reroute | None = None
+    line: WaitingLine[U] | None = None

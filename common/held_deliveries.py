@@ -7,12 +7,12 @@ the channel calls stay with the consumer.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from common.ack_plan import plan_acks
+from common.waiting_line import FifoLine, WaitingLine
 
 U = TypeVar("U")
 
@@ -36,13 +36,14 @@ class _Delivery:
 class HeldDeliveries(Generic[U]):
     """Deliveries taken from the queue and not yet settled, by delivery tag.
 
-    A delivery's units wait here, in arrival order, until a pool slot takes them; it
-    is settled (forgotten) once each of its units ran and was flushed or was given back.
+    A delivery's units wait in ``line`` (arrival order by default) until a pool slot
+    takes them; it is settled (forgotten) once each of its units ran and was flushed or
+    was given back.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, line: WaitingLine[U] | None = None) -> None:
         self._in_flight: dict[int, _Delivery] = {}
-        self._arrived: deque[tuple[int, U]] = deque()
+        self._line: WaitingLine[U] = line if line is not None else FifoLine()
 
     @property
     def held(self) -> int:
@@ -52,20 +53,22 @@ class HeldDeliveries(Generic[U]):
     @property
     def waiting(self) -> int:
         """Units that arrived and wait for a free slot."""
-        return len(self._arrived)
+        return len(self._line)
 
     def receive(self, tag: int, units: Sequence[U], now: float) -> None:
         """Hold delivery ``tag``; its units wait for slots."""
         self._in_flight[tag] = _Delivery(arrived=now, waiting=len(units))
-        self._arrived.extend((tag, unit) for unit in units)
+        for unit in units:
+            self._line.add(tag, unit)
 
     def take(self, slots: int) -> list[tuple[int, U]]:
-        """Up to ``slots`` waiting units, oldest first, with their delivery tags."""
-        return [self._arrived.popleft() for _ in range(min(slots, len(self._arrived)))]
+        """Up to ``slots`` waiting units that may start, in the line's order, with their
+        delivery tags."""
+        return self._line.take(slots)
 
     def put_back(self, batch: Sequence[tuple[int, U]]) -> None:
         """Return units ``take`` gave, unstarted, to the head of the line."""
-        self._arrived.extendleft(reversed(batch))
+        self._line.put_back(batch)
 
     def start(self, tag: int, now: float) -> None:
         """One unit of delivery ``tag`` started running."""
@@ -94,19 +97,11 @@ class HeldDeliveries(Generic[U]):
 
     def waiting_tags(self) -> set[int]:
         """The deliveries some of whose units wait for a slot."""
-        return {tag for tag, _ in self._arrived}
+        return self._line.tags()
 
     def withdraw(self, tags: set[int]) -> dict[int, list[U]]:
         """Take the waiting units of these deliveries out of the line, by delivery."""
-        rests: dict[int, list[U]] = {}
-        kept: deque[tuple[int, U]] = deque()
-        for tag, unit in self._arrived:
-            if tag in tags:
-                rests.setdefault(tag, []).append(unit)
-            else:
-                kept.append((tag, unit))
-        self._arrived = kept
-        return rests
+        return self._line.withdraw(tags)
 
     def give_back(self, tag: int) -> bool:
         """Its withdrawn units no longer wait; True (and forgotten) when none ever started."""

@@ -61,6 +61,16 @@ class RedisKeys:
         """A hash with one app's token bucket (tokens left, when last counted)."""
         return self._key("ratelimit", "app", app_id)
 
+    def notifier_standing(self, notifier_id: str) -> str:
+        """One notifier's last report of its receiving hosts and apps
+        (``common.notifier_standing``), expiring unless renewed."""
+        return self._key("notifier", notifier_id, "standing")
+
+    @property
+    def notifier_standings(self) -> str:
+        """The pattern every notifier's standing key matches."""
+        return self._key("notifier", "*", "standing")
+
     def auth_failures(self, client: str) -> str:
         """A counter of one client address's failed authentications in the current
         window (it expires with the window)."""

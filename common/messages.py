@@ -62,7 +62,10 @@ class ResultBatch(BaseModel):
 
 
 class CallbackMessage(BaseModel):
-    """A callback delivery handed to the notifier; the payload is the exact body to sign."""
+    """A callback delivery handed to the notifier; the payload is the exact body to sign.
+
+    ``job_id`` keeps a job's callbacks in order in the notifier (one of a job's at a time,
+    oldest first); messages published before it was added carry none."""
 
     v: Literal[1] = 1
     delivery_id: str
@@ -70,6 +73,7 @@ class CallbackMessage(BaseModel):
     url: str
     payload: str
     attempt: int = 1
+    job_id: int | None = None
 
 
 M = TypeVar("M", bound=BaseModel)

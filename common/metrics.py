@@ -228,11 +228,38 @@ CALLBACKS_ORPHANED = Counter(
     "a replay reached it): not sent, logged with their delivery id.",
 )
 
+CALLBACK_HOST_WAITING = Gauge(
+    "kairos_callback_host_waiting",
+    "Callbacks waiting in this notifier for an attempt, by receiving host (the ten with "
+    'most waiting or going; the rest as host="other").',
+    ["host"],
+)
+
+CALLBACK_HOST_IN_FLIGHT = Gauge(
+    "kairos_callback_host_in_flight",
+    "Callback attempts going now, by receiving host (labels as kairos_callback_host_waiting).",
+    ["host"],
+)
+
+CALLBACK_HOST_LIMIT = Gauge(
+    "kairos_callback_host_limit",
+    "How many attempts at once each receiving host may have now: lower while it is slow "
+    'or failing (labels as kairos_callback_host_waiting, without "other").',
+    ["host"],
+)
+
+CALLBACK_APP_WAITING = Gauge(
+    "kairos_callback_app_waiting",
+    "Callbacks waiting in this notifier for an attempt, by app row id (the ten with most "
+    'waiting or going; the rest as app="other").',
+    ["app"],
+)
+
 CALLBACKS_DEFERRED = Counter(
     "kairos_callbacks_deferred_total",
-    "Callbacks sent through the first retry tier without an attempt, because their app "
-    "or their receiving host held its share of the notifier's attempts (slow or hanging "
-    "receivers).",
+    "Callbacks parked in the first retry tier without an attempt: their app's or their "
+    "receiving host's backlog in the notifier was past its bound, or they waited five "
+    "minutes (a host failing every attempt).",
 )
 
 

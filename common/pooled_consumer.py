@@ -50,10 +50,10 @@ class PooledConsumer(Generic[U, P, T]):
     outcome was published.
 
     A unit starts only when a pool slot is free: the units beyond the pool wait here,
-    unstarted, so the next run starts as soon as one ends instead of a broker round
-    trip later. Units still waiting when consuming stops are given back
-    (``_give_back``); so are those of a delivery held past ``settings.ack_deadline``,
-    before it is acked.
+    unstarted, in ``work.line`` (which also says which start first), so the next run
+    starts as soon as one ends instead of a broker round trip later. Units still
+    waiting when consuming stops are given back (``_give_back``); so are those of a
+    delivery held past ``settings.ack_deadline``, before it is acked.
 
     A unit whose run raised outside its own error handling is sent back alone as a
     message of its own; the delivery it came in is acked as usual.
@@ -84,7 +84,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._channel: BlockingChannel = connection.channel()
         self._channel.basic_qos(prefetch_count=max(pool_size, settings.prefetch or pool_size))
         self._publisher = BatchPublisher(connection.channel())
-        self._deliveries: HeldDeliveries[U] = HeldDeliveries()
+        self._deliveries: HeldDeliveries[U] = HeldDeliveries(work.line)
         self.stats = stats if stats is not None else ConsumerStats()
         self._outcomes: OutcomeFlush[U, T] = OutcomeFlush(
             connection,
@@ -193,6 +193,8 @@ class PooledConsumer(Generic[U, P, T]):
         if free <= 0 or not self._deliveries.waiting or self._stopping or self._prepare_retry:
             return
         batch = self._deliveries.take(free)
+        if not batch:
+            return  # the line holds units none of which may start yet
         try:
             items = self._prepare([unit for _, unit in batch])
         except Exception as e:

@@ -1,5 +1,5 @@
-"""Operator commands on callbacks: list the dead ones, replay by delivery, by job, or
-every dead one (``kairos callbacks``)."""
+"""Operator commands on callbacks: the receiving hosts the notifiers report, list the
+dead ones, replay by delivery, by job, or every dead one (``kairos callbacks``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,36 @@ from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
 from common.db.operator_reads import apps_by_key
 from common.db.schema import callback_deliveries as deliveries
 from common.dead_letters import ReplayReport, replay_dead
+from common.notifier_standing import (
+    AppStanding,
+    HostStanding,
+    merged_apps,
+    merged_hosts,
+    read_standings,
+)
 from common.states import DeliveryStatus
 from services.api.state import ApiState
 from services.job_operations import find_app
+
+
+@dataclass(frozen=True)
+class ReceivingHosts:
+    """What the live notifiers report: each receiving host and each app's callbacks
+    (added up over the notifiers), how many notifiers reported, and the apps by row id."""
+
+    hosts: list[HostStanding]
+    apps: list[AppStanding]
+    notifiers: int
+    names: dict[int, App]
+
+
+def receiving_hosts(state: ApiState) -> ReceivingHosts:
+    """The receiving hosts and apps as the notifiers' last reports (seconds old) have
+    them, busiest first."""
+    standings = read_standings(state.redis, state.keys)
+    with state.engine.connect() as conn:
+        names = apps_by_key(conn)
+    return ReceivingHosts(merged_hosts(standings), merged_apps(standings), len(standings), names)
 
 
 @dataclass(frozen=True)

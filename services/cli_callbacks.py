@@ -1,5 +1,6 @@
-"""``kairos callbacks``: list dead callbacks with their last error, and replay them by
-delivery, by job, or every dead one, printing how many moved."""
+"""``kairos callbacks``: the receiving hosts the notifiers report, dead callbacks with
+their last error, and replaying them by delivery, by job, or every dead one, printing
+how many moved."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from services.cli_types import Subcommands
 if TYPE_CHECKING:
     from common.dead_letters import ReplayReport
     from common.documents import JsonObject
-    from services.callback_operations import DeadLine
+    from common.notifier_standing import HostStanding
+    from services.callback_operations import DeadLine, ReceivingHosts
 
 ALL_DEAD_LIMIT = 100_000
 
@@ -97,6 +99,80 @@ def _print_walk(report: ReplayReport) -> None:
         )
 
 
+def _host_json(host: HostStanding) -> JsonObject:
+    return {
+        "host": host.host,
+        "notifiers": host.notifiers,
+        "inFlight": host.in_flight,
+        "waiting": host.waiting,
+        "latencyMs": host.latency_ms,
+        "limit": host.limit,
+        "attempts": host.attempts,
+        "failures": host.failures,
+    }
+
+
+def _hosts_json(found: ReceivingHosts) -> JsonObject:
+    apps = []
+    for app in found.apps:
+        known = found.names.get(app.app_pk)
+        apps.append(
+            {
+                "appId": known.app_id if known else None,
+                "appName": known.name if known else None,
+                "inFlight": app.in_flight,
+                "waiting": app.waiting,
+            }
+        )
+    hosts: list[JsonObject] = [_host_json(h) for h in found.hosts]
+    return {"notifiers": found.notifiers, "hosts": hosts, "apps": apps}
+
+
+def _host_row(host: HostStanding) -> list[str]:
+    latency = f"{host.latency_ms} ms" if host.latency_ms is not None else "-"
+    return [
+        host.host,
+        str(host.in_flight),
+        str(host.waiting),
+        latency,
+        str(host.limit),
+        str(host.attempts),
+        str(host.failures),
+        str(host.notifiers),
+    ]
+
+
+def cmd_callbacks_hosts(args: argparse.Namespace) -> int:
+    """Receiving hosts as the notifiers report them: attempts going, callbacks waiting,
+    recent latency and the adaptive limit; busiest first."""
+    from common.config import ApiSettings
+    from services.callback_operations import receiving_hosts
+    from services.job_operations import operator_state
+
+    with operator_state(ApiSettings()) as state:
+        found = receiving_hosts(state)
+    if args.output == "json":
+        print_json(_hosts_json(found))
+        return 0
+    columns = [
+        Column("HOST", "id"),
+        Column("GOING", "num", keep=5),
+        Column("WAITING", "num", keep=5),
+        Column("LATENCY", "num", keep=4),
+        Column("LIMIT", "num", keep=4),
+        Column("POSTS", "num", keep=2),
+        Column("FAILED", "num", keep=3),
+        Column("NOTIFIERS", "num"),
+    ]
+    empty = (
+        "no notifier reports a receiving host"
+        if found.notifiers
+        else "no notifier is reporting (none running, or none since Redis lost its data)"
+    )
+    print_table(columns, [_host_row(h) for h in found.hosts], empty, make_console())
+    return 0
+
+
 def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     """Replay one delivery (DEAD or DELIVERED), a job's dead ones, or every dead one."""
     from common.config import ApiSettings
@@ -123,10 +199,18 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
 
 
 def add_callbacks_parsers(sub: Subcommands) -> None:
-    """``kairos callbacks dead|replay``."""
-    callbacks = sub.add_parser("callbacks", help="dead callbacks; replay").add_subparsers(
-        dest="callbacks_cmd", required=True
+    """``kairos callbacks hosts|dead|replay``."""
+    callbacks = sub.add_parser(
+        "callbacks", help="receiving hosts; dead callbacks; replay"
+    ).add_subparsers(dest="callbacks_cmd", required=True)
+    hosts = callbacks.add_parser(
+        "hosts",
+        help="receiving hosts: attempts going, callbacks waiting, recent latency, limit",
     )
+    hosts.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="default table"
+    )
+    hosts.set_defaults(func=cmd_callbacks_hosts)
     dead = callbacks.add_parser("dead", help="dead callbacks with their last error")
     dead.add_argument("--app", help="an app id, or an app's name")
     dead.add_argument("--limit", type=_limit, default=100, help="default 100, at most 1000")

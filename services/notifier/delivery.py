@@ -18,14 +18,16 @@ from common.db.app_grants import callback_networks
 from common.db.apps import signing_secrets
 from common.db.deliveries import NewAttempt
 from common.db.retry import retry_conflicts
-from common.messages import CallbackMessage, read_message
+from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
 from services.notifier.outages import StoreBackoff
+from services.notifier.pending import PendingCallback, read_pending
 from services.notifier.posting import Networks, Poster, PostOutcome
 from services.notifier.schedule import RetrySchedule
-from services.notifier.shares import DeliveryShares
+from services.notifier.scheduler import AttemptScheduler
+from services.notifier.shares import ShareKeys
 from services.notifier.signing import webhook_headers
 from services.notifier.verdict import Verdict, judge
 
@@ -50,7 +52,11 @@ class Attempt:
 
 
 class CallbackDeliverer:
-    """Safe to call from many pool threads: httpx and the engine are thread-safe."""
+    """Safe to call from many pool threads: httpx and the engine are thread-safe.
+
+    ``scheduler``, when given, counted each attempt the line started (``deliver_pending``)
+    and is told when it ends, and how its POST went.
+    """
 
     def __init__(
         self,
@@ -59,7 +65,7 @@ class CallbackDeliverer:
         clock: ClusterClock,
         schedule: RetrySchedule,
         secret_ttl: float = 30.0,
-        shares: DeliveryShares | None = None,
+        scheduler: AttemptScheduler | None = None,
         backoff: StoreBackoff | None = None,
     ) -> None:
         self._engine = engine
@@ -69,36 +75,38 @@ class CallbackDeliverer:
         self._secret_ttl = secret_ttl
         self._terms: dict[int, tuple[float, SendingTerms]] = {}
         self._lock = threading.Lock()
-        # Without a retry tier there is nowhere for an app's excess to wait.
-        self._shares = shares if schedule.tiers else None
+        self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
 
     def deliver(self, body: bytes) -> Attempt | None:
-        """POST the callback in ``body``; None when there is nothing to send.
+        """POST the callback in ``body`` now, outside any line; None when there is
+        nothing to send."""
+        return self.deliver_pending(read_pending(body, ShareKeys()), counted=False)
+
+    def deliver_pending(self, unit: PendingCallback, counted: bool = True) -> Attempt | None:
+        """POST the callback the line started (its attempt ``counted`` with the
+        scheduler); None when there is nothing to send.
 
         A body that cannot be read is parked in the dead-letter queue as it is: sent
-        back to the callbacks queue it would come back for good. A callback whose
-        receiving host or app holds its share of the attempts (``DeliveryShares``) waits in
-        the first retry tier. MySQL out of reach: the pool thread waits a jittered,
-        growing while (``StoreBackoff``) before the message goes back to the queue.
+        back to the callbacks queue it would come back for good. A parked callback (its
+        app's or host's backlog past its bound) waits in the first retry delay, not
+        attempted. MySQL out of reach: the pool thread waits a jittered, growing while
+        (``StoreBackoff``) before the message goes back to the queue.
         """
-        message = read_message(CallbackMessage, body)
+        message = unit.message
         if message is None:
-            log.error("parking a callback message that cannot be read: %r", body[:200])
-            return Attempt(False, OutgoingMessage("", CALLBACKS_DEAD_QUEUE, body, "unreadable"))
-        return self._backoff.run(lambda: self._shared_attempt(message))
-
-    def _shared_attempt(self, message: CallbackMessage) -> Attempt | None:
-        if self._shares is None:
-            return self._attempt(message)
-        if not self._shares.take(message.app_pk, message.url):
+            log.error("parking a callback message that cannot be read: %r", unit.body[:200])
+            dead = OutgoingMessage("", CALLBACKS_DEAD_QUEUE, unit.body, "unreadable")
+            return Attempt(False, dead)
+        if unit.park:
             return self._defer(message)
         try:
-            return self._attempt(message)
+            return self._backoff.run(lambda: self._attempt(message, unit))
         finally:
-            self._shares.give_back(message.app_pk, message.url)
+            if counted and self._scheduler is not None:
+                self._scheduler.finish(unit)
 
-    def _attempt(self, message: CallbackMessage) -> Attempt | None:
+    def _attempt(self, message: CallbackMessage, unit: PendingCallback) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
         with self._engine.connect() as conn:
             delivery = deliveries.get_delivery(conn, message.delivery_id)
@@ -113,7 +121,10 @@ class CallbackDeliverer:
             return None
         began = time.monotonic()
         outcome = self._post(message)
-        duration_ms = int((time.monotonic() - began) * 1000)
+        seconds = time.monotonic() - began
+        if self._scheduler is not None:
+            self._scheduler.observe(unit, seconds, outcome)
+        duration_ms = int(seconds * 1000)
         verdict = judge(outcome, message.attempt, self._schedule, time.time())
         self._record(message, outcome, verdict, duration_ms)
         CALLBACK_ATTEMPTS.labels(outcome=verdict.status.lower()).inc()
@@ -161,19 +172,25 @@ class CallbackDeliverer:
         return None
 
     def _defer(self, message: CallbackMessage) -> Attempt:
-        """Send the callback through the first retry tier unattempted: its receiving host
-        or its app holds its share of the attempts already (slow or hanging receivers)."""
+        """Send the callback through the first retry tier unattempted: its app's or its
+        receiving host's backlog in this notifier is past its bound (a slow receiver)."""
         CALLBACKS_DEFERRED.inc()
         log.debug(
-            "callback deferred: its host or app %d holds its share of attempts",
+            "callback parked: the backlog of its host or of app %d is past its bound",
             message.app_pk,
             extra={"delivery_id": message.delivery_id},
         )
-        queue = retry_queue(self._schedule.rng.choice(self._schedule.buckets(0)))
+        queue = retry_queue(self._park_delay_ms())
         body = message.model_dump_json().encode()
         return Attempt(
             False, OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
         )
+
+    def _park_delay_ms(self) -> int:
+        """A delay of the first retry tier; without tiers, the shortest Retry-After rung."""
+        if self._schedule.tiers:
+            return self._schedule.rng.choice(self._schedule.buckets(0))
+        return self._schedule.rungs()[0]
 
     def _post(self, message: CallbackMessage) -> PostOutcome:
         terms = self._sending_terms(message.app_pk)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from pika.adapters.blocking_connection import BlockingConnection
+from sqlalchemy.engine import Engine
 
 from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
+from common.clock import ClusterClock
 from common.config import NotifierSettings
 from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.heap import freeze_startup_heap
@@ -17,19 +20,50 @@ from common.host_lookups import HostLookups
 from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
-from common.unit_packing import ONE_PER_MESSAGE, unchanged
 from services.notifier.delivery import CallbackDeliverer, follow_ups
-from services.notifier.posting import CallbackPoster
+from services.notifier.fair_line import Backlog, FairLine
+from services.notifier.host_limits import HostLimits
+from services.notifier.pending import CallbackPacking, PendingCallback
+from services.notifier.posting import CallbackPoster, Poster
 from services.notifier.schedule import RetrySchedule
+from services.notifier.scheduler import AttemptScheduler
 from services.notifier.shares import (
     AppShares,
+    BackgroundAddresses,
     DeliveryShares,
     ShareKeys,
     default_share,
     lookup_address,
 )
+from services.notifier.standing import StandingReporter
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NotifierParts:
+    """What every connection's consumer shares: the deliverer, the scheduler of
+    attempts and the host keys."""
+
+    deliverer: CallbackDeliverer
+    scheduler: AttemptScheduler
+    keys: ShareKeys
+    reporter: StandingReporter | None = None
+
+
+def notifier_parts(
+    settings: NotifierSettings, engine: Engine, poster: Poster, clock: ClusterClock
+) -> NotifierParts:
+    """The deliverer, scheduler and host keys the settings describe."""
+    scheduler = attempt_scheduler(settings)
+    deliverer = CallbackDeliverer(
+        engine, poster, clock, retry_schedule(settings), settings.secret_cache_seconds, scheduler
+    )
+    return NotifierParts(deliverer, scheduler, share_keys())
+
+
+def _unchanged(units: Sequence[PendingCallback]) -> Sequence[PendingCallback]:
+    return units
 
 
 def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
@@ -43,16 +77,27 @@ def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
 ADDRESS_LOOKUP_SECONDS = 2.0
 
 
-def delivery_shares(settings: NotifierSettings) -> DeliveryShares:
-    """Each app's and each receiving host's share of the notifier's attempts."""
+# Posting threads besides the attempts: parked and unreadable callbacks go through
+# them at once, even while every attempt is taken.
+QUICK_THREADS = 2
+
+
+def attempt_scheduler(settings: NotifierSettings) -> AttemptScheduler:
+    """Each app's and each receiving host's share of the notifier's attempts, and each
+    host's adaptive limit."""
     slots = settings.concurrency
-    address_of = lookup_address(HostLookups(), ADDRESS_LOOKUP_SECONDS)
-    return DeliveryShares(
+    shares = DeliveryShares(
         AppShares(slots, settings.app_share or default_share(slots)),
         AppShares(slots, settings.host_share or default_share(slots)),
-        settings.share_wait_seconds,
-        ShareKeys(address_of),
     )
+    limits = HostLimits(slots, settings.host_slow_seconds, slow_floor=default_share(slots))
+    return AttemptScheduler(slots, shares, limits)
+
+
+def share_keys() -> ShareKeys:
+    """Host keys by registrable domain and by address, the address looked up in the
+    background so that the consumer's thread never waits for DNS."""
+    return ShareKeys(BackgroundAddresses(lookup_address(HostLookups(), ADDRESS_LOOKUP_SECONDS)))
 
 
 def _declare(connection: BlockingConnection, settings: NotifierSettings) -> None:
@@ -78,27 +123,52 @@ def _redeclaring(
     return reroute
 
 
-def _serve(settings: NotifierSettings, deliverer: CallbackDeliverer, stop: threading.Event) -> None:
+def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
+    return ConsumerSettings(
+        CALLBACKS_QUEUE,
+        settings.concurrency + QUICK_THREADS,
+        prefetch=settings.held_callbacks,
+        hold_unrouted=True,
+    )
+
+
+def _released(scheduler: AttemptScheduler) -> Callable[[Sequence[PendingCallback]], None]:
+    """The consumer's ``release``: attempts counted but never run give their count back."""
+
+    def release(units: Sequence[PendingCallback]) -> None:
+        for unit in units:
+            if not unit.goes_at_once:
+                scheduler.finish(unit)
+
+    return release
+
+
+def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Event) -> None:
     """Consume callbacks on one connection until ``stop``, then let running posts end."""
     connection = connect(settings, "kairos notifier")
     consumer = None
     try:
         _declare(connection, settings)
+        line = FairLine(parts.scheduler, Backlog(settings.app_backlog, settings.host_backlog))
         consumer = PooledConsumer(
             connection,
-            ConsumerSettings(CALLBACKS_QUEUE, settings.concurrency, hold_unrouted=True),
+            _consumer_settings(settings),
             ConsumerWork(
-                ONE_PER_MESSAGE,
-                unchanged,
-                deliverer.deliver,
+                CallbackPacking(parts.keys),
+                _unchanged,
+                parts.deliverer.deliver_pending,
                 follow_ups,
+                release=_released(parts.scheduler),
                 reroute=_redeclaring(connection, settings),
+                line=line,
             ),
         )
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)
         while not stop.is_set():
             connection.process_data_events(time_limit=0.2)
+            if parts.reporter is not None:
+                parts.reporter.maybe_report(parts.scheduler, line)
         consumer.stop_consuming()
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
@@ -122,16 +192,12 @@ def run_notifier(settings: NotifierSettings) -> None:
     )
     poster = CallbackPoster(settings.request_timeout_seconds, policy=policy)
     poster.start()
-    deliverer = CallbackDeliverer(
-        stores.engine,
-        poster,
-        stores.clock,
-        retry_schedule(settings),
-        settings.secret_cache_seconds,
-        delivery_shares(settings),
-    )
+    parts = notifier_parts(settings, stores.engine, poster, stores.clock)
+    reporter = StandingReporter(stores.redis, stores.keys, stores.clock.now_ms)
+    parts = replace(parts, reporter=reporter)
     freeze_startup_heap()
-    keep_serving("notifier", lambda: _serve(settings, deliverer, stop), stop)
+    keep_serving("notifier", lambda: _serve(settings, parts, stop), stop)
+    reporter.close()
     poster.close()
     stores.engine.dispose()
     log.info("notifier stopped")

@@ -162,67 +162,80 @@ def lookup_address(
     return address_of
 
 
-class DeliveryShares:
-    """An attempt takes a slot of its app's share and of its receiving host's share,
-    both or neither.
+class BackgroundAddresses:
+    """An ``AddressOf`` that never blocks its caller (the consumer's connection thread):
+    a name's address as last looked up, kept ``keep_seconds``; a name not looked up yet,
+    or whose answer is older, is looked up in a thread of its own, and counts by its
+    answer from then on (by domain alone until the first one)."""
 
-    A callback over a share waits up to ``wait_seconds`` for an attempt of its app and
-    host to end before it is deferred: under a burst of one app's callbacks, attempts
-    end every few milliseconds, and a callback deferred at once would go round the
-    first retry tier (seconds) many times over. A receiver that hangs ends no attempt,
-    so its excess is deferred after the wait, and other apps' callbacks find the slots
-    kept for them.
+    def __init__(self, lookup: AddressOf, keep_seconds: float = ADDRESS_KEEP_SECONDS) -> None:
+        self._lookup = lookup
+        self._keep = keep_seconds
+        self._kept: dict[tuple[str, int], tuple[float, str | None]] = {}
+        self._asked: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str, port: int) -> str | None:
+        """The address last found for ``host``, looking it up again if it is stale."""
+        key = (host, port)
+        with self._lock:
+            kept = self._kept.get(key)
+            fresh = kept is not None and time.monotonic() - kept[0] < self._keep
+            if not fresh and key not in self._asked and len(self._asked) < MAX_LOOKUPS:
+                self._asked.add(key)
+                threading.Thread(target=self._refresh, args=key, daemon=True).start()
+        return kept[1] if kept is not None else None
+
+    def _refresh(self, host: str, port: int) -> None:
+        try:
+            address = self._lookup(host, port)
+        finally:
+            with self._lock:
+                self._asked.discard((host, port))
+        with self._lock:
+            if len(self._kept) > 10_000:
+                self._kept.clear()
+            self._kept[(host, port)] = (time.monotonic(), address)
+
+
+# Lookups under way at once, at most; a name past it counts by domain until one ends.
+MAX_LOOKUPS = 64
+
+
+class DeliveryShares:
+    """An attempt takes a slot of its app's share and of its receiving host's shares
+    (domain and address), all or none.
+
+    Nothing waits here: a callback over a share stays in the notifier's line
+    (``services.notifier.fair_line``) without a slot, and the callbacks behind it go
+    first. Not thread-safe by itself: ``AttemptScheduler`` holds the lock.
     """
 
-    def __init__(
-        self,
-        apps: AppShares,
-        hosts: AppShares,
-        wait_seconds: float = 0.0,
-        keys: ShareKeys | None = None,
-    ) -> None:
+    def __init__(self, apps: AppShares, hosts: AppShares) -> None:
         self._apps = apps
         self._domains = hosts
         self._addresses = hosts.twin()
-        self._wait = wait_seconds
-        self._keys = keys or ShareKeys()
-        self._changed = threading.Condition()
-        # The host keys each attempt under way took, to give back those very keys even
-        # when the host resolves elsewhere by then.
-        self._held: dict[tuple[int, str], list[HostKeys]] = {}
 
-    def take(self, app_id: int, url: str) -> bool:
-        """Count one more attempt of the app to the URL's domain and address; False if
-        it must wait longer than ``wait_seconds``."""
-        hosts = self._keys.of(url)
-        deadline = time.monotonic() + self._wait
-        with self._changed:
-            while not (self._apps.allows(app_id) and self._hosts_allow(hosts)):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-            self._apps.take(app_id)
-            self._domains.take(hosts.domain)
-            if hosts.address is not None:
-                self._addresses.take(hosts.address)
-            self._held.setdefault((app_id, url), []).append(hosts)
-            return True
+    def take(self, app_id: int, hosts: HostKeys) -> bool:
+        """Count one more attempt of the app to these host keys; False if one of its
+        shares is full."""
+        if not (self._apps.allows(app_id) and self._hosts_allow(hosts)):
+            return False
+        self._apps.take(app_id)
+        self._domains.take(hosts.domain)
+        if hosts.address is not None:
+            self._addresses.take(hosts.address)
+        return True
 
     def _hosts_allow(self, hosts: HostKeys) -> bool:
         if not self._domains.allows(hosts.domain):
             return False
         return hosts.address is None or self._addresses.allows(hosts.address)
 
-    def give_back(self, app_id: int, url: str) -> None:
-        """The attempt ended."""
-        with self._changed:
-            self._apps.give_back(app_id)
-            held = self._held.get((app_id, url))
-            hosts = held.pop() if held else self._keys.of(url)
-            if not held:
-                self._held.pop((app_id, url), None)
-            self._domains.give_back(hosts.domain)
-            if hosts.address is not None:
-                self._addresses.give_back(hosts.address)
-            self._changed.notify_all()
+    def give_back(self, app_id: int, hosts: HostKeys) -> None:
+        """The attempt ``take`` counted ended: its very keys are given back, even when
+        the host resolves elsewhere by then."""
+        self._apps.give_back(app_id)
+        self._domains.give_back(hosts.domain)
+        if hosts.address is not None:
+            self._addresses.give_back(hosts.address)

@@ -23,8 +23,7 @@ from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.jobs import NewJob, insert_jobs
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
-from services.notifier.delivery import CallbackDeliverer
-from services.notifier.main import _serve, delivery_shares, retry_schedule
+from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
 from tests.integration.helpers import make_app
 from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
@@ -48,16 +47,9 @@ def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
     )
     poster = CallbackPoster(settings.request_timeout_seconds, policy=LOCAL_RECEIVERS)
     poster.start()
-    deliverer = CallbackDeliverer(
-        engine,
-        poster,
-        ClusterClock(redis_client),
-        retry_schedule(settings),
-        settings.secret_cache_seconds,
-        delivery_shares(settings),
-    )
+    parts = notifier_parts(settings, engine, poster, ClusterClock(redis_client))
     stop = threading.Event()
-    thread = threading.Thread(target=_serve, args=(settings, deliverer, stop), daemon=True)
+    thread = threading.Thread(target=_serve, args=(settings, parts, stop), daemon=True)
     thread.start()
     yield
     stop.set()

@@ -21,8 +21,7 @@ from common.db.apps import AppCredentials
 from common.runtime import keep_serving
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
-from services.notifier.delivery import CallbackDeliverer
-from services.notifier.main import _serve, delivery_shares, retry_schedule
+from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
 from tests.integration.notifier_helpers import app, notifier, record, row, send, wait_for_status
 from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
@@ -83,17 +82,11 @@ def test_callbacks_in_flight_when_the_notifier_reconnects_arrive_under_their_own
     settings = NotifierSettings(namespace=namespace.namespace, retry_tiers_seconds="1")
     poster = CallbackPoster(10, policy=LOCAL_RECEIVERS)
     poster.start()
-    deliverer = CallbackDeliverer(
-        engine,
-        poster,
-        ClusterClock(redis_client),
-        retry_schedule(settings),
-        shares=delivery_shares(settings),
-    )
+    parts = notifier_parts(settings, engine, poster, ClusterClock(redis_client))
     stop = threading.Event()
     serving = threading.Thread(
         target=keep_serving,
-        args=("notifier", lambda: _serve(settings, deliverer, stop), stop),
+        args=("notifier", lambda: _serve(settings, parts, stop), stop),
         daemon=True,
     )
     serving.start()

@@ -20,8 +20,7 @@ from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
 from common.db.apps import AppCredentials, rotate_signing_secret
 from common.topology import CALLBACKS_DEAD_QUEUE, retry_queue
-from services.notifier.delivery import CallbackDeliverer
-from services.notifier.main import _serve, retry_schedule
+from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
 from tests.integration.notifier_helpers import (
     app,
@@ -141,11 +140,9 @@ def test_a_retry_queue_deleted_under_the_notifier_loses_no_callback(
     )
     poster = CallbackPoster(3, policy=LOCAL_RECEIVERS)
     poster.start()
-    deliverer = CallbackDeliverer(
-        engine, poster, ClusterClock(redis_client), retry_schedule(settings)
-    )
+    parts = notifier_parts(settings, engine, poster, ClusterClock(redis_client))
     stop = threading.Event()
-    thread = threading.Thread(target=_serve, args=(settings, deliverer, stop), daemon=True)
+    thread = threading.Thread(target=_serve, args=(settings, parts, stop), daemon=True)
     thread.start()
     receiver = ScriptedReceiver([Answer(500)])
     try:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
-from services.notifier.shares import AppShares, DeliveryShares, default_share
+from services.notifier.shares import AppShares, default_share
 
 
 def test_an_app_alone_uses_all_but_a_share_of_the_slots() -> None:
@@ -32,19 +29,3 @@ def test_a_share_given_back_is_taken_again() -> None:
 
 def test_the_default_share_is_a_quarter_and_at_least_one() -> None:
     assert [default_share(n) for n in (1, 4, 16, 64)] == [1, 1, 4, 16]
-
-
-def test_a_callback_over_its_share_takes_the_slot_an_ending_attempt_frees() -> None:
-    shares = DeliveryShares(AppShares(slots=4, share=1), AppShares(slots=4, share=4), 5.0)
-    assert all(shares.take(1, "http://r/a") for _ in range(3))
-    threading.Timer(0.1, shares.give_back, (1, "http://r/a")).start()
-    began = time.monotonic()
-    assert shares.take(1, "http://r/a"), "an attempt ended within the wait"
-    assert time.monotonic() - began < 4, "taken when the slot freed, not at the deadline"
-
-
-def test_a_callback_over_its_share_is_deferred_when_no_attempt_ends_in_time() -> None:
-    shares = DeliveryShares(AppShares(slots=4, share=1), AppShares(slots=4, share=4), 0.2)
-    assert all(shares.take(1, "http://r/a") for _ in range(3))
-    assert not shares.take(1, "http://r/a")
-    assert shares.take(2, "http://r/b"), "the slot kept for other apps is theirs at once"

@@ -90,5 +90,9 @@ def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:
     assert (message.exchange, message.routing_key) == (CALLBACKS_EXCHANGE, CALLBACKS_QUEUE)
     assert message.message_id == "msg_abc"
     assert CallbackMessage.model_validate_json(message.body) == CallbackMessage(
-        delivery_id="msg_abc", app_pk=7, url="https://example.com/cb", payload='{"jobId":42}'
+        delivery_id="msg_abc",
+        app_pk=7,
+        url="https://example.com/cb",
+        payload='{"jobId":42}',
+        job_id=42,
     )

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.notifier.shares import AppShares, DeliveryShares, ShareKeys, registrable_domain
+from services.notifier.shares import (
+    AppShares,
+    DeliveryShares,
+    HostKeys,
+    ShareKeys,
+    registrable_domain,
+)
 
 ADDRESSES = {
     "a.x.com": "198.51.100.1",
@@ -21,9 +27,23 @@ def address_of(host: str, _port: int) -> str | None:
     return ADDRESSES.get(host)
 
 
-def shares(keys: ShareKeys | None = None) -> DeliveryShares:
-    # 8 slots, each app and each host may hold 2 while 2 stay free for the others.
-    return DeliveryShares(AppShares(slots=8, share=8), AppShares(slots=8, share=2), 0.0, keys)
+class UrlShares:
+    """Shares taken by URL, its host keys found as the notifier finds them."""
+
+    def __init__(self, keys: ShareKeys | None = None) -> None:
+        self.keys = keys or ShareKeys()
+        # 8 slots, each app and each host may hold 2 while 2 stay free for the others.
+        self.shares = DeliveryShares(AppShares(slots=8, share=8), AppShares(slots=8, share=2))
+
+    def take(self, app_id: int, url: str) -> bool:
+        return self.shares.take(app_id, self.keys.of(url))
+
+    def give_back(self, app_id: int, hosts: HostKeys) -> None:
+        self.shares.give_back(app_id, hosts)
+
+
+def shares(keys: ShareKeys | None = None) -> UrlShares:
+    return UrlShares(keys)
 
 
 @pytest.mark.parametrize(
@@ -62,11 +82,11 @@ def test_two_names_on_one_address_share_one_share() -> None:
 def test_an_attempt_gives_back_what_it_took_though_the_name_moved() -> None:
     table = dict(ADDRESSES)
     delivery = shares(ShareKeys(lambda host, _port: table.get(host)))
-    url = "https://hooks.alpha.example/"
-    assert all(delivery.take(n, url) for n in range(6))
+    taken = delivery.keys.of("https://hooks.alpha.example/")
+    assert all(delivery.shares.take(n, taken) for n in range(6))
     table["hooks.alpha.example"] = "192.0.2.200"
     for n in range(6):
-        delivery.give_back(n, url)
+        delivery.give_back(n, taken)
     assert all(delivery.take(n, "https://hooks.beta.example/") for n in range(6))
 
 

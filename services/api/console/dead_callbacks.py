@@ -1,10 +1,13 @@
-"""Dead callbacks: the deliveries parked after their last retry, with their last error;
-replay one or all (``common.dead_letters``, as ``kairos callbacks replay`` does)."""
+"""The callbacks page: the receiving hosts and apps as the notifiers report them (as
+``kairos callbacks hosts`` shows them), and the dead callbacks, parked after their last
+retry, with their last error; replay one or all (``common.dead_letters``, as ``kairos
+callbacks replay`` does)."""
 
 from __future__ import annotations
 
 import logging
 
+import redis
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -17,6 +20,7 @@ from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.state import ApiState
+from services.callback_operations import ReceivingHosts, receiving_hosts
 from services.operations import replay_dead_callbacks
 
 log = logging.getLogger(__name__)
@@ -37,13 +41,24 @@ def _queue_depth(state: ApiState) -> tuple[int | None, str | None]:
     return (int(found["ready"]) + int(found["unacked"]) if found else 0), None
 
 
+def _receiving_hosts(state: ApiState) -> tuple[ReceivingHosts | None, str | None]:
+    try:
+        return receiving_hosts(state), None
+    except redis.RedisError as e:
+        return None, f"Redis did not answer ({type(e).__name__})"
+
+
 def dead_context(state: ApiState) -> PageContext:
-    """The dead deliveries, newest first, and the dead queue's depth."""
+    """The dead deliveries, newest first, the dead queue's depth, and the receiving
+    hosts and apps as the notifiers report them."""
     with state.engine.connect() as conn:
         rows = dead_deliveries(conn, LISTED)
         total = count_dead(conn)
     depth, error = _queue_depth(state)
+    receiving, receiving_error = _receiving_hosts(state)
     return {
+        "receiving": receiving,
+        "receiving_error": receiving_error,
         "deliveries": rows,
         "total": total,
         "depth": depth,

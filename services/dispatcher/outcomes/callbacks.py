@@ -122,6 +122,7 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
         app_pk=delivery.app_pk,
         url=delivery.url,
         payload=delivery.payload,
+        job_id=delivery.job_id,
     )
     return OutgoingMessage(
         exchange=CALLBACKS_EXCHANGE,

@@ -1,0 +1,233 @@
+"""The notifier's waiting line: callbacks wait per app and per receiving host, and the
+next free attempt goes to the app furthest below its share, then to its host with the
+fewest attempts going.
+
+A callback whose app or host may not have another attempt now (``AttemptScheduler``)
+waits here without a posting thread, and the callbacks behind it go first: a slow
+receiver's backlog never holds up another app's callbacks, or another host's. Messages
+stay unacked while they wait; a delivery is acked once its attempt is recorded.
+
+The notifier holds many messages (a large prefetch) so that other apps' callbacks reach
+the line while one host's backlog waits. So that its backlog alone never fills the
+prefetch, a callback that arrives while its app already has ``app_backlog`` waiting, or
+its host ``host_backlog``, is parked: it goes through the first retry delay without an
+attempt and comes back to the queue's end. So is one that waited ``max_wait`` seconds
+(a host that fails every attempt, its limit down to one): RabbitMQ closes a channel
+that keeps a delivery unacked past its consumer timeout (30 minutes by default).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, replace
+from itertools import count
+
+from services.notifier.pending import PendingCallback
+from services.notifier.scheduler import AttemptScheduler
+
+Entry = tuple[int, PendingCallback]
+
+# How long a callback waits in the line at most before it is parked; how often that is
+# looked at.
+MAX_WAIT_SECONDS = 300.0
+SWEEP_SECONDS = 1.0
+# How far into one app's line to one host a job's later callbacks are looked past, when
+# the job's earlier one is being attempted.
+SCAN_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """How many callbacks of one app, or to one host, may wait in the line; past
+    either, the next one is parked."""
+
+    app: int
+    host: int
+
+
+class FairLine:
+    """A ``WaitingLine`` of pending callbacks for one consumer (its delivery tags)."""
+
+    def __init__(
+        self,
+        scheduler: AttemptScheduler,
+        backlog: Backlog,
+        max_wait: float = MAX_WAIT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._scheduler = scheduler
+        self._backlog = backlog
+        self._max_wait = max_wait
+        self._clock = clock
+        self._swept = clock()
+        self._queues: dict[int, dict[str, deque[Entry]]] = {}
+        # Units that go without an attempt (parked or unreadable): first out.
+        self._quick: deque[Entry] = deque()
+        self._by_app: Counter[int] = Counter()
+        self._by_host: Counter[str] = Counter()
+        self._served: dict[Hashable, int] = {}
+        self._turns = count(1)
+
+    def __len__(self) -> int:
+        """How many callbacks wait."""
+        return len(self._quick) + sum(self._by_app.values())
+
+    def waiting_by_app(self) -> dict[int, int]:
+        """Callbacks waiting for an attempt, by app."""
+        return dict(self._by_app)
+
+    def waiting_by_host(self) -> dict[str, int]:
+        """Callbacks waiting for an attempt, by host."""
+        return dict(self._by_host)
+
+    def add(self, tag: int, unit: PendingCallback) -> None:
+        """The callback waits with its app's and host's others, or is parked."""
+        if unit.goes_at_once:
+            self._quick.append((tag, unit))
+        elif self._over_backlog(unit):
+            self._quick.append((tag, replace(unit, park=True)))
+        else:
+            self._enqueue((tag, unit), last=True)
+
+    def _over_backlog(self, unit: PendingCallback) -> bool:
+        return (
+            self._by_app[unit.app_pk] >= self._backlog.app
+            or self._by_host[unit.hosts.domain] >= self._backlog.host
+        )
+
+    def _enqueue(self, entry: Entry, last: bool) -> None:
+        unit = entry[1]
+        hosts = self._queues.setdefault(unit.app_pk, {})
+        queue = hosts.setdefault(unit.hosts.domain, deque())
+        if last:
+            queue.append(entry)
+        else:
+            queue.appendleft(entry)
+        self._by_app[unit.app_pk] += 1
+        self._by_host[unit.hosts.domain] += 1
+
+    def take(self, slots: int) -> list[Entry]:
+        """Up to ``slots`` callbacks to run now: the parked and unreadable first, then
+        attempts, each counted as started with the scheduler."""
+        self._park_overdue()
+        taken: list[Entry] = []
+        while len(taken) < slots and self._quick:
+            taken.append(self._quick.popleft())
+        while len(taken) < slots:
+            picked = self._pick()
+            if picked is None:
+                break
+            taken.append(picked)
+        return taken
+
+    def _park_overdue(self) -> None:
+        """Park the callbacks that waited ``max_wait`` (looked at once a second)."""
+        now = self._clock()
+        if now - self._swept < SWEEP_SECONDS:
+            return
+        self._swept = now
+        for app, hosts in list(self._queues.items()):
+            for host, queue in list(hosts.items()):
+                while queue and now - queue[0][1].arrived >= self._max_wait:
+                    tag, unit = queue.popleft()
+                    self._quick.append((tag, replace(unit, park=True)))
+                    self._leave(app, host)
+
+    def _pick(self) -> Entry | None:
+        """The next attempt: the app with the fewest attempts going (the longest since
+        served among equals), then its host likewise, whose first callback may start."""
+        scheduler = self._scheduler
+        if scheduler.free <= 0:
+            return None
+        for app in sorted(self._queues, key=lambda a: (scheduler.app_in_flight(a), self._turn(a))):
+            hosts = self._queues[app]
+            order = sorted(hosts, key=lambda h: (scheduler.host_in_flight(h), self._turn(h)))
+            for host in order:
+                found = self._first_startable(hosts[host])
+                if found is not None:
+                    self._taken(app, host)
+                    return found
+        return None
+
+    def _turn(self, key: Hashable) -> int:
+        return self._served.get(key, 0)
+
+    def _first_startable(self, queue: deque[Entry]) -> Entry | None:
+        """The first callback of one app's line to one host that may start, counted as
+        started; a job's later callbacks wait behind its earlier one."""
+        held_back: set[int] = set()
+        for index, entry in enumerate(queue):
+            if index >= SCAN_DEPTH:
+                return None
+            job = entry[1].job_id
+            if job is not None and (job in held_back or self._scheduler.job_in_flight(job)):
+                held_back.add(job)
+                continue
+            if not self._scheduler.try_start(entry[1]):
+                return None  # its app or host is at its share: so is the rest of this line
+            del queue[index]
+            return entry
+        return None
+
+    def _taken(self, app: int, host: str) -> None:
+        self._leave(app, host)
+        turn = next(self._turns)
+        self._served[app] = self._served[host] = turn
+        if len(self._served) > 10_000:
+            self._served.clear()
+
+    def _leave(self, app: int, host: str) -> None:
+        """One callback of ``app`` to ``host`` left its line."""
+        self._by_app[app] -= 1
+        self._by_host[host] -= 1
+        if self._by_app[app] <= 0:
+            del self._by_app[app]
+        if self._by_host[host] <= 0:
+            del self._by_host[host]
+        hosts = self._queues[app]
+        if not hosts[host]:
+            del hosts[host]
+        if not hosts:
+            del self._queues[app]
+
+    def put_back(self, batch: Sequence[Entry]) -> None:
+        """Callbacks ``take`` gave, unstarted: their attempts are given back and they
+        wait again at the head of their lines."""
+        for entry in reversed(batch):
+            unit = entry[1]
+            if unit.goes_at_once:
+                self._quick.appendleft(entry)
+            else:
+                self._scheduler.finish(unit)
+                self._enqueue(entry, last=False)
+
+    def tags(self) -> set[int]:
+        """The deliveries whose callbacks wait."""
+        return {tag for tag, _ in self._entries()}
+
+    def _entries(self) -> list[Entry]:
+        found = list(self._quick)
+        for hosts in self._queues.values():
+            for queue in hosts.values():
+                found += queue
+        return found
+
+    def withdraw(self, tags: set[int]) -> dict[int, list[PendingCallback]]:
+        """Take the waiting callbacks of these deliveries out of the line."""
+        rests: dict[int, list[PendingCallback]] = {}
+        kept = [entry for entry in self._entries() if entry[0] not in tags]
+        for tag, unit in self._entries():
+            if tag in tags:
+                rests.setdefault(tag, []).append(unit)
+        self._quick.clear()
+        self._queues.clear()
+        self._by_app.clear()
+        self._by_host.clear()
+        for entry in kept:
+            if entry[1].goes_at_once:
+                self._quick.append(entry)
+            else:
+                self._enqueue(entry, last=True)
+        return rests

@@ -1,0 +1,177 @@
+"""The notifier's fair line on fakes: a callback that may not be attempted now waits
+without a posting thread and without holding up the callbacks behind it; the next
+attempt goes to the app furthest below its share, then by host; a job's callbacks go
+one at a time, oldest first; a backlog past its bound is parked."""
+
+from __future__ import annotations
+
+from common.messages import CallbackMessage
+from services.notifier.fair_line import Backlog, FairLine
+from services.notifier.host_limits import HostLimits
+from services.notifier.pending import PendingCallback, read_pending
+from services.notifier.posting import PostOutcome
+from services.notifier.scheduler import AttemptScheduler
+from services.notifier.shares import AppShares, DeliveryShares, ShareKeys
+
+WIDE = Backlog(app=1_000, host=1_000)
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scheduler(slots: int = 4, app_share: int = 1, host_share: int = 4) -> AttemptScheduler:
+    shares = DeliveryShares(AppShares(slots, app_share), AppShares(slots, host_share))
+    return AttemptScheduler(slots, shares, HostLimits(slots, slow_seconds=1.0, slow_floor=2))
+
+
+def callback(app: int, host: str, job: int | None = None, arrived: float = 0.0) -> PendingCallback:
+    message = CallbackMessage(
+        delivery_id=f"d-{app}-{host}-{job}", app_pk=app, url=f"http://{host}/hook", payload="{}"
+    )
+    message = message.model_copy(update={"job_id": job})
+    return PendingCallback(
+        message.model_dump_json().encode(), message, ShareKeys().of(message.url), arrived
+    )
+
+
+def fill(line: FairLine, units: list[PendingCallback]) -> None:
+    for tag, unit in enumerate(units, start=1):
+        line.add(tag, unit)
+
+
+def apps_of(taken: list[tuple[int, PendingCallback]]) -> list[int]:
+    return [unit.app_pk for _, unit in taken]
+
+
+def test_another_apps_callbacks_go_past_a_backlog_that_arrived_first() -> None:
+    line = FairLine(scheduler(slots=8, app_share=2), WIDE)
+    fill(line, [callback(1, "slow.example") for _ in range(50)] + [callback(2, "fast.example")] * 3)
+    assert apps_of(line.take(4)) == [1, 2, 1, 2], "each app in turn, not the first 4 in line"
+    assert len(line) == 49
+
+
+def test_a_callback_over_its_share_waits_without_a_slot_and_the_next_app_takes_it() -> None:
+    plan = scheduler(slots=4, app_share=1)
+    line = FairLine(plan, WIDE)
+    fill(line, [callback(1, "slow.example") for _ in range(10)])
+    hanging = line.take(4)
+    assert apps_of(hanging) == [1, 1, 1], "app 1 leaves the last slot for the others"
+    assert line.take(4) == [], "over its share it waits, and takes no slot"
+    line.add(99, callback(2, "fast.example"))
+    [(tag, unit)] = line.take(4)
+    assert (tag, unit.app_pk, unit.park) == (99, 2, False)
+    plan.finish(unit)
+    line.add(100, callback(2, "fast.example"))
+    assert apps_of(line.take(4)) == [2], "the slot freed goes to app 2, furthest below its share"
+    assert len(line) == 7 and all(not u.park for _, u in hanging), "app 1 waits, unparked"
+
+
+def test_hosts_of_one_app_take_turns() -> None:
+    line = FairLine(scheduler(slots=8, app_share=8, host_share=8), WIDE)
+    fill(line, [callback(1, "a.example")] * 5 + [callback(1, "b.example")] * 5)
+    hosts = [unit.hosts.domain for _, unit in line.take(4)]
+    assert hosts == ["a.example:80", "b.example:80"] * 2
+
+
+def test_a_jobs_later_callback_waits_for_its_earlier_one_and_others_pass() -> None:
+    plan = scheduler(slots=8, app_share=8, host_share=8)
+    line = FairLine(plan, WIDE)
+    first, second, other = callback(1, "h", job=7), callback(1, "h", job=7), callback(1, "h", job=8)
+    fill(line, [first, second, other])
+    taken = line.take(8)
+    assert [u.job_id for _, u in taken] == [7, 8], "job 7's second waits for its first"
+    plan.finish(taken[0][1])
+    assert [u.job_id for _, u in line.take(8)] == [7]
+
+
+def test_past_its_backlog_an_apps_callback_is_parked_and_goes_first() -> None:
+    line = FairLine(scheduler(), Backlog(app=2, host=100))
+    fill(line, [callback(1, "slow.example") for _ in range(3)])
+    taken = line.take(1)
+    assert [(tag, unit.park) for tag, unit in taken] == [(3, True)]
+
+
+def test_past_a_hosts_backlog_every_apps_callback_to_it_is_parked() -> None:
+    line = FairLine(scheduler(), Backlog(app=100, host=2))
+    fill(
+        line,
+        [callback(1, "slow.example"), callback(2, "slow.example"), callback(3, "slow.example")],
+    )
+    line.add(4, callback(3, "fast.example"))
+    parked = [tag for tag, unit in line.take(8) if unit.park]
+    assert parked == [3]
+
+
+def test_a_callback_waiting_too_long_is_parked() -> None:
+    clock = Clock()
+    plan = scheduler(slots=4, app_share=1)
+    line = FairLine(plan, WIDE, max_wait=300, clock=clock)
+    fill(line, [callback(1, "h", arrived=0.0) for _ in range(5)])
+    assert len(line.take(4)) == 3
+    clock.now = 301.0
+    parked = line.take(4)
+    assert [unit.park for _, unit in parked] == [True, True], "parked, not attempted"
+    assert len(line) == 0
+
+
+def test_a_callback_that_cannot_be_read_goes_at_once() -> None:
+    line = FairLine(scheduler(), WIDE)
+    fill(line, [callback(1, "h")] * 3)
+    line.add(9, read_pending(b"not json", ShareKeys()))
+    assert line.take(1)[0][0] == 9
+
+
+def test_callbacks_put_back_give_their_attempts_back_and_wait_first() -> None:
+    plan = scheduler(slots=4, app_share=4)
+    line = FairLine(plan, WIDE)
+    fill(line, [callback(1, "h") for _ in range(6)])
+    taken = line.take(4)
+    assert plan.free == 0
+    line.put_back(taken)
+    assert plan.free == 4
+    assert [tag for tag, _ in line.take(2)] == [1, 2]
+
+
+def test_withdrawn_callbacks_leave_the_line_the_rest_keep_their_order() -> None:
+    line = FairLine(scheduler(slots=8, app_share=8), WIDE)
+    fill(line, [callback(1, "h") for _ in range(5)])
+    rests = line.withdraw({2, 4})
+    assert sorted(rests) == [2, 4] and line.tags() == {1, 3, 5}
+    assert [tag for tag, _ in line.take(8)] == [1, 3, 5]
+
+
+def test_a_failing_host_loses_half_its_limit_a_slow_one_one_and_quick_answers_restore_it() -> None:
+    limits = HostLimits(ceiling=16, slow_seconds=1.0, slow_floor=4)
+    for _ in range(3):
+        limits.record("h", 15.0, failed=True)
+    assert limits.limit_of("h") == 2
+    limits.record("h", 2.0, failed=False)
+    assert limits.limit_of("h") == 2, "a slow answer never raises a limit to the slow floor"
+    for _ in range(200):
+        limits.record("h", 0.01, failed=False)
+    assert limits.limit_of("h") == 16
+    for _ in range(20):
+        limits.record("h", 2.0, failed=False)
+    assert limits.limit_of("h") == 4, "slow answers take it down to the slow floor, no lower"
+    assert limits.limit_of("other") == 16
+
+
+def test_a_host_at_its_adaptive_limit_waits_while_other_hosts_go() -> None:
+    plan = scheduler(slots=8, app_share=8, host_share=8)
+    line = FairLine(plan, WIDE)
+    probe = callback(1, "slow.example")
+    for _ in range(4):
+        plan.observe(probe, 15.0, PostOutcome(None, "no answer"))
+    fill(line, [callback(1, "slow.example") for _ in range(5)] + [callback(1, "fast.example")] * 3)
+    hosts = [unit.hosts.domain for _, unit in line.take(8)]
+    assert hosts.count("slow.example:80") == 1, "its limit fell to one"
+    assert hosts.count("fast.example:80") == 3
+    [view] = [v for v in plan.hosts(set()) if v.host == "slow.example:80"]
+    assert (view.in_flight, view.limit, view.failures) == (1, 1, 4)
