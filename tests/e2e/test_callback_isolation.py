@@ -77,7 +77,9 @@ def assert_backlog_shown(processes: Processes, url: str, tenant: Tenant) -> None
 
     wait_until(shown, 30, what="the slow host's backlog in `kairos callbacks hosts`")
     host = found[-1]
-    assert host["waiting"] > 0 and 1 <= host["inFlight"] <= host["limit"], host
+    # In flight may stand above a limit just lowered: a lower limit ends no attempt
+    # already going, it only starts fewer.
+    assert host["waiting"] > 0 and host["inFlight"] >= 1, host
 
 
 def test_a_fast_apps_callbacks_arrive_within_seconds_while_another_apps_receiver_is_slow(
