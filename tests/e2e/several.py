@@ -14,7 +14,6 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import httpx
 
 from tests.chaos.ledger import Ledger
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
+from tests.e2e.local_receiver import LocalReceiver
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLER = "chaos.effect"
@@ -39,27 +39,13 @@ class CountingReceiver:
 
     def __init__(self) -> None:
         self.posts: Counter[str] = Counter()
-        lock = threading.Lock()
-        receiver = self
+        self._lock = threading.Lock()
+        self._server = LocalReceiver(self._count)
+        self.url = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                with lock:
-                    receiver.posts[self.headers.get("webhook-id", "")] += 1
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+    def _count(self, _body: bytes, delivery_id: str) -> None:
+        with self._lock:
+            self.posts[delivery_id] += 1
 
     def twice(self) -> dict[str, int]:
         """The webhook ids POSTed more than once."""
@@ -67,8 +53,7 @@ class CountingReceiver:
 
     def close(self) -> None:
         """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 @dataclass(frozen=True)

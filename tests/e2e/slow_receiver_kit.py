@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from common.timefmt import parse_instant
 from tests.e2e.fair_share_kit import Tenant, submit_batches
+from tests.e2e.local_receiver import LocalReceiver
 
 NOOP_HANDLER = "demo.noop"
 
@@ -46,26 +46,8 @@ class TimedReceiver:
     def __init__(self, delay_seconds: float = 0.0) -> None:
         self.arrivals: list[Arrival] = []
         self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                receiver.note(body, self.headers.get("webhook-id", ""))
-                time.sleep(delay_seconds)
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LocalReceiver(self.note, delay_seconds)
+        self.url = self._server.url
 
     def note(self, body: bytes, delivery_id: str) -> None:
         """Record one arrival, now."""
@@ -92,8 +74,7 @@ class TimedReceiver:
 
     def close(self) -> None:
         """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 def callback_bodies(prefix: str, count: int, url: str) -> list[dict[str, Any]]:
