@@ -15,9 +15,10 @@ skipped, cancelled, or held for later. The firer reads and writes through
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
@@ -27,7 +28,7 @@ from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransacti
 from common.db.retry import retry_conflicts
 from common.db.sendable import ExecutionWithJob
 from common.fair_share import AGING_MS, Share, pick_fair
-from common.loadbalance import LiveWorkers, runs
+from common.loadbalance import LiveWorkers, WorkerLoad, runs
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -81,6 +82,38 @@ class Route:
     assignment: Assignment | None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The runs due at one instant, chosen ahead of it: ``routes`` go at ``due``, and
+    ``rest`` (no slot was free for them) is chosen again with what else is due then."""
+
+    due: int
+    routes: list[Route]
+    rest: list[ExecutionWithJob]
+    # The worker view the choice counted its picks on.
+    live: list[WorkerLoad]
+
+    def reread(self, held: Mapping[str, ExecutionWithJob]) -> Prepared:
+        """The choice kept for the runs a load read again still due at the instant, each
+        as read now (its job's state may have changed); the others are left out, so the
+        load's heap holds them."""
+        routes = []
+        for route in self.routes:
+            row = held.get(route.row.execution_id)
+            if row is not None and row.scheduled_at == self.due:
+                assignment = route.assignment
+                if assignment is not None:
+                    assignment = Assignment.of(row, assignment.worker_id)
+                routes.append(Route(row, assignment))
+        rest = [held[r.execution_id] for r in self.rest if r.execution_id in held]
+        rest = [r for r in rest if r.scheduled_at == self.due]
+        return Prepared(self.due, routes, rest, self.live)
+
+    def execution_ids(self) -> set[str]:
+        """The runs this choice holds."""
+        return {r.row.execution_id for r in self.routes} | {r.execution_id for r in self.rest}
+
+
 class Firer:
     """Holds the executions due soon and fires them at their ``scheduled_at``."""
 
@@ -115,6 +148,8 @@ class Firer:
         # their next ones once what is held of them runs low.
         self._more: set[int] = set()
         self._recheck_at = 0
+        # The runs due at the next instant, chosen during the warm-up (``prepare``).
+        self._prepared: Prepared | None = None
 
     @classmethod
     def on_stores(
@@ -144,7 +179,19 @@ class Firer:
             self._running = store.running_by_app()
         new = sum(1 for r in rows if r.execution_id not in self._held)
         self._held = {r.execution_id: r for r in rows}
-        self._heap = [(int(r.scheduled_at), r.execution_id) for r in rows]
+        # A choice made ahead keeps its picks (counted on the worker view) for the runs
+        # still due at its instant.
+        prepared: set[str] = set()
+        if self._prepared is not None:
+            self._prepared = self._prepared.reread(self._held)
+            prepared = self._prepared.execution_ids()
+            for route in self._prepared.routes:
+                if route.assignment is not None:
+                    app = route.row.app_pk
+                    self._running[app] = self._running.get(app, 0) + 1
+        self._heap = [
+            (int(r.scheduled_at), r.execution_id) for r in rows if r.execution_id not in prepared
+        ]
         heapq.heapify(self._heap)
         # The due ones come back from the heap at the next fire, as read now.
         self._waiting = {}
@@ -207,7 +254,10 @@ class Firer:
 
     def next_due(self) -> int | None:
         """When the earliest held execution is due."""
-        return self._heap[0][0] if self._heap else None
+        heap_due = self._heap[0][0] if self._heap else None
+        if self._prepared is None:
+            return heap_due
+        return self._prepared.due if heap_due is None else min(heap_due, self._prepared.due)
 
     def next_wake(self) -> int | None:
         """When the dispatch loop should next call: ``warm_up`` or ``fire_due`` is due."""
@@ -224,6 +274,32 @@ class Firer:
         ahead_ms = due - self._clock.now_ms()
         if 0 < ahead_ms <= WARM_UP_MS:
             self._router.directory.live(fresh_for=(ahead_ms + WARM_UP_MS) / 1000)
+            self._prepare(due)
+
+    def _prepare(self, due: int) -> None:
+        """Choose the runs due at ``due`` now, so that at their time they only need to be
+        locked, marked and sent: the choice (classifying, routing and ranking them) takes
+        milliseconds at a thousand runs, paid at the instant otherwise.
+
+        Only while nothing waits: then everything that contends at the instant is due at
+        it, and choosing it ahead is the choice the instant would make (on the worker view
+        the warm-up just made fresh until then). What is chosen stays held; a load
+        before the instant keeps the choice for what it reads still due then.
+        """
+        # One choice ahead at a time: an earlier instant that comes meanwhile is chosen at
+        # its time.
+        if self._waiting or self._prepared is not None:
+            return
+        rows: list[ExecutionWithJob] = []
+        while self._heap and self._heap[0][0] <= due:
+            _, execution_id = heapq.heappop(self._heap)
+            row = self._held.get(execution_id)
+            if row is not None:
+                rows.append(row)
+        live = self._router.directory.live()
+        routes = self._choose(rows, live)
+        chosen = {route.row.id for route in routes}
+        self._prepared = Prepared(due, routes, [r for r in rows if r.id not in chosen], live)
 
     def fire_due(self) -> int:
         """Send due executions into the free slots, fairly between apps, up to one fire
@@ -231,24 +307,43 @@ class Firer:
 
         Everything due goes in one transaction and one publish: a second, smaller batch
         due at the same instant would wait for the first one's round trips. What finds
-        no slot waits, held here, marked once as waiting (``SLOT_WAIT``).
+        no slot waits, held here, marked once as waiting (``SLOT_WAIT``). What the
+        warm-up chose for the instant (``_prepare``) goes with what came since.
         """
         now = self._clock.now_ms()
-        came = 0
+        prepared = self._take_prepared(now)
+        ahead = prepared.routes if prepared is not None else []
+        came = len(ahead)
         while self._heap and self._heap[0][0] <= now:
             _, execution_id = heapq.heappop(self._heap)
             row = self._held.get(execution_id)
             if row is not None:
                 self._waiting[execution_id] = row
                 came += 1
-        if not self._waiting or (not came and self._no_room(now)):
+        if not ahead and (not self._waiting or (not came and self._no_room(now))):
             return 0
-        chosen = self._choose(now)
+        # What came since the warm-up's choice is chosen on the view it counted its picks on.
+        live = prepared.live if prepared is not None else None
+        room = self._fire_batch_size - len(ahead)
+        chosen = ahead + (self._choose(self._waiting.values(), live, room) if room > 0 else [])
         for route in chosen:
             self._waiting.pop(route.row.execution_id, None)
             self._held.pop(route.row.execution_id, None)
         self._mark_waiting()
         return self._fire(chosen) if chosen else 0
+
+    def _take_prepared(self, now: int) -> Prepared | None:
+        """The choice made ahead for an instant now come, with the routes of runs still
+        held; what found no slot then is due with the rest."""
+        prepared = self._prepared
+        if prepared is None or prepared.due > now:
+            return None
+        self._prepared = None
+        for row in prepared.rest:
+            if row.execution_id in self._held:
+                heapq.heappush(self._heap, (int(row.scheduled_at), row.execution_id))
+        routes = [r for r in prepared.routes if r.row.execution_id in self._held]
+        return dataclasses.replace(prepared, routes=routes, rest=[])
 
     def _no_room(self, now: int) -> bool:
         """Whether no live worker has room, so that what waited at the last pass (and
@@ -260,16 +355,23 @@ class Firer:
             return False
         return all(w.room <= 0 for w in self._router.directory.live())
 
-    def _choose(self, now: int) -> list[Route]:
-        """The waiting executions that go now: those that need no slot (their rules
-        settle them), then those the fair share gives a free slot."""
-        live = self._router.directory.live()
+    def _choose(
+        self,
+        rows: Iterable[ExecutionWithJob],
+        live: list[WorkerLoad] | None = None,
+        limit: int | None = None,
+    ) -> list[Route]:
+        """Which of ``rows`` (due) go now, ``limit`` (a fire batch) at most: those that
+        need no slot (their rules settle them), then those the fair share gives a free
+        slot on ``live`` (the directory's view when None), their picks counted there."""
+        live = self._router.directory.live() if live is None else live
         settle: list[ExecutionWithJob] = []
         contend: list[ExecutionWithJob] = []
-        for row in self._waiting.values():
+        limit = self._fire_batch_size if limit is None else limit
+        for row in rows:
             needs = needs_slot(row, self._apps.get(row.app_pk, DEFAULT_POLICY))
             (contend if needs and runs(live, row.handler) else settle).append(row)
-        routes = [Route(row, None) for row in settle[: self._fire_batch_size]]
+        routes = [Route(row, None) for row in settle[:limit]]
         assigned: dict[int, Assignment] = {}
 
         def take(row: ExecutionWithJob) -> bool:
@@ -282,7 +384,7 @@ class Firer:
         for app in {r.app_pk for r in contend}:
             policy = self._apps.get(app, DEFAULT_POLICY)
             shares[app] = Share(policy.weight, policy.max_running, self._running.get(app, 0))
-        room = self._fire_batch_size - len(routes)
+        room = limit - len(routes)
         picked = pick_fair(contend, shares, take, room, self._aging_ms)
         # Short of both what waited and the batch: slots (or an app's cap) ran out.
         self._scarce = len(picked) < min(len(contend), room)
