@@ -20,6 +20,7 @@ from common.db.apps import AppCredentials
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_jobs
+from common.db.schema import callback_deliveries
 from common.states import DeliveryStatus, ExecutionStatus
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
@@ -80,8 +81,8 @@ def held(engine: Engine, delivery: NewDelivery) -> bool:
 def set_status(engine: Engine, delivery: NewDelivery, status: DeliveryStatus) -> None:
     with engine.begin() as conn:
         conn.execute(
-            deliveries.deliveries.update()
-            .where(deliveries.deliveries.c.delivery_id == delivery.delivery_id)
+            callback_deliveries.update()
+            .where(callback_deliveries.c.delivery_id == delivery.delivery_id)
             .values(status=status)
         )
 
