@@ -90,8 +90,10 @@ class CallbackDeliverer:
         A body that cannot be read is parked in the dead-letter queue as it is: sent
         back to the callbacks queue it would come back for good. A parked callback (its
         app's or host's backlog past its bound) waits in the first retry delay, not
-        attempted. MySQL out of reach: the pool thread waits a jittered, growing while
-        (``StoreBackoff``) before the message goes back to the queue.
+        attempted; so does one whose job has an earlier run's callback still on its way
+        (read with its delivery row). MySQL out of reach: the pool thread waits a
+        jittered, growing while (``StoreBackoff``) before the message goes back to the
+        queue.
         """
         message = unit.message
         if message is None:
