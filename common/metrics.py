@@ -257,9 +257,11 @@ CALLBACK_APP_WAITING = Gauge(
 
 CALLBACKS_DEFERRED = Counter(
     "kairos_callbacks_deferred_total",
-    "Callbacks parked in the first retry tier without an attempt: their app's or their "
-    "receiving host's backlog in the notifier was past its bound, or they waited five "
-    "minutes (a host failing every attempt).",
+    "Callbacks parked in the first retry tier without an attempt: reason=backlog when "
+    "their app's or their receiving host's backlog in the notifier was past its bound, or "
+    "they waited five minutes (a host failing every attempt); reason=earlier when an "
+    "earlier run's callback of their job was still on its way.",
+    ["reason"],
 )
 
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 from common.db.rows import AnyRow
 from common.db.schema import callback_attempts as attempts
 from common.db.schema import callback_deliveries as deliveries
-from common.db.schema import jobs
+from common.db.schema import executions, jobs
 from common.states import DeadReason, DeliveryStatus
 
 MAX_ERROR_CHARS = 4096
@@ -185,6 +185,68 @@ def get_delivery(conn: Connection, delivery_id: str) -> DeliveryRecord | None:
     """One delivery by its id."""
     row = conn.execute(sa.select(deliveries).where(deliveries.c.delivery_id == delivery_id)).first()
     return DeliveryRecord.from_row(row) if row is not None else None
+
+
+# Deliveries still on their way: a job's later callback waits behind one of these.
+UNSETTLED = (DeliveryStatus.PENDING, DeliveryStatus.QUEUED, DeliveryStatus.RETRYING)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryToSend:
+    """A delivery as the notifier reads it before an attempt, and whether an earlier
+    run of its job has a callback still on its way (``held``): this one waits for it."""
+
+    record: DeliveryRecord
+    held: bool
+
+
+def _to_send_query() -> sa.Select[*tuple[object, ...]]:
+    """The delivery with the id ``delivery_id``, and ``held``: whether an earlier run
+    of its job has a delivery still on its way."""
+    run = executions.alias("run")
+    earlier = deliveries.alias("earlier")
+    earlier_run = executions.alias("earlier_run")
+    held = (
+        sa.select(earlier.c.id)
+        .join(earlier_run, earlier_run.c.execution_id == earlier.c.execution_id)
+        .where(
+            earlier.c.job_id == deliveries.c.job_id,
+            earlier.c.status.in_(UNSETTLED),
+            sa.or_(
+                earlier_run.c.trigger_time < run.c.trigger_time,
+                sa.and_(
+                    earlier_run.c.trigger_time == run.c.trigger_time,
+                    earlier_run.c.id < run.c.id,
+                ),
+            ),
+        )
+        .exists()
+    )
+    return (
+        sa.select(deliveries, held.label("held"))
+        .select_from(deliveries.outerjoin(run, run.c.execution_id == deliveries.c.execution_id))
+        .where(deliveries.c.delivery_id == sa.bindparam("delivery_id"))
+    )
+
+
+# Built once: building its aliases anew costs more than the statement itself.
+_TO_SEND = _to_send_query()
+
+
+def delivery_to_send(conn: Connection, delivery_id: str) -> DeliveryToSend | None:
+    """One delivery by its id, and whether an earlier run of its job has a delivery
+    PENDING, QUEUED or RETRYING, in one statement.
+
+    Runs are ordered by their trigger time, then by their execution's row id (a retry
+    of a trigger comes after its first attempt). The earlier deliveries are found
+    through ``ix_callback_deliveries_job_status``: only the job's unsettled ones are
+    read, however many it delivered before. A delivery whose execution is gone (pruned)
+    neither waits nor holds another back.
+    """
+    row = conn.execute(_TO_SEND, {"delivery_id": delivery_id}).first()
+    if row is None:
+        return None
+    return DeliveryToSend(DeliveryRecord.from_row(row), bool(row.held))
 
 
 @dataclass(frozen=True)

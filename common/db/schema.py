@@ -178,6 +178,8 @@ callback_deliveries = Table(
     # Why a DEAD delivery stopped: ``DeadReason``.
     Column("dead_reason", String(32), nullable=True),
     Index("ix_callback_deliveries_status_updated", "status", "updated_at"),
+    # A job's deliveries still on their way, read before each attempt (migration 0014).
+    Index("ix_callback_deliveries_job_status", "job_id", "status"),
 )
 
 # One row per POST of a callback; pruned with its delivery.

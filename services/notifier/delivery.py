@@ -90,8 +90,10 @@ class CallbackDeliverer:
         A body that cannot be read is parked in the dead-letter queue as it is: sent
         back to the callbacks queue it would come back for good. A parked callback (its
         app's or host's backlog past its bound) waits in the first retry delay, not
-        attempted. MySQL out of reach: the pool thread waits a jittered, growing while
-        (``StoreBackoff``) before the message goes back to the queue.
+        attempted; so does one whose job has an earlier run's callback still on its way
+        (read with its delivery row). MySQL out of reach: the pool thread waits a
+        jittered, growing while (``StoreBackoff``) before the message goes back to the
+        queue.
         """
         message = unit.message
         if message is None:
@@ -109,16 +111,18 @@ class CallbackDeliverer:
     def _attempt(self, message: CallbackMessage, unit: PendingCallback) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
         with self._engine.connect() as conn:
-            delivery = deliveries.get_delivery(conn, message.delivery_id)
-        if delivery is None:
+            found = deliveries.delivery_to_send(conn, message.delivery_id)
+        if found is None:
             CALLBACKS_ORPHANED.inc()
             log.warning(
                 "callback message of a delivery that no longer exists (pruned): not sent",
                 extra={"delivery_id": message.delivery_id},
             )
             return None
-        if delivery.status is DeliveryStatus.DELIVERED:
+        if found.record.status is DeliveryStatus.DELIVERED:
             return None
+        if found.held:
+            return self._hold(message, found.record.job_id)
         began = time.monotonic()
         outcome = self._post(message)
         seconds = time.monotonic() - began
@@ -174,12 +178,27 @@ class CallbackDeliverer:
     def _defer(self, message: CallbackMessage) -> Attempt:
         """Send the callback through the first retry tier unattempted: its app's or its
         receiving host's backlog in this notifier is past its bound (a slow receiver)."""
-        CALLBACKS_DEFERRED.inc()
+        CALLBACKS_DEFERRED.labels(reason="backlog").inc()
         log.debug(
             "callback parked: the backlog of its host or of app %d is past its bound",
             message.app_pk,
             extra={"delivery_id": message.delivery_id},
         )
+        return self._park(message)
+
+    def _hold(self, message: CallbackMessage, job_id: int) -> Attempt:
+        """Park the callback unattempted behind an earlier run's callback of its job,
+        still on its way (in a retry tier, parked, or held by another notifier): a
+        job's later callback never overtakes its earlier one."""
+        CALLBACKS_DEFERRED.labels(reason="earlier").inc()
+        log.debug(
+            "callback parked: an earlier run's callback of its job is still on its way",
+            extra={"delivery_id": message.delivery_id, "job_id": job_id},
+        )
+        return self._park(message)
+
+    def _park(self, message: CallbackMessage) -> Attempt:
+        """The message, unchanged, through a delay of the first retry tier."""
         queue = retry_queue(self._park_delay_ms())
         body = message.model_dump_json().encode()
         return Attempt(

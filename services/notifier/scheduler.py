@@ -47,8 +47,9 @@ class AttemptScheduler:
 
     ``slots`` attempts run at once at most (the notifier's concurrency); each takes its
     app's and its host's shares (``DeliveryShares``) and a place under its host's
-    adaptive limit (``HostLimits``); a job has one attempt going at a time, so its
-    later callback never overtakes the earlier one in this notifier.
+    adaptive limit (``HostLimits``); a job has one attempt going at a time, so two of
+    its callbacks are never posted at once by this notifier (across notifiers and
+    retry tiers, the deliverer parks a callback while an earlier run's is on its way).
     """
 
     def __init__(self, slots: int, shares: DeliveryShares, limits: HostLimits) -> None:

@@ -1,5 +1,6 @@
 """A local HTTP receiver for callbacks: each POST's body and ``webhook-id`` go to a
-function of the test's, and the answer is a 204 (after a delay, for a slow receiver)."""
+function of the test's, and the answer is the status it returns, or a 204 (after a
+delay, for a slow receiver)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-OnPost = Callable[[bytes, str], None]
-"""Called with each POST's body and ``webhook-id`` as soon as the request is read."""
+OnPost = Callable[[bytes, str], int | None]
+"""Called with each POST's body and ``webhook-id`` as soon as the request is read; what
+it returns is the answer's status (None: 204)."""
 
 
 class LocalReceiver:
@@ -22,10 +24,10 @@ class LocalReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                on_post(body, self.headers.get("webhook-id", ""))
+                status = on_post(body, self.headers.get("webhook-id", ""))
                 if delay_seconds:
                     time.sleep(delay_seconds)
-                self.send_response(204)
+                self.send_response(204 if status is None else status)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
