@@ -208,6 +208,9 @@ class Dispatcher:
         # What claims wrote SCHEDULED is read by key; a load, which ranks everything
         # that waits, runs on its timer or when an app's held runs are running low.
         leading.firer.add(leading.sender.take_scheduled())
+        # Due executions go before anything else: a batch due now must not wait behind
+        # a load, which takes tens of milliseconds with a backlog held.
+        self._fire_due(leading)
         if time.monotonic() >= timers.next_load or leading.firer.needs_load():
             began = time.monotonic()
             leading.firer.load()
@@ -217,10 +220,8 @@ class Dispatcher:
             timers.next_load = ended + max(
                 self.settings.scan_interval_ms / 1000, LOAD_SHARE_INVERSE * (ended - began)
             )
-        # Due executions go before anything else: a second batch due at the same
-        # instant must not wait behind a load.
-        while leading.firer.fire_due():
-            self.progress.beat(DISPATCH_LOOP)
+        # What the load brought that is due, and a second batch due at the same instant.
+        self._fire_due(leading)
         leading.sender.contended = leading.firer.scarce()
         leading.sender.apps = leading.firer.apps
         leading.firer.warm_up()
@@ -233,6 +234,11 @@ class Dispatcher:
             # Runs wait for slots: look again soon for the room finished runs free.
             wait = min(wait, SLOT_POLL_SECONDS)
         return wait
+
+    def _fire_due(self, leading: _Leading) -> None:
+        """Fire everything due now, one batch after another."""
+        while leading.firer.fire_due():
+            self.progress.beat(DISPATCH_LOOP)
 
     @staticmethod
     def _share_workers(leading: _Leading) -> None:

@@ -180,3 +180,32 @@ def test_a_claim_pass_landing_as_the_loop_reads_the_wake_up_is_held() -> None:
     assert firer.added == [7] or claims.claimed.wait(max(0.0, min(wait, 0.05)))
     # Held by key: no load until the timer's.
     assert firer.loads == 0
+
+
+class DueAtALoad(Nothing):
+    """A batch is due just as the load timer is: what the pass does, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.due = 1
+
+    def load(self) -> int:
+        self.calls.append("load")
+        return 0
+
+    def fire_due(self) -> int:
+        sent, self.due = self.due, 0
+        self.calls.append(f"fire:{sent}")
+        return sent
+
+
+def test_a_batch_due_now_is_fired_before_a_load_that_is_due_too() -> None:
+    claims = Claims()
+    firer = DueAtALoad()
+    made = dispatcher()
+    made.progress = cast(Any, type("Beats", (), {"beat": lambda self, _name: None})())
+    leading = leading_with(claims, QuietSender(claims), firer)
+    timers = _Timers(next_sweep=time.monotonic() + 60, next_load=0.0)
+    made._step(leading, timers)
+    assert firer.calls[:2] == ["fire:1", "fire:0"], "fired first, until nothing is due"
+    assert "load" in firer.calls
