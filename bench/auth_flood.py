@@ -292,10 +292,10 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per condition, the medians over ``runs`` of the good app's p50/p99 and the flood's rate."""
     return {
         name: {
-            key: statistics.median(run[name][key] for run in runs)
+            key: round(statistics.median(run[name][key] for run in runs), 1)
             for key in ("p50_ms", "p99_ms", "p99_ms_median_round", "req_per_s")
         }
-        | {"flood_per_s": statistics.median(run[name]["flood"]["per_s"] for run in runs)}
+        | {"flood_per_s": round(statistics.median(run[name]["flood"]["per_s"] for run in runs))}
         for name in CONDITIONS
     }
 
