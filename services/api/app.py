@@ -8,6 +8,7 @@ from functools import partial
 
 import redis
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from common.callback_urls import CallbackUrlPolicy, Resolver
 from common.clock import ClusterClock
@@ -75,6 +76,23 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.failed_auth.close()
 
 
+class GatedApi(FastAPI):
+    """FastAPI with the auth gate (``services.api.auth_gate``) in front of it, FastAPI's
+    own entry and middleware stack too: a throttled address's flood is refused before
+    any of them runs."""
+
+    gate: AuthGate | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve ``scope`` through the gate (built at the first request, when the
+        routes and the process state are all in place)."""
+        if self.gate is None:
+            state: ApiState = self.state.kairos
+            routes = self.router.routes
+            self.gate = AuthGate(super().__call__, state.failed_auth, state.known_key, routes)
+        await self.gate(scope, receive, send)
+
+
 def create_app(
     settings: ApiSettings, new_resolver: Callable[[], Resolver] = system_resolver
 ) -> FastAPI:
@@ -84,7 +102,7 @@ def create_app(
     ``new_resolver`` builds the resolver of one app's callback URL hosts, once per app
     (the system's, each answer kept 30 s, by default).
     """
-    app = FastAPI(
+    app = GatedApi(
         title="Kairos OpenAPI",
         version="1",
         description=(
@@ -101,8 +119,6 @@ def create_app(
     install_problem_handlers(app)
     # Outside routing and authentication: a large body is refused before either.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    # Outside the body limit: a throttled address's flood is answered before anything.
-    app.add_middleware(AuthGate, state=app.state.kairos)
     # Outside the body limit, so a 413 is counted too.
     app.add_middleware(RequestMetrics, routes=app.router.routes)
     # Outermost: every answer, a 413 or a crash's 500 too, carries the request id.

@@ -15,16 +15,19 @@ MySQL from floods and must not become an outage of its own).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import math
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from starlette.requests import Request
+from starlette.types import Scope
 
 from common.errors import AuthThrottledError
 from common.keys import RedisKeys
@@ -56,7 +59,19 @@ MAX_REMEMBERED = 10_000
 def client_address(request: Request) -> str:
     """The address failures of ``request`` are counted under: the peer's IPv4 address,
     or the /64 of its IPv6 address (uvicorn puts a trusted proxy's X-Forwarded-For here)."""
-    host = request.client.host if request.client else ""
+    return scope_address(request.scope)
+
+
+def scope_address(scope: Scope) -> str:
+    """``client_address`` of the request of ``scope``, without building a Request."""
+    client = scope.get("client")
+    return counted_address(client[0] if client else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def counted_address(host: str) -> str:
+    """The address a peer ``host`` is counted under (see ``client_address``); remembered,
+    as a flood sends the same few hosts over and over."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -80,9 +95,16 @@ class FailedAuthentications:
     over its limit. ``limit`` 0 (or no Redis client) logs failures and counts nothing."""
 
     def __init__(
-        self, client: aioredis.Redis | None, keys: RedisKeys, limit: int, window_seconds: int
+        self,
+        client: aioredis.Redis | None,
+        keys: RedisKeys,
+        limit: int,
+        window_seconds: int,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client if limit > 0 else None
+        # The clock refusals from memory age by; tests move a fake one.
+        self._monotonic = monotonic
         self._keys = keys
         self.limit = limit
         self.window_seconds = window_seconds
@@ -112,7 +134,7 @@ class FailedAuthentications:
             seconds = _seconds(int(ttl_ms), self.window_seconds)
             if len(self._refused_until) > MAX_REMEMBERED:
                 self._refused_until.clear()
-            self._refused_until[address] = time.monotonic() + seconds
+            self._refused_until[address] = self._monotonic() + seconds
             raise AuthThrottledError(seconds)
 
     def refusing_any(self) -> bool:
@@ -125,7 +147,7 @@ class FailedAuthentications:
         until = self._refused_until.get(address)
         if until is None:
             return None
-        left = until - time.monotonic()
+        left = until - self._monotonic()
         if left <= 0:
             del self._refused_until[address]
             return None

@@ -17,6 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from common.metrics import observe_request
 
 UNMATCHED = "<unmatched>"
+# Paths answered before routing whose template is remembered; more start afresh.
+MAX_REMEMBERED_PATHS = 1_000
 
 
 def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
@@ -53,12 +55,36 @@ def _matching_route(scope: Scope, routes: Sequence[BaseRoute]) -> BaseRoute | No
     return partial
 
 
+class RouteTemplates:
+    """``route_template`` for the requests of one app, the template of a request
+    answered before routing remembered by method and path: a flood refused at the door
+    sends the same few paths, and matching one against every route costs more than
+    the refusal itself."""
+
+    def __init__(self, routes: Sequence[BaseRoute]) -> None:
+        self.routes = routes
+        self._unrouted: dict[tuple[str, str], str] = {}
+
+    def of(self, scope: Scope) -> str:
+        """The template of the route that served (or would serve) ``scope``."""
+        if scope.get("route") is not None:
+            return route_template(scope, self.routes)
+        key = (scope.get("method", ""), scope["path"])
+        template = self._unrouted.get(key)
+        if template is None:
+            template = route_template(scope, self.routes)
+            if len(self._unrouted) >= MAX_REMEMBERED_PATHS:
+                self._unrouted.clear()
+            self._unrouted[key] = template
+        return template
+
+
 class RequestMetrics:
     """ASGI middleware: count each answered request and observe its duration."""
 
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app = app
-        self.routes = routes
+        self.templates = RouteTemplates(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request, then count it by method, route template and status."""
@@ -77,5 +103,5 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_noting_status)
         finally:
-            route = route_template(scope, self.routes)
+            route = self.templates.of(scope)
             observe_request(scope["method"], route, status, time.perf_counter() - began)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from http import HTTPStatus
@@ -89,6 +90,34 @@ def problem(
 ) -> JSONResponse:
     """A problem+json response of ``kind`` (``status`` overrides its status), whose
     ``instance`` names the request."""
+    code, body, all_headers = _problem_parts(kind, detail, request_id, headers, status, extra)
+    return JSONResponse(body, status_code=code, media_type=PROBLEM_JSON, headers=all_headers)
+
+
+def encoded_problem(
+    kind: ProblemType, detail: str, request_id: str, headers: dict[str, str]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The problem ``problem`` answers, as the status, raw headers and body bytes an
+    ASGI answer sends: for a gate that answers before Starlette builds a response."""
+    code, body, all_headers = _problem_parts(kind, detail, request_id, headers, None, {})
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    raw = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in all_headers.items()
+    ]
+    raw += [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", b"%d" % len(content))]
+    return code, raw, content
+
+
+def _problem_parts(
+    kind: ProblemType,
+    detail: str,
+    request_id: str,
+    headers: dict[str, str] | None,
+    status: int | None,
+    extra: dict[str, Any],
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Status, body and headers of a problem of ``kind``."""
     code = status or kind.kind.status
     title = kind.kind.title if status is None else _title(kind, code)
     body = {
@@ -104,7 +133,7 @@ def problem(
         headers["WWW-Authenticate"] = "Bearer"
     if code == 503:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return JSONResponse(body, status_code=code, media_type=PROBLEM_JSON, headers=headers)
+    return code, body, headers
 
 
 def _title(kind: ProblemType, status: int) -> str:

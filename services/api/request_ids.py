@@ -32,7 +32,8 @@ def request_id(scope: Scope) -> str:
     return str(state.get("request_id", ""))
 
 
-def _given_id(scope: Scope) -> str | None:
+def given_request_id(scope: Scope) -> str | None:
+    """The request id the client sent in ``Request-Id``, when it is short and plain."""
     for name, value in scope.get("headers", ()):
         if name == b"request-id":
             text = value.decode("latin-1")
@@ -51,7 +52,7 @@ class RequestIds:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = _given_id(scope) or uuid.uuid4().hex
+        rid = given_request_id(scope) or uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = rid
         started = False
 

@@ -181,3 +181,24 @@ def test_console_cookies_naming_no_session_count_as_failures(http: TestClient) -
         http.cookies.set("kairos_console", f"guess-{n}", path="/console")
         statuses.append(http.get("/console/", follow_redirects=False).status_code)
     assert statuses == [303] * LIMIT + [429]
+
+
+def test_a_throttled_address_is_refused_in_front_of_fastapis_own_stack(
+    api: FastAPI, http: TestClient, app_credentials: AppCredentials
+) -> None:
+    for n in range(LIMIT):
+        _get_jobs(http, ATTACKER, f"bad-key-{n}")
+    assert _get_jobs(http, ATTACKER, "bad-key-x").status_code == 429
+    served = api.middleware_stack
+
+    async def entered(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("a refusal went through FastAPI's middleware stack")
+
+    api.middleware_stack = entered
+    try:
+        refused = _get_jobs(http, ATTACKER, "bad-key-y")
+    finally:
+        api.middleware_stack = served
+    assert refused.status_code == 429 and refused.headers["Request-Id"]
+    assert refused.json()["instance"].endswith(refused.headers["Request-Id"])
+    assert _get_jobs(http, NEIGHBOUR, app_credentials.api_key).status_code == 200
