@@ -196,6 +196,9 @@ class Dispatcher:
 
     def _step(self, leading: _Leading, timers: _Timers) -> float:
         """One pass of the dispatch loop; returns how long it may sleep."""
+        # A batch due now goes before the upkeep, the worker view's reload and the load,
+        # each of which can take milliseconds (tens with a backlog held).
+        self._fire_newly_due(leading)
         if time.monotonic() >= timers.next_sweep:
             leading.upkeep.sweep()
             timers.next_sweep = time.monotonic() + UPKEEP_INTERVAL_SECONDS
@@ -208,9 +211,7 @@ class Dispatcher:
         # What claims wrote SCHEDULED is read by key; a load, which ranks everything
         # that waits, runs on its timer or when an app's held runs are running low.
         leading.firer.add(leading.sender.take_scheduled())
-        # Due executions go before anything else: a batch due now must not wait behind
-        # a load, which takes tens of milliseconds with a backlog held.
-        self._fire_due(leading)
+        self._fire_newly_due(leading)
         if time.monotonic() >= timers.next_load or leading.firer.needs_load():
             began = time.monotonic()
             leading.firer.load()
@@ -222,9 +223,10 @@ class Dispatcher:
             )
         # What the load brought that is due, and a second batch due at the same instant.
         self._fire_due(leading)
+        leading.firer.warm_up()
+        # After the warm-up: a choice it made ahead of an instant holds claims off too.
         leading.sender.contended = leading.firer.scarce()
         leading.sender.apps = leading.firer.apps
-        leading.firer.warm_up()
         leading.connection.process_data_events(0)
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()
         due = leading.firer.next_wake()
@@ -239,6 +241,12 @@ class Dispatcher:
         """Fire everything due now, one batch after another."""
         while leading.firer.fire_due():
             self.progress.beat(DISPATCH_LOOP)
+
+    def _fire_newly_due(self, leading: _Leading) -> None:
+        """Fire what has come due since the last pass; what only waits for a slot waits
+        for the pass after the load (one pass over it a step)."""
+        if leading.firer.newly_due():
+            self._fire_due(leading)
 
     @staticmethod
     def _share_workers(leading: _Leading) -> None:

@@ -29,6 +29,9 @@ class Nothing:
     def fire_due(self) -> int:
         return 0
 
+    def newly_due(self) -> bool:
+        return False
+
     def waiting(self) -> int:
         return 0
 
@@ -198,14 +201,21 @@ class DueAtALoad(Nothing):
         self.calls.append(f"fire:{sent}")
         return sent
 
+    def newly_due(self) -> bool:
+        return self.due > 0
 
-def test_a_batch_due_now_is_fired_before_a_load_that_is_due_too() -> None:
+    def sweep(self) -> None:
+        self.calls.append("sweep")
+
+
+def test_a_batch_due_now_is_fired_before_the_upkeep_and_a_load_due_too() -> None:
     claims = Claims()
     firer = DueAtALoad()
     made = dispatcher()
     made.progress = cast(Any, type("Beats", (), {"beat": lambda self, _name: None})())
     leading = leading_with(claims, QuietSender(claims), firer)
-    timers = _Timers(next_sweep=time.monotonic() + 60, next_load=0.0)
+    leading.upkeep = cast(Any, firer)
+    timers = _Timers(next_sweep=0.0, next_load=0.0)
     made._step(leading, timers)
     assert firer.calls[:2] == ["fire:1", "fire:0"], "fired first, until nothing is due"
-    assert "load" in firer.calls
+    assert "sweep" in firer.calls and "load" in firer.calls

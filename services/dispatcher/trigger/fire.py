@@ -248,9 +248,12 @@ class Firer:
         return len(self._waiting)
 
     def scarce(self) -> bool:
-        """Whether the last fire left due executions without a slot (or over their app's
-        cap): then the fair share alone may say who goes next, and claims send nothing."""
-        return self._scarce and bool(self._waiting)
+        """Whether claims must send nothing, leaving every run to the firer: the last
+        fire left due executions without a slot (or over their app's cap), so the fair
+        share alone may say who goes next; or the warm-up has chosen the next instant's
+        runs, on a worker view whose reload (before the instant) does not count them, so
+        a claim's sends on the reloaded view could fill the same room twice."""
+        return (self._scarce and bool(self._waiting)) or self._prepared is not None
 
     def next_due(self) -> int | None:
         """When the earliest held execution is due."""
@@ -258,6 +261,12 @@ class Firer:
         if self._prepared is None:
             return heap_due
         return self._prepared.due if heap_due is None else min(heap_due, self._prepared.due)
+
+    def newly_due(self) -> bool:
+        """Whether a held execution, or the warm-up's choice, has come due and not yet
+        been fired or found waiting."""
+        due = self.next_due()
+        return due is not None and due <= self._clock.now_ms()
 
     def next_wake(self) -> int | None:
         """When the dispatch loop should next call: ``warm_up`` or ``fire_due`` is due."""
