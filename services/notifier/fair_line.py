@@ -109,17 +109,24 @@ class FairLine:
         self._by_host[unit.hosts.domain] += 1
 
     def take(self, slots: int) -> list[Entry]:
-        """Up to ``slots`` callbacks to run now: the parked and unreadable first, then
-        attempts, each counted as started with the scheduler."""
+        """Up to ``slots`` callbacks to run now: attempts, each counted as started with
+        the scheduler, then the parked and unreadable in the slots left.
+
+        Attempts first: parked callbacks come back from their delay as fast as a burst
+        past the backlog parks them, so served first they would take every slot, and the
+        line they were parked to make room for would never be attempted. The consumer
+        has posting threads beyond the scheduler's attempts, so the parked still go while
+        every attempt is taken.
+        """
         self._park_overdue()
         taken: list[Entry] = []
-        while len(taken) < slots and self._quick:
-            taken.append(self._quick.popleft())
         while len(taken) < slots:
             picked = self._pick()
             if picked is None:
                 break
             taken.append(picked)
+        while len(taken) < slots and self._quick:
+            taken.append(self._quick.popleft())
         return taken
 
     def _park_overdue(self) -> None:
