@@ -108,19 +108,28 @@ def wait_ready(
     time.sleep(1.0)  # the dispatcher's view of live workers refreshes every 0.5 s
 
 
-def start_profiler(services: list[Service], raw: Path) -> subprocess.Popen[bytes]:
-    """py-spy recording the notifier's GIL-holding stacks into ``raw``."""
+def start_profilers(services: list[Service], raw: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy recording the notifier's GIL-holding stacks into ``raw``, and a second
+    one, not pausing it, every thread's stacks idle or not into ``raw`` with ``.wall``
+    before its suffix (where the attempts' threads wait)."""
     (notifier,) = [s for s in services if s.name == "notifier"]
     assert notifier.process is not None
-    argv = [str(PY_SPY), "record", "--gil", "-f", "raw", "-r", "100", "-o", str(raw)]
-    argv += ["--pid", str(notifier.process.pid)]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = ["--pid", str(notifier.process.pid)]
+    gil = [str(PY_SPY), "record", "--gil", "-f", "raw", "-r", "100", "-o", str(raw), *pid]
+    wall = [str(PY_SPY), "record", "--idle", "--nonblocking", "-f", "raw", "-r", "50"]
+    wall += ["-o", str(raw.with_suffix(".wall" + raw.suffix)), *pid]
+    return [
+        subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for argv in (gil, wall)
+    ]
 
 
-def stop_profiler(profiler: subprocess.Popen[bytes]) -> None:
-    """SIGINT py-spy (it writes its profile then) and wait for it."""
-    profiler.send_signal(signal.SIGINT)
-    profiler.wait(timeout=60)
+def stop_profilers(profilers: list[subprocess.Popen[bytes]]) -> None:
+    """SIGINT each py-spy (it writes its profile then) and wait for it."""
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)
+    for profiler in profilers:
+        profiler.wait(timeout=60)
 
 
 def run_pipeline(
@@ -156,14 +165,14 @@ def measure(
     client = redis.Redis.from_url(settings.redis_url)
     keys = RedisKeys(settings.namespace)
     callbacks = Callbacks.of(1.0 if with_callbacks else 0.0, receiver.url)
-    profiler = None
+    profilers: list[subprocess.Popen[bytes]] = []
     try:
         start_services(services, stack_env(settings))
         wait_ready(engine, client, keys, services)
         with engine.connect() as conn:
             app_pk = int(conn.execute(sa.text("SELECT id FROM apps")).scalar_one())
         if profile_to is not None:
-            profiler = start_profiler(services, profile_to)
+            profilers = start_profilers(services, profile_to)
         clock = ClusterClock(client)
         with receiver.phase() as seen:
             cpu_before = services_cpu(services)
@@ -188,8 +197,7 @@ def measure(
         print_log_tails(services)
         raise
     finally:
-        if profiler is not None:
-            stop_profiler(profiler)
+        stop_profilers(profilers)
         stop_services(services)
         scan_logs(services)
         engine.dispose()

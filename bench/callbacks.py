@@ -151,16 +151,16 @@ def print_summary(summary: dict[str, float | None], jobs: int) -> None:
 
 def profile_notifier(receiver: ReceiverProcess, args: argparse.Namespace) -> None:
     """One more (b) with py-spy on the notifier; its raw profile and summary in the dir."""
-    from profile_summary import read_samples, summarise, top_leaves
+    from profile_summary import pool_wall_lines, read_samples, summary_lines
 
     args.profile_dir.mkdir(parents=True, exist_ok=True)
     raw = args.profile_dir / "notifier.raw"
     found = run_pipeline(args.jobs, receiver, True, args.deadline, profile_to=raw)
     log(f"profiled run: {found.describe()}")
     samples = read_samples(raw.read_text().splitlines())
-    lines = [f"{found.describe()}", f"{sum(samples.values())} samples (--gil)"]
-    lines += [f"{share:5.1f}%  {name}" for name, share in summarise(samples).items()]
-    lines += ["top leaves:"] + [f"{s:5.1f}%  {f}" for f, s in top_leaves(samples)]
+    lines = [found.describe(), "py-spy record --gil:", *summary_lines(samples)]
+    wall = read_samples(raw.with_suffix(".wall.raw").read_text().splitlines())
+    lines += ["py-spy record --idle:", *pool_wall_lines(wall)]
     (args.profile_dir / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
