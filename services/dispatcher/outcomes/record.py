@@ -22,6 +22,7 @@ from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
+from common.trigger_end import JobEnd, job_end
 from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
 
 log = logging.getLogger(__name__)
@@ -160,16 +161,18 @@ def _retry(item: _Finished, now: int) -> NewExecution:
 def _end_triggers(store: OutcomeStore, ended: Sequence[_Finished], now: int) -> None:
     """Move the jobs of ended triggers on: one-shot jobs to their end, recurring ones to
     their next trigger; manual runs leave their job as it is."""
-    store.release_jobs([(i.job.id, _final(i)) for i in ended if not i.execution.manual], now)
+    store.release_jobs([end for end in map(_job_end, ended) if end is not None], now)
 
 
-def _final(item: _Finished) -> JobStatus | None:
-    # A recurring job whose schedule has no trigger left (a cron past its last time)
-    # ends with its last run, as a one-shot job does.
-    if item.job.recurring and item.job.has_next_trigger:
-        return None
-    return (
-        JobStatus.SUCCEEDED if item.result.status is ExecutionStatus.SUCCEEDED else JobStatus.FAILED
+def _job_end(item: _Finished) -> JobEnd | None:
+    """``job_end`` of a finished run; a recurring job whose schedule has no trigger
+    left (a cron past its last time) ends with its last run, as a one-shot job does."""
+    return job_end(
+        item.job.id,
+        manual=item.execution.manual,
+        last=not (item.job.recurring and item.job.has_next_trigger),
+        status=item.result.status,
+        may_be_held=True,
     )
 
 
