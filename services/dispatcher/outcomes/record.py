@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from common.clock import Clock, ClusterClock
-from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
+from common.db.deliveries import NewDelivery
 from common.db.engine import lock_waits_of
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
@@ -23,7 +23,7 @@ from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from common.trigger_end import JobEnd, job_end
-from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
+from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +113,13 @@ def _record_in(
     store.insert_executions([_retry(f, now) for f in finished if f.retry_due], now)
     ended = [f for f in finished if not f.retry_due]
     _end_triggers(store, ended, now)
-    labels = store.job_labels([f.job.id for f in ended if f.job.callback_url])
-    wanted = [d for d in (_delivery(f, labels) for f in ended) if d is not None]
-    store.insert_deliveries(wanted, now)
-    return finished, wanted
+    # Only runs of jobs with a callback URL are made into a ``RunEnd``: most have none.
+    ends = [
+        (RunEnd.of_result(f.result, f.execution.attempt, f.execution.trigger_time), f.job)
+        for f in ended
+        if f.job.callback_url
+    ]
+    return finished, create_deliveries(store, ends, now)
 
 
 def _lock_and_match(store: OutcomeStore, results: Sequence[ExecutionResult]) -> list[_Finished]:
@@ -174,15 +177,6 @@ def _job_end(item: _Finished) -> JobEnd | None:
         status=item.result.status,
         may_be_held=True,
     )
-
-
-def _delivery(item: _Finished, labels: dict[int, JobLabel]) -> NewDelivery | None:
-    if not item.job.callback_url:
-        return None
-    label = labels.get(item.job.id, UNLABELLED)
-    execution = item.execution
-    payload = callback_payload(item.result, execution.attempt, execution.trigger_time, label)
-    return new_delivery(item.result, item.job.app_pk, item.job.callback_url, payload)
 
 
 def _log(finished: Sequence[_Finished]) -> None:
