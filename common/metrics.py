@@ -110,8 +110,9 @@ STORE_CONFLICTS = Counter(
     "kairos_store_conflicts_total",
     "Transactions MySQL rolled back for a lock conflict (deadlock or lock wait timeout) "
     "and that ran again in place, by stage (results, callback_attempt, claim, fire, "
-    "sweep, retention, api_insert, ...). Not an outage: a steady few per second with "
-    "several dispatchers or notifiers is normal; a climbing rate says rows are fought over.",
+    "sweep, retention, api_insert, api_control, api_keyed_requests). Not an outage: a "
+    "steady few per second with several dispatchers or notifiers is normal; a climbing "
+    "rate says rows are fought over.",
     ["stage"],
 )
 RESULTS_SET_ASIDE = Counter(

@@ -4,7 +4,9 @@ InnoDB settles a deadlock by rolling one transaction back and asks the client to
 it again; a lock wait timeout asks the same. Either is a conflict between transactions,
 not an outage: the stage that met it runs the transaction again at once, then a few
 times more after short jittered pauses, and counts each in
-``kairos_store_conflicts_total{stage}``. The functions decorated here are safe to
+``kairos_store_conflicts_total{stage}``. ``retry_conflicts`` is how every stage
+does it, naming itself (``ConflictRetry.run`` where the function is not the stage's
+own, as the sweep's steps and the retention passes are); what it runs is safe to
 repeat from the start. Only a conflict that outlasts every try goes up to the caller.
 """
 
@@ -39,7 +41,6 @@ __all__ = [
     "is_duplicate_key",
     "is_lock_conflict",
     "retry_conflicts",
-    "retry_lock_conflicts",
 ]
 
 
@@ -120,7 +121,3 @@ def retry_conflicts(
         return wrapped
 
     return decorate
-
-
-# For a caller that names no stage of its own.
-retry_lock_conflicts = retry_conflicts("other")

@@ -16,8 +16,8 @@ after the job was stored): 403 (``JobHandlerForbiddenError``) for trigger and re
 422 naming ``jobHandler`` for update. Pause, cancel and delete always work, so an app
 can stop what it may no longer start.
 
-Every transaction function may run again after a lock conflict (``retry_lock_conflicts``);
-each starts from a fresh read, so a repeat is safe.
+Every transaction function may run again after a lock conflict (``retry_conflicts``,
+stage ``api_control``); each starts from a fresh read, so a repeat is safe.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from common.db import executions
 from common.db.apps import App
 from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import retry_conflicts
 from common.documents import JsonObject, stored_text
 from common.errors import (
     InvalidTransitionError,
@@ -58,6 +58,9 @@ from services.api.views import job_view
 from services.api.wake import wake_dispatcher
 
 log = logging.getLogger(__name__)
+
+# The stage job control's lock conflicts are counted under (``kairos_store_conflicts_total``).
+STAGE = "api_control"
 
 _FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -119,7 +122,7 @@ def _held_again(conn: Connection, job: JobRecord) -> bool:
 # a run that ends meanwhile waits for this commit before it releases the job.
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _pause(engine: Engine, app_pk: int, job_id: int, now: int) -> bool:
     with engine.begin() as conn:
         if not applies(PAUSE, job_id, status_of(db.lock_job(conn, app_pk, job_id))):
@@ -136,7 +139,7 @@ def pause_job(state: ApiState, app: App, job_id: int) -> None:
         log.info("job paused", extra={"job_id": job_id})
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _resume(engine: Engine, app: App, job_id: int, now: int) -> JobRecord | None:
     app_pk = app.id
     with engine.begin() as conn:
@@ -190,7 +193,7 @@ def resume_job(state: ApiState, app: App, job_id: int) -> None:
             wake_dispatcher(state, job.next_trigger_time, now)
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _cancel(engine: Engine, app_pk: int, job_id: int, now: int, rule: Rule) -> int | None:
     # Checked first without locks, so a refused or repeated cancel takes none.
     with engine.begin() as conn:
@@ -306,7 +309,7 @@ def patched_columns(
     return {name: value for name, value in columns.items() if getattr(stored, name) != value}
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _update(
     state: ApiState, app: App, job_id: int, patch: JobPatch, now: int
 ) -> tuple[JobRecord, JobColumns]:

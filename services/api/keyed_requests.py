@@ -26,7 +26,7 @@ from common.db.idempotency_keys import (
     store_answer,
     take_key,
 )
-from common.db.retry import is_duplicate_key, retry_lock_conflicts
+from common.db.retry import is_duplicate_key, retry_conflicts
 from common.errors import IdempotencyConflictError, IdempotencyKeyInUseError
 from services.api.idempotency_header import HEADER, REPLAYED_HEADER
 from services.api.state import ApiState
@@ -34,6 +34,9 @@ from services.api.state import ApiState
 log = logging.getLogger(__name__)
 
 _KEY_CONSTRAINT = "uq_idempotency_keys_app_operation_key"
+# The stage these requests' lock conflicts are counted under, with a key or without
+# (``kairos_store_conflicts_total``).
+STAGE = "api_keyed_requests"
 
 
 def _replay(request: KeyedRequest, stored: StoredAnswer) -> StoredAnswer:
@@ -48,7 +51,7 @@ def _replay(request: KeyedRequest, stored: StoredAnswer) -> StoredAnswer:
 Work = Callable[[Connection], StoredAnswer]
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _keyed_once(state: ApiState, request: KeyedRequest, work: Work) -> tuple[StoredAnswer, bool]:
     now = state.clock.now_ms()
     expires = now + int(state.settings.idempotency_key_hours * 3_600_000)
@@ -62,7 +65,7 @@ def _keyed_once(state: ApiState, request: KeyedRequest, work: Work) -> tuple[Sto
     return answer, False
 
 
-@retry_lock_conflicts
+@retry_conflicts(STAGE)
 def _unkeyed(state: ApiState, work: Work) -> StoredAnswer:
     with state.engine.begin() as conn:
         return work(conn)

@@ -9,25 +9,26 @@ Read it in the order a trigger travels:
                        to the dispatch loop (pika is not thread-safe)
     ``fire``           executions SCHEDULED for later (claimed ahead, retries, manual runs)
                        held in a heap and fired at their time
-    ``route``          a live worker for each execution (fire and rescue; a claim's
-                       hand-over picks its own)
+    ``route``          a live worker for each execution (fire, rescue, and a claim's
+                       hand-over on its own copy of the worker view)
     ``dispatch``       the one path out: packs per worker, publish, put back what bounced
     ``wake_thread``    thread: the API's wake-ups for jobs due now
 
 ``outcomes/`` — from a worker's result to the job's state and its callback
     ``results_thread`` thread: consumes kairos.results in batches
     ``record``         execution outcome, retry or job end, callback delivery: one commit
-    ``callbacks``      the callback payload and its hand-off to the notifier
+    ``callbacks``      callback deliveries created, their payload, their hand-off to the
+                       notifier
 
 ``upkeep/`` — what keeps the rest honest while this dispatcher leads
     ``lease_thread``   thread: the Redis lease that makes one dispatcher the leader
     ``workers``        the live workers and their load, as routing sees them
+    ``retention``      thread: old history deleted, in batches sized to keep up
     ``sweep``          the leader's once-a-second sweep, running:
     ``rescue``         dead workers' executions reported, lost or moved
     ``rescue_plan``    which of them is reported, lost or moved, from their started keys
     ``timeouts``       runs past their timeout that no worker reported
     ``reconcile``      executions QUEUED far too long on live workers
-    ``retention``      old history deleted
 
 ``main`` is the process and its dispatch loop (the thread that owns the broker
 connection): it sends handed-over claims, fires what is due and runs the sweep.

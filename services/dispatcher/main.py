@@ -173,10 +173,7 @@ class Dispatcher:
             s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms
         )
         firer = Firer.on_stores(self.stores, publisher, router, fire)
-        # Retention runs in a thread of its own (``RetentionLoop``), not in the sweep,
-        # whose time the dispatch loop would spend instead of firing.
-        swept = UpkeepSettings.of(s.model_copy(update={"retention_days": 0.0}))
-        upkeep = Upkeep(self.stores, publisher, router, swept)
+        upkeep = Upkeep(self.stores, publisher, router, UpkeepSettings.of(s))
         retention = RetentionLoop(self.engine, self.clock, int(s.retention_days * 86_400_000))
         claims = ClaimLoop(
             claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000, self.progress

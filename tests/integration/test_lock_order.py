@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
-from common.db.retry import retry_lock_conflicts
+from common.db.retry import retry_conflicts
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus
 from services.dispatcher.outcomes.record import record_results
@@ -51,7 +51,7 @@ def finished(execution_id: str) -> ExecutionResult:
     )
 
 
-@retry_lock_conflicts
+@retry_conflicts("fire")
 def record_queued(engine: Engine, workers: Mapping[int, str], now_ms: int) -> None:
     """Mark executions QUEUED in a transaction of their own, as the firer's mark does."""
     with engine.begin() as conn:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 
 from common.db.deliveries import JobLabel, NewDelivery
+from common.db.executions import NewExecution
+from common.memory.rows import MemoryJob
+from common.memory.store import MemoryStore
 from common.messages import CallbackMessage, ExecutionResult
+from common.states import ExecutionStatus
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 from services.dispatcher.outcomes.callbacks import (
     MAX_RESULT_CHARS,
+    RunEnd,
     callback_message,
     callback_payload,
+    create_deliveries,
 )
 
 NEW_YEAR_2026_MS = 1_767_225_600_000
@@ -34,7 +40,7 @@ LABEL = JobLabel("nightly-report", "report-2026-01-01")
 
 
 def test_payload_is_a_standard_webhooks_envelope_in_compact_json() -> None:
-    assert callback_payload(_result(), 2, NEW_YEAR_2026_MS, LABEL) == (
+    assert callback_payload(RunEnd.of_result(_result(), 2, NEW_YEAR_2026_MS), LABEL) == (
         '{"type":"execution.finished","timestamp":"2026-01-01T00:00:01.005Z","data":{'
         '"jobId":42,"jobName":"nightly-report","clientRequestId":"report-2026-01-01",'
         '"executionId":"ex-1","attempt":2,"status":"SUCCEEDED","message":null,"result":null,'
@@ -44,7 +50,9 @@ def test_payload_is_a_standard_webhooks_envelope_in_compact_json() -> None:
 
 
 def test_payload_carries_the_failure_message() -> None:
-    payload = callback_payload(_result("FAILED", "ValueError: bad day"), 3, NEW_YEAR_2026_MS, LABEL)
+    payload = callback_payload(
+        RunEnd.of_result(_result("FAILED", "ValueError: bad day"), 3, NEW_YEAR_2026_MS), LABEL
+    )
     data = json.loads(payload)["data"]
     assert data["status"] == "FAILED"
     assert data["message"] == "ValueError: bad day"
@@ -52,7 +60,9 @@ def test_payload_carries_the_failure_message() -> None:
 
 
 def test_payload_has_exactly_the_documented_keys() -> None:
-    decoded = json.loads(callback_payload(_result("LOST"), 1, NEW_YEAR_2026_MS, LABEL))
+    decoded = json.loads(
+        callback_payload(RunEnd.of_result(_result("LOST"), 1, NEW_YEAR_2026_MS), LABEL)
+    )
     assert set(decoded) == {"type", "timestamp", "data"}
     assert set(decoded["data"]) == {
         "jobId",
@@ -71,10 +81,50 @@ def test_payload_has_exactly_the_documented_keys() -> None:
 
 def test_a_result_is_carried_as_json_and_left_out_past_its_bound() -> None:
     small = _result().model_copy(update={"result": '{"rows":3}'})
-    assert json.loads(callback_payload(small, 1, 0, LABEL))["data"]["result"] == {"rows": 3}
+    assert json.loads(callback_payload(RunEnd.of_result(small, 1, 0), LABEL))["data"]["result"] == {
+        "rows": 3
+    }
     big = _result().model_copy(update={"result": '"' + "x" * MAX_RESULT_CHARS + '"'})
-    data = json.loads(callback_payload(big, 1, 0, LABEL))["data"]
+    data = json.loads(callback_payload(RunEnd.of_result(big, 1, 0), LABEL))["data"]
     assert data["result"] is None and data["resultOmitted"] is True
+
+
+def test_a_trigger_a_claim_ended_reads_as_a_failed_run_that_started_and_ended_then() -> None:
+    ended = NewExecution(
+        "ex-9",
+        42,
+        1,
+        NEW_YEAR_2026_MS,
+        NEW_YEAR_2026_MS,
+        status=ExecutionStatus.FAILED,
+        message="cannot compute this job's schedule (ValueError: bad cron); job ended",
+    )
+    end = RunEnd.of_claim(ended, NEW_YEAR_2026_MS + 7)
+    assert callback_payload(end, LABEL) == (
+        '{"type":"execution.finished","timestamp":"2026-01-01T00:00:00.007Z","data":{'
+        '"jobId":42,"jobName":"nightly-report","clientRequestId":"report-2026-01-01",'
+        '"executionId":"ex-9","attempt":1,"status":"FAILED","message":"cannot compute '
+        'this job\'s schedule (ValueError: bad cron); job ended","result":null,'
+        '"triggerTime":"2026-01-01T00:00:00.000Z","startedAt":"2026-01-01T00:00:00.007Z",'
+        '"endedAt":"2026-01-01T00:00:00.007Z"}}'
+    )
+
+
+def test_deliveries_are_created_for_the_ended_runs_of_jobs_with_a_callback_url() -> None:
+    store = MemoryStore()
+    hooked = store.add_job(MemoryJob(app_pk=3, job_name="report", callback_url="https://h/k"))
+    silent = store.add_job(MemoryJob(app_pk=3))
+    settings = store.trigger_settings([hooked, silent])
+    ends = [
+        (RunEnd.of_result(_result().model_copy(update={"job_id": job}), 1, 0), settings[job])
+        for job in (hooked, silent)
+    ]
+    [made] = create_deliveries(store, ends, 5_000)
+    assert (made.job_id, made.app_pk, made.url) == (hooked, 3, "https://h/k")
+    assert made.delivery_id.startswith("msg_")
+    assert json.loads(made.payload)["data"]["jobName"] == "report"
+    [stored] = store.deliveries
+    assert (stored.delivery, stored.created_at) == (made, 5_000)
 
 
 def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:

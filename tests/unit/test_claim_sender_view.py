@@ -19,17 +19,17 @@ def test_picks_of_earlier_claims_count_until_the_dispatch_loop_reloads_the_view(
     view = workers()
     sender.workers = view
     chooser = WorkerChooser()
-    first = sender._live()
+    first = sender.view.live()
     picks = [chooser.choose(first, "demo.noop") for _ in range(3)]
     assert [p.worker_id for p in picks if p] == ["w1", "w2", "w1"]
     # The next claim, same view: it goes on from the counts, w2 first.
-    again = sender._live()
+    again = sender.view.live()
     assert again is first
     pick = chooser.choose(again, "demo.noop")
     assert pick is not None and pick.worker_id == "w2"
     assert [w.active for w in view] == [0, 0]  # the dispatch loop's objects untouched
     sender.workers = workers()  # reloaded: fresh counts from the directory
-    assert [w.active for w in sender._live()] == [0, 0]
+    assert [w.active for w in sender.view.live()] == [0, 0]
 
 
 class Directory:
@@ -49,9 +49,9 @@ def test_the_dispatch_loop_passes_the_same_view_until_its_directory_reloads() ->
     directory = Directory()
     leading = cast(Any, SimpleNamespace(directory=directory, sender=sender, claims=Claims()))
     Dispatcher._share_workers(leading)
-    first = sender._live()
+    first = sender.view.live()
     Dispatcher._share_workers(leading)  # the next pass of the loop, no reload
-    assert sender._live() is first
+    assert sender.view.live() is first
     directory.cached = workers()
     Dispatcher._share_workers(leading)
-    assert sender._live() is not first
+    assert sender.view.live() is not first

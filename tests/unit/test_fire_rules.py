@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from common.db.sendable import ExecutionWithJob
 from common.schedule import PAUSED_SKIP
-from common.states import ExecutionStatus, JobStatus
+from common.states import JobStatus
 from services.dispatcher.trigger.fire_rules import (
     CANCELLED,
     FORBID_HOLD,
@@ -15,32 +12,8 @@ from services.dispatcher.trigger.fire_rules import (
     forbid_candidates,
     release_on_skip,
 )
-
-NOW = 1_000_000
-
-
-def row(n: int, **changes: object) -> ExecutionWithJob:
-    base = ExecutionWithJob(
-        id=n,
-        execution_id=f"e{n}",
-        job_id=n,
-        attempt=1,
-        trigger_time=NOW - 10,
-        scheduled_at=NOW - 10,
-        worker_id=None,
-        status=ExecutionStatus.SCHEDULED,
-        manual=False,
-        handler="demo.noop",
-        params="{}",
-        timeout_seconds=None,
-        overlap_policy="ALLOW",
-        misfire_policy="FIRE_ONCE",
-        misfire_threshold_seconds=60,
-        next_trigger_time=None,
-        job_status=JobStatus.WAITING,
-        recurring=True,
-    )
-    return replace(base, **changes)  # type: ignore[arg-type]
+from tests.unit.due_rows import NOW
+from tests.unit.due_rows import due_row as row
 
 
 def test_an_ordinary_due_execution_is_sent() -> None:

@@ -9,7 +9,7 @@ from common.db.sendable import ExecutionWithJob
 from common.started_mark import CLOCK_SLACK_MS, RECONCILER
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
-from tests.unit.test_fire_rules import row
+from tests.unit.due_rows import due_row as row
 
 DEAD = "w-dead"
 EPOCH = 500_000  # Redis has kept started keys since then

@@ -15,7 +15,7 @@ from services.dispatcher.upkeep.rescue import RescueSettings
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
 from services.dispatcher.upkeep.timeouts import TimeoutSettings
 
-STEPS = ["epoch", "rescue", "draining", "timeouts", "callbacks", "retention", "gauges", "reconcile"]
+STEPS = ["epoch", "rescue", "draining", "timeouts", "callbacks", "gauges", "reconcile"]
 
 
 class Steps:
@@ -38,7 +38,6 @@ def upkeep_of(steps: Steps, monkeypatch: pytest.MonkeyPatch) -> Upkeep:
     """An Upkeep whose every step is one of ``steps`` (no store behind any of them)."""
     monkeypatch.setattr(sweep_module, "started_epoch", steps.step("epoch"))
     monkeypatch.setattr(sweep_module, "republish_stale_deliveries", steps.step("callbacks"))
-    monkeypatch.setattr(sweep_module, "prune", steps.step("retention"))
     upkeep = object.__new__(Upkeep)
     upkeep._stores = SimpleNamespace(  # type: ignore[assignment]
         engine=None, clock=SimpleNamespace(now_ms=lambda: 0), redis=None, keys=None
@@ -48,7 +47,6 @@ def upkeep_of(steps: Steps, monkeypatch: pytest.MonkeyPatch) -> Upkeep:
         RescueSettings(15_000, 3_600_000),
         TimeoutSettings(1_000, 1_000),
         pending_republish_ms=5_000,
-        retention_ms=1,
         reconcile=ReconcileSettings(300_000, 604_800),
     )
     upkeep.rescue = SimpleNamespace(  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""Callback deliveries: the payload for a finished execution and the message to send it."""
+"""Callback deliveries: created for an ended execution, its payload, the message to send it."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
 
 from common.broker import OutgoingMessage, Publisher
 from common.clock import ClusterClock
 from common.db import deliveries
-from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery, insert_deliveries, job_labels
+from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
 from common.db.executions import NewExecution
-from common.db.jobs import trigger_settings
+from common.db.jobs import TriggerSettings
+from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
@@ -26,8 +28,6 @@ from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 log = logging.getLogger(__name__)
 
 REPUBLISH_LIMIT = 500
-# The worker id a callback names for a trigger no worker ran (its claim ended it).
-CLAIM_SENDER = "dispatcher"
 
 
 EVENT_TYPE = "execution.finished"
@@ -48,40 +48,101 @@ def _bounded_result(raw: str | None) -> tuple[JsonValue, bool]:
         return raw, False
 
 
-def callback_payload(
-    result: ExecutionResult, attempt: int, trigger_time: int, job: JobLabel
-) -> str:
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How an execution ended, as its callback tells it: reported by its worker, or
+    settled by a claim that ended its trigger (no worker ran it)."""
+
+    execution_id: str
+    job_id: int
+    attempt: int
+    trigger_time: int
+    status: ExecutionStatus
+    message: str | None
+    result: str | None
+    started_at: int
+    ended_at: int
+
+    @classmethod
+    def of_result(cls, result: ExecutionResult, attempt: int, trigger_time: int) -> RunEnd:
+        """The end a worker reported for an execution of ``attempt`` at ``trigger_time``."""
+        return cls(
+            result.execution_id,
+            result.job_id,
+            attempt,
+            trigger_time,
+            result.status,
+            result.message,
+            result.result,
+            result.started_at,
+            result.ended_at,
+        )
+
+    @classmethod
+    def of_claim(cls, execution: NewExecution, now_ms: int) -> RunEnd:
+        """The end of an execution a claim wrote final at ``now_ms``, with its message."""
+        return cls(
+            execution.execution_id,
+            execution.job_id,
+            execution.attempt,
+            execution.trigger_time,
+            execution.status,
+            execution.message,
+            None,
+            now_ms,
+            now_ms,
+        )
+
+
+def callback_payload(end: RunEnd, job: JobLabel) -> str:
     """The JSON body a callback receiver gets, exactly as it is signed: a Standard
     Webhooks envelope (``type``, ``timestamp``, ``data``)."""
-    value, omitted = _bounded_result(result.result)
+    value, omitted = _bounded_result(end.result)
     data: JsonObject = {
-        "jobId": result.job_id,
+        "jobId": end.job_id,
         "jobName": job.job_name,
         "clientRequestId": job.client_request_id,
-        "executionId": result.execution_id,
-        "attempt": attempt,
-        "status": result.status,
-        "message": result.message,
+        "executionId": end.execution_id,
+        "attempt": end.attempt,
+        "status": end.status,
+        "message": end.message,
         "result": value,
-        "triggerTime": iso_ms(trigger_time),
-        "startedAt": iso_ms(result.started_at),
-        "endedAt": iso_ms(result.ended_at),
+        "triggerTime": iso_ms(end.trigger_time),
+        "startedAt": iso_ms(end.started_at),
+        "endedAt": iso_ms(end.ended_at),
     }
     if omitted:
         data["resultOmitted"] = True
-    body = {"type": EVENT_TYPE, "timestamp": iso_ms(result.ended_at), "data": data}
+    body = {"type": EVENT_TYPE, "timestamp": iso_ms(end.ended_at), "data": data}
     return json.dumps(body, separators=(",", ":"))
 
 
-def new_delivery(result: ExecutionResult, app_pk: int, url: str, payload: str) -> NewDelivery:
-    """A delivery record for one finished execution of a job with a callback URL."""
+def create_deliveries(
+    store: OutcomeStore, ended: Sequence[tuple[RunEnd, TriggerSettings]], now_ms: int
+) -> list[NewDelivery]:
+    """Record, in the caller's transaction, a PENDING callback delivery for each ended
+    execution whose job (``TriggerSettings``) has a callback URL; the deliveries made.
+
+    Every delivery comes from here: a worker's result recorded, and a trigger a claim
+    itself ended FAILED.
+    """
+    wanted = [(end, job) for end, job in ended if job.callback_url]
+    labels = store.job_labels([job.id for _, job in wanted])
+    deliveries = [_delivery(end, job, labels.get(job.id, UNLABELLED)) for end, job in wanted]
+    store.insert_deliveries(deliveries, now_ms)
+    return deliveries
+
+
+def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery:
+    """The delivery of one ended execution to its job's callback URL."""
+    assert job.callback_url
     return NewDelivery(
         delivery_id="msg_" + uuid.uuid4().hex,
-        execution_id=result.execution_id,
-        job_id=result.job_id,
-        app_pk=int(app_pk),
-        url=url,
-        payload=payload,
+        execution_id=end.execution_id,
+        job_id=end.job_id,
+        app_pk=int(job.app_pk),
+        url=job.callback_url,
+        payload=callback_payload(end, label),
     )
 
 
@@ -93,26 +154,12 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
     that publishes again deliveries never confirmed in the callbacks queue sends them.
     """
     failed = [e for e in ended if e.status is ExecutionStatus.FAILED]
-    jobs = trigger_settings(conn, [e.job_id for e in failed]) if failed else {}
-    labels = job_labels(conn, [j.id for j in jobs.values() if j.callback_url])
-    wanted = []
-    for execution in failed:
-        job = jobs.get(execution.job_id)
-        if job is None or not job.callback_url:
-            continue
-        result = ExecutionResult(
-            execution_id=execution.execution_id,
-            job_id=execution.job_id,
-            worker_id=CLAIM_SENDER,
-            status=ExecutionStatus.FAILED,
-            message=execution.message,
-            started_at=now_ms,
-            ended_at=now_ms,
-        )
-        label = labels.get(execution.job_id, UNLABELLED)
-        payload = callback_payload(result, execution.attempt, execution.trigger_time, label)
-        wanted.append(new_delivery(result, job.app_pk, job.callback_url, payload))
-    insert_deliveries(conn, wanted, now_ms)
+    if not failed:
+        return
+    store = MySqlOutcomeStore(conn)
+    jobs = store.trigger_settings([e.job_id for e in failed])
+    ends = [(RunEnd.of_claim(e, now_ms), jobs[e.job_id]) for e in failed if e.job_id in jobs]
+    create_deliveries(store, ends, now_ms)
 
 
 def callback_message(delivery: NewDelivery) -> OutgoingMessage:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from common.clock import Clock, ClusterClock
-from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
+from common.db.deliveries import NewDelivery
 from common.db.engine import lock_waits_of
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
@@ -22,7 +22,8 @@ from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
-from services.dispatcher.outcomes.callbacks import callback_payload, new_delivery
+from common.trigger_end import JobEnd, job_end
+from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +113,13 @@ def _record_in(
     store.insert_executions([_retry(f, now) for f in finished if f.retry_due], now)
     ended = [f for f in finished if not f.retry_due]
     _end_triggers(store, ended, now)
-    labels = store.job_labels([f.job.id for f in ended if f.job.callback_url])
-    wanted = [d for d in (_delivery(f, labels) for f in ended) if d is not None]
-    store.insert_deliveries(wanted, now)
-    return finished, wanted
+    # Only runs of jobs with a callback URL are made into a ``RunEnd``: most have none.
+    ends = [
+        (RunEnd.of_result(f.result, f.execution.attempt, f.execution.trigger_time), f.job)
+        for f in ended
+        if f.job.callback_url
+    ]
+    return finished, create_deliveries(store, ends, now)
 
 
 def _lock_and_match(store: OutcomeStore, results: Sequence[ExecutionResult]) -> list[_Finished]:
@@ -160,26 +164,19 @@ def _retry(item: _Finished, now: int) -> NewExecution:
 def _end_triggers(store: OutcomeStore, ended: Sequence[_Finished], now: int) -> None:
     """Move the jobs of ended triggers on: one-shot jobs to their end, recurring ones to
     their next trigger; manual runs leave their job as it is."""
-    store.release_jobs([(i.job.id, _final(i)) for i in ended if not i.execution.manual], now)
+    store.release_jobs([end for end in map(_job_end, ended) if end is not None], now)
 
 
-def _final(item: _Finished) -> JobStatus | None:
-    # A recurring job whose schedule has no trigger left (a cron past its last time)
-    # ends with its last run, as a one-shot job does.
-    if item.job.recurring and item.job.has_next_trigger:
-        return None
-    return (
-        JobStatus.SUCCEEDED if item.result.status is ExecutionStatus.SUCCEEDED else JobStatus.FAILED
+def _job_end(item: _Finished) -> JobEnd | None:
+    """``job_end`` of a finished run; a recurring job whose schedule has no trigger
+    left (a cron past its last time) ends with its last run, as a one-shot job does."""
+    return job_end(
+        item.job.id,
+        manual=item.execution.manual,
+        last=not (item.job.recurring and item.job.has_next_trigger),
+        status=item.result.status,
+        may_be_held=True,
     )
-
-
-def _delivery(item: _Finished, labels: dict[int, JobLabel]) -> NewDelivery | None:
-    if not item.job.callback_url:
-        return None
-    label = labels.get(item.job.id, UNLABELLED)
-    execution = item.execution
-    payload = callback_payload(item.result, execution.attempt, execution.trigger_time, label)
-    return new_delivery(item.result, item.job.app_pk, item.job.callback_url, payload)
 
 
 def _log(finished: Sequence[_Finished]) -> None:

@@ -44,6 +44,7 @@ from services.dispatcher.trigger.dispatch import (
     pack_dispatches,
 )
 from services.dispatcher.trigger.fire_rules import app_fence
+from services.dispatcher.trigger.route import Router
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +99,35 @@ class OpenClaim:
             self.connection.close()
 
 
+class WorkerCopy:
+    """The claim thread's own copy of the dispatch loop's worker view (``LiveWorkers``).
+
+    ``workers`` is the dispatch loop's latest view. The copy is kept, with the claims'
+    picks counted on it, until a new view comes, so the two threads never share a
+    chooser's counts; the picks made on a copy replaced go to ``on_picks``.
+    """
+
+    def __init__(self, on_picks: Callable[[list[WorkerLoad]], None]) -> None:
+        self.workers: Sequence[WorkerLoad] = ()
+        self._on_picks = on_picks
+        self._view: Sequence[WorkerLoad] = ()
+        self._copies: list[WorkerLoad] = []
+
+    def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
+        """The copy of the latest view (``fresh_for`` is the dispatch loop's to honour)."""
+        view = self.workers
+        if view is not self._view:
+            self._on_picks(self._copies)
+            self._view = view
+            self._copies = [dataclasses.replace(w, picked=0) for w in view]
+        return self._copies
+
+
 class ClaimSender:
     """Writes a claim's due executions QUEUED and hands the open claim to the dispatch loop.
 
-    ``workers`` is the dispatch loop's latest view of the live workers. The claim thread
-    picks from its own copy of it, kept (with its picks counted) until a new view comes,
-    so the two threads never share a chooser's counts.
+    ``workers`` is the dispatch loop's latest view of the live workers; the claim thread
+    routes on its own copy of it (``WorkerCopy``), through a ``Router`` of its own.
     """
 
     def __init__(
@@ -111,21 +135,27 @@ class ClaimSender:
         chooser: WorkerChooser,
         on_picks: Callable[[list[WorkerLoad]], None] = lambda picked: None,
     ) -> None:
-        self.workers: Sequence[WorkerLoad] = ()
+        self.view = WorkerCopy(on_picks)
+        self._router = Router(self.view, chooser)
         # Set by the dispatch loop while due runs wait for a free slot: then the fair
         # share (the firer) alone decides who goes next, and claims send nothing.
         self.contended = False
         # The apps' policies as the firer last read them (by primary key).
         self.apps: Mapping[int, AppPolicy] = {}
-        self._on_picks = on_picks
-        self._chooser = chooser
         self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
         self._closed = False
         self._lock = threading.Lock()
-        self._view: Sequence[WorkerLoad] = ()
-        self._copies: list[WorkerLoad] = []
         # Executions claims committed SCHEDULED, for the firer to hold.
         self._scheduled: list[ExecutionWithJob] = []
+
+    @property
+    def workers(self) -> Sequence[WorkerLoad]:
+        """The dispatch loop's latest view of the live workers (set by it)."""
+        return self.view.workers
+
+    @workers.setter
+    def workers(self, view: Sequence[WorkerLoad]) -> None:
+        self.view.workers = view
 
     def insert(
         self,
@@ -166,13 +196,13 @@ class ClaimSender:
             ],
             UNFINISHED,
         )
-        live = self._live()
+        live = self.view.live()
         rows: list[NewExecution] = []
         for execution in created:
             if execution.execution_id in due and execution.job_id not in busy:
-                worker = self._chooser.choose(live, jobs[execution.job_id].handler)
-                if worker is not None:
-                    execution = execution.queued_on(worker.worker_id)
+                worker_id = self._router.choose(jobs[execution.job_id].handler, live)
+                if worker_id is not None:
+                    execution = execution.queued_on(worker_id)
             rows.append(execution)
         execution_keys = insert_executions_with_ids(conn, rows, now_ms)
         sent = [
@@ -187,14 +217,6 @@ class ClaimSender:
         fence (the firer applies both)."""
         policy = self.apps.get(job.app_pk, DEFAULT_POLICY)
         return policy.max_running is None and app_fence(job.handler, policy) is None
-
-    def _live(self) -> list[WorkerLoad]:
-        view = self.workers
-        if view is not self._view:
-            self._on_picks(self._copies)
-            self._view = view
-            self._copies = [dataclasses.replace(w, picked=0) for w in view]
-        return self._copies
 
     def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:
         """Queue an open claim for the dispatch loop; False (rolled back) once it stops."""

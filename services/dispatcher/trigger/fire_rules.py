@@ -34,7 +34,8 @@ from common.schedule import (
     late_fire_skip_reason,
     overlap_skip_reason,
 )
-from common.states import JobStatus
+from common.states import ExecutionStatus, JobStatus
+from common.trigger_end import JobEnd, job_end
 
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
 CANCELLED = "cancelled: the job was cancelled before this run was sent"
@@ -175,22 +176,20 @@ def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> 
     )
 
 
-def release_on_skip(row: ExecutionWithJob) -> tuple[int, JobStatus | None] | None:
-    """What skipping this execution at fire time does to its job, as a finished run would:
-    ``(job id, final status)`` (None: back to waiting), or None when nothing holds the job.
-
-    A one-shot job, or a cron at its last trigger, was held by its claim and ends FAILED;
-    a recurring job under overlap policy QUEUE was held and waits for its next trigger.
-    Any other recurring job was never held, and its row is left alone: a claim of its
-    next trigger may hold it, open until the dispatch loop (which fires) sends it.
+def release_on_skip(row: ExecutionWithJob) -> JobEnd | None:
+    """What skipping this execution at fire time does to its job (``job_end``): a
+    one-shot job, or a cron at its last trigger, ends FAILED; a recurring job under
+    overlap policy QUEUE was held by its claim and waits for its next trigger. Any other
+    recurring job was never held, and its row is left alone: a claim of its next trigger
+    may hold it, open until the dispatch loop (which fires) sends it.
     """
-    if row.manual:
-        return None
-    if not row.recurring or row.next_trigger_time is None:
-        return row.job_id, JobStatus.FAILED
-    if row.overlap_policy == OverlapPolicy.QUEUE:
-        return row.job_id, None
-    return None
+    return job_end(
+        row.job_id,
+        manual=row.manual,
+        last=not row.recurring or row.next_trigger_time is None,
+        status=ExecutionStatus.SKIPPED,
+        may_be_held=row.overlap_policy == OverlapPolicy.QUEUE,
+    )
 
 
 def no_worker_reason(handler: str) -> str:

@@ -1,7 +1,8 @@
 """Routing: each execution to a live worker that runs its handler, by the strategy.
 
-The firer routes what is due, and the rescue what it moves off a dead or draining
-worker; both send the assignments through ``dispatch``.
+The firer routes what is due, the rescue what it moves off a dead or draining worker,
+and a claim what it finds already due (on its own copy of the worker view); all of them
+choose through ``Router.choose`` and send through ``dispatch``.
 """
 
 from __future__ import annotations
@@ -37,5 +38,11 @@ class Router(Generic[Directory]):
     def assign(self, row: ExecutionWithJob, live: Sequence[WorkerLoad]) -> Assignment | None:
         """The row's assignment to a live worker that runs its handler and has room in its
         queue (the pick counted on that worker); None when there is none."""
-        worker = self._chooser.choose(live, row.handler)
-        return None if worker is None else Assignment.of(row, worker.worker_id)
+        worker_id = self.choose(row.handler, live)
+        return None if worker_id is None else Assignment.of(row, worker_id)
+
+    def choose(self, handler: str, live: Sequence[WorkerLoad]) -> str | None:
+        """The id of the live worker in ``live`` to run ``handler`` next, its pick counted
+        there; None when no live worker that runs it has room in its queue."""
+        worker = self._chooser.choose(live, handler)
+        return None if worker is None else worker.worker_id

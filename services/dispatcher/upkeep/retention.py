@@ -1,11 +1,12 @@
 """Retention: history past its age is deleted in batches sized to keep up with any rate.
 
 The leader runs it in a thread of its own (``RetentionLoop``), off the dispatch loop,
-whose firing it would otherwise delay. Each pass deletes batch after batch while
-batches come back full and its time budget lasts; a batch that was quick makes the next
-one twice as big, a slow one halves it. A backlog (a raised rate, a retention
-shortened) is worked off back to back at whatever rate the database allows, and a
-quiet table costs one short query per kind of row a second.
+whose firing it would otherwise delay; nothing else prunes. Each pass deletes batch
+after batch while batches come back full and its time budget lasts; a batch that was
+quick makes the next one twice as big, a slow one halves it. A backlog (a raised
+rate, a retention shortened) is worked off back to back at whatever rate the database
+allows, and a quiet table costs one short query per kind of row a second. A lock
+conflict runs the pass again in place, counted under stage ``retention``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
 from common.db.retention import prune_deliveries, prune_executions, prune_jobs, prune_workers
+from common.db.retry import ConflictRetry
 from common.runtime import backoff_seconds
 from services.dispatcher.upkeep.gauges import forget_worker_series
 
@@ -35,6 +37,8 @@ BUDGET_S = 1.0
 # How long the loop rests after a pass that caught up.
 IDLE_S = 1.0
 WORKERS_PER_CALL = 100
+# The stage a pass's lock conflicts are counted under (``kairos_store_conflicts_total``).
+STAGE = "retention"
 
 Pruner = Callable[[Connection, int, int], int]
 
@@ -136,7 +140,7 @@ class RetentionLoop:
         size, failures = BatchSize(), 0
         while keep_going():
             try:
-                prune(self._engine, self._clock, self._retention_ms, size=size)
+                self._prune(size)
                 caught_up, failures = not size.behind, 0
             except Exception as e:
                 failures += 1
@@ -144,3 +148,8 @@ class RetentionLoop:
                 caught_up = True
             if caught_up:
                 self._wake.wait(IDLE_S if not failures else backoff_seconds(failures))
+
+    def _prune(self, size: BatchSize) -> None:
+        """One pass; run again in place after a lock conflict, which is counted, as every
+        stage does (``common.db.retry``): a conflict is no failure to back off from."""
+        ConflictRetry(STAGE).run(prune, self._engine, self._clock, self._retention_ms, size=size)

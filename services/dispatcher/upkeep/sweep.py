@@ -1,7 +1,9 @@
 """The leader's upkeep sweep: every step that puts stranded work back on its way.
 
 Run by the dispatch loop about once a second while this dispatcher leads. Each step is
-safe to repeat and to run on any dispatcher that leads next.
+safe to repeat and to run on any dispatcher that leads next. Retention is no step of
+it: the leader prunes in a thread of its own (``upkeep.retention.RetentionLoop``),
+whose deletes would otherwise take the dispatch loop's time from firing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
-from services.dispatcher.upkeep.retention import prune
 from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
 from services.dispatcher.upkeep.workers import WorkerDirectory
 
@@ -36,7 +37,6 @@ class UpkeepSettings:
     rescue: RescueSettings
     timeouts: TimeoutSettings
     pending_republish_ms: int
-    retention_ms: int
     reconcile: ReconcileSettings | None
 
     @classmethod
@@ -50,7 +50,6 @@ class UpkeepSettings:
             RescueSettings(s.heartbeat_stale_ms, int(s.forget_workers_after_hours * 3_600_000)),
             TimeoutSettings(s.timeout_grace_ms, s.idempotency_ttl_seconds * 1000),
             s.pending_republish_ms,
-            int(s.retention_days * 86_400_000),
             reconcile,
         )
 
@@ -105,7 +104,6 @@ class Upkeep:
             "callbacks",
             lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),
         )
-        self._run("retention", lambda: prune(engine, clock, s.retention_ms))
         self._run("gauges", self._gauges.refresh)
         if self._reconciler is not None and time.monotonic() >= self._next_reconcile:
             self._next_reconcile = time.monotonic() + s.reconcile_interval_s
@@ -116,7 +114,7 @@ class Upkeep:
         """Run one step, again in place after a lock conflict; one failing on its own
         data is logged, an outage goes up. Every step is safe to run again."""
         try:
-            ConflictRetry("retention" if name == "retention" else "sweep").run(step)
+            ConflictRetry("sweep").run(step)
         except Exception as e:
             if is_store_outage(e):
                 raise
