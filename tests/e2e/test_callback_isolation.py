@@ -108,3 +108,36 @@ def test_a_fast_apps_callbacks_arrive_within_seconds_while_another_apps_receiver
     finally:
         slow_receiver.close()
         fast_receiver.close()
+
+
+BURST = 3_000
+
+
+def test_a_burst_past_what_the_notifier_holds_is_all_delivered_while_the_rest_is_parked(
+    processes: Processes,
+) -> None:
+    """One app's burst, three times what the notifier holds, to a fast receiver, with
+    a backlog bound of 10: nearly every callback is parked, some many times, and every
+    one arrives. The order inside the line (attempts before the parked, so that parked
+    ones coming back never take every posting thread) is held by
+    ``unit/test_notifier_fair_line.py``; at this size the old order only slowed the
+    burst, at 30,000 it stalled it (bench/RESULTS.md)."""
+    receiver = TimedReceiver()
+    try:
+        port = free_port()
+        processes.start("api", "api", "--port", str(port), KAIROS_RATE_LIMIT_PER_SECOND="0")
+        processes.start("dispatcher", "dispatcher", KAIROS_LEASE_TTL_MS="10000")
+        processes.start("worker", "worker", "--id", "w1", "--capacity", "16")
+        processes.start(
+            "notifier",
+            "notifier",
+            KAIROS_APP_BACKLOG="10",
+            KAIROS_RETRY_TIERS_SECONDS="1,60",
+        )
+        base = wait_healthy(port)
+        tenant = create_tenant(processes.run, base, "burst")
+        wait_noop_known(tenant)
+        ids = submit_callback_jobs(tenant, BURST, receiver.url)
+        wait_until(lambda: receiver.jobs_arrived() >= set(ids), 120, what="every burst callback")
+    finally:
+        receiver.close()
