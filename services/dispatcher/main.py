@@ -223,7 +223,6 @@ class Dispatcher:
         leading.firer.warm_up()
         # After the warm-up: a choice it made ahead of an instant holds claims off too.
         leading.sender.contended = leading.firer.scarce()
-        leading.sender.apps = leading.firer.apps
         leading.connection.process_data_events(0)
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()
         due = leading.firer.next_wake()

@@ -243,3 +243,20 @@ def test_a_due_trigger_that_already_has_its_execution_does_not_stop_the_batch(
     assert [a.job_id for a in open_claim.sent] == [free]
     assert open_claim.send(BatchPublisher(channel.connection.channel())) == 1
     assert rows(engine)[taken][0] == "e-before"
+
+
+@pytest.mark.parametrize(
+    "change", ["max_running = 2", "disabled_at = 1"], ids=["capped", "disabled"]
+)
+def test_an_apps_cap_or_disable_set_just_before_holds_for_the_claims_first_runs(
+    engine: Engine, redis_client: redis.Redis, channel: BlockingChannel, change: str
+) -> None:
+    make_app(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE apps SET {change}"))
+    now = ClusterClock(redis_client).now_ms()
+    job_id = add_job(engine, now - 10)
+    # The claim sends nothing of the app: the firer applies its cap or its fence.
+    assert Claims(engine, redis_client).claim() is None
+    assert rows(engine)[job_id][1] == ExecutionStatus.SCHEDULED
+    assert queued_messages(channel) == []

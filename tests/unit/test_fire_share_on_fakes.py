@@ -238,3 +238,15 @@ def test_an_app_holds_what_a_load_would_and_a_load_reads_its_next_runs() -> None
         pass
     assert all(stage.row(e).status is SUCCEEDED for e in written)
     assert stage.books() == []
+
+
+def test_a_cap_set_after_the_last_load_holds_for_the_runs_a_claim_hands_over() -> None:
+    stage = a_stage()
+    stage.firer.load()  # the apps as they were: no cap yet
+    stage.store.apps[7] = AppPolicy(max_running=2)
+    capped = flood(stage, 7, 6)
+    assert stage.firer.add(as_claimed(stage, capped)) == 6
+    while stage.firer.fire_due():
+        pass
+    assert sum(stage.row(e).status is QUEUED for e in capped) == 2
+    assert stage.books() == []

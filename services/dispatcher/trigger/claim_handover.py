@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import Publisher
-from common.db.app_policies import DEFAULT_POLICY, AppPolicy
+from common.db.app_policies import DEFAULT_POLICY, AppPolicy, read_app_policies
 from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
@@ -140,8 +140,6 @@ class ClaimSender:
         # Set by the dispatch loop while due runs wait for a free slot: then the fair
         # share (the firer) alone decides who goes next, and claims send nothing.
         self.contended = False
-        # The apps' policies as the firer last read them (by primary key).
-        self.apps: Mapping[int, AppPolicy] = {}
         self._ready: queue.Queue[OpenClaim] = queue.Queue(maxsize=1)
         self._closed = False
         self._lock = threading.Lock()
@@ -173,14 +171,18 @@ class ClaimSender:
         has a cap or a fence in the way. While due runs wait for slots (``contended``)
         every one is left to the firer, whose fair share alone says who goes next.
         """
-        due = {
-            e.execution_id: e
+        now_due = [
+            e
             for e in created
             if e.status is ExecutionStatus.SCHEDULED
             and e.scheduled_at <= now_ms
             and not self.contended
-            and self._sendable(jobs[e.job_id])
-        }
+        ]
+        # Read in the claim's own transaction: an operator's cap, fence or disable set a
+        # moment before the jobs were submitted holds for their first runs too (a copy
+        # from the firer's last load could be seconds old).
+        apps = read_app_policies(conn) if now_due else {}
+        due = {e.execution_id: e for e in now_due if _sendable(jobs[e.job_id], apps)}
         if not due:
             keys = insert_executions_with_ids(conn, created, now_ms)
             return [], pack_dispatches([], now_ms), _scheduled_keys(created, keys)
@@ -211,12 +213,6 @@ class ClaimSender:
             if row.status is ExecutionStatus.QUEUED
         ]
         return sent, pack_dispatches(sent, now_ms), _scheduled_keys(rows, execution_keys)
-
-    def _sendable(self, job: DueJob) -> bool:
-        """Whether the job's app lets a claim send its run: no cap to count against, no
-        fence (the firer applies both)."""
-        policy = self.apps.get(job.app_pk, DEFAULT_POLICY)
-        return policy.max_running is None and app_fence(job.handler, policy) is None
 
     def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:
         """Queue an open claim for the dispatch loop; False (rolled back) once it stops."""
@@ -266,6 +262,13 @@ class ClaimSender:
                     self._ready.get_nowait().abandon()
                 except queue.Empty:
                     return
+
+
+def _sendable(job: DueJob, apps: Mapping[int, AppPolicy]) -> bool:
+    """Whether the job's app lets a claim send its run: no cap to count against, no
+    fence (the firer applies both)."""
+    policy = apps.get(job.app_pk, DEFAULT_POLICY)
+    return policy.max_running is None and app_fence(job.handler, policy) is None
 
 
 def _scheduled_keys(rows: Sequence[NewExecution], keys: Sequence[int]) -> list[Written]:

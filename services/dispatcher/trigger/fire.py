@@ -222,6 +222,12 @@ class Firer:
             self._held[row.execution_id] = row
             heapq.heappush(self._heap, (int(row.scheduled_at), row.execution_id))
             added += 1
+        if added:
+            # Read again with the runs: an operator's cap, fence or disable set a moment
+            # before the jobs were submitted holds for their first runs too, rather than
+            # from the next load on.
+            with self._transactions.reading() as store:
+                self._apps = store.app_policies()
         return added
 
     def needs_load(self) -> bool:
@@ -237,11 +243,6 @@ class Firer:
         for row in self._held.values():
             counts[row.app_pk] = counts.get(row.app_pk, 0) + 1
         return counts
-
-    @property
-    def apps(self) -> dict[int, AppPolicy]:
-        """The apps' policies as last read (replaced, never changed, on each load)."""
-        return self._apps
 
     def waiting(self) -> int:
         """How many due executions wait to be sent (for a free slot, or the next fire)."""
