@@ -35,7 +35,7 @@ class Nothing:
     def waiting(self) -> int:
         return 0
 
-    def scarce(self) -> bool:
+    def claims_hold_off(self) -> bool:
         return False
 
     apps: dict[int, Any] = {}  # noqa: RUF012

@@ -154,9 +154,9 @@ def test_claims_leave_every_run_to_the_firer_while_a_choice_ahead_holds_room() -
     stage = warm_stage()
     flood(stage, 1, 10, at=INSTANT)
     stage.firer.load()
-    assert not stage.firer.scarce()
+    assert not stage.firer.claims_hold_off()
     stage.firer.warm_up()
-    assert stage.firer.scarce(), "its picks are not in a reloaded worker view"
+    assert stage.firer.claims_hold_off(), "its picks are not in a reloaded worker view"
     stage.clock.now = INSTANT
     assert stage.firer.fire_due() == 10
-    assert not stage.firer.scarce()
+    assert not stage.firer.claims_hold_off()

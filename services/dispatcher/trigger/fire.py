@@ -248,7 +248,7 @@ class Firer:
         """How many due executions wait to be sent (for a free slot, or the next fire)."""
         return len(self._waiting)
 
-    def scarce(self) -> bool:
+    def claims_hold_off(self) -> bool:
         """Whether claims must send nothing, leaving every run to the firer: the last
         fire left due executions without a slot (or over their app's cap), so the fair
         share alone may say who goes next; or the warm-up has chosen the next instant's
