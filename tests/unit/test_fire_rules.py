@@ -41,15 +41,30 @@ def test_a_paused_recurring_jobs_trigger_is_skipped_its_retry_held_its_manual_ru
 
 
 def test_a_late_claimed_trigger_meets_its_misfire_policy_a_late_retry_does_not() -> None:
-    late = NOW - 120_000
+    late = {"trigger_time": NOW - 120_000, "scheduled_at": NOW - 120_000}
     rows = [
-        row(1, trigger_time=late, misfire_policy="SKIP"),
-        row(2, trigger_time=late, misfire_policy="SKIP", attempt=2),
-        row(3, trigger_time=late, misfire_policy="FIRE_ALL"),
+        row(1, misfire_policy="SKIP", **late),
+        row(2, misfire_policy="SKIP", attempt=2, **late),
+        row(3, misfire_policy="FIRE_ALL", **late),
     ]
     decisions = decide(rows, NOW, set())
     assert list(decisions.skipped) == [1]
     assert [r.id for r in decisions.to_send] == [2, 3]
+
+
+def test_lateness_counts_from_the_claim_so_a_trigger_claimed_late_is_not_judged_again() -> None:
+    # Stored long ago, claimed a moment ago: the claim applied the misfire policy to the
+    # time before it (and chose to run it, scheduled_at = the claim's now). The firer
+    # judges only the time since: a dispatcher that died between claim and fire.
+    long_ago = NOW - 10**14
+    rows = [
+        row(1, trigger_time=long_ago, scheduled_at=NOW - 100, misfire_policy="SKIP"),
+        row(2, trigger_time=long_ago, scheduled_at=NOW - 100, recurring=False),
+        row(3, trigger_time=long_ago, scheduled_at=NOW - 120_000, misfire_policy="SKIP"),
+    ]
+    decisions = decide(rows, NOW, set())
+    assert [r.id for r in decisions.to_send] == [1, 2]
+    assert decisions.skipped == {3: "skipped: missed by 120.0 s (misfire policy SKIP)"}
 
 
 def test_forbid_skips_a_first_attempt_while_its_job_runs_and_sends_one_per_fire() -> None:

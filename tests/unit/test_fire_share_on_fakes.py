@@ -127,6 +127,24 @@ def test_a_run_that_waited_for_a_slot_is_no_misfire() -> None:
     assert skipped == [] and len(started) == 40
 
 
+def test_a_run_that_waited_while_held_without_a_load_is_no_misfire() -> None:
+    # Handed over by claims and never loaded again: the firer's own copy of each row
+    # must know it waited, as a load's read of SLOT_WAIT would tell it.
+    stage = a_stage()
+    stage.firer.load()
+    jobs = [stage.job(app_pk=1, misfire_policy=MisfirePolicy.SKIP) for _ in range(12)]
+    written = [stage.due(job, f"held-{n}") for n, job in enumerate(jobs)]
+    assert stage.firer.add(as_claimed(stage, written)) == 12
+    started: list[str] = []
+    for _ in range(3):  # 8 slots: two turnovers start all 12
+        while stage.firer.fire_due():
+            pass
+        stage.later(61_000)  # past the misfire threshold while waiting for a slot
+        started += turnover(stage)
+    skipped = [e for e, r in _rows(stage) if r.status is ExecutionStatus.SKIPPED]
+    assert skipped == [] and sorted(started) == sorted(written)
+
+
 def test_a_disabled_app_runs_nothing_new_and_its_crons_skip_saying_why() -> None:
     stage = a_stage()
     stage.store.apps[5] = AppPolicy(disabled=True)

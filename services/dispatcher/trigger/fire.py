@@ -403,11 +403,18 @@ class Firer:
 
     def _mark_waiting(self) -> None:
         """Write ``SLOT_WAIT`` on executions that wait for a slot for the first time."""
-        first = [r.id for r in self._waiting.values() if not r.waited and r.id not in self._marked]
+        first = [r for r in self._waiting.values() if not r.waited and r.id not in self._marked]
         if first:
             with self._transactions.transaction() as store:
-                store.mark_waiting(first)
-            self._marked.update(first)
+                store.mark_waiting([r.id for r in first])
+            self._marked.update(r.id for r in first)
+            # The held copies say so too, as a load's read would: a run that waited for
+            # a slot is no misfire however long it waited (``fire_rules``).
+            for row in first:
+                waited = dataclasses.replace(row, waited=True)
+                self._waiting[row.execution_id] = waited
+                if row.execution_id in self._held:
+                    self._held[row.execution_id] = waited
 
     @retry_conflicts("fire")
     def _fire(self, chosen: Sequence[Route]) -> int:

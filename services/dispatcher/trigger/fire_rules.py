@@ -7,7 +7,8 @@ applies the decisions in one transaction.
 - The job is PAUSED: a claimed trigger's first attempt of a recurring job is SKIPPED
   (a pause skips what falls inside it); a one-shot job's trigger and retries are held
   until the job is resumed; manual runs (an explicit "run now") are sent.
-- A claimed trigger fired late (its dispatcher died first) meets the misfire policy.
+- A claimed trigger fired late (its dispatcher died between claim and fire) meets the
+  misfire policy, its lateness counted from the time the claim set to fire it.
 - A FORBID job's first attempt is SKIPPED while another run of the job is queued or
   going; its retry waits (held) meanwhile, since skipping it would drop the retry; and
   only one run of a FORBID job leaves in one fire.
@@ -160,10 +161,15 @@ def _latest_first_attempts(rows: Sequence[ExecutionWithJob]) -> dict[int, int]:
 
 
 def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> str | None:
-    """Misfire policy for a claimed trigger fired late (its dispatcher died first). A run
-    that waited for a free slot is not late: Kairos met its trigger, a slot did not."""
+    """Misfire policy for a claimed trigger fired late (its dispatcher died first).
+
+    Lateness counts from the time the claim set to fire it (``scheduled_at``): the claim
+    applied the policy to the time before that, so a trigger stored long ago and claimed
+    just now is not judged twice. A run that waited for a free slot, or was held, is not
+    late either: Kairos met its trigger, a slot (or the hold) did not.
+    """
     threshold = row.misfire_threshold_seconds * 1000
-    late_ms = now_ms - row.trigger_time
+    late_ms = now_ms - max(row.trigger_time, row.scheduled_at)
     if late_ms <= threshold or not row.first_scheduled_attempt or row.waited:
         return None
     later_overdue = latest[row.job_id] > row.trigger_time or (
