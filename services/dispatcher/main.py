@@ -221,6 +221,7 @@ class Dispatcher:
         # What the load brought that is due, and a second batch due at the same instant.
         self._fire_due(leading)
         leading.firer.warm_up()
+        # After the warm-up: a choice it made ahead of an instant holds claims off too.
         leading.sender.contended = leading.firer.claims_hold_off()
         leading.connection.process_data_events(0)
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()

@@ -148,3 +148,15 @@ def test_what_came_since_the_choice_takes_only_the_room_the_choice_left() -> Non
     assert stage.firer.fire_due() == 8
     assert max(queued_by_worker(stage).values()) == 4, "no queue holds more than its bound"
     assert stage.books() == []
+
+
+def test_claims_leave_every_run_to_the_firer_while_a_choice_ahead_holds_room() -> None:
+    stage = warm_stage()
+    flood(stage, 1, 10, at=INSTANT)
+    stage.firer.load()
+    assert not stage.firer.claims_hold_off()
+    stage.firer.warm_up()
+    assert stage.firer.claims_hold_off(), "its picks are not in a reloaded worker view"
+    stage.clock.now = INSTANT
+    assert stage.firer.fire_due() == 10
+    assert not stage.firer.claims_hold_off()

@@ -251,8 +251,10 @@ class Firer:
     def claims_hold_off(self) -> bool:
         """Whether claims must send nothing, leaving every run to the firer: the last
         fire left due executions without a slot (or over their app's cap), so the fair
-        share alone may say who goes next."""
-        return self._scarce and bool(self._waiting)
+        share alone may say who goes next; or the warm-up has chosen the next instant's
+        runs, on a worker view whose reload (before the instant) does not count them, so
+        a claim's sends on the reloaded view could fill the same room twice."""
+        return (self._scarce and bool(self._waiting)) or self._prepared is not None
 
     def next_due(self) -> int | None:
         """When the earliest held execution is due."""
