@@ -23,9 +23,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from common.db.executions import (
-    UNFINISHED,
     NewExecution,
     insert_executions,
+    jobs_with_own_runs,
     triggers_with_executions,
 )
 from common.db.jobs import JobColumns
@@ -109,16 +109,7 @@ def has_own_run(conn: Connection, job_id: int) -> bool:
     Only such a run holds a job RUNNING: the results consumer releases the job when it
     ends, and never for a manual run. Read without locking.
     """
-    found = conn.execute(
-        sa.select(executions.c.id)
-        .where(
-            executions.c.job_id == job_id,
-            executions.c.status.in_([str(s) for s in UNFINISHED]),
-            executions.c.manual.is_(sa.false()),
-        )
-        .limit(1)
-    ).first()
-    return found is not None
+    return bool(jobs_with_own_runs(conn, [job_id]))
 
 
 def _scheduled_keys(conn: Connection, job_id: int) -> list[int]:

@@ -221,6 +221,21 @@ def jobs_with_runs(
     return {int(r.job_id) for r in rows}
 
 
+def jobs_with_own_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
+    """Which of these jobs have a scheduled (not manual) trigger not ended yet: only
+    such a run can hold its job RUNNING (a manual run never does)."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return set()
+    rows = driver.fetch(
+        conn,
+        f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.ints(ids)}) "
+        f"AND status IN ({driver.marks(len(UNFINISHED))}) AND manual = 0",
+        [s.value for s in UNFINISHED],
+    )
+    return {int(r.job_id) for r in rows}
+
+
 def triggers_with_executions(
     conn: Connection, triggers: Sequence[tuple[int, int, int]]
 ) -> set[tuple[int, int, int]]:

@@ -57,6 +57,10 @@ class FireStore(DispatchStore, Protocol):
         """Which of these jobs have an execution QUEUED (in a worker queue or running)."""
         ...
 
+    def jobs_with_own_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have a scheduled (not manual) trigger not ended yet."""
+        ...
+
     def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
         """Lock these jobs' rows, passing over those another transaction holds; the ids
         of those locked."""
@@ -143,6 +147,10 @@ class MySqlFireStore:
     ) -> None:
         """See ``executions.mark_skipped``."""
         executions.mark_skipped(self._conn, reasons, now_ms, status)
+
+    def jobs_with_own_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """See ``executions.jobs_with_own_runs``."""
+        return executions.jobs_with_own_runs(self._conn, job_ids)
 
     def release_jobs(self, ends: Iterable[tuple[int, JobStatus | None]], now_ms: int) -> None:
         """See ``jobs.release_jobs``."""

@@ -63,6 +63,13 @@ class FireTables(MemoryTables):
         queued = ExecutionStatus.QUEUED
         return {r.job_id for r in self.executions.values() if r.status is queued} & wanted
 
+    def jobs_with_own_runs(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have a scheduled (not manual) execution not ended yet."""
+        wanted = set(job_ids)
+        unfinished = (ExecutionStatus.SCHEDULED, ExecutionStatus.QUEUED)
+        own = (r for r in self.executions.values() if r.status in unfinished and not r.manual)
+        return {r.job_id for r in own} & wanted
+
     def lock_free_jobs(self, job_ids: Iterable[int]) -> set[int]:
         """The ids of these jobs that exist (no other transaction holds any)."""
         return set(job_ids) & self.jobs.keys()

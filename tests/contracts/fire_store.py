@@ -123,6 +123,16 @@ class FireStoreContract(StoreHarness):
         assert self.fire_store.jobs_with_runs([idle, done, busy, busy, 9_999]) == {busy}
         assert self.fire_store.jobs_with_runs([]) == set()
 
+    def test_jobs_with_own_runs_are_those_with_a_scheduled_trigger_not_ended(self) -> None:
+        due, going, done, manual = self.a_job(), self.a_job(), self.a_job(), self.a_job()
+        self.due(due, ("d1", 1_000))
+        self.runs(going, ("g1", ExecutionStatus.FAILED), ("g2", QUEUED))
+        self.runs(done, ("x1", ExecutionStatus.SUCCEEDED), ("x2", ExecutionStatus.SKIPPED))
+        self.store.insert_executions([NewExecution("m1", manual, 1, 1_000, 1_000, manual=True)], 1)
+        asked = [manual, done, going, due, due, 9_999]
+        assert self.fire_store.jobs_with_own_runs(asked) == {due, going}
+        assert self.fire_store.jobs_with_own_runs([]) == set()
+
     def test_lock_free_jobs_locks_the_jobs_that_exist(self) -> None:
         one, two = self.a_job(), self.a_job(status=JobStatus.PAUSED)
         assert self.fire_store.lock_free_jobs([two, one, one, 9_999]) == {one, two}

@@ -214,6 +214,45 @@ def test_overlap_queue_sends_and_a_skip_releases_the_job() -> None:
     assert stage.books() == []
 
 
+def held_cron(stage: Stage, policy: OverlapPolicy) -> int:
+    """A cron its claim held RUNNING under QUEUE, since patched to ``policy``."""
+    return stage.job(
+        recurring=True,
+        status=JobStatus.RUNNING,
+        next_trigger_time=NOW + 60_000,
+        overlap_policy=policy,
+        misfire_policy=MisfirePolicy.SKIP,
+    )
+
+
+@pytest.mark.parametrize("policy", [OverlapPolicy.ALLOW, OverlapPolicy.FORBID])
+def test_a_skip_releases_the_job_its_claim_held_though_its_policy_changed(
+    policy: OverlapPolicy,
+) -> None:
+    # The skipped trigger is the job's only run not ended: its claim held the job, and
+    # nothing else will release it (the job would never be claimed again).
+    stage = Stage()
+    stage.worker_up("w1")
+    cron = held_cron(stage, policy)
+    stage.due(cron, "late", at=NOW - 120_000)
+    assert stage.fire() == 0
+    assert stage.row("late").status is SKIPPED
+    assert stage.store.jobs[cron].status is JobStatus.WAITING
+    assert stage.books() == []
+
+
+def test_a_skip_leaves_the_job_held_while_another_of_its_runs_goes() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    cron = held_cron(stage, OverlapPolicy.ALLOW)
+    running(stage, cron)
+    stage.due(cron, "late", at=NOW - 120_000)
+    assert stage.fire() == 0
+    assert stage.row("late").status is SKIPPED
+    assert stage.store.jobs[cron].status is JobStatus.RUNNING, "the run going releases it"
+    assert stage.books() == []
+
+
 def test_overlap_allow_sends_alongside_a_run_in_progress() -> None:
     stage = Stage()
     stage.worker_up("w1")

@@ -37,6 +37,7 @@ from services.dispatcher.trigger.fire_rules import (
     FireDecisions,
     decide,
     forbid_candidates,
+    may_have_held,
     needs_slot,
     no_worker_reason,
     release_on_skip,
@@ -470,8 +471,11 @@ class Firer:
         ``hold_ms``)."""
         store.mark_skipped(decisions.cancelled, now, ExecutionStatus.CANCELLED)
         store.mark_skipped(decisions.skipped, now)
-        skipped = [release_on_skip(r) for r in rows if r.id in decisions.skipped]
-        store.release_jobs([end for end in skipped if end is not None], now)
+        skipped = [r for r in rows if r.id in decisions.skipped and may_have_held(r)]
+        # Read after the skips are written: a job with no own run left was held by one.
+        busy = store.jobs_with_own_runs([r.job_id for r in skipped])
+        ends = [release_on_skip(r, alone=r.job_id not in busy) for r in skipped]
+        store.release_jobs([end for end in ends if end is not None], now)
         store.hold_scheduled(held, now + self._hold_ms)
 
     @staticmethod
@@ -494,7 +498,7 @@ def _skip_later_if_job_held(
     Skipping releases the job, which waits for its row: held by an open claim (of this
     loop, or of a paused dispatcher) it could stall the loop until MySQL gives up.
     """
-    ends = {r.id: release_on_skip(r) for r in rows if r.id in decisions.skipped}
+    ends = {r.id: release_on_skip(r, alone=True) for r in rows if r.id in decisions.skipped}
     jobs = {end[0] for end in ends.values() if end is not None}
     free = store.lock_free_jobs(jobs)
     for execution_key, end in ends.items():

@@ -182,20 +182,31 @@ def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> 
     )
 
 
-def release_on_skip(row: ExecutionWithJob) -> JobEnd | None:
+def release_on_skip(row: ExecutionWithJob, alone: bool = False) -> JobEnd | None:
     """What skipping this execution at fire time does to its job (``job_end``): a
-    one-shot job, or a cron at its last trigger, ends FAILED; a recurring job under
-    overlap policy QUEUE was held by its claim and waits for its next trigger. Any other
-    recurring job was never held, and its row is left alone: a claim of its next trigger
-    may hold it, open until the dispatch loop (which fires) sends it.
+    one-shot job, or a cron at its last trigger, ends FAILED; a recurring job its claim
+    held (overlap policy QUEUE) waits for its next trigger.
+
+    A job patched off QUEUE after the claim held it RUNNING is still held by this
+    trigger: it is released too when this trigger is its only own run not ended
+    (``alone``, read by ``may_have_held``'s callers after the skip is written). Any other recurring job was
+    never held by this trigger, and its row is left alone: a claim of its next trigger,
+    or a run still going, may hold it.
     """
     return job_end(
         row.job_id,
         manual=row.manual,
         last=not row.recurring or row.next_trigger_time is None,
         status=ExecutionStatus.SKIPPED,
-        may_be_held=row.overlap_policy == OverlapPolicy.QUEUE,
+        may_be_held=row.overlap_policy == OverlapPolicy.QUEUE
+        or (alone and row.job_status is JobStatus.RUNNING),
     )
+
+
+def may_have_held(row: ExecutionWithJob) -> bool:
+    """Whether skipping this execution may release its job: its claim held the job, or
+    may have, before a patch moved the job off overlap policy QUEUE."""
+    return release_on_skip(row, alone=True) is not None
 
 
 def no_worker_reason(handler: str) -> str:
