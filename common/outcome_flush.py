@@ -7,7 +7,6 @@ their output messages, then the acks of the deliveries the batch completes.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Generic, TypeVar
@@ -54,7 +53,7 @@ class OutcomeFlush(Generic[U, T]):
         self._stats = stats
         self._hold_unrouted = hold_unrouted
         self._reroute = reroute
-        self._done: list[tuple[int, float, T]] = []
+        self._done: list[tuple[int, T]] = []
         self._flush_scheduled = False
 
     @property
@@ -62,9 +61,9 @@ class OutcomeFlush(Generic[U, T]):
         """Outcomes finished and not yet flushed."""
         return len(self._done)
 
-    def add(self, tag: int, started: float, outcome: T) -> None:
+    def add(self, tag: int, outcome: T) -> None:
         """Flush ``outcome`` of a unit of delivery ``tag`` with the others finished by then."""
-        self._done.append((tag, started, outcome))
+        self._done.append((tag, outcome))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._connection.add_callback_threadsafe(self._flush)
@@ -72,18 +71,18 @@ class OutcomeFlush(Generic[U, T]):
     def take_pending(self) -> list[T]:
         """The outcomes not flushed yet, forgotten here (the consumer is closing)."""
         done, self._done = self._done, []
-        return [outcome for _tag, _started, outcome in done]
+        return [outcome for _tag, outcome in done]
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         batch, self._done = self._done, []
         if not batch:
             return
-        messages = self._flush_fn([outcome for _, _, outcome in batch])
+        messages = self._flush_fn([outcome for _, outcome in batch])
         self._publish_then_settle(batch, messages, 0)
 
     def _publish_then_settle(
-        self, batch: list[tuple[int, float, T]], messages: Sequence[OutgoingMessage], tries: int
+        self, batch: list[tuple[int, T]], messages: Sequence[OutgoingMessage], tries: int
     ) -> None:
         """Publish a batch's output, then ack its deliveries; with ``hold_unrouted``,
         output the broker returned (no queue took it) is published again after a
@@ -107,12 +106,10 @@ class OutcomeFlush(Generic[U, T]):
             return
         self._settle_flushed(batch)
 
-    def _settle_flushed(self, batch: list[tuple[int, float, T]]) -> None:
+    def _settle_flushed(self, batch: list[tuple[int, T]]) -> None:
         """Ack the deliveries a published batch completes."""
-        now = time.monotonic()
         done: list[int] = []
-        for tag, started, _ in batch:
-            self._stats.durations.append((now, now - started))
+        for tag, _ in batch:
             if self._deliveries.close_unit(tag):
                 done.append(tag)
         up_to, singles = self._deliveries.ack_plan(done)

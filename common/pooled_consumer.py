@@ -251,7 +251,12 @@ class PooledConsumer(Generic[U, P, T]):
             if self._deliveries.close_unit(run.tag):
                 self._channel.basic_ack(run.tag)
             return
-        self._outcomes.add(run.tag, run.started, outcome)
+        # Timed here, where the run gave its slot back: what waits for the flush after
+        # this holds no slot, and the heartbeat's average bounds the worker's queue by
+        # what its slots start (``common.slots``).
+        now = time.monotonic()
+        self.stats.durations.append((now, now - run.started))
+        self._outcomes.add(run.tag, outcome)
 
     def _rest(self, tag: int, units: Sequence[U]) -> OutgoingMessage:
         """A message of its own, to this queue, for units of delivery ``tag``."""

@@ -126,6 +126,28 @@ def test_runs_start_only_in_free_slots_while_the_window_holds_more(
     assert ready(connection, queue) == 0
 
 
+def test_a_runs_duration_is_the_time_it_held_its_slot_not_its_outcomes_flush(
+    broker: tuple[BlockingConnection, str],
+) -> None:
+    # The heartbeat reports the mean of these, and the leader bounds the worker's queue
+    # by what its slots start within the horizon: a slot frees when the run ends, so a
+    # slow flush (a busy broker) must not read as slow runs and starve the queue.
+    connection, queue = broker
+    flushed = Flushed()
+
+    def slow_flush(outcomes: Sequence[bytes]) -> list[OutgoingMessage]:
+        time.sleep(0.3)
+        return flushed.flush(outcomes)
+
+    consumer = pooled(connection, queue, 3, ONE_PER_MESSAGE, unchanged, lambda b: b, slow_flush)
+    consumer.start()
+    pump(connection, lambda: len(flushed) == 3)
+    consumer.close()
+    durations = [seconds for _, seconds in consumer.stats.durations]
+    assert len(durations) == 3
+    assert max(durations) < 0.2, durations
+
+
 def test_deliveries_still_waiting_go_back_to_the_queue_when_consuming_stops(
     broker: tuple[BlockingConnection, str],
 ) -> None:
