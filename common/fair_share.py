@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 # How much waiting is worth one priority step.
 AGING_MS = 60_000
@@ -54,6 +54,41 @@ def place(run: Waiting, aging_ms: int = AGING_MS) -> tuple[int, int]:
     return run.scheduled_at - run.priority * aging_ms, run.id
 
 
+class Line(Protocol[Run]):
+    """One app's waiting runs in its order, as the fair share takes them."""
+
+    def best(self) -> Run | None:
+        """The run that leaves next, or None when none waits."""
+        ...
+
+    def pop(self) -> Run:
+        """Take the run ``best`` names out of the line."""
+        ...
+
+    def push(self, run: Run) -> None:
+        """Put back a run taken out of the line, in its place."""
+        ...
+
+
+class SortedLine(Generic[Run]):
+    """A ``Line`` over a list sorted once, best at the end."""
+
+    def __init__(self, runs: Iterable[Run], aging_ms: int = AGING_MS) -> None:
+        self._runs = sorted(runs, key=lambda r: place(r, aging_ms), reverse=True)
+
+    def best(self) -> Run | None:
+        """The run that leaves next, or None."""
+        return self._runs[-1] if self._runs else None
+
+    def pop(self) -> Run:
+        """Take the best run out."""
+        return self._runs.pop()
+
+    def push(self, run: Run) -> None:
+        """Put back the run last taken (``_first_taken`` puts back in reverse order)."""
+        self._runs.append(run)
+
+
 def pick_fair(
     waiting: Iterable[Run],
     shares: Mapping[int, Share],
@@ -70,26 +105,40 @@ def pick_fair(
     by_app: dict[int, list[Run]] = {}
     for run in waiting:
         by_app.setdefault(run.app_pk, []).append(run)
-    running = {app: shares.get(app, Share()).running for app in by_app}
+    lines = {app: SortedLine(runs, aging_ms) for app, runs in by_app.items()}
+    return pick_from_lines(lines, shares, take, limit, aging_ms)
+
+
+def pick_from_lines(
+    lines: Mapping[int, Line[Run]],
+    shares: Mapping[int, Share],
+    take: Callable[[Run], bool],
+    limit: int,
+    aging_ms: int = AGING_MS,
+) -> list[Run]:
+    """``pick_fair`` over each app's line as it stands: the runs taken leave their lines,
+    so a caller that keeps its lines between picks ranks each run once."""
+    running = {app: shares.get(app, Share()).running for app in lines}
     queue = []
-    for app, runs in by_app.items():
-        runs.sort(key=lambda r: place(r, aging_ms), reverse=True)  # the best at the end
-        queue.append((_standing(running[app], shares.get(app)), place(runs[-1], aging_ms), app))
+    for app, line in lines.items():
+        best = line.best()
+        if best is not None:
+            queue.append((_standing(running[app], shares.get(app)), place(best, aging_ms), app))
     heapq.heapify(queue)
     taken: list[Run] = []
     while queue and len(taken) < limit:
         _, _, app = heapq.heappop(queue)
-        share, runs = shares.get(app, Share()), by_app[app]
+        share, line = shares.get(app, Share()), lines[app]
         if share.max_running is not None and running[app] >= share.max_running:
             continue
-        found = _first_taken(runs, take)
+        found = _first_taken(line, take)
         if found is None:
             continue
         taken.append(found)
         running[app] += 1
-        if runs:
-            standing = _standing(running[app], share)
-            heapq.heappush(queue, (standing, place(runs[-1], aging_ms), app))
+        best = line.best()
+        if best is not None:
+            heapq.heappush(queue, (_standing(running[app], share), place(best, aging_ms), app))
     return taken
 
 
@@ -98,18 +147,19 @@ def _standing(running: int, share: Share | None) -> float:
     return running / (share.weight if share is not None else 1)
 
 
-def _first_taken(runs: list[Run], take: Callable[[Run], bool]) -> Run | None:
-    """The first of the app's runs (best at the end of ``runs``) that gets a slot, taken
-    out of ``runs``; those tried before it stay, in their order."""
+def _first_taken(line: Line[Run], take: Callable[[Run], bool]) -> Run | None:
+    """The first of the app's runs, in its order, that gets a slot, taken out of its
+    line; those tried before it go back, in their order."""
     tried: list[Run] = []
     found = None
-    while runs and len(tried) < TRIES_PER_APP:
-        run = runs.pop()
+    while len(tried) < TRIES_PER_APP and (run := line.best()) is not None:
+        line.pop()
         if take(run):
             found = run
             break
         tried.append(run)
-    runs.extend(reversed(tried))
+    for run in reversed(tried):
+        line.push(run)
     return found
 
 

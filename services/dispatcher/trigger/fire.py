@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
@@ -27,8 +27,8 @@ from common.db.app_policies import DEFAULT_POLICY, AppPolicy
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
 from common.db.retry import retry_conflicts
 from common.db.sendable import ExecutionWithJob
-from common.fair_share import AGING_MS, Share, pick_fair
-from common.loadbalance import LiveWorkers, WorkerLoad, runs
+from common.fair_share import AGING_MS, Share, pick_from_lines
+from common.loadbalance import LiveWorkers, WorkerLoad
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -43,6 +43,7 @@ from services.dispatcher.trigger.fire_rules import (
     release_on_skip,
 )
 from services.dispatcher.trigger.route import Router
+from services.dispatcher.trigger.waiting_runs import WaitingRuns
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,8 @@ class Firer:
         self._aging_ms = settings.aging_ms
         self._heap: list[tuple[int, str]] = []
         self._held: dict[str, ExecutionWithJob] = {}
-        # Due executions that wait for a free slot, by execution id.
-        self._waiting: dict[str, ExecutionWithJob] = {}
+        # Due executions that wait for a slot, each app's in its order.
+        self._waiting = WaitingRuns(self._aging_ms)
         # Keys marked ``SLOT_WAIT`` by this firer (the rows read before say so too).
         self._marked: set[int] = set()
         self._scarce = False
@@ -195,7 +196,7 @@ class Firer:
         ]
         heapq.heapify(self._heap)
         # The due ones come back from the heap at the next fire, as read now.
-        self._waiting = {}
+        self._waiting = WaitingRuns(self._aging_ms)
         self._marked &= {r.id for r in rows}
         counts = self._held_by_app()
         self._more = {app for app, n in counts.items() if n >= self._per_app}
@@ -308,7 +309,10 @@ class Firer:
             if row is not None:
                 rows.append(row)
         live = self._router.directory.live()
-        routes = self._choose(rows, live)
+        line = WaitingRuns(self._aging_ms)
+        for row in rows:
+            line.add(row)
+        routes = self._choose(line, live)
         chosen = {route.row.id for route in routes}
         self._prepared = Prepared(due, routes, [r for r in rows if r.id not in chosen], live)
 
@@ -329,16 +333,16 @@ class Firer:
             _, execution_id = heapq.heappop(self._heap)
             row = self._held.get(execution_id)
             if row is not None:
-                self._waiting[execution_id] = row
+                self._waiting.add(row)
                 came += 1
         if not ahead and (not self._waiting or (not came and self._no_room(now))):
             return 0
         # What came since the warm-up's choice is chosen on the view it counted its picks on.
         live = prepared.live if prepared is not None else None
         room = self._fire_batch_size - len(ahead)
-        chosen = ahead + (self._choose(self._waiting.values(), live, room) if room > 0 else [])
+        chosen = ahead + (self._choose(self._waiting, live, room) if room > 0 else [])
         for route in chosen:
-            self._waiting.pop(route.row.execution_id, None)
+            self._waiting.remove(route.row.execution_id)
             self._held.pop(route.row.execution_id, None)
         self._mark_waiting()
         return self._fire(chosen) if chosen else 0
@@ -368,21 +372,25 @@ class Firer:
 
     def _choose(
         self,
-        rows: Iterable[ExecutionWithJob],
+        line: WaitingRuns,
         live: list[WorkerLoad] | None = None,
         limit: int | None = None,
     ) -> list[Route]:
-        """Which of ``rows`` (due) go now, ``limit`` (a fire batch) at most: those that
-        need no slot (their rules settle them), then those the fair share gives a free
-        slot on ``live`` (the directory's view when None), their picks counted there."""
+        """Which runs of ``line`` (due) go now, ``limit`` (a fire batch) at most: those
+        that need no slot (their rules settle them), then those the fair share gives a
+        free slot on ``live`` (the directory's view when None), their picks counted
+        there. The runs chosen leave ``line``'s app lines; the caller removes them."""
         live = self._router.directory.live() if live is None else live
-        settle: list[ExecutionWithJob] = []
-        contend: list[ExecutionWithJob] = []
         limit = self._fire_batch_size if limit is None else limit
-        for row in rows:
-            needs = needs_slot(row, self._apps.get(row.app_pk, DEFAULT_POLICY))
-            (contend if needs and runs(live, row.handler) else settle).append(row)
-        routes = [Route(row, None) for row in settle[:limit]]
+        apps = self._apps
+        runnable = frozenset(name for w in live for name in w.handlers)
+
+        def contends(row: ExecutionWithJob) -> bool:
+            policy = apps.get(row.app_pk, DEFAULT_POLICY)
+            return row.handler in runnable and needs_slot(row, policy)
+
+        line.sort((tuple(sorted(apps.items())), runnable), contends)
+        routes = [Route(row, None) for row in line.settling()[:limit]]
         assigned: dict[int, Assignment] = {}
 
         def take(row: ExecutionWithJob) -> bool:
@@ -392,13 +400,14 @@ class Firer:
             return assignment is not None
 
         shares = {}
-        for app in {r.app_pk for r in contend}:
-            policy = self._apps.get(app, DEFAULT_POLICY)
+        for app in line.lines():
+            policy = apps.get(app, DEFAULT_POLICY)
             shares[app] = Share(policy.weight, policy.max_running, self._running.get(app, 0))
         room = limit - len(routes)
-        picked = pick_fair(contend, shares, take, room, self._aging_ms)
+        contending = line.contending()
+        picked = pick_from_lines(line.lines(), shares, take, room, self._aging_ms)
         # Short of both what waited and the batch: slots (or an app's cap) ran out.
-        self._scarce = len(picked) < min(len(contend), room)
+        self._scarce = len(picked) < min(contending, room)
         for row in picked:
             self._running[row.app_pk] = self._running.get(row.app_pk, 0) + 1
             routes.append(Route(row, assigned[row.id]))
@@ -406,18 +415,19 @@ class Firer:
 
     def _mark_waiting(self) -> None:
         """Write ``SLOT_WAIT`` on executions that wait for a slot for the first time."""
-        first = [r for r in self._waiting.values() if not r.waited and r.id not in self._marked]
+        unmarked = self._waiting.unmarked()
+        first = [r.id for r in unmarked if r.id not in self._marked]
         if first:
             with self._transactions.transaction() as store:
-                store.mark_waiting([r.id for r in first])
-            self._marked.update(r.id for r in first)
-            # The held copies say so too, as a load's read would: a run that waited for
-            # a slot is no misfire however long it waited (``fire_rules``).
-            for row in first:
-                waited = dataclasses.replace(row, waited=True)
-                self._waiting[row.execution_id] = waited
-                if row.execution_id in self._held:
-                    self._held[row.execution_id] = waited
+                store.mark_waiting(first)
+            self._marked.update(first)
+        # The held copies say so too, as a load's read would: a run that waited for a
+        # slot is no misfire however long it waited (``fire_rules``).
+        for row in unmarked:
+            waited = dataclasses.replace(row, waited=True)
+            self._waiting.mark(waited)
+            if row.execution_id in self._held:
+                self._held[row.execution_id] = waited
 
     @retry_conflicts("fire")
     def _fire(self, chosen: Sequence[Route]) -> int:

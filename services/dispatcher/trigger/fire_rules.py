@@ -189,9 +189,9 @@ def release_on_skip(row: ExecutionWithJob, alone: bool = False) -> JobEnd | None
 
     A job patched off QUEUE after the claim held it RUNNING is still held by this
     trigger: it is released too when this trigger is its only own run not ended
-    (``alone``, read by ``may_have_held``'s callers after the skip is written). Any other recurring job was
-    never held by this trigger, and its row is left alone: a claim of its next trigger,
-    or a run still going, may hold it.
+    (``alone``, read by ``may_have_held``'s callers after the skip is written). Any
+    other recurring job was never held by this trigger, and its row is left alone: a
+    claim of its next trigger, or a run still going, may hold it.
     """
     return job_end(
         row.job_id,
