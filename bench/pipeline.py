@@ -9,7 +9,9 @@ execution and result written to MySQL.
 
 With ``--callback-share F`` that share of the jobs calls back to a local receiver
 answering 200, and ``kairos notifier`` runs too; the run then also waits for every
-callback to be DELIVERED and times the last one. Either way it reads the dispatcher's
+callback to be DELIVERED and times the last one. Either way it prints the CPU
+milliseconds each process (the store servers too) spent per job from the commit to the
+end (``bench/cpu_meter.py``), and reads the dispatcher's
 ``kairos_executions_reconciled_total`` and ``kairos_results_set_aside_total`` at the
 end: both must stay at zero.
 
@@ -34,6 +36,7 @@ import httpx
 import redis
 import sqlalchemy as sa
 from callback_sink import CallbackSink
+from cpu_meter import CpuMeter, per_job_ms
 from harness import (
     WORKER_CAPACITY,
     WORKER_IDS,
@@ -219,6 +222,8 @@ def run(
         with engine.connect() as conn:
             app_pk = int(conn.execute(sa.text("SELECT id FROM apps")).scalar_one())
         clock = ClusterClock(client)
+        meter = CpuMeter()
+        meter.start(services)
         begin = clock.now_ms()
         insert_due_jobs(engine, app_pk, count, begin, callbacks)
         committed = clock.now_ms()
@@ -238,6 +243,7 @@ def run(
             figures["callbacks"] = expected
             figures["callbacks_received"] = len(sink.ids)
             figures["last_callback_s"] = round((last_delivery(engine) - committed) / 1000, 3)
+        figures["cpu_ms_per_job"] = per_job_ms(meter.stop(), count)
         figures["reconciled"] = dispatcher_counter(
             metrics_port, "kairos_executions_reconciled_total"
         )
@@ -274,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{figures['callbacks']} callbacks, the last delivered "
             f"{figures['last_callback_s']} s after the commit"
         )
+    cpu = figures["cpu_ms_per_job"]
+    assert isinstance(cpu, dict)
+    print("CPU ms per job: " + ", ".join(f"{name} {ms:g}" for name, ms in cpu.items()))
     print(
         f"reconciled {figures['reconciled']:g}, results set aside {figures['results_set_aside']:g}"
     )
