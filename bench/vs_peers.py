@@ -25,13 +25,15 @@ run:
 Each round's line ends with the host's 1-minute load average: other work on the same
 machine shows there, and the alternating order spreads it over the three systems.
 
-Every system is warmed up before its clock starts. It prints each figure, the
+Every system is warmed up before its clock starts. It prints each figure (with the CPU
+milliseconds per job of each of the system's processes and of the store servers,
+``bench/cpu_meter.py``, from the first submit to the last run), the
 Kairos/peer ratios per round and of the medians, a note on what each system guarantees,
 and last one JSON line:
 
     {"jobs", "rounds", "kairos_jobs_per_s": [..], "celery_jobs_per_s": [..],
      "dramatiq_jobs_per_s": [..], "median": {...}, "ratio_vs_celery",
-     "ratio_vs_dramatiq", "commit"}
+     "ratio_vs_dramatiq", "cpu_ms_per_job": {system: [per round]}, "commit"}
 
 A round that fails is ``null`` in its list and the exit status is 1. Processes are
 stopped by pid and every namespace, vhost and Redis key is dropped whatever happens.
@@ -55,7 +57,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import BenchError, git_commit_dirty, log, stop_on_sigterm
@@ -88,6 +90,8 @@ class Results:
     """Every round's figure per system; None where the round failed."""
 
     by_system: dict[str, list[float | None]]
+    # Each round's CPU milliseconds per job by process, per system.
+    cpu: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def median(self, system: str) -> float | None:
         """Median jobs/s over the rounds that finished."""
@@ -133,7 +137,8 @@ def run_round(
 
 
 def print_figure(figure: RoundFigure) -> None:
-    """One round's line, with the host's 1-minute load average (others' work shows)."""
+    """One round's line, with the host's 1-minute load average (others' work shows), and
+    the CPU milliseconds per job of each process."""
     print(
         f"round {figure.index} {figure.system:<8} {figure.jobs} jobs in "
         f"{figure.seconds:6.2f} s = {figure.jobs_per_s:8.1f} jobs/s "
@@ -141,6 +146,8 @@ def print_figure(figure: RoundFigure) -> None:
         f"load1 {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
         flush=True,
     )
+    cpu = ", ".join(f"{name} {ms:g}" for name, ms in figure.cpu_ms_per_job.items())
+    print(f"  CPU ms per job: {cpu}", flush=True)
 
 
 def print_ratios(results: Results, rounds: int) -> None:
@@ -170,6 +177,7 @@ def report(args: argparse.Namespace, results: Results) -> None:
         "median": {s: results.median(s) for s in SYSTEMS},
         "ratio_vs_celery": results.ratio("celery"),
         "ratio_vs_dramatiq": results.ratio("dramatiq"),
+        "cpu_ms_per_job": results.cpu,
         "commit": git_commit_dirty(),
     }
     print(json.dumps(line), flush=True)
@@ -196,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             figure = run_round(system, args, run_id, index, log_dir)
             results.by_system[system].append(round(figure.jobs_per_s, 1) if figure else None)
             if figure is not None:
+                results.cpu.setdefault(system, []).append(figure.cpu_ms_per_job)
                 print_figure(figure)
     report(args, results)
     failed = any(v is None for values in results.by_system.values() for v in values)

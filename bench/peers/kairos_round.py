@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
+from cpu_meter import CpuMeter, per_job_ms
 from harness import (
     REQUEST_TIMEOUT_SECONDS,
     STARTUP_SECONDS,
@@ -245,6 +246,8 @@ def run_kairos_round(
             route, after_id = warm_kairos(base, api_key, engine, services)
             bodies = [noop_body(f"peers {i}") for i in range(jobs_count)]
             log(f"kairos round {index} warm; submitting {jobs_count} jobs")
+            meter = CpuMeter()
+            meter.start(services)
             if route is not None:
                 seen = submit_batches(base, api_key, bodies, route)
                 how = f"batches of {route.size} from {BATCH_CLIENTS} threads"
@@ -255,10 +258,11 @@ def run_kairos_round(
             if seen.failures:
                 log(f"kairos submit failures: {seen.failures}; {accepted} jobs stored")
             wait_succeeded(engine, after_id, accepted, services, deadline)
+            cpu = per_job_ms(meter.stop(), accepted)
             done_jobs, runs, last_ms = kairos_outcome(engine, after_id)
         finally:
             engine.dispose()
     seconds = last_ms / 1000 - seen.first_post
     note = f"{how}; {runs - done_jobs} extra runs; failed requests {seen.failures or 'none'}"
     submit_seconds = seen.last_answer - seen.first_post
-    return RoundFigure("kairos", index, done_jobs, seconds, submit_seconds, note)
+    return RoundFigure("kairos", index, done_jobs, seconds, submit_seconds, note, cpu)

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 import psutil
 import redis
+from cpu_meter import CpuMeter, per_job_ms
 from harness import (
     REPO,
     STARTUP_SECONDS,
@@ -64,6 +65,8 @@ class RoundFigure:
     seconds: float
     submit_seconds: float
     note: str
+    # CPU milliseconds per job by process, the store servers too (``cpu_meter``).
+    cpu_ms_per_job: dict[str, float] = field(default_factory=dict)
 
     @property
     def jobs_per_s(self) -> float:
@@ -260,18 +263,21 @@ def run_peer_round(
             wait_stamp(client, warm, services, STARTUP_SECONDS)
             log(f"{peer.name} round {index} warm; sending {jobs} tasks")
             key = f"{settings.namespace}:run"
+            meter = CpuMeter()
+            meter.start(services)
             first = time.time()
             for _ in range(jobs):
                 sender.send(key, jobs)
             submitted = time.time()
             done_at = wait_stamp(client, key, services, deadline)
+            cpu = per_job_ms(meter.stop(), jobs)
             time.sleep(SETTLE_SECONDS)
             runs = int(client.get(key) or 0)
         finally:
             sender.close()
             client.close()
     note = f"{peer.note}; {runs - jobs} extra runs"
-    return RoundFigure(peer.name, index, jobs, done_at - first, submitted - first, note)
+    return RoundFigure(peer.name, index, jobs, done_at - first, submitted - first, note, cpu)
 
 
 def run_celery_round(

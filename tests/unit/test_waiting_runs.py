@@ -58,13 +58,12 @@ def test_a_run_added_again_is_taken_once() -> None:
     assert [r.id for r in taken] == [1, 2]
 
 
-def test_a_marked_copy_replaces_the_run_and_leaves_the_unmarked() -> None:
-    line = line_of([run(1, 1), run(2, 1)])
-    assert {r.id for r in line.unmarked()} == {1, 2}
-    line.mark(replace(run(1, 1), waited=True))
-    assert [r.id for r in line.unmarked()] == [2]
-    best = line.lines()[1].best()
-    assert best is not None and best.waited
+def test_the_runs_said_to_wait_leave_the_unmarked() -> None:
+    line = line_of([run(1, 1), run(2, 1), replace(run(3, 1), waited=True)])
+    assert {r.id for r in line.unmarked()} == {1, 2}, "a run read as waiting is marked"
+    line.marked([run(1, 1)])
+    line.remove("e2")
+    assert line.unmarked() == []
 
 
 @settings(max_examples=200, deadline=None)

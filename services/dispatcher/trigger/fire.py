@@ -414,20 +414,19 @@ class Firer:
         return routes
 
     def _mark_waiting(self) -> None:
-        """Write ``SLOT_WAIT`` on executions that wait for a slot for the first time."""
+        """Write ``SLOT_WAIT`` on executions that wait for a slot for the first time.
+
+        The copies held here are not rewritten: the firer's rules read ``_marked`` with
+        them, so a run that waited for a slot is no misfire however long it waited
+        (``fire_rules``), as a load's read of the mark would tell them.
+        """
         unmarked = self._waiting.unmarked()
         first = [r.id for r in unmarked if r.id not in self._marked]
         if first:
             with self._transactions.transaction() as store:
                 store.mark_waiting(first)
             self._marked.update(first)
-        # The held copies say so too, as a load's read would: a run that waited for a
-        # slot is no misfire however long it waited (``fire_rules``).
-        for row in unmarked:
-            waited = dataclasses.replace(row, waited=True)
-            self._waiting.mark(waited)
-            if row.execution_id in self._held:
-                self._held[row.execution_id] = waited
+        self._waiting.marked(unmarked)
 
     @retry_conflicts("fire")
     def _fire(self, chosen: Sequence[Route]) -> int:
@@ -440,7 +439,7 @@ class Firer:
             still = store.lock_still_scheduled([r.row.id for r in chosen], skip_locked=True)
             rows = [r.row for r in chosen if r.row.id in still]
             busy = store.jobs_with_runs(forbid_candidates(rows))
-            decisions = decide(rows, now, busy, self._apps)
+            decisions = decide(rows, now, busy, self._apps, self._marked)
             _skip_later_if_job_held(store, rows, decisions)
             assignments, held = self._assign(decisions, {r.row.id: r.assignment for r in chosen})
             self._settle_unsent(store, rows, decisions, held, now)

@@ -87,9 +87,11 @@ def decide(
     now_ms: int,
     busy_jobs: Collection[int],
     apps: Mapping[int, AppPolicy] | None = None,
+    waited: Collection[int] = (),
 ) -> FireDecisions:
     """Decide each due execution; ``busy_jobs`` have a run queued or going already,
-    ``apps`` are the policies of the rows' apps (by primary key)."""
+    ``apps`` are the policies of the rows' apps (by primary key), ``waited`` the keys
+    of rows said to wait for a slot since they were read (as ``row.waited`` says)."""
     decisions = FireDecisions()
     latest = _latest_first_attempts(rows)
     forbid_sent: set[int] = set()
@@ -104,7 +106,7 @@ def decide(
                 decisions.skipped[row.id] = PAUSED_SKIP
             else:
                 decisions.held[row.id] = PAUSED_HOLD
-        elif (reason := _late_reason(row, now_ms, latest)) is not None:
+        elif row.id not in waited and (reason := _late_reason(row, now_ms, latest)) is not None:
             decisions.skipped[row.id] = reason
         elif (reason := _overlap_reason(row, busy_jobs, forbid_sent)) is not None:
             if row.first_scheduled_attempt:

@@ -10,7 +10,7 @@ into them changes: the apps' policies, or the handlers the live workers run.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from common.db.sendable import ExecutionWithJob
 from common.fair_share import AGING_MS, place
@@ -105,18 +105,12 @@ class WaitingRuns:
         self._settle.pop(execution_id, None)
         self._unmarked.discard(execution_id)
 
-    def mark(self, row: ExecutionWithJob) -> None:
-        """Replace a waiting run's copy with ``row``, the same run said to wait for a
-        slot (its place is the same)."""
-        execution_id = row.execution_id
-        self._unmarked.discard(execution_id)
-        if execution_id in self._rows:
-            self._rows[execution_id] = row
-            if execution_id in self._settle:
-                self._settle[execution_id] = row
+    def marked(self, rows: Iterable[ExecutionWithJob]) -> None:
+        """These runs have been said to wait for a slot."""
+        self._unmarked.difference_update(row.execution_id for row in rows)
 
     def unmarked(self) -> list[ExecutionWithJob]:
-        """The runs not yet said to wait for a slot (until ``mark``)."""
+        """The runs not yet said to wait for a slot (until ``marked``)."""
         self._unmarked &= self._rows.keys()
         return [self._rows[e] for e in self._unmarked]
 
