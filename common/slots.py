@@ -4,7 +4,9 @@ worker can start soon.
 A worker runs ``capacity`` executions at once. Whatever is sent beyond that waits in its
 queue, first in, first out, where no other app's run can pass it. So the dispatcher sends
 a worker no more than its capacity plus what it will start within ``horizon_ms``: from
-its heartbeat's average run time (at least 1 ms), ``capacity * horizon / avg_ms``;
+its heartbeat's average run time (at least 1 ms), ``capacity * horizon / avg_ms``, plus
+what it finishes within the time results take to be recorded (the in-flight count the
+room is measured from holds those until then);
 before its heartbeat has timed a run, its measured turnover (results per second, as the
 dispatcher sees its in-flight count fall) times the horizon; one more run per slot while
 neither is known.
@@ -33,17 +35,53 @@ RESULTS_LAG_MS = 2_000
 MOST_QUEUED = 100_000
 
 
-def queue_bound(capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int) -> int:
-    """The most executions a worker's queue may hold (running ones included)."""
+def queue_bound(
+    capacity: int, avg_ms: float, rate_per_s: float, horizon_ms: int, results_lag_ms: float = 0
+) -> int:
+    """The most executions a worker's queue may hold (running ones included), as the
+    in-flight count the leader measures it against: runs whose results are still on
+    their way (``results_lag_ms``, as measured) count there too."""
     if avg_ms >= 1:
-        # The worker's own measure of its runs: what its slots start within the horizon.
-        ahead = capacity * horizon_ms / avg_ms
+        # The worker's own measure of its runs: what its slots start within the horizon,
+        # and what they finished within the lag that the in-flight count still holds.
+        ahead = capacity * (horizon_ms + results_lag_ms) / avg_ms
     else:
         # No run timed yet: what it turned over. The in-flight count it is measured on
         # holds runs that ended but whose results are still on their way, so the queue
         # holds what the worker starts within the horizon once that lag is added.
         ahead = max(float(capacity), rate_per_s * (horizon_ms + RESULTS_LAG_MS) / 1000)
     return min(MOST_QUEUED, capacity + math.ceil(ahead))
+
+
+# How much a batch's lag weighs against the lag measured before.
+LAG_WEIGHT = 0.3
+
+
+@dataclass
+class ResultsLag:
+    """How long a finished run's result takes to be recorded (run end to the results
+    consumer's write, cluster clock), as the leader's results consumer measures it.
+
+    Averaged over recent batches and held to ``RESULTS_LAG_MS`` at most, the allowance
+    made where nothing is measured: a results consumer that falls far behind must not
+    let queues grow without end.
+    """
+
+    _ms: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe(self, lags_ms: list[int]) -> None:
+        """Take one recorded batch's lags (ms, one per result)."""
+        if not lags_ms:
+            return
+        batch = min(float(RESULTS_LAG_MS), max(0.0, sum(lags_ms) / len(lags_ms)))
+        with self._lock:
+            self._ms = LAG_WEIGHT * batch + (1 - LAG_WEIGHT) * self._ms
+
+    def ms(self) -> float:
+        """The lag now, in milliseconds."""
+        with self._lock:
+            return self._ms
 
 
 @dataclass
@@ -62,6 +100,7 @@ class TurnoverMeter:
     in-flight count between two looks and what was sent to it meanwhile."""
 
     horizon_ms: int = HORIZON_MS
+    results_lag: ResultsLag = field(default_factory=ResultsLag)
     _seen: dict[str, _Turnover] = field(default_factory=dict)
     _sent: dict[str, int] = field(default_factory=dict)
     # The claim thread counts its sends too.
@@ -105,4 +144,5 @@ class TurnoverMeter:
     def bound(self, worker_id: str, capacity: int, avg_ms: float) -> int:
         """The worker's queue bound from what is measured of it."""
         seen = self._seen.get(worker_id)
-        return queue_bound(capacity, avg_ms, seen.rate if seen else 0.0, self.horizon_ms)
+        rate = seen.rate if seen else 0.0
+        return queue_bound(capacity, avg_ms, rate, self.horizon_ms, self.results_lag.ms())

@@ -20,6 +20,7 @@ from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.metrics import clear_worker_gauges
 from common.runtime import keep_serving, open_stores, start_service
+from common.slots import ResultsLag
 from common.topology import declare_core
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys
@@ -84,6 +85,7 @@ class Dispatcher:
         self.progress = self.leadership.progress
         self.stop = stop
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
+        self.results_lag = ResultsLag()
 
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
@@ -92,7 +94,9 @@ class Dispatcher:
             self.keys,
             min(self.settings.recorded_started_ttl_seconds, self.settings.idempotency_ttl_seconds),
         )
-        results = ResultsConsumer(self.settings, self.engine, self.clock, self.name, started)
+        results = ResultsConsumer(
+            self.settings, self.engine, self.clock, self.name, started, self.results_lag
+        )
         results_thread = threading.Thread(target=results.run, args=(self.stop,), name="results")
         results_thread.start()
         # The console's overview reads what this process counted, minute by minute.
@@ -164,7 +168,12 @@ class Dispatcher:
         declare_core(channel)
         publisher = BatchPublisher(channel)
         directory = WorkerDirectory(
-            self.engine, connection, self.clock, s.heartbeat_stale_ms, s.slot_horizon_ms
+            self.engine,
+            connection,
+            self.clock,
+            s.heartbeat_stale_ms,
+            s.slot_horizon_ms,
+            results_lag=self.results_lag,
         )
         router = Router(directory, WorkerChooser(Strategy(s.strategy)))
         sender = ClaimSender(WorkerChooser(Strategy(s.strategy)), directory.sent)

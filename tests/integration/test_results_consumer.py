@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.config import DispatcherSettings, StoreSettings
 from common.keys import RedisKeys
+from common.slots import RESULTS_LAG_MS
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys
 from tests.books import Expectation, assert_books
@@ -67,3 +68,27 @@ def test_recorded_executions_started_keys_are_given_a_short_life(
         stop.set()
         thread.join(timeout=10)
     assert all(0 < t <= 600 for t in ttls), ttls
+
+
+def test_the_consumer_measures_how_long_results_took_to_be_recorded(
+    namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
+) -> None:
+    # The leader bounds worker queues by an in-flight count that holds runs until their
+    # results are recorded; this lag says how many of those have in fact finished.
+    job_ids = queued_jobs(engine, 20)
+    settings = DispatcherSettings(namespace=namespace.namespace)
+    consumer = ResultsConsumer(settings, engine, ClusterClock(redis_client), "d1")
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        publish_results(namespace, job_ids)  # ended long ago: the lag is held to the cap
+        expected = Expectation(job_ids, execution_statuses={"SUCCEEDED"}, callbacks="recorded")
+        assert_books(engine, expected, timeout=30)
+        deadline = time.monotonic() + 10  # measured just after the batch's commit
+        while consumer.lag.ms() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 0 < consumer.lag.ms() <= RESULTS_LAG_MS
+    finally:
+        stop.set()
+        thread.join(timeout=10)

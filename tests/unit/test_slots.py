@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common.loadbalance import WorkerChooser, WorkerLoad
-from common.slots import MOST_QUEUED, TurnoverMeter, queue_bound
+from common.slots import MOST_QUEUED, RESULTS_LAG_MS, ResultsLag, TurnoverMeter, queue_bound
 
 
 def test_a_worker_of_unknown_speed_holds_one_more_run_per_slot() -> None:
@@ -14,6 +14,29 @@ def test_slow_runs_bound_the_queue_to_a_second_of_work() -> None:
     assert queue_bound(8, avg_ms=500, rate_per_s=0, horizon_ms=1_000) == 8 + 16
     assert queue_bound(8, avg_ms=10_000, rate_per_s=0, horizon_ms=1_000) == 9
     assert queue_bound(8, avg_ms=500, rate_per_s=900, horizon_ms=1_000) == 24, "timed runs win"
+
+
+def test_runs_whose_results_are_on_their_way_count_in_flight_beyond_the_horizon() -> None:
+    # A 10 ms run: 16 slots start 1,600 a second, and finish 320 within a 200 ms lag
+    # that the leader's in-flight count still holds as queued.
+    assert queue_bound(16, avg_ms=10, rate_per_s=0, horizon_ms=1_000) == 16 + 1_600
+    lagged = queue_bound(16, avg_ms=10, rate_per_s=0, horizon_ms=1_000, results_lag_ms=200)
+    assert lagged == 16 + 1_600 + 320
+
+
+def test_the_results_lag_is_an_average_of_batches_held_to_the_allowance() -> None:
+    lag = ResultsLag()
+    assert lag.ms() == 0
+    lag.observe([100, 300])
+    assert lag.ms() == 0.3 * 200
+    lag.observe([])
+    assert lag.ms() == 0.3 * 200, "a batch without results says nothing"
+    for _ in range(50):
+        lag.observe([10 * RESULTS_LAG_MS, -5])  # a result redelivered long after
+    assert 0.99 * RESULTS_LAG_MS <= lag.ms() <= RESULTS_LAG_MS
+    meter = TurnoverMeter(results_lag=lag)
+    meter.observe("w1", 0, at_s=0.0)
+    assert meter.bound("w1", 16, avg_ms=10) == queue_bound(16, 10, 0, 1_000, lag.ms())
 
 
 def test_fast_workers_may_hold_what_they_turn_over_in_the_horizon() -> None:

@@ -19,6 +19,7 @@ from common.messages import ExecutionResult, ResultBatch, read_message
 from common.metrics import RESULTS_SET_ASIDE
 from common.result_messages import results_message
 from common.runtime import keep_serving
+from common.slots import ResultsLag
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import publish_deliveries
 from services.dispatcher.outcomes.record import record_each_alone_if_need_be
@@ -80,12 +81,16 @@ class ResultsConsumer:
         clock: ClusterClock,
         name: str,
         started: StartedKeys | None = None,
+        lag: ResultsLag | None = None,
     ) -> None:
         self._settings = settings
         self._engine = engine
         self._clock = clock
         self._name = name
         self._started = started
+        # Read by the leader's worker view: the in-flight count it bounds queues by
+        # still holds the runs whose results are on their way (``common.slots``).
+        self.lag = lag or ResultsLag()
         self._pending: list[tuple[int, bytes]] = []
 
     def run(self, stop: threading.Event) -> None:
@@ -131,6 +136,8 @@ class ResultsConsumer:
         """Record a batch; returns how many of its results were deferred."""
         parsed = parse_results([body for _, body in batch])
         recorded = record_each_alone_if_need_be(self._engine, self._clock, parsed.results)
+        now = self._clock.now_ms()
+        self.lag.observe([now - r.ended_at for r in parsed.results])
         publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)
         # Parked before the batch's ack: nothing a worker reported is ever dropped.
         unrecorded = [results_message(self._name, [r]).body for r in recorded.set_aside]

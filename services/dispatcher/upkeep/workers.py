@@ -14,7 +14,7 @@ from common.db.executions import inflight_by_worker
 from common.db.workers import fresh_workers
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
-from common.slots import HORIZON_MS, TurnoverMeter
+from common.slots import HORIZON_MS, ResultsLag, TurnoverMeter
 from common.topology import RESULTS_QUEUE, worker_queue
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class WorkerDirectory:
         horizon_ms: int = HORIZON_MS,
         ttl: float = 0.5,
         scarce_ttl: float = 0.05,
+        results_lag: ResultsLag | None = None,
     ) -> None:
         self._engine = engine
         self._connection = connection
@@ -48,7 +49,7 @@ class WorkerDirectory:
         self._scarce_ttl = scarce_ttl
         self._cached: list[WorkerLoad] = []
         self._loaded_at = -1e18
-        self.turnover = TurnoverMeter(horizon_ms)
+        self.turnover = TurnoverMeter(horizon_ms, results_lag or ResultsLag())
 
     def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
         """Live workers with their load, refreshed at most every ``ttl`` seconds.
