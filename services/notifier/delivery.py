@@ -22,6 +22,7 @@ from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from services.notifier.attempt_counts import AttemptCounts
 from services.notifier.gathering import Gathered
 from services.notifier.outages import StoreBackoff
 from services.notifier.pending import PendingCallback, read_pending
@@ -82,6 +83,7 @@ class CallbackDeliverer:
         self._backoff = backoff if backoff is not None else StoreBackoff()
         self._reads: Gathered[str, DeliveryToSend | None] = Gathered(self._read_deliveries)
         self._records: Gathered[NewAttempt, None] = Gathered(self._record_attempts)
+        self.counts = AttemptCounts()
 
     def deliver(self, body: bytes) -> Attempt | None:
         """POST the callback in ``body`` now, outside any line; None when there is
@@ -135,11 +137,15 @@ class CallbackDeliverer:
         duration_ms = int(seconds * 1000)
         verdict = judge(outcome, message.attempt, self._schedule, time.time())
         self._record(message, outcome, verdict, duration_ms)
-        CALLBACK_ATTEMPTS.labels(outcome=verdict.status.lower()).inc()
-        log.info(
+        outcome_name = verdict.status.lower()
+        CALLBACK_ATTEMPTS.labels(outcome=outcome_name).inc()
+        self.counts.add(outcome_name)
+        # A delivery is counted (``counts``); a failure keeps a line of its own.
+        log.log(
+            logging.DEBUG if outcome.delivered else logging.INFO,
             "callback attempt %d: %s",
             message.attempt,
-            verdict.status.lower(),
+            outcome_name,
             extra={"delivery_id": message.delivery_id},
         )
         return Attempt(outcome.delivered, self._follow_up(message, outcome, verdict))
