@@ -73,15 +73,25 @@ class StoreDown(Exception):
 
 
 def test_an_error_of_a_batch_is_raised_in_every_thread_of_it_and_the_next_is_served() -> None:
-    calls: list[list[int]] = []
+    doubling = Doubling()
 
     def serve(keys: Sequence[int]) -> list[int]:
-        calls.append(list(keys))
-        if len(calls) == 1:
+        answers = doubling.serve(keys)
+        if len(doubling.batches) == 2:
             raise StoreDown("down")
-        return list(keys)
+        return answers
 
     gathered = Gathered(serve)
-    with pytest.raises(StoreDown):
-        gathered.call(1)
-    assert gathered.call(2) == 2
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(gathered.call, 0)
+        assert doubling.first_began.wait(5)
+        failing = [pool.submit(gathered.call, key) for key in (1, 2, 3)]
+        while len(gathered._waiting) < 3:
+            threading.Event().wait(0.01)
+        doubling.release.set()
+        assert first.result(5) == 0
+        for future in failing:
+            with pytest.raises(StoreDown):
+                future.result(5)
+    assert sorted(doubling.batches[1]) == [1, 2, 3]
+    assert gathered.call(4) == 8
