@@ -138,11 +138,18 @@ def run_pipeline(
     with_callbacks: bool,
     deadline: float,
     profile_to: Path | None = None,
+    tree: Path | None = None,
 ) -> PipelineRun:
-    """One phase on a namespace and stack of its own, dropped after."""
+    """One phase on a namespace and stack of its own, dropped after; with ``tree``, the
+    stack runs that source tree's Kairos (an older commit's, for an A/B pair)."""
     settings, log_dir = bench_namespace()
+    env = stack_env(settings)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     try:
-        return measure(settings, log_dir, count, receiver, with_callbacks, deadline, profile_to)
+        return measure(
+            settings, log_dir, count, receiver, with_callbacks, deadline, profile_to, env
+        )
     finally:
         drop_namespace(settings)
 
@@ -155,6 +162,7 @@ def measure(
     with_callbacks: bool,
     deadline: float,
     profile_to: Path | None,
+    env: dict[str, str],
 ) -> PipelineRun:
     """Start the stack, commit the jobs, wait for them (and their callbacks), time it."""
     prepare_namespace(settings)
@@ -167,7 +175,7 @@ def measure(
     callbacks = Callbacks.of(1.0 if with_callbacks else 0.0, receiver.url)
     profilers: list[subprocess.Popen[bytes]] = []
     try:
-        start_services(services, stack_env(settings))
+        start_services(services, env)
         wait_ready(engine, client, keys, services)
         with engine.connect() as conn:
             app_pk = int(conn.execute(sa.text("SELECT id FROM apps")).scalar_one())

@@ -25,6 +25,10 @@ go to DIR. That run's figures are not in the medians (the sampler slows what it 
     .venv/bin/python bench/callbacks.py --rounds 3 --profile-dir /tmp/callbacks-profile
     .venv/bin/python bench/callbacks.py --jobs 30000 --rounds 1
 
+With ``--old-tree DIR`` (an older commit's source, e.g. ``git archive 57f0df1 | tar -x
+-C DIR``) every round runs (b) a second time on a stack of that tree's Kairos, the two
+(b) in turning order: an interleaved A/B pair per round (``with_callbacks_old``).
+
 The last line printed is one JSON object with every round and the medians.
 """
 
@@ -56,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--post-seconds", type=float, default=5.0, help="each poster's run")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="posters to run")
     parser.add_argument("--profile-dir", type=Path, help="profile the notifier in one more (b)")
+    parser.add_argument("--old-tree", type=Path, help="run (b) on this source tree too (A/B)")
     return parser.parse_args(argv)
 
 
@@ -87,20 +92,28 @@ def pipeline_figures(found: PipelineRun) -> dict[str, Any]:
 def run_round(n: int, receiver: ReceiverProcess, args: argparse.Namespace) -> dict[str, Any]:
     """One round: (a) and (b) in an order that alternates by round, then the posters."""
     figures: dict[str, Any] = {"round": n + 1}
-    pipeline_order = [False, True] if n % 2 == 0 else [True, False]
-    for with_callbacks in pipeline_order:
-        name = "with_callbacks" if with_callbacks else "without_callbacks"
-        found = run_pipeline(args.jobs, receiver, with_callbacks, args.deadline)
+    phases: list[tuple[str, bool, Path | None]] = [
+        ("without_callbacks", False, None),
+        ("with_callbacks", True, None),
+    ]
+    if args.old_tree is not None:
+        phases.append(("with_callbacks_old", True, args.old_tree))
+    shift = n % len(phases)
+    for name, with_callbacks, tree in phases[shift:] + phases[:shift]:
+        found = run_pipeline(args.jobs, receiver, with_callbacks, args.deadline, tree=tree)
         figures[name] = pipeline_figures(found)
         log(f"round {n + 1} {name}: {found.describe()}")
-    clients = args.clients.split(",")
+    clients = [client for client in args.clients.split(",") if client]
     shift = n % len(clients)
     for client in clients[shift:] + clients[:shift]:
         figures[client] = run_poster(client, receiver, args)
         log(f"round {n + 1} {client}: {figures[client]}")
-    figures["ratio"] = round(
-        figures["with_callbacks"]["elapsed_s"] / figures["without_callbacks"]["elapsed_s"], 2
-    )
+    for name in ("with_callbacks", "with_callbacks_old"):
+        if name in figures:
+            figures[name]["ratio"] = round(
+                figures[name]["elapsed_s"] / figures["without_callbacks"]["elapsed_s"], 2
+            )
+    figures["ratio"] = figures["with_callbacks"]["ratio"]
     if "floor" in figures:
         floor = figures["floor"]["posts_per_s"]
         figures["notifier_share_of_floor"] = round(figures["with_callbacks"]["per_s"] / floor, 4)
@@ -128,7 +141,13 @@ def medians(rounds: list[dict[str, Any]], clients: list[str]) -> dict[str, float
         "last_callback_s": median_of(rounds, "with_callbacks", "elapsed_s"),
         "ratio": median_of(rounds, "ratio"),
         "notifier_share_of_floor": median_of(rounds, "notifier_share_of_floor"),
+        "notifier_cpu_s": median_of(rounds, "with_callbacks", "cpu_s", "notifier"),
     }
+    if any("with_callbacks_old" in figures for figures in rounds):
+        found["old_callbacks_per_s"] = median_of(rounds, "with_callbacks_old", "per_s")
+        found["old_last_callback_s"] = median_of(rounds, "with_callbacks_old", "elapsed_s")
+        found["old_ratio"] = median_of(rounds, "with_callbacks_old", "ratio")
+        found["old_notifier_cpu_s"] = median_of(rounds, "with_callbacks_old", "cpu_s", "notifier")
     for client in clients:
         found[f"{client}_posts_per_s"] = median_of(rounds, client, "posts_per_s")
         found[f"{client}_receiver_cpu_share"] = median_of(rounds, client, "receiver_cpu_share")
@@ -147,6 +166,13 @@ def print_summary(summary: dict[str, float | None], jobs: int) -> None:
         if key.endswith("_posts_per_s"):
             print(f"  {key.removesuffix('_posts_per_s')}: {value} posts/s")
     print(f"notifier / floor: {summary['notifier_share_of_floor']}")
+    print(f"notifier CPU s in (b): {summary['notifier_cpu_s']}")
+    if "old_callbacks_per_s" in summary:
+        print(
+            f"old tree: last callback after {summary['old_last_callback_s']} s "
+            f"({summary['old_callbacks_per_s']} callbacks/s), {summary['old_ratio']}x; "
+            f"notifier CPU s {summary['old_notifier_cpu_s']}"
+        )
 
 
 def profile_notifier(receiver: ReceiverProcess, args: argparse.Namespace) -> None:
@@ -168,7 +194,7 @@ def profile_notifier(receiver: ReceiverProcess, args: argparse.Namespace) -> Non
 def main(argv: list[str] | None = None) -> int:
     """Run the rounds, print each and the medians, and one JSON line."""
     args = parse_args(argv)
-    clients = args.clients.split(",")
+    clients = [client for client in args.clients.split(",") if client]
     rounds: list[dict[str, Any]] = []
     load_before = os.getloadavg()
     with ReceiverProcess.start() as receiver:

@@ -1,7 +1,8 @@
 """Flushing a pooled consumer's finished outcomes: publish their output, then ack.
 
 Outcomes that finish close together are flushed as one batch: one transaction for
-their output messages, then the acks of the deliveries the batch completes.
+their output messages (none when they have no output), then the acks of the deliveries
+the batch completes, framed together and sent in one write.
 """
 
 from __future__ import annotations
@@ -86,8 +87,11 @@ class OutcomeFlush(Generic[U, T]):
     ) -> None:
         """Publish a batch's output, then ack its deliveries; with ``hold_unrouted``,
         output the broker returned (no queue took it) is published again after a
-        jittered backoff, and its deliveries stay unacked until it lands."""
-        returned = self._publisher.publish(messages)
+        jittered backoff, and its deliveries stay unacked until it lands.
+
+        A batch without output (every callback delivered, say) is settled at once: a
+        commit with nothing in it would cost a broker round trip for no guarantee."""
+        returned = self._publisher.publish(messages) if messages else set()
         if returned and self._hold_unrouted:
             unrouted = [m for m in messages if m.message_id in returned]
             if self._reroute is not None:
@@ -113,8 +117,19 @@ class OutcomeFlush(Generic[U, T]):
             if self._deliveries.close_unit(tag):
                 done.append(tag)
         up_to, singles = self._deliveries.ack_plan(done)
-        if up_to is not None:
-            self._channel.basic_ack(up_to, multiple=True)
-        for tag in singles:
-            self._channel.basic_ack(tag)
+        self._send_acks(up_to, singles)
         self._stats.finished += len(batch)
+
+    def _send_acks(self, up_to: int | None, singles: list[int]) -> None:
+        """Frame every ack, then send them in one write: the blocking channel's own
+        ``basic_ack`` runs the I/O loop after each (a poll and a send per ack)."""
+        acks = [(tag, False) for tag in singles]
+        if up_to is not None:
+            acks.insert(0, (up_to, True))
+        if not acks:
+            return
+        frame_only = self._channel._impl
+        for tag, multiple in acks[:-1]:
+            frame_only.basic_ack(tag, multiple=multiple)
+        last, multiple = acks[-1]
+        self._channel.basic_ack(last, multiple=multiple)

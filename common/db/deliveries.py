@@ -199,10 +199,15 @@ class DeliveryToSend:
     record: DeliveryRecord
     held: bool
 
+    @classmethod
+    def from_row(cls, row: AnyRow) -> DeliveryToSend:
+        """From a row of ``to_send_select``."""
+        return cls(DeliveryRecord.from_row(row), bool(row.held))
 
-def _to_send_query() -> sa.Select[*tuple[object, ...]]:
-    """The delivery with the id ``delivery_id``, and ``held``: whether an earlier run
-    of its job has a delivery still on its way."""
+
+def to_send_select() -> sa.Select[*tuple[object, ...]]:
+    """Deliveries with ``held``: whether an earlier run of each one's job has a
+    delivery still on its way; the caller adds which deliveries (its WHERE)."""
     run = executions.alias("run")
     earlier = deliveries.alias("earlier")
     earlier_run = executions.alias("earlier_run")
@@ -222,15 +227,13 @@ def _to_send_query() -> sa.Select[*tuple[object, ...]]:
         )
         .exists()
     )
-    return (
-        sa.select(deliveries, held.label("held"))
-        .select_from(deliveries.outerjoin(run, run.c.execution_id == deliveries.c.execution_id))
-        .where(deliveries.c.delivery_id == sa.bindparam("delivery_id"))
+    return sa.select(deliveries, held.label("held")).select_from(
+        deliveries.outerjoin(run, run.c.execution_id == deliveries.c.execution_id)
     )
 
 
 # Built once: building its aliases anew costs more than the statement itself.
-_TO_SEND = _to_send_query()
+_TO_SEND = to_send_select().where(deliveries.c.delivery_id == sa.bindparam("delivery_id"))
 
 
 def delivery_to_send(conn: Connection, delivery_id: str) -> DeliveryToSend | None:
@@ -246,7 +249,7 @@ def delivery_to_send(conn: Connection, delivery_id: str) -> DeliveryToSend | Non
     row = conn.execute(_TO_SEND, {"delivery_id": delivery_id}).first()
     if row is None:
         return None
-    return DeliveryToSend(DeliveryRecord.from_row(row), bool(row.held))
+    return DeliveryToSend.from_row(row)
 
 
 @dataclass(frozen=True)

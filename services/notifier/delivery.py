@@ -13,15 +13,17 @@ from sqlalchemy.engine import Engine
 
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
-from common.db import deliveries
+from common.db import delivery_batches
 from common.db.app_grants import callback_networks
 from common.db.apps import signing_secrets
-from common.db.deliveries import NewAttempt
+from common.db.deliveries import DeliveryToSend, NewAttempt
 from common.db.retry import retry_conflicts
 from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from services.notifier.attempt_counts import AttemptCounts
+from services.notifier.gathering import Gathered
 from services.notifier.outages import StoreBackoff
 from services.notifier.pending import PendingCallback, read_pending
 from services.notifier.posting import Networks, Poster, PostOutcome
@@ -55,7 +57,9 @@ class CallbackDeliverer:
     """Safe to call from many pool threads: httpx and the engine are thread-safe.
 
     ``scheduler``, when given, counted each attempt the line started (``deliver_pending``)
-    and is told when it ends, and how its POST went.
+    and is told when it ends, and how its POST went. The threads' reads of delivery
+    rows, and their records of attempts, are gathered: one statement serves the
+    threads that come while the last one runs.
     """
 
     def __init__(
@@ -77,6 +81,9 @@ class CallbackDeliverer:
         self._lock = threading.Lock()
         self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
+        self._reads: Gathered[str, DeliveryToSend | None] = Gathered(self._read_deliveries)
+        self._records: Gathered[NewAttempt, None] = Gathered(self._record_attempts)
+        self.counts = AttemptCounts()
 
     def deliver(self, body: bytes) -> Attempt | None:
         """POST the callback in ``body`` now, outside any line; None when there is
@@ -110,8 +117,7 @@ class CallbackDeliverer:
 
     def _attempt(self, message: CallbackMessage, unit: PendingCallback) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
-        with self._engine.connect() as conn:
-            found = deliveries.delivery_to_send(conn, message.delivery_id)
+        found = self._reads.call(message.delivery_id)
         if found is None:
             CALLBACKS_ORPHANED.inc()
             log.warning(
@@ -131,11 +137,15 @@ class CallbackDeliverer:
         duration_ms = int(seconds * 1000)
         verdict = judge(outcome, message.attempt, self._schedule, time.time())
         self._record(message, outcome, verdict, duration_ms)
-        CALLBACK_ATTEMPTS.labels(outcome=verdict.status.lower()).inc()
-        log.info(
+        outcome_name = verdict.status.lower()
+        CALLBACK_ATTEMPTS.labels(outcome=outcome_name).inc()
+        self.counts.add(outcome_name)
+        # A delivery is counted (``counts``); a failure keeps a line of its own.
+        log.log(
+            logging.DEBUG if outcome.delivered else logging.INFO,
             "callback attempt %d: %s",
             message.attempt,
-            verdict.status.lower(),
+            outcome_name,
             extra={"delivery_id": message.delivery_id},
         )
         return Attempt(outcome.delivered, self._follow_up(message, outcome, verdict))
@@ -155,7 +165,16 @@ class CallbackDeliverer:
             next_attempt_at=next_at,
             dead_reason=verdict.dead_reason,
         )
-        record_until_written(self._engine, record, now)
+        self._records.call(record)
+
+    def _read_deliveries(self, delivery_ids: Sequence[str]) -> list[DeliveryToSend | None]:
+        with self._engine.connect() as conn:
+            found = delivery_batches.deliveries_to_send(conn, delivery_ids)
+        return [found.get(delivery_id) for delivery_id in delivery_ids]
+
+    def _record_attempts(self, records: Sequence[NewAttempt]) -> list[None]:
+        record_until_written(self._engine, records, self._clock.now_ms())
+        return [None] * len(records)
 
     def _follow_up(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
@@ -239,15 +258,16 @@ class CallbackDeliverer:
 
 
 @retry_conflicts("callback_attempt", attempts=None)
-def record_until_written(engine: Engine, record: NewAttempt, now_ms: int) -> None:
-    """Record an attempt, running it again after each lock conflict until it is written.
+def record_until_written(engine: Engine, records: Sequence[NewAttempt], now_ms: int) -> None:
+    """Record attempts in one transaction, running it again after each lock conflict
+    until it is written.
 
-    The POST it records has happened: were the record given up, the message would go
-    back to the queue and the receiver would be sent it again. A lost connection still
-    goes up (an outage), and the copy that comes back may be POSTed again.
+    The POSTs it records have happened: were the record given up, the messages would
+    go back to the queue and the receivers would be sent them again. A lost connection
+    still goes up (an outage), and the copies that come back may be POSTed again.
     """
     with engine.begin() as conn:
-        deliveries.record_attempt(conn, record, now_ms)
+        delivery_batches.record_attempts(conn, records, now_ms)
 
 
 def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:

@@ -169,6 +169,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
             connection.process_data_events(time_limit=0.2)
             if parts.reporter is not None:
                 parts.reporter.maybe_report(parts.scheduler, line)
+            parts.deliverer.counts.maybe_log()
         consumer.stop_consuming()
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
@@ -197,6 +198,7 @@ def run_notifier(settings: NotifierSettings) -> None:
     parts = replace(parts, reporter=reporter)
     freeze_startup_heap()
     keep_serving("notifier", lambda: _serve(settings, parts, stop), stop)
+    parts.deliverer.counts.maybe_log(at_once=True)
     reporter.close()
     poster.close()
     stores.engine.dispose()

@@ -468,3 +468,34 @@ def test_output_no_queue_takes_holds_its_delivery_until_it_lands(
     consumer.close()
     assert ready(connection, later) >= 1
     assert ready(connection, queue) == 0
+
+
+def test_a_flush_without_output_commits_nothing_and_acks_every_delivery(
+    namespace: StoreSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = connect(namespace, "test")
+    channel = connection.channel()
+    declare_core(channel)
+    queue = declare_worker_queue(channel, "w1")
+    BatchPublisher(connection.channel()).publish(
+        [OutgoingMessage(DISPATCH_EXCHANGE, "w1", str(i).encode(), f"m{i}") for i in range(6)]
+    )
+    commits: list[int] = []
+    real_publish = BatchPublisher.publish
+
+    def publish(self: BatchPublisher, messages: Sequence[OutgoingMessage]) -> set[str]:
+        commits.append(len(messages))
+        return real_publish(self, messages)
+
+    monkeypatch.setattr(BatchPublisher, "publish", publish)
+    flushed = Flushed()
+    consumer = pooled(
+        connection, queue, 3, ONE_PER_MESSAGE, unchanged, lambda unit: unit, flushed.flush
+    )
+    consumer.start()
+    pump(connection, lambda: len(flushed) == 6 and consumer.active == 0)
+    pump(connection, lambda: consumer.held == 0)
+    consumer.close()
+    # No broker round trip for a batch with nothing to publish; every delivery acked.
+    assert commits == []
+    assert left_in_queue((connection, queue, namespace)) == []

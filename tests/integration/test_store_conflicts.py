@@ -5,7 +5,7 @@ the notifier and the results consumer lock deliveries in one order."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
-from common.db import deliveries
+from common.db import deliveries, delivery_batches
 from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, mark_queued
 from common.messages import CallbackMessage
 from common.metrics import STORE_CONFLICTS
@@ -85,15 +85,15 @@ def test_a_delivered_post_whose_record_meets_deadlocks_is_recorded_not_posted_ag
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     body = delivery_to(engine, receiver.url)
-    real = deliveries.record_attempt
+    real = delivery_batches.record_attempts
     conflicts = [deadlock() for _ in range(8)]  # more than a bounded retry would take
 
-    def record_attempt(conn: Connection, record: NewAttempt, now_ms: int) -> None:
+    def record_attempts(conn: Connection, records: Sequence[NewAttempt], now_ms: int) -> None:
         if conflicts:
             raise conflicts.pop()
-        real(conn, record, now_ms)
+        real(conn, records, now_ms)
 
-    monkeypatch.setattr(deliveries, "record_attempt", record_attempt)
+    monkeypatch.setattr(delivery_batches, "record_attempts", record_attempts)
     before = counted("callback_attempt")
     attempt = deliverer.deliver(body)
     assert attempt is not None and attempt.delivered and attempt.follow_up is None
