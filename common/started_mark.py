@@ -23,6 +23,7 @@ from typing import Protocol
 
 import redis
 
+from common.clock import CLOCK_SLACK_MS
 from common.keys import RedisKeys
 
 SEPARATOR = "\n"
@@ -42,10 +43,6 @@ def parse_started(value: bytes | str | None) -> tuple[str | None, str | None]:
 RECONCILER = "reconciler"
 OPERATOR = "operator"
 FENCES = frozenset({RECONCILER, OPERATOR})
-
-
-# Slack for the cluster clock as two hosts read it (each caches Redis TIME).
-CLOCK_SLACK_MS = 1_000
 
 
 def started_epoch(client: redis.Redis, keys: RedisKeys, now_ms: int) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from common.clock import CLOCK_SLACK_MS
 from common.db.sendable import ExecutionWithJob
-from common.started_mark import CLOCK_SLACK_MS, RECONCILER
+from common.started_mark import RECONCILER
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
 from tests.unit.due_rows import due_row as row

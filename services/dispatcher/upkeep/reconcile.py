@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
+from common.clock import CLOCK_SLACK_MS
 from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
@@ -41,8 +42,6 @@ SWEEP_LIMIT = 500
 # While more results than this wait, stored outcomes are most likely on their way:
 # publishing them again would only add to the backlog.
 RESULTS_BACKLOG_LIMIT = 1_000
-# Slack for the cluster clock as two hosts read it (each caches Redis TIME).
-CLOCK_SLACK_MS = 1_000
 NEVER_STARTED = "never started: its dispatch message is gone from its worker (reconciled)"
 
 
