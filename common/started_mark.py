@@ -12,13 +12,17 @@ when missing, so it holds the first moment keys were kept since the last loss. A
 execution dispatched before it may have had a key that is gone; for those, MySQL is
 the guard (``services/worker/start_guard.py``, the dead-worker rescue).
 
-``StartedMarks`` is what the rescue reads of them: ``RedisStartedMarks`` on Redis,
+``StartedMarks`` owns the keys: it reads them in one batch as ``RunMark``s, whose
+``RunState`` is decided by ``run_state`` alone. ``RedisStartedMarks`` on Redis,
 ``common.memory.started_marks.MemoryStartedMarks`` in unit tests
 (``tests/contracts/started_marks.py`` holds both to the same behaviour).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 import redis
@@ -45,6 +49,50 @@ OPERATOR = "operator"
 FENCES = frozenset({RECONCILER, OPERATOR})
 
 
+class RunState(StrEnum):
+    """What an execution's started key says of its run (``kairos executions stuck``
+    prints the values)."""
+
+    NEVER_STARTED = "never_started"
+    RUNNING = "running"
+    ENDED_UNRECORDED = "ended_unrecorded"
+    SETTLING = "settling"
+
+
+def run_state(owner: str | None, outcome: str | None) -> RunState:
+    """The one rule reading a started key: no owner, a stored outcome, a fence (the
+    reconciler or an operator settles it without a run), or a worker's run going on."""
+    if owner is None:
+        return RunState.NEVER_STARTED
+    if outcome is not None:
+        return RunState.ENDED_UNRECORDED
+    if owner in FENCES:
+        return RunState.SETTLING
+    return RunState.RUNNING
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """What one execution's started key says: who took the run (None: nobody), the
+    result JSON stored when it ended, and how long the key has left to live (ms; None
+    when it has no expiry or was read without it)."""
+
+    owner: str | None = None
+    outcome: str | None = None
+    left_ms: int | None = None
+
+    @classmethod
+    def parse(cls, value: bytes | str | None, left_ms: int | None = None) -> RunMark:
+        """The mark a key's value (and its PTTL, negative: none) says."""
+        owner, outcome = parse_started(value)
+        return cls(owner, outcome, left_ms if left_ms is not None and left_ms >= 0 else None)
+
+    @property
+    def state(self) -> RunState:
+        """See ``run_state``."""
+        return run_state(self.owner, self.outcome)
+
+
 def started_epoch(client: redis.Redis, keys: RedisKeys, now_ms: int) -> int:
     """The started epoch, set to ``now_ms`` when Redis has none (it lost its data)."""
     pipe = client.pipeline()
@@ -60,10 +108,15 @@ def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
 
 
 class StartedMarks(Protocol):
-    """The started keys and the started epoch, as the rescue reads them."""
+    """The owner of the started keys and the started epoch."""
 
     def read(self, execution_id: str) -> tuple[str | None, str | None]:
         """The execution's started key, parsed: its owner and stored result JSON."""
+        ...
+
+    def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
+        """The mark of each execution, in order, in one round trip; ``with_ttl`` reads
+        how long each key has left as well."""
         ...
 
     def epoch(self, now_ms: int) -> int:
@@ -83,6 +136,23 @@ class RedisStartedMarks:
     def read(self, execution_id: str) -> tuple[str | None, str | None]:
         """See ``parse_started``."""
         return parse_started(self._client.get(self._keys.execution_started(execution_id)))
+
+    def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
+        """One MGET; with ``with_ttl``, a GET and a PTTL of each key in one transaction."""
+        if not execution_ids:
+            return []
+        keys = [self._keys.execution_started(e) for e in execution_ids]
+        if not with_ttl:
+            return [RunMark.parse(value) for value in self._client.mget(keys)]
+        pipe = self._client.pipeline()
+        for key in keys:
+            pipe.get(key)
+            pipe.pttl(key)
+        replies = pipe.execute()
+        return [
+            RunMark.parse(value, int(left))
+            for value, left in zip(replies[::2], replies[1::2], strict=True)
+        ]
 
     def epoch(self, now_ms: int) -> int:
         """See ``started_epoch``."""

@@ -1,11 +1,12 @@
 """The started marks contract, which ``RedisStartedMarks`` and ``MemoryStartedMarks``
-keep: a started key read back as its owner and stored result, and the started epoch."""
+keep: a started key read back as its owner and stored result, one at a time or as a
+batch of typed run marks, and the started epoch."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from common.started_mark import StartedMarks
+from common.started_mark import OPERATOR, RECONCILER, RunMark, RunState, StartedMarks
 
 OUTCOME = '{"execution_id":"e1","status":"SUCCEEDED"}'
 
@@ -19,8 +20,9 @@ class StartedMarksContract(ABC):
         """The marks under test, with no key and no epoch."""
 
     @abstractmethod
-    def take(self, execution_id: str, owner: str) -> None:
-        """Set the key to ``owner``, as a worker admitting the run does."""
+    def take(self, execution_id: str, owner: str, ttl_seconds: int | None = None) -> None:
+        """Set the key to ``owner`` (NX, with ``ttl_seconds`` to live), as a worker
+        admitting the run does."""
 
     @abstractmethod
     def store_outcome(self, execution_id: str, owner: str, outcome_json: str) -> None:
@@ -48,3 +50,38 @@ class StartedMarksContract(ABC):
         self.lose_data()
         assert self.marks.read("e1") == (None, None)
         assert self.marks.epoch(9_000) == 9_000
+
+    def test_a_batch_reads_each_key_as_its_run_state_in_order(self) -> None:
+        self.take("e1", "w1")
+        self.take("e2", "w1")
+        self.store_outcome("e2", "w1", OUTCOME)
+        self.take("e3", RECONCILER)
+        self.take("e4", OPERATOR)
+        marks = self.marks.read_runs(["e5", "e1", "e2", "e3", "e4"])
+        assert marks == [
+            RunMark(),
+            RunMark("w1"),
+            RunMark("w1", OUTCOME),
+            RunMark(RECONCILER),
+            RunMark(OPERATOR),
+        ]
+        assert [m.state for m in marks] == [
+            RunState.NEVER_STARTED,
+            RunState.RUNNING,
+            RunState.ENDED_UNRECORDED,
+            RunState.SETTLING,
+            RunState.SETTLING,
+        ]
+
+    def test_a_batch_of_nothing_is_empty(self) -> None:
+        assert self.marks.read_runs([]) == []
+        assert self.marks.read_runs([], with_ttl=True) == []
+
+    def test_a_batch_with_ttl_reads_how_long_each_key_has_left(self) -> None:
+        self.take("e1", "w1", ttl_seconds=60)
+        self.take("e2", "w1")
+        with_ttl = self.marks.read_runs(["e1", "e2", "e3"], with_ttl=True)
+        left = with_ttl[0].left_ms
+        assert left is not None and 55_000 < left <= 60_000
+        assert with_ttl[1:] == [RunMark("w1"), RunMark()]
+        assert self.marks.read_runs(["e1"]) == [RunMark("w1")]
