@@ -31,7 +31,7 @@ from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import RECONCILER, parse_started
+from common.started_mark import RECONCILER, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -68,6 +68,7 @@ class Reconciler:
         self._publisher = publisher
         self._directory = directory
         self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
+        self._marks = stores.started_marks()
         self._settings = settings
         # Worker id -> the cluster time its queue was first seen with no ready message,
         # in the run of sweeps that saw it so.
@@ -91,17 +92,18 @@ class Reconciler:
         if self._directory.results_backlog() > RESULTS_BACKLOG_LIMIT:
             self._quiet_since.clear()
             return
-        marks = self._redis.mget([self._keys.execution_started(r.execution_id) for r in rows])
+        marks = self._marks.read_runs([r.execution_id for r in rows])
         ended: list[ExecutionResult] = []
         unstarted: list[StuckExecution] = []
         fenced: list[StuckExecution] = []
         for row, mark in zip(rows, marks, strict=True):
-            owner, outcome = parse_started(mark)
-            if outcome is not None:
-                ended.append(stored_result(outcome, row, now))
-            elif owner is None:
+            state = mark.state
+            if state is RunState.ENDED_UNRECORDED:
+                assert mark.outcome is not None  # what ENDED_UNRECORDED means
+                ended.append(stored_result(mark.outcome, row, now))
+            elif state is RunState.NEVER_STARTED:
                 unstarted.append(row)
-            elif owner == RECONCILER:
+            elif mark.owner == RECONCILER:
                 # Fenced by an earlier sweep whose LOST report did not land.
                 fenced.append(row)
         self._record_stored(ended)
