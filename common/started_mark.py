@@ -110,10 +110,6 @@ def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
 class StartedMarks(Protocol):
     """The owner of the started keys and the started epoch."""
 
-    def read(self, execution_id: str) -> tuple[str | None, str | None]:
-        """The execution's started key, parsed: its owner and stored result JSON."""
-        ...
-
     def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
         """The mark of each execution, in order, in one round trip; ``with_ttl`` reads
         how long each key has left as well."""
@@ -125,17 +121,13 @@ class StartedMarks(Protocol):
 
 
 class RedisStartedMarks:
-    """``StartedMarks`` on Redis: a GET of the started key, ``started_epoch``."""
+    """``StartedMarks`` on Redis."""
 
     __slots__ = ("_client", "_keys")
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
-
-    def read(self, execution_id: str) -> tuple[str | None, str | None]:
-        """See ``parse_started``."""
-        return parse_started(self._client.get(self._keys.execution_started(execution_id)))
 
     def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
         """One MGET; with ``with_ttl``, a GET and a PTTL of each key in one transaction."""

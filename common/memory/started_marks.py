@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from common.started_mark import SEPARATOR, RunMark, parse_started
+from common.started_mark import SEPARATOR, RunMark
 
 
 class MemoryStartedMarks:
@@ -43,10 +43,6 @@ class MemoryStartedMarks:
         self.values.clear()
         self._expires.clear()
         self.epoch_ms = None
-
-    def read(self, execution_id: str) -> tuple[str | None, str | None]:
-        """The execution's key, parsed as ``parse_started`` parses a GET of it."""
-        return parse_started(self._get(execution_id))
 
     def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
         """The mark of each execution, as ``RedisStartedMarks.read_runs`` reads it."""

@@ -33,12 +33,11 @@ class StartedMarksContract(ABC):
         """Lose every key and the epoch, as a flush does."""
 
     def test_a_key_reads_as_its_owner_then_its_owner_and_outcome(self) -> None:
-        assert self.marks.read("e1") == (None, None)
+        assert self.marks.read_runs(["e1"]) == [RunMark()]
         self.take("e1", "w1")
-        assert self.marks.read("e1") == ("w1", None)
+        assert self.marks.read_runs(["e1"]) == [RunMark("w1")]
         self.store_outcome("e1", "w1", OUTCOME)
-        assert self.marks.read("e1") == ("w1", OUTCOME)
-        assert self.marks.read("e2") == (None, None)
+        assert self.marks.read_runs(["e1", "e2"]) == [RunMark("w1", OUTCOME), RunMark()]
 
     def test_the_epoch_is_set_when_missing_then_kept(self) -> None:
         assert self.marks.epoch(5_000) == 5_000
@@ -48,7 +47,7 @@ class StartedMarksContract(ABC):
         self.marks.epoch(5_000)
         self.take("e1", "w1")
         self.lose_data()
-        assert self.marks.read("e1") == (None, None)
+        assert self.marks.read_runs(["e1"]) == [RunMark()]
         assert self.marks.epoch(9_000) == 9_000
 
     def test_a_batch_reads_each_key_as_its_run_state_in_order(self) -> None:
