@@ -104,10 +104,9 @@ def fail_execution(
     """Record an unfinished execution FAILED with ``reason`` (the job's retry policy
     applies). A copy of it that turns up later is not run. Returns what it was."""
     view = find_stuck(stores, execution_id)
-    key = stores.keys.execution_started(execution_id)
     # Taken when free, so that no worker starts it from now on; a run already going
     # keeps going, and its own result, arriving later, is ignored.
-    stores.redis.set(key, OPERATOR, nx=True, ex=stores.fence_ttl_seconds)
+    stores.marks().fence([execution_id], OPERATOR, stores.fence_ttl_seconds)
     now = stores.clock.now_ms()
     message = f"failed by an operator: {reason}"
     results = stand_in_results([view.execution], ExecutionStatus.FAILED, message, now)

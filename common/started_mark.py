@@ -119,6 +119,11 @@ class StartedMarks(Protocol):
         """The started epoch, set to ``now_ms`` when there is none (the keys were lost)."""
         ...
 
+    def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
+        """Take each free key for ``owner`` (one of ``FENCES``) for ``ttl_seconds``, so
+        that no worker starts the run; whether each was taken."""
+        ...
+
 
 class RedisStartedMarks:
     """``StartedMarks`` on Redis."""
@@ -149,3 +154,12 @@ class RedisStartedMarks:
     def epoch(self, now_ms: int) -> int:
         """See ``started_epoch``."""
         return started_epoch(self._client, self._keys, now_ms)
+
+    def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
+        """A SET NX EX of each key, pipelined."""
+        if not execution_ids:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for execution_id in execution_ids:
+            pipe.set(self._keys.execution_started(execution_id), owner, nx=True, ex=ttl_seconds)
+        return [bool(taken) for taken in pipe.execute()]

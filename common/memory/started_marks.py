@@ -51,6 +51,10 @@ class MemoryStartedMarks:
             for e in execution_ids
         ]
 
+    def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
+        """Take each free key for ``owner``, as ``RedisStartedMarks.fence`` does."""
+        return [self.take(e, owner, ttl_seconds) for e in execution_ids]
+
     def epoch(self, now_ms: int) -> int:
         """The started epoch, set to ``now_ms`` when there is none."""
         if self.epoch_ms is None:

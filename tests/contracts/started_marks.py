@@ -84,3 +84,13 @@ class StartedMarksContract(ABC):
         assert left is not None and 55_000 < left <= 60_000
         assert with_ttl[1:] == [RunMark("w1"), RunMark()]
         assert self.marks.read_runs(["e1"]) == [RunMark("w1")]
+
+    def test_a_fence_takes_only_free_keys_for_its_ttl(self) -> None:
+        self.take("e2", "w1")
+        assert self.marks.fence(["e1", "e2"], RECONCILER, 60) == [True, False]
+        fenced, running = self.marks.read_runs(["e1", "e2"], with_ttl=True)
+        assert (fenced.owner, fenced.state) == (RECONCILER, RunState.SETTLING)
+        assert fenced.left_ms is not None and 55_000 < fenced.left_ms <= 60_000
+        assert running == RunMark("w1")
+        assert self.marks.fence(["e1"], OPERATOR, 60) == [False]
+        assert self.marks.fence([], OPERATOR, 60) == []

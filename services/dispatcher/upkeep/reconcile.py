@@ -174,11 +174,6 @@ class Reconciler:
 
     def _fence(self, rows: Sequence[StuckExecution]) -> list[StuckExecution]:
         """Take the started key of each execution; the ones taken can never run now."""
-        if not rows:
-            return []
-        pipe = self._redis.pipeline(transaction=False)
-        for row in rows:
-            key = self._keys.execution_started(row.execution_id)
-            pipe.set(key, RECONCILER, nx=True, ex=self._settings.fence_ttl_seconds)
-        taken = pipe.execute()
+        ids = [row.execution_id for row in rows]
+        taken = self._marks.fence(ids, RECONCILER, self._settings.fence_ttl_seconds)
         return [row for row, ok in zip(rows, taken, strict=True) if ok]
