@@ -107,6 +107,15 @@ def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
     return dispatched_at is None or dispatched_at < epoch_ms + CLOCK_SLACK_MS
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What a worker taking a batch of started keys found: for each execution, None
+    when the key is this worker's now, else the mark already there; and the epoch."""
+
+    marks: list[RunMark | None]
+    epoch_ms: int
+
+
 class StartedMarks(Protocol):
     """The owner of the started keys and the started epoch."""
 
@@ -124,15 +133,84 @@ class StartedMarks(Protocol):
         that no worker starts the run; whether each was taken."""
         ...
 
+    def take_runs(
+        self, execution_ids: Sequence[str], worker_id: str, ttl_seconds: int, now_ms: int
+    ) -> Taken:
+        """A worker admitting runs: each free key set (NX) to ``worker_id`` for
+        ``ttl_seconds``, the epoch set to ``now_ms`` when missing; in one round trip."""
+        ...
+
+    def release_runs(self, execution_ids: Sequence[str], worker_id: str) -> int:
+        """Delete the keys ``worker_id`` still holds (runs it admitted and never
+        started); how many it deleted."""
+        ...
+
+    def store_outcomes(self, worker_id: str, outcomes: Sequence[tuple[str, str]]) -> None:
+        """Append each (execution id, result JSON) to its key, where ``worker_id`` still
+        holds it without one; the key keeps its TTL."""
+        ...
+
+
+# Sets each key but the last to the worker (ARGV[1]) unless it is set; returns "" for
+# a key taken now, else the owner already there. One script call instead of a command
+# per message: redis-py packs and parses every pipelined command in Python, a large
+# share of a worker's CPU. The last key is the started epoch, set to ARGV[3] when Redis
+# has none, and returned last.
+_TAKE_SCRIPT = """
+redis.call('SET', KEYS[#KEYS], ARGV[3], 'NX')
+local owners = {}
+for i = 1, #KEYS - 1 do
+  local key = KEYS[i]
+  if redis.call('SET', key, ARGV[1], 'NX', 'EX', ARGV[2]) then
+    owners[i] = ''
+  else
+    owners[i] = redis.call('GET', key) or ''
+  end
+end
+owners[#KEYS] = redis.call('GET', KEYS[#KEYS])
+return owners
+"""
+
+
+# Deletes each key still owned by the worker (ARGV[1]); returns how many it deleted.
+_RELEASE_SCRIPT = """
+local released = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    released = released + redis.call('DEL', key)
+  end
+end
+return released
+"""
+
+
+# Appends each run's result to its key, for keys the worker (ARGV[1]) still holds
+# without one; ARGV[i + 1] is the result of KEYS[i].
+_REMEMBER_SCRIPT = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('SET', key, ARGV[1] .. '\\n' .. ARGV[i + 1], 'KEEPTTL')
+  end
+end
+return 0
+"""
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
 
 class RedisStartedMarks:
-    """``StartedMarks`` on Redis."""
+    """``StartedMarks`` on Redis: the one place that reads or writes started keys."""
 
-    __slots__ = ("_client", "_keys")
+    __slots__ = ("_client", "_keys", "_release", "_remember", "_take")
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
+        self._take = client.register_script(_TAKE_SCRIPT)
+        self._release = client.register_script(_RELEASE_SCRIPT)
+        self._remember = client.register_script(_REMEMBER_SCRIPT)
 
     def read_runs(self, execution_ids: Sequence[str], *, with_ttl: bool = False) -> list[RunMark]:
         """One MGET; with ``with_ttl``, a GET and a PTTL of each key in one transaction."""
@@ -163,3 +241,22 @@ class RedisStartedMarks:
         for execution_id in execution_ids:
             pipe.set(self._keys.execution_started(execution_id), owner, nx=True, ex=ttl_seconds)
         return [bool(taken) for taken in pipe.execute()]
+
+    def take_runs(
+        self, execution_ids: Sequence[str], worker_id: str, ttl_seconds: int, now_ms: int
+    ) -> Taken:
+        """One call of the take script."""
+        keys = [self._keys.execution_started(e) for e in execution_ids]
+        keys.append(self._keys.started_epoch)
+        *owners, epoch = self._take(keys=keys, args=[worker_id, ttl_seconds, now_ms])
+        return Taken([RunMark.parse(_text(o)) if o else None for o in owners], int(epoch))
+
+    def release_runs(self, execution_ids: Sequence[str], worker_id: str) -> int:
+        """One call of the release script."""
+        keys = [self._keys.execution_started(e) for e in execution_ids]
+        return int(self._release(keys=keys, args=[worker_id]))
+
+    def store_outcomes(self, worker_id: str, outcomes: Sequence[tuple[str, str]]) -> None:
+        """One call of the remember script."""
+        keys = [self._keys.execution_started(e) for e, _ in outcomes]
+        self._remember(keys=keys, args=[worker_id, *(json for _, json in outcomes)])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from common.started_mark import SEPARATOR, RunMark
+from common.started_mark import SEPARATOR, RunMark, Taken
 
 
 class MemoryStartedMarks:
@@ -54,6 +54,33 @@ class MemoryStartedMarks:
     def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
         """Take each free key for ``owner``, as ``RedisStartedMarks.fence`` does."""
         return [self.take(e, owner, ttl_seconds) for e in execution_ids]
+
+    def take_runs(
+        self, execution_ids: Sequence[str], worker_id: str, ttl_seconds: int, now_ms: int
+    ) -> Taken:
+        """As the take script does: the epoch set when missing, each free key taken."""
+        epoch = self.epoch(now_ms)
+        marks = [
+            None if self.take(e, worker_id, ttl_seconds) else RunMark.parse(self._get(e))
+            for e in execution_ids
+        ]
+        return Taken(marks, epoch)
+
+    def release_runs(self, execution_ids: Sequence[str], worker_id: str) -> int:
+        """As the release script does: delete the keys ``worker_id`` still holds."""
+        released = 0
+        for e in execution_ids:
+            if self._get(e) == worker_id:
+                del self.values[e]
+                self._expires.pop(e, None)
+                released += 1
+        return released
+
+    def store_outcomes(self, worker_id: str, outcomes: Sequence[tuple[str, str]]) -> None:
+        """As the remember script does: keys ``worker_id`` still holds get the result."""
+        for e, outcome_json in outcomes:
+            if self._get(e) == worker_id:
+                self.store_outcome(e, worker_id, outcome_json)
 
     def epoch(self, now_ms: int) -> int:
         """The started epoch, set to ``now_ms`` when there is none."""

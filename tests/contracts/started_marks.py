@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from common.started_mark import OPERATOR, RECONCILER, RunMark, RunState, StartedMarks
+from common.started_mark import OPERATOR, RECONCILER, RunMark, RunState, StartedMarks, Taken
 
 OUTCOME = '{"execution_id":"e1","status":"SUCCEEDED"}'
 
@@ -94,3 +94,43 @@ class StartedMarksContract(ABC):
         assert running == RunMark("w1")
         assert self.marks.fence(["e1"], OPERATOR, 60) == [False]
         assert self.marks.fence([], OPERATOR, 60) == []
+
+    def test_a_worker_takes_free_keys_for_its_ttl_and_finds_the_others_marks(self) -> None:
+        self.take("e2", "w2")
+        self.store_outcome("e3", "w2", OUTCOME)
+        taken = self.marks.take_runs(["e1", "e2", "e3"], "w1", 60, 5_000)
+        assert taken == Taken([None, RunMark("w2"), RunMark("w2", OUTCOME)], 5_000)
+        [mine] = self.marks.read_runs(["e1"], with_ttl=True)
+        assert mine.owner == "w1" and mine.left_ms is not None and 55_000 < mine.left_ms
+        assert self.marks.take_runs(["e1"], "w1", 60, 9_000) == Taken([RunMark("w1")], 5_000)
+
+    def test_taking_nothing_still_sets_the_epoch(self) -> None:
+        assert self.marks.take_runs([], "w1", 60, 7_000) == Taken([], 7_000)
+        assert self.marks.epoch(9_000) == 7_000
+
+    def test_a_worker_releases_only_the_keys_it_holds_without_an_outcome(self) -> None:
+        self.marks.take_runs(["e1", "e2"], "w1", 60, 5_000)
+        self.take("e3", "w2")
+        self.marks.store_outcomes("w1", [("e2", OUTCOME)])
+        assert self.marks.release_runs(["e1", "e2", "e3", "e4"], "w1") == 1
+        assert self.marks.read_runs(["e1", "e2", "e3"]) == [
+            RunMark(),
+            RunMark("w1", OUTCOME),
+            RunMark("w2"),
+        ]
+        assert self.marks.release_runs([], "w1") == 0
+
+    def test_outcomes_are_stored_only_on_keys_the_worker_holds_and_keep_their_ttl(self) -> None:
+        self.marks.take_runs(["e1"], "w1", 60, 5_000)
+        self.take("e2", "w2")
+        self.marks.store_outcomes("w1", [("e1", OUTCOME), ("e2", OUTCOME), ("e3", OUTCOME)])
+        stored, other, missing = self.marks.read_runs(["e1", "e2", "e3"], with_ttl=True)
+        assert (stored.owner, stored.outcome, stored.state) == (
+            "w1",
+            OUTCOME,
+            RunState.ENDED_UNRECORDED,
+        )
+        assert stored.left_ms is not None and 55_000 < stored.left_ms <= 60_000
+        assert (other, missing) == (RunMark("w2"), RunMark())
+        self.marks.store_outcomes("w1", [("e1", '{"again":1}')])
+        assert self.marks.read_runs(["e1"]) == [RunMark("w1", OUTCOME)]
