@@ -93,14 +93,6 @@ class RunMark:
         return run_state(self.owner, self.outcome)
 
 
-def started_epoch(client: redis.Redis, keys: RedisKeys, now_ms: int) -> int:
-    """The started epoch, set to ``now_ms`` when Redis has none (it lost its data)."""
-    pipe = client.pipeline()
-    pipe.set(keys.started_epoch, now_ms, nx=True)
-    pipe.get(keys.started_epoch)
-    return int(pipe.execute()[1])
-
-
 def key_may_be_lost(dispatched_at: int | None, epoch_ms: int) -> bool:
     """Whether an execution dispatched at ``dispatched_at`` may have had a started key
     that Redis lost: it was dispatched before the epoch (within the clocks' slack)."""
@@ -131,6 +123,11 @@ class StartedMarks(Protocol):
     def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
         """Take each free key for ``owner`` (one of ``FENCES``) for ``ttl_seconds``, so
         that no worker starts the run; whether each was taken."""
+        ...
+
+    def shorten(self, execution_ids: Sequence[str], ttl_seconds: int) -> None:
+        """Give each key that exists ``ttl_seconds`` to live from now (its outcome is
+        recorded); a key that is gone stays gone."""
         ...
 
     def take_runs(
@@ -230,8 +227,11 @@ class RedisStartedMarks:
         ]
 
     def epoch(self, now_ms: int) -> int:
-        """See ``started_epoch``."""
-        return started_epoch(self._client, self._keys, now_ms)
+        """A SET NX and a GET of the epoch, in one transaction."""
+        pipe = self._client.pipeline()
+        pipe.set(self._keys.started_epoch, now_ms, nx=True)
+        pipe.get(self._keys.started_epoch)
+        return int(pipe.execute()[1])
 
     def fence(self, execution_ids: Sequence[str], owner: str, ttl_seconds: int) -> list[bool]:
         """A SET NX EX of each key, pipelined."""
@@ -241,6 +241,13 @@ class RedisStartedMarks:
         for execution_id in execution_ids:
             pipe.set(self._keys.execution_started(execution_id), owner, nx=True, ex=ttl_seconds)
         return [bool(taken) for taken in pipe.execute()]
+
+    def shorten(self, execution_ids: Sequence[str], ttl_seconds: int) -> None:
+        """An EXPIRE of each key, pipelined."""
+        pipe = self._client.pipeline(transaction=False)
+        for execution_id in execution_ids:
+            pipe.expire(self._keys.execution_started(execution_id), ttl_seconds)
+        pipe.execute()
 
     def take_runs(
         self, execution_ids: Sequence[str], worker_id: str, ttl_seconds: int, now_ms: int

@@ -55,6 +55,12 @@ class MemoryStartedMarks:
         """Take each free key for ``owner``, as ``RedisStartedMarks.fence`` does."""
         return [self.take(e, owner, ttl_seconds) for e in execution_ids]
 
+    def shorten(self, execution_ids: Sequence[str], ttl_seconds: int) -> None:
+        """As EXPIRE does: each key that exists lives ``ttl_seconds`` from now."""
+        for e in execution_ids:
+            if self._get(e) is not None:
+                self._expires[e] = self._clock() + ttl_seconds
+
     def take_runs(
         self, execution_ids: Sequence[str], worker_id: str, ttl_seconds: int, now_ms: int
     ) -> Taken:

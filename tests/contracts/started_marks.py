@@ -134,3 +134,13 @@ class StartedMarksContract(ABC):
         assert (other, missing) == (RunMark("w2"), RunMark())
         self.marks.store_outcomes("w1", [("e1", '{"again":1}')])
         assert self.marks.read_runs(["e1"]) == [RunMark("w1", OUTCOME)]
+
+    def test_shortening_gives_existing_keys_their_new_ttl_and_leaves_gone_keys_gone(self) -> None:
+        self.marks.take_runs(["e1", "e2"], "w1", 600, 5_000)
+        self.marks.store_outcomes("w1", [("e1", OUTCOME)])
+        self.marks.shorten(["e1", "e3"], 60)
+        e1, e2, e3 = self.marks.read_runs(["e1", "e2", "e3"], with_ttl=True)
+        assert e1.outcome == OUTCOME and e1.left_ms is not None and 55_000 < e1.left_ms <= 60_000
+        assert e2.left_ms is not None and e2.left_ms > 60_000
+        assert e3 == RunMark()
+        self.marks.shorten([], 60)
