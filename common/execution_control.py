@@ -26,7 +26,7 @@ from common.db.stuck import (
 from common.errors import ExecutionNotStuckError
 from common.keys import RedisKeys
 from common.result_messages import publish_results, stand_in_results
-from common.started_mark import OPERATOR, RedisStartedMarks, RunState
+from common.started_marks import OPERATOR, RedisStartedMarks, RunState
 from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 

@@ -12,7 +12,7 @@ from common.broker import connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from common.started_mark import RedisStartedMarks
+from common.started_marks import RedisStartedMarks
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Stores:
         return cls(settings, engine, client, RedisKeys(settings.namespace), ClusterClock(client))
 
     def started_marks(self) -> RedisStartedMarks:
-        """The started keys and epoch of the namespace (``common/started_mark.py``)."""
+        """The started keys and epoch of the namespace (``common/started_marks.py``)."""
         return RedisStartedMarks(self.redis, self.keys)
 
     def connect_broker(self, name: str) -> BlockingConnection:

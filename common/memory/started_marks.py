@@ -1,6 +1,6 @@
 """Started keys and the started epoch in memory: Redis's twin for unit tests.
 
-``MemoryStartedMarks`` keeps the contract of ``common.started_mark.StartedMarks`` as
+``MemoryStartedMarks`` keeps the contract of ``common.started_marks.StartedMarks`` as
 ``RedisStartedMarks`` does (``tests/contracts/started_marks.py``). A test writes the
 keys as workers leave them (``take``, ``store_outcome``) and loses them as a flush
 would (``lose_data``). Keys given a TTL expire on the twin's clock (monotonic seconds
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from common.started_mark import SEPARATOR, RunMark, Taken
+from common.started_marks import SEPARATOR, RunMark, Taken
 
 
 class MemoryStartedMarks:

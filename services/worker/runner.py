@@ -18,7 +18,7 @@ from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
-from common.started_mark import RedisStartedMarks
+from common.started_marks import RedisStartedMarks
 from common.states import ExecutionStatus
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns

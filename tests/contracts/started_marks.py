@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from common.started_mark import OPERATOR, RECONCILER, RunMark, RunState, StartedMarks, Taken
+from common.started_marks import OPERATOR, RECONCILER, RunMark, RunState, StartedMarks, Taken
 
 OUTCOME = '{"execution_id":"e1","status":"SUCCEEDED"}'
 

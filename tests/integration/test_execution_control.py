@@ -19,7 +19,7 @@ from common.execution_control import (
     requeue_execution,
 )
 from common.keys import RedisKeys
-from common.started_mark import OPERATOR, RECONCILER, SEPARATOR, RunState, parse_started
+from common.started_marks import OPERATOR, RECONCILER, SEPARATOR, RunState, parse_started
 from common.states import ExecutionStatus
 from common.topology import declare_core
 from tests.integration.helpers import make_app

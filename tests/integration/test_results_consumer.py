@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.config import DispatcherSettings, StoreSettings
 from common.keys import RedisKeys
-from common.started_mark import RedisStartedMarks
+from common.started_marks import RedisStartedMarks
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys
 from tests.books import Expectation, assert_books

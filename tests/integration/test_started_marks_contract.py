@@ -7,7 +7,7 @@ import redis
 
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from common.started_mark import SEPARATOR, RedisStartedMarks, StartedMarks
+from common.started_marks import SEPARATOR, RedisStartedMarks, StartedMarks
 from tests.contracts.started_marks import StartedMarksContract
 
 

@@ -4,7 +4,7 @@ tests/integration)."""
 from __future__ import annotations
 
 from common.memory.started_marks import MemoryStartedMarks
-from common.started_mark import StartedMarks
+from common.started_marks import StartedMarks
 from tests.contracts.started_marks import StartedMarksContract
 
 

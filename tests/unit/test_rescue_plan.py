@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from common.clock import CLOCK_SLACK_MS
 from common.db.sendable import ExecutionWithJob
-from common.started_mark import RECONCILER, RunMark
+from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
 from tests.unit.due_rows import due_row as row

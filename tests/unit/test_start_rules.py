@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from common.db.sendable import ExecutionWithJob
 from common.messages import DispatchMessage
-from common.started_mark import RECONCILER, RunMark
+from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.upkeep.timeouts import (
     UNSTARTED_FACTOR,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import redis
 
-from common.started_mark import StartedMarks
+from common.started_marks import StartedMarks
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import RECONCILER, RunState
+from common.started_marks import RECONCILER, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory

@@ -24,7 +24,7 @@ from common.db.sendable import SLOT_WAIT, ExecutionWithJob
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import RunState, StartedMarks, key_may_be_lost
+from common.started_marks import RunState, StartedMarks, key_may_be_lost
 from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.db.sendable import ExecutionWithJob
-from common.started_mark import RunMark, RunState, key_may_be_lost
+from common.started_marks import RunMark, RunState, key_may_be_lost
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ class Upkeep:
         publisher = self._publisher
         # First: the started epoch must date from before anything this leader sends, or
         # a fresh (or flushed) Redis makes the first executions look dispatched before
-        # a loss of their started keys (common/started_mark.py).
+        # a loss of their started keys (common/started_marks.py).
         self._run("epoch", lambda: self._marks.epoch(clock.now_ms()))
         self._run("rescue", self.rescue.rescue_dead_workers)
         self._run("draining", self.rescue.move_off_draining_workers)

@@ -20,7 +20,7 @@ from common.db import sendable
 from common.db.sendable import ExecutionWithJob
 from common.db.stuck import Page
 from common.result_messages import publish_results, stand_in_results
-from common.started_mark import RunMark, RunState
+from common.started_marks import RunMark, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 

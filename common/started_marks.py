@@ -1,4 +1,5 @@
-"""What a worker's started key holds: which worker took the execution, then how it ended.
+"""The started keys (which worker took an execution, how its run ended, or who fenced
+it) and their one owner, ``StartedMarks``.
 
 The key is set (NX) when a worker admits a delivery, to its worker id. Once the run
 has ended and before its result is published, the worker appends the result as JSON
@@ -12,8 +13,11 @@ when missing, so it holds the first moment keys were kept since the last loss. A
 execution dispatched before it may have had a key that is gone; for those, MySQL is
 the guard (``services/worker/start_guard.py``, the dead-worker rescue).
 
-``StartedMarks`` owns the keys: it reads them in one batch as ``RunMark``s, whose
-``RunState`` is decided by ``run_state`` alone. ``RedisStartedMarks`` on Redis,
+Only ``StartedMarks`` reads or writes the keys: the worker takes, releases and stores
+outcomes in them (its Lua scripts), the reconciler and operators fence them, the
+results path shortens their TTL, and every reader gets them in one batch as
+``RunMark``s, whose ``RunState`` is decided by ``run_state`` alone.
+``RedisStartedMarks`` on Redis,
 ``common.memory.started_marks.MemoryStartedMarks`` in unit tests
 (``tests/contracts/started_marks.py`` holds both to the same behaviour).
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.started_mark import OPERATOR, RECONCILER, RunMark, RunState, parse_started, run_state
+from common.started_marks import OPERATOR, RECONCILER, RunMark, RunState, parse_started, run_state
 
 
 def test_a_key_without_an_outcome_names_its_owner() -> None:
