@@ -68,7 +68,7 @@ class ExecutionStores:
     clock: ClusterClock
     fence_ttl_seconds: int
 
-    def marks(self) -> RedisStartedMarks:
+    def started_marks(self) -> RedisStartedMarks:
         """The started marks of these stores' namespace."""
         return RedisStartedMarks(self.redis, self.keys)
 
@@ -85,7 +85,7 @@ def list_stuck(stores: ExecutionStores, older_than_ms: int) -> list[StuckView]:
 def _with_runs(stores: ExecutionStores, rows: list[StuckExecution]) -> list[StuckView]:
     if not rows:
         return []
-    marks = stores.marks().read_runs([r.execution_id for r in rows])
+    marks = stores.started_marks().read_runs([r.execution_id for r in rows])
     return [StuckView(row, mark.state, mark.owner) for row, mark in zip(rows, marks, strict=True)]
 
 
@@ -106,7 +106,7 @@ def fail_execution(
     view = find_stuck(stores, execution_id)
     # Taken when free, so that no worker starts it from now on; a run already going
     # keeps going, and its own result, arriving later, is ignored.
-    stores.marks().fence([execution_id], OPERATOR, stores.fence_ttl_seconds)
+    stores.started_marks().fence([execution_id], OPERATOR, stores.fence_ttl_seconds)
     now = stores.clock.now_ms()
     message = f"failed by an operator: {reason}"
     results = stand_in_results([view.execution], ExecutionStatus.FAILED, message, now)
