@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
 """How long after a failed refresh the next one is tried."""
 
+CLOCK_SLACK_MS = 1_000
+"""Slack for the cluster clock as two hosts read it (each caches Redis TIME)."""
+
 
 class Clock(Protocol):
     """What a stage needs of the cluster clock: the time now (``ClusterClock``, or a

@@ -10,7 +10,6 @@ same id, back to the firer, which sends it to a live worker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import redis
 from sqlalchemy.engine import Engine
@@ -27,20 +26,11 @@ from common.db.stuck import (
 from common.errors import ExecutionNotStuckError
 from common.keys import RedisKeys
 from common.result_messages import publish_results, stand_in_results
-from common.started_mark import FENCES, OPERATOR, parse_started
+from common.started_marks import OPERATOR, RedisStartedMarks, RunState
 from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 
 LIST_LIMIT = 1_000
-
-
-class RunState(StrEnum):
-    """What the execution's started key says of its run."""
-
-    NEVER_STARTED = "never_started"
-    RUNNING = "running"
-    ENDED_UNRECORDED = "ended_unrecorded"
-    SETTLING = "settling"
 
 
 @dataclass(frozen=True)
@@ -78,6 +68,10 @@ class ExecutionStores:
     clock: ClusterClock
     fence_ttl_seconds: int
 
+    def started_marks(self) -> RedisStartedMarks:
+        """The started marks of these stores' namespace."""
+        return RedisStartedMarks(self.redis, self.keys)
+
 
 def list_stuck(stores: ExecutionStores, older_than_ms: int) -> list[StuckView]:
     """QUEUED executions dispatched, and SCHEDULED ones due, more than ``older_than_ms``
@@ -91,19 +85,8 @@ def list_stuck(stores: ExecutionStores, older_than_ms: int) -> list[StuckView]:
 def _with_runs(stores: ExecutionStores, rows: list[StuckExecution]) -> list[StuckView]:
     if not rows:
         return []
-    marks = stores.redis.mget([stores.keys.execution_started(r.execution_id) for r in rows])
-    return [_view(row, mark) for row, mark in zip(rows, marks, strict=True)]
-
-
-def _view(row: StuckExecution, mark: bytes | str | None) -> StuckView:
-    owner, outcome = parse_started(mark)
-    if owner is None:
-        return StuckView(row, RunState.NEVER_STARTED, None)
-    if outcome is not None:
-        return StuckView(row, RunState.ENDED_UNRECORDED, owner)
-    if owner in FENCES:
-        return StuckView(row, RunState.SETTLING, owner)
-    return StuckView(row, RunState.RUNNING, owner)
+    marks = stores.started_marks().read_runs([r.execution_id for r in rows])
+    return [StuckView(row, mark.state, mark.owner) for row, mark in zip(rows, marks, strict=True)]
 
 
 def find_stuck(stores: ExecutionStores, execution_id: str) -> StuckView:
@@ -121,10 +104,9 @@ def fail_execution(
     """Record an unfinished execution FAILED with ``reason`` (the job's retry policy
     applies). A copy of it that turns up later is not run. Returns what it was."""
     view = find_stuck(stores, execution_id)
-    key = stores.keys.execution_started(execution_id)
     # Taken when free, so that no worker starts it from now on; a run already going
     # keeps going, and its own result, arriving later, is ignored.
-    stores.redis.set(key, OPERATOR, nx=True, ex=stores.fence_ttl_seconds)
+    stores.started_marks().fence([execution_id], OPERATOR, stores.fence_ttl_seconds)
     now = stores.clock.now_ms()
     message = f"failed by an operator: {reason}"
     results = stand_in_results([view.execution], ExecutionStatus.FAILED, message, now)

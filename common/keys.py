@@ -33,7 +33,7 @@ class RedisKeys:
         """The cluster time (ms) the execution-started keys have been kept since: set
         (NX, no expiry) by every worker taking keys and by the leader's sweeps. It is
         missing, or later than an execution's dispatch, when Redis lost its data since:
-        that execution's started key may be gone with it (``common/started_mark.py``)."""
+        that execution's started key may be gone with it (``common/started_marks.py``)."""
         return self._key("execution", "started-epoch")
 
     def worker(self, worker_id: str) -> str:

@@ -12,6 +12,7 @@ from common.broker import connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.keys import RedisKeys
+from common.started_marks import RedisStartedMarks
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,10 @@ class Stores:
     def build(cls, settings: StoreSettings, engine: Engine, client: Redis) -> Stores:
         """Stores for ``settings``' namespace around an engine and a Redis client."""
         return cls(settings, engine, client, RedisKeys(settings.namespace), ClusterClock(client))
+
+    def started_marks(self) -> RedisStartedMarks:
+        """The started keys and epoch of the namespace (``common/started_marks.py``)."""
+        return RedisStartedMarks(self.redis, self.keys)
 
     def connect_broker(self, name: str) -> BlockingConnection:
         """A new broker connection to the namespace's vhost, named for the management UI."""

@@ -36,7 +36,7 @@ connection): it sends handed-over claims, fires what is due and runs the sweep.
 Recording, dispatch, firing and rescue reach their stores through ports (``common/db/
 outcome_store.py``, ``dispatch_store.py``, ``fire_store.py``, ``rescue_store.py``;
 ``common.broker.Publisher``; ``common.loadbalance.LiveWorkers`` and ``WorkerQueues``;
-``common.started_mark.StartedMarks``), each with a MySQL, RabbitMQ or Redis
+``common.started_marks.StartedMarks``), each with a MySQL, RabbitMQ or Redis
 implementation and an in-memory twin (``common/memory/``: ``store.py``, ``broker.py``,
 ``live_workers.py``, ``started_marks.py``) that ``tests/contracts`` holds to the same
 tests, so the stages' logic is unit-tested without servers.

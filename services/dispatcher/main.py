@@ -90,8 +90,7 @@ class Dispatcher:
     def run(self) -> None:
         """Run until ``stop`` is set, then release the lease."""
         started = StartedKeys(
-            self.redis,
-            self.keys,
+            self.stores.started_marks(),
             min(self.settings.recorded_started_ttl_seconds, self.settings.idempotency_ttl_seconds),
         )
         results = ResultsConsumer(

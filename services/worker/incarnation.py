@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from common.broker import BatchPublisher
 from common.db import sendable
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import parse_started
 from common.states import ExecutionStatus
 from common.stores import Stores
 
@@ -57,20 +56,17 @@ def settle_previous(
         rows = sendable.unfinished_on_worker(conn, worker_id, SETTLE_LIMIT)
     if not rows:
         return Settled(0, 0)
-    pipe = stores.redis.pipeline()
-    for row in rows:
-        pipe.get(stores.keys.execution_started(row.execution_id))
-    marks = [parse_started(value) for value in pipe.execute()]
+    marks = stores.started_marks().read_runs([row.execution_id for row in rows])
     now = stores.clock.now_ms()
     ended = [
-        stored_result(outcome, row, now)
-        for row, (owner, outcome) in zip(rows, marks, strict=True)
-        if owner == worker_id and outcome is not None
+        stored_result(mark.outcome, row, now)
+        for row, mark in zip(rows, marks, strict=True)
+        if mark.owner == worker_id and mark.outcome is not None
     ]
     taken = [
         row
-        for row, (owner, outcome) in zip(rows, marks, strict=True)
-        if owner == worker_id and outcome is None
+        for row, mark in zip(rows, marks, strict=True)
+        if mark.owner == worker_id and mark.outcome is None
     ]
     why = f"interrupted: worker {worker_id} was restarted while running it"
     publish_results(

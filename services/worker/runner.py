@@ -18,7 +18,7 @@ from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
-from common.started_mark import parse_started
+from common.started_marks import RedisStartedMarks
 from common.states import ExecutionStatus
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
@@ -31,55 +31,6 @@ from services.worker.start_guard import Fresh, RowStatuses, StartGuard, Verdict
 log = logging.getLogger(__name__)
 
 Outcome = Literal[ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT]
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# Sets each key but the last to this worker unless it is set; returns "" for a key
-# taken now, else the owner already there. One script call instead of a command per
-# message: redis-py packs and parses every pipelined command in Python, a large share
-# of a worker's CPU. The last key is the started epoch (common/started_mark.py), set to
-# ARGV[3] when Redis has none, and returned last.
-_TAKE_SCRIPT = """
-redis.call('SET', KEYS[#KEYS], ARGV[3], 'NX')
-local owners = {}
-for i = 1, #KEYS - 1 do
-  local key = KEYS[i]
-  if redis.call('SET', key, ARGV[1], 'NX', 'EX', ARGV[2]) then
-    owners[i] = ''
-  else
-    owners[i] = redis.call('GET', key) or ''
-  end
-end
-owners[#KEYS] = redis.call('GET', KEYS[#KEYS])
-return owners
-"""
-
-
-# Deletes each key still owned by this worker (ARGV[1]); returns how many it deleted.
-_RELEASE_SCRIPT = """
-local released = 0
-for _, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    released = released + redis.call('DEL', key)
-  end
-end
-return released
-"""
-
-
-# Appends each run's result to its key (see common/started_mark.py), for keys this
-# worker (ARGV[1]) still holds without one; ARGV[i + 1] is the result of KEYS[i].
-_REMEMBER_SCRIPT = """
-for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('SET', key, ARGV[1] .. '\\n' .. ARGV[i + 1], 'KEEPTTL')
-  end
-end
-return 0
-"""
 
 
 @dataclass(frozen=True)
@@ -109,13 +60,9 @@ class ExecutionRunner:
     ) -> None:
         self._worker_id = worker_id
         self._handlers = handlers
-        self._redis = client
-        self._keys = keys
+        self._marks = RedisStartedMarks(client, keys)
         self._clock = clock
         self._ttl = idempotency_ttl_seconds
-        self._take = client.register_script(_TAKE_SCRIPT)
-        self._release = client.register_script(_RELEASE_SCRIPT)
-        self._remember = client.register_script(_REMEMBER_SCRIPT)
         self._local = LocalRuns()
         self._guard = StartGuard(rows)
         self._redelivered: set[str] = set()
@@ -137,29 +84,25 @@ class ExecutionRunner:
         if not messages:
             return []
         now = self._clock.now_ms()
-        keys = [self._keys.execution_started(m.execution_id) for m in messages]
-        keys.append(self._keys.started_epoch)
-        *owners, epoch = self._take(keys=keys, args=[self._worker_id, self._ttl, now])
+        ids = [m.execution_id for m in messages]
+        taken = self._marks.take_runs(ids, self._worker_id, self._ttl, now)
         redelivered = [m.execution_id in self._redelivered for m in messages]
-        self._redelivered.difference_update(m.execution_id for m in messages)
+        self._redelivered.difference_update(ids)
         fresh = [
             Fresh(m, again)
-            for m, owner, again in zip(messages, owners, redelivered, strict=True)
-            if not owner and isinstance(m, DispatchMessage)
+            for m, mark, again in zip(messages, taken.marks, redelivered, strict=True)
+            if mark is None and isinstance(m, DispatchMessage)
         ]
         try:
-            verdicts = self._guard.verdicts(fresh, now, int(epoch))
+            verdicts = self._guard.verdicts(fresh, now, taken.epoch_ms)
         except Exception:
-            self._release(
-                keys=[self._keys.execution_started(f.message.execution_id) for f in fresh],
-                args=[self._worker_id],
-            )
+            self._marks.release_runs([f.message.execution_id for f in fresh], self._worker_id)
             raise
         return [
-            Admitted(m, *parse_started(_text(owner)))
-            if owner
+            Admitted(m, mark.owner, mark.outcome)
+            if mark is not None
             else Admitted(m, None, verdict=verdicts.get(m.execution_id, Verdict.RUN))
-            for m, owner in zip(messages, owners, strict=True)
+            for m, mark in zip(messages, taken.marks, strict=True)
         ]
 
     def release(self, admitted: Sequence[Admitted]) -> int:
@@ -168,14 +111,10 @@ class ExecutionRunner:
         Their deliveries return to the queue; without this, the copy that comes back
         would find this worker's key and be reported LOST although it never ran.
         """
-        keys = [
-            self._keys.execution_started(a.message.execution_id)
-            for a in admitted
-            if a.owner is None
-        ]
-        if not keys:
+        ids = [a.message.execution_id for a in admitted if a.owner is None]
+        if not ids:
             return 0
-        released = int(self._release(keys=keys, args=[self._worker_id]))
+        released = self._marks.release_runs(ids, self._worker_id)
         log.info("released %d admitted runs that never started", released)
         return released
 
@@ -188,11 +127,9 @@ class ExecutionRunner:
         """
         results = [o for o in outcomes if o is not None]
         if results:
-            keys = [self._keys.execution_started(r.execution_id) for r in results]
+            stored = [(r.execution_id, r.model_dump_json()) for r in results]
             try:
-                self._remember(
-                    keys=keys, args=[self._worker_id, *(r.model_dump_json() for r in results)]
-                )
+                self._marks.store_outcomes(self._worker_id, stored)
             except redis.RedisError as e:
                 log.warning("could not store %d outcomes in Redis: %s", len(results), e)
             else:

@@ -4,7 +4,7 @@ A worker takes an execution's started key before running it, and that key is wha
 keeps a copy from running twice. Two cases need the execution's row as well:
 
 - a copy the broker redelivers: if Redis lost its data since the execution was
-  dispatched (``common/started_mark.py``), the key an earlier run took may be gone;
+  dispatched (``common/started_marks.py``), the key an earlier run took may be gone;
 - a late start: a delivery that waited in the queue longer than its job's timeout may
   have been timed out (and retried) by the leader meanwhile.
 
@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 
 from common.db import sendable
 from common.messages import DispatchMessage
-from common.started_mark import key_may_be_lost
+from common.started_marks import key_may_be_lost
 from common.states import ExecutionStatus
 
 log = logging.getLogger(__name__)

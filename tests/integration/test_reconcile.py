@@ -16,7 +16,7 @@ from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.messages import ExecutionResult
-from common.started_mark import RECONCILER, parse_started
+from common.started_marks import RECONCILER, parse_started
 from common.states import ExecutionStatus
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue

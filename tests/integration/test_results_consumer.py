@@ -12,6 +12,7 @@ from common.clock import ClusterClock
 from common.config import DispatcherSettings, StoreSettings
 from common.keys import RedisKeys
 from common.slots import RESULTS_LAG_MS
+from common.started_marks import RedisStartedMarks
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys
 from tests.books import Expectation, assert_books
@@ -49,7 +50,7 @@ def test_recorded_executions_started_keys_are_given_a_short_life(
     for job_id in job_ids:
         redis_client.set(keys.execution_started(f"e-{job_id}"), "w1\n{}", ex=week)
     settings = DispatcherSettings(namespace=namespace.namespace)
-    started = StartedKeys(redis_client, keys, 600)
+    started = StartedKeys(RedisStartedMarks(redis_client, keys), 600)
     consumer = ResultsConsumer(settings, engine, ClusterClock(redis_client), "d1", started)
     stop = threading.Event()
     thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)

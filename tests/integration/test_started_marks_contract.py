@@ -7,7 +7,7 @@ import redis
 
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from common.started_mark import SEPARATOR, RedisStartedMarks, StartedMarks
+from common.started_marks import SEPARATOR, RedisStartedMarks, StartedMarks
 from tests.contracts.started_marks import StartedMarksContract
 
 
@@ -25,8 +25,9 @@ class TestRedisStartedMarks(StartedMarksContract):
     def marks(self) -> StartedMarks:
         return self._marks
 
-    def take(self, execution_id: str, owner: str) -> None:
-        self._client.set(self._keys.execution_started(execution_id), owner, nx=True)
+    def take(self, execution_id: str, owner: str, ttl_seconds: int | None = None) -> None:
+        key = self._keys.execution_started(execution_id)
+        self._client.set(key, owner, nx=True, ex=ttl_seconds)
 
     def store_outcome(self, execution_id: str, owner: str, outcome_json: str) -> None:
         self._client.set(

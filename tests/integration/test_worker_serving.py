@@ -24,7 +24,7 @@ from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
 from common.messages import DispatchMessage, DispatchPack, ExecutionResult, ResultBatch
 from common.pooled_consumer import PooledConsumer
-from common.started_mark import parse_started
+from common.started_marks import parse_started
 from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import (

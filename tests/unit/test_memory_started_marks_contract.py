@@ -4,7 +4,7 @@ tests/integration)."""
 from __future__ import annotations
 
 from common.memory.started_marks import MemoryStartedMarks
-from common.started_mark import StartedMarks
+from common.started_marks import StartedMarks
 from tests.contracts.started_marks import StartedMarksContract
 
 
@@ -18,8 +18,8 @@ class TestMemoryStartedMarks(StartedMarksContract):
     def marks(self) -> StartedMarks:
         return self.memory
 
-    def take(self, execution_id: str, owner: str) -> None:
-        self.memory.take(execution_id, owner)
+    def take(self, execution_id: str, owner: str, ttl_seconds: int | None = None) -> None:
+        self.memory.take(execution_id, owner, ttl_seconds)
 
     def store_outcome(self, execution_id: str, owner: str, outcome_json: str) -> None:
         self.memory.store_outcome(execution_id, owner, outcome_json)

@@ -43,7 +43,7 @@ def may_stay(stage: Stage, cast: Cast, failed: bool) -> set[str]:
         if row.status is not ExecutionStatus.QUEUED or row.worker_id is None:
             continue
         w = row.worker_id
-        started = stage.marks.read(row.execution_id)[0] is not None
+        started = stage.marks.read_runs([row.execution_id])[0].owner is not None
         not_stale_yet = w in cast.died and cast.died[w] >= now - STALE_MS
         if failed or w in cast.hung or not_stale_yet or (w in cast.draining and started):
             stay.add(row.execution_id)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from common.clock import CLOCK_SLACK_MS
 from common.db.sendable import ExecutionWithJob
-from common.started_mark import CLOCK_SLACK_MS, RECONCILER
+from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
 from tests.unit.due_rows import due_row as row
@@ -27,9 +28,9 @@ def test_each_execution_lands_in_exactly_one_part_by_its_started_key() -> None:
     rows[5] = queued(6, dispatched_at=EPOCH - 1)  # before the epoch: its key may be lost
     rows[6] = queued(7, dispatched_at=None)  # never stamped: the same
     marks = {
-        "e1": (DEAD, '{"v":1}'),  # ran and stored its outcome
-        "e2": (DEAD, None),  # running when the worker died
-        "e3": (RECONCILER, None),  # fenced by the reconciler
+        "e1": RunMark(DEAD, '{"v":1}'),  # ran and stored its outcome
+        "e2": RunMark(DEAD),  # running when the worker died
+        "e3": RunMark(RECONCILER),  # fenced by the reconciler
         # e4, e5: no key, dispatched after the epoch: never started
     }
     plan = plan_rescue(DEAD, rows, marks, EPOCH)
@@ -49,7 +50,7 @@ def test_a_key_within_the_clock_slack_of_the_epoch_counts_as_maybe_lost() -> Non
 
 def test_a_started_key_of_this_worker_wins_over_the_epoch() -> None:
     old = queued(1, dispatched_at=EPOCH - 10_000)
-    plan = plan_rescue(DEAD, [old], {"e1": (DEAD, None)}, EPOCH)
+    plan = plan_rescue(DEAD, [old], {"e1": RunMark(DEAD)}, EPOCH)
     assert plan.lost == [old] and not plan.unknown
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from common.db.sendable import ExecutionWithJob
 from common.messages import DispatchMessage
+from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.upkeep.timeouts import (
     UNSTARTED_FACTOR,
-    StartedMark,
     TimeoutSettings,
     past_timeout,
 )
@@ -43,26 +43,26 @@ ROW = ExecutionWithJob(
 
 
 def test_a_run_times_out_counted_from_the_start_its_key_gives() -> None:
-    just_started = StartedMark("w1", False, 60_000)
-    long_started = StartedMark("w1", False, 60_000 - 20_000)  # started 20 s ago
+    just_started = RunMark("w1", None, 60_000)
+    long_started = RunMark("w1", None, 60_000 - 20_000)  # started 20 s ago
     assert not past_timeout(ROW, just_started, NOW, SETTINGS)
     assert past_timeout(ROW, long_started, NOW, SETTINGS)
 
 
 def test_an_ended_or_fenced_run_is_left_alone() -> None:
-    assert not past_timeout(ROW, StartedMark("w1", True, 0), NOW, SETTINGS)
-    assert not past_timeout(ROW, StartedMark("reconciler", False, 0), NOW, SETTINGS)
+    assert not past_timeout(ROW, RunMark("w1", "{}", 0), NOW, SETTINGS)
+    assert not past_timeout(ROW, RunMark(RECONCILER, None, 0), NOW, SETTINGS)
 
 
 def test_an_unstarted_execution_times_out_only_after_many_timeouts() -> None:
-    unstarted = StartedMark(None, False, None)
+    unstarted = RunMark()
     limit = 10_000 * UNSTARTED_FACTOR + SETTINGS.grace_ms
     assert not past_timeout(replace(ROW, dispatched_at=NOW - limit), unstarted, NOW, SETTINGS)
     assert past_timeout(replace(ROW, dispatched_at=NOW - limit - 1), unstarted, NOW, SETTINGS)
 
 
 def test_a_longer_worker_ttl_makes_the_timeout_late_never_early() -> None:
-    beyond = StartedMark("w1", False, 600_000)  # more left than this dispatcher's TTL
+    beyond = RunMark("w1", None, 600_000)  # more left than this dispatcher's TTL
     assert not past_timeout(replace(ROW, dispatched_at=NOW - 14_000), beyond, NOW, SETTINGS)
 
 

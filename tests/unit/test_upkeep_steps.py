@@ -36,12 +36,12 @@ class Steps:
 
 def upkeep_of(steps: Steps, monkeypatch: pytest.MonkeyPatch) -> Upkeep:
     """An Upkeep whose every step is one of ``steps`` (no store behind any of them)."""
-    monkeypatch.setattr(sweep_module, "started_epoch", steps.step("epoch"))
     monkeypatch.setattr(sweep_module, "republish_stale_deliveries", steps.step("callbacks"))
     upkeep = object.__new__(Upkeep)
     upkeep._stores = SimpleNamespace(  # type: ignore[assignment]
         engine=None, clock=SimpleNamespace(now_ms=lambda: 0), redis=None, keys=None
     )
+    upkeep._marks = SimpleNamespace(epoch=steps.step("epoch"))  # type: ignore[assignment]
     upkeep._publisher = None  # type: ignore[assignment]
     upkeep._settings = UpkeepSettings(
         RescueSettings(15_000, 3_600_000),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import redis
 
-from common.keys import RedisKeys
+from common.started_marks import StartedMarks
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +22,8 @@ log = logging.getLogger(__name__)
 class StartedKeys:
     """Gives recorded executions' started keys ``ttl_s`` more to live (0: left alone)."""
 
-    def __init__(self, client: redis.Redis | None, keys: RedisKeys, ttl_s: int) -> None:
-        self._client = client
-        self._keys = keys
+    def __init__(self, marks: StartedMarks | None, ttl_s: int) -> None:
+        self._marks = marks
         self._ttl_s = ttl_s
 
     def recorded(self, execution_ids: Iterable[str]) -> None:
@@ -32,12 +31,9 @@ class StartedKeys:
         trip. A key that is gone stays gone (PEXPIRE on no key does nothing); Redis not
         answering leaves the keys their longer life, which costs memory, not safety."""
         ids = list(execution_ids)
-        if self._client is None or self._ttl_s <= 0 or not ids:
+        if self._marks is None or self._ttl_s <= 0 or not ids:
             return
-        pipe = self._client.pipeline(transaction=False)
-        for execution_id in ids:
-            pipe.expire(self._keys.execution_started(execution_id), self._ttl_s)
         try:
-            pipe.execute()
+            self._marks.shorten(ids, self._ttl_s)
         except redis.RedisError as e:
             log.warning("could not shorten %d started keys (%r); they expire later", len(ids), e)

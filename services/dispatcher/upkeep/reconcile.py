@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
+from common.clock import CLOCK_SLACK_MS
 from common.db.stuck import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import RECONCILER, parse_started
+from common.started_marks import RECONCILER, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.upkeep.workers import WorkerDirectory
@@ -41,8 +42,6 @@ SWEEP_LIMIT = 500
 # While more results than this wait, stored outcomes are most likely on their way:
 # publishing them again would only add to the backlog.
 RESULTS_BACKLOG_LIMIT = 1_000
-# Slack for the cluster clock as two hosts read it (each caches Redis TIME).
-CLOCK_SLACK_MS = 1_000
 NEVER_STARTED = "never started: its dispatch message is gone from its worker (reconciled)"
 
 
@@ -69,6 +68,7 @@ class Reconciler:
         self._publisher = publisher
         self._directory = directory
         self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
+        self._marks = stores.started_marks()
         self._settings = settings
         # Worker id -> the cluster time its queue was first seen with no ready message,
         # in the run of sweeps that saw it so.
@@ -92,17 +92,18 @@ class Reconciler:
         if self._directory.results_backlog() > RESULTS_BACKLOG_LIMIT:
             self._quiet_since.clear()
             return
-        marks = self._redis.mget([self._keys.execution_started(r.execution_id) for r in rows])
+        marks = self._marks.read_runs([r.execution_id for r in rows])
         ended: list[ExecutionResult] = []
         unstarted: list[StuckExecution] = []
         fenced: list[StuckExecution] = []
         for row, mark in zip(rows, marks, strict=True):
-            owner, outcome = parse_started(mark)
-            if outcome is not None:
-                ended.append(stored_result(outcome, row, now))
-            elif owner is None:
+            state = mark.state
+            if state is RunState.ENDED_UNRECORDED:
+                assert mark.outcome is not None  # what ENDED_UNRECORDED means
+                ended.append(stored_result(mark.outcome, row, now))
+            elif state is RunState.NEVER_STARTED:
                 unstarted.append(row)
-            elif owner == RECONCILER:
+            elif mark.owner == RECONCILER:
                 # Fenced by an earlier sweep whose LOST report did not land.
                 fenced.append(row)
         self._record_stored(ended)
@@ -173,11 +174,6 @@ class Reconciler:
 
     def _fence(self, rows: Sequence[StuckExecution]) -> list[StuckExecution]:
         """Take the started key of each execution; the ones taken can never run now."""
-        if not rows:
-            return []
-        pipe = self._redis.pipeline(transaction=False)
-        for row in rows:
-            key = self._keys.execution_started(row.execution_id)
-            pipe.set(key, RECONCILER, nx=True, ex=self._settings.fence_ttl_seconds)
-        taken = pipe.execute()
+        ids = [row.execution_id for row in rows]
+        taken = self._marks.fence(ids, RECONCILER, self._settings.fence_ttl_seconds)
         return [row for row, ok in zip(rows, taken, strict=True) if ok]

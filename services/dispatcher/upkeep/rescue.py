@@ -24,7 +24,7 @@ from common.db.sendable import SLOT_WAIT, ExecutionWithJob
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_mark import RedisStartedMarks, StartedMarks, key_may_be_lost
+from common.started_marks import RunState, StartedMarks, key_may_be_lost
 from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
@@ -90,7 +90,7 @@ class Rescue:
         Unit tests build one on ``MemoryStore``, ``MemoryStartedMarks`` and a clock of
         their own instead."""
         transactions = MySqlRescueTransactions(stores.engine)
-        marks = RedisStartedMarks(stores.redis, stores.keys)
+        marks = stores.started_marks()
         return cls(transactions, marks, stores.clock, publisher, router, settings)
 
     def rescue_dead_workers(self) -> None:
@@ -136,10 +136,11 @@ class Rescue:
             if not rows:
                 continue
             epoch = self._marks.epoch(now)
+            marks = self._marks.read_runs([r.execution_id for r in rows])
             unstarted = [
                 r
-                for r in rows
-                if self._marks.read(r.execution_id)[0] is None
+                for r, mark in zip(rows, marks, strict=True)
+                if mark.state is RunState.NEVER_STARTED
                 and not key_may_be_lost(r.dispatched_at, epoch)
             ]
             moved, held = self._reroute(worker.worker_id, unstarted)
@@ -186,7 +187,8 @@ class Rescue:
             rows = store.unfinished_on_worker(worker_id, SWEEP_LIMIT)
         if not rows:
             return False
-        marks = {r.execution_id: self._marks.read(r.execution_id) for r in rows}
+        read = self._marks.read_runs([r.execution_id for r in rows])
+        marks = {r.execution_id: mark for r, mark in zip(rows, read, strict=True)}
         now = self._clock.now_ms()
         plan = plan_rescue(worker_id, rows, marks, self._marks.epoch(now))
         self._report([stored_result(outcome, r, now) for r, outcome in plan.ended])

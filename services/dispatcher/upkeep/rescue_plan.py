@@ -16,10 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.db.sendable import ExecutionWithJob
-from common.started_mark import key_may_be_lost
-
-# A started key read: (owner, the outcome JSON it holds or None).
-StartedMark = tuple[str | None, str | None]
+from common.started_marks import RunMark, RunState, key_may_be_lost
 
 
 @dataclass(frozen=True)
@@ -35,20 +32,21 @@ class RescuePlan:
 def plan_rescue(
     worker_id: str,
     rows: Sequence[ExecutionWithJob],
-    marks: Mapping[str, StartedMark],
+    marks: Mapping[str, RunMark],
     epoch_ms: int,
 ) -> RescuePlan:
     """Sort ``rows`` (unfinished on the dead ``worker_id``) by their started ``marks``
     (by execution id) and the started epoch ``epoch_ms``."""
     plan = RescuePlan()
     for row in rows:
-        owner, outcome = marks.get(row.execution_id, (None, None))
-        if owner == worker_id:
-            if outcome is not None:
-                plan.ended.append((row, outcome))
+        mark = marks.get(row.execution_id, RunMark())
+        if mark.owner == worker_id:
+            if mark.state is RunState.ENDED_UNRECORDED:
+                assert mark.outcome is not None  # what ENDED_UNRECORDED means
+                plan.ended.append((row, mark.outcome))
             else:
                 plan.lost.append(row)
-        elif owner is None and key_may_be_lost(row.dispatched_at, epoch_ms):
+        elif mark.state is RunState.NEVER_STARTED and key_may_be_lost(row.dispatched_at, epoch_ms):
             plan.unknown.append(row)
         else:
             plan.unstarted.append(row)

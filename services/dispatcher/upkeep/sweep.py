@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from common.broker import Publisher
 from common.config import DispatcherSettings
 from common.db.retry import ConflictRetry
-from common.started_mark import started_epoch
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
@@ -72,6 +71,7 @@ class Upkeep:
         settings: UpkeepSettings,
     ) -> None:
         self._stores = stores
+        self._marks = stores.started_marks()
         self._publisher = publisher
         self._settings = settings
         self.rescue = Rescue.on_stores(stores, publisher, router, settings.rescue)
@@ -93,10 +93,8 @@ class Upkeep:
         publisher = self._publisher
         # First: the started epoch must date from before anything this leader sends, or
         # a fresh (or flushed) Redis makes the first executions look dispatched before
-        # a loss of their started keys (common/started_mark.py).
-        self._run(
-            "epoch", lambda: started_epoch(self._stores.redis, self._stores.keys, clock.now_ms())
-        )
+        # a loss of their started keys (common/started_marks.py).
+        self._run("epoch", lambda: self._marks.epoch(clock.now_ms()))
         self._run("rescue", self.rescue.rescue_dead_workers)
         self._run("draining", self.rescue.move_off_draining_workers)
         self._run("timeouts", self._timeouts.sweep)

@@ -13,7 +13,6 @@ being settled already and is left alone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
@@ -21,7 +20,7 @@ from common.db import sendable
 from common.db.sendable import ExecutionWithJob
 from common.db.stuck import Page
 from common.result_messages import publish_results, stand_in_results
-from common.started_mark import FENCES, parse_started
+from common.started_marks import RunMark, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 
@@ -42,41 +41,17 @@ class TimeoutSettings:
     started_ttl_ms: int
 
 
-@dataclass(frozen=True)
-class StartedMark:
-    """What an execution's started key says: who took it, whether it stored an end,
-    and how long the key has left to live (ms; None when it has no expiry)."""
-
-    owner: str | None
-    ended: bool
-    left_ms: int | None
-
-
-def started_marks(stores: Stores, rows: Sequence[ExecutionWithJob]) -> list[StartedMark]:
-    """The started key of each row, read in one pipeline."""
-    pipe = stores.redis.pipeline()
-    for row in rows:
-        key = stores.keys.execution_started(row.execution_id)
-        pipe.get(key)
-        pipe.pttl(key)
-    replies = pipe.execute()
-    marks = []
-    for value, left in zip(replies[::2], replies[1::2], strict=True):
-        owner, outcome = parse_started(value)
-        marks.append(StartedMark(owner, outcome is not None, left if left >= 0 else None))
-    return marks
-
-
 def past_timeout(
-    row: ExecutionWithJob, mark: StartedMark, now_ms: int, settings: TimeoutSettings
+    row: ExecutionWithJob, mark: RunMark, now_ms: int, settings: TimeoutSettings
 ) -> bool:
     """Whether the run of ``row`` is past its timeout plus grace, counted from its start."""
     assert row.timeout_seconds is not None
     timeout_ms = row.timeout_seconds * 1000
     dispatched = row.dispatched_at if row.dispatched_at is not None else now_ms
-    if mark.owner is None:
+    state = mark.state
+    if state is RunState.NEVER_STARTED:
         return dispatched + timeout_ms * UNSTARTED_FACTOR + settings.grace_ms < now_ms
-    if mark.ended or mark.owner in FENCES:
+    if state is not RunState.RUNNING:
         return False
     started = dispatched
     if mark.left_ms is not None:
@@ -91,6 +66,7 @@ class Timeouts:
 
     def __init__(self, stores: Stores, publisher: Publisher, settings: TimeoutSettings):
         self._stores = stores
+        self._marks = stores.started_marks()
         self._publisher = publisher
         self._settings = settings
         self._after: Page | None = None
@@ -105,7 +81,7 @@ class Timeouts:
         self._after = None if last is None else Page(int(last.dispatched_at or 0), last.id)
         if not page:
             return
-        marks = started_marks(self._stores, page)
+        marks = self._marks.read_runs([r.execution_id for r in page], with_ttl=True)
         rows = [
             r for r, m in zip(page, marks, strict=True) if past_timeout(r, m, now, self._settings)
         ]
