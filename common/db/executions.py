@@ -206,16 +206,18 @@ def jobs_with_runs(
     conn: Connection,
     job_ids: Iterable[int],
     statuses: Sequence[ExecutionStatus] = (ExecutionStatus.QUEUED,),
+    own_only: bool = False,
 ) -> set[int]:
     """Which of these jobs have an execution in a worker queue or running now (or, with
-    ``statuses``, in any of those states)."""
+    ``statuses``, in any of those states; with ``own_only``, not a manual one)."""
     ids = sorted(set(job_ids))
     if not ids:
         return set()
+    own = " AND manual = 0" if own_only else ""
     rows = driver.fetch(
         conn,
         f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.ints(ids)}) "
-        f"AND status IN ({driver.marks(len(statuses))})",
+        f"AND status IN ({driver.marks(len(statuses))}){own}",
         [s.value for s in statuses],
     )
     return {int(r.job_id) for r in rows}
@@ -224,16 +226,7 @@ def jobs_with_runs(
 def jobs_with_own_runs(conn: Connection, job_ids: Iterable[int]) -> set[int]:
     """Which of these jobs have a scheduled (not manual) trigger not ended yet: only
     such a run can hold its job RUNNING (a manual run never does)."""
-    ids = sorted(set(job_ids))
-    if not ids:
-        return set()
-    rows = driver.fetch(
-        conn,
-        f"SELECT DISTINCT job_id FROM executions WHERE job_id IN ({driver.ints(ids)}) "
-        f"AND status IN ({driver.marks(len(UNFINISHED))}) AND manual = 0",
-        [s.value for s in UNFINISHED],
-    )
-    return {int(r.job_id) for r in rows}
+    return jobs_with_runs(conn, job_ids, UNFINISHED, own_only=True)
 
 
 def triggers_with_executions(
