@@ -8,8 +8,10 @@ its heartbeat's average run time (at least 1 ms), ``capacity * horizon / avg_ms`
 what it finishes within the time results take to be recorded (the in-flight count the
 room is measured from holds those until then);
 before its heartbeat has timed a run, its measured turnover (results per second, as the
-dispatcher sees its in-flight count fall) times the horizon; one more run per slot while
-neither is known.
+dispatcher sees its in-flight count fall) times the horizon; while neither is known, the
+pace of the slowest peer that has timed runs (so that a worker new to a burst takes its
+share of it instead of leaving it all to the one that ran before); one more run per slot
+when no worker has timed any.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 # What "soon" means: a run sent now starts within about this long.
@@ -141,8 +144,21 @@ class TurnoverMeter:
         self._seen[worker_id] = _Turnover(at_s, inflight, rate, owed)
         return rate
 
-    def bound(self, worker_id: str, capacity: int, avg_ms: float) -> int:
-        """The worker's queue bound from what is measured of it."""
+    def bound(self, worker_id: str, capacity: int, avg_ms: float, peers_ms: float = 0) -> int:
+        """The worker's queue bound from what is measured of it, or of its peers
+        (``peers_ms``, from ``peer_pace_ms``) when nothing is measured of it yet."""
         seen = self._seen.get(worker_id)
         rate = seen.rate if seen else 0.0
+        if avg_ms < 1 and not rate:
+            avg_ms = peers_ms
         return queue_bound(capacity, avg_ms, rate, self.horizon_ms, self.results_lag.ms())
+
+
+def peer_pace_ms(avgs_ms: Iterable[float]) -> float:
+    """The average run time a worker that has timed no run is bounded by: the slowest
+    among its peers' that have timed runs, 0 when none has.
+
+    The slowest, not the mean: a new worker's runs may be its peers' slow ones, and a
+    queue sized by too slow a pace costs only a refill, not another app's turn.
+    """
+    return max((avg for avg in avgs_ms if avg >= 1), default=0.0)

@@ -17,7 +17,7 @@ from common.loadbalance import WorkerQueues
 from common.states import WorkerState
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep.workers import WorkerDirectory
-from tests.contracts.live_workers import STALE_MS, LiveWorkersContract
+from tests.contracts.live_workers import NOOP, STALE_MS, LiveWorkersContract
 from tests.integration.helpers import make_app
 
 
@@ -50,9 +50,20 @@ class TestWorkerDirectory(LiveWorkersContract):
         at_ms: int,
         active: int = 0,
         state: WorkerState = WorkerState.ACTIVE,
+        avg_ms: int = 0,
     ) -> None:
         beat = Heartbeat(
-            worker_id, "test", 1, 4, active, 100, 0, tuple(sorted(handlers)), state, at_ms, at_ms
+            worker_id,
+            "test",
+            1,
+            4,
+            active,
+            100,
+            avg_ms,
+            tuple(sorted(handlers)),
+            state,
+            at_ms,
+            at_ms,
         )
         with self._engine.begin() as conn:
             upsert_heartbeat(conn, beat)
@@ -78,3 +89,15 @@ class TestWorkerDirectory(LiveWorkersContract):
             job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
             rows = [NewExecution(f"{worker_id}-{n}", job, n, 1_000, 1_000) for n in range(count)]
             insert_executions(conn, [r.queued_on(worker_id) for r in rows], 1_000)
+
+    # The directory's own: its fake takes a fixed queue bound.
+    def test_a_worker_that_timed_no_run_shares_a_burst_at_its_peers_pace(self) -> None:
+        # One worker ran a run before the burst, the other none yet: the new one must
+        # not be held to a run a slot while the other takes the whole burst.
+        now = self.now_ms()
+        self.heartbeat("ran", NOOP, now, avg_ms=2)
+        self.heartbeat("new", NOOP, now)
+        self.consume("ran")
+        self.consume("new")
+        live = self.live()
+        assert live["new"].room == live["ran"].room > 4 * 2

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from common.loadbalance import WorkerChooser, WorkerLoad
-from common.slots import MOST_QUEUED, RESULTS_LAG_MS, ResultsLag, TurnoverMeter, queue_bound
+from common.slots import (
+    MOST_QUEUED,
+    RESULTS_LAG_MS,
+    ResultsLag,
+    TurnoverMeter,
+    peer_pace_ms,
+    queue_bound,
+)
 
 
 def test_a_worker_of_unknown_speed_holds_one_more_run_per_slot() -> None:
@@ -95,3 +102,21 @@ def test_the_chooser_picks_only_workers_with_room_and_counts_the_pick() -> None:
     assert chooser.choose([full, free], "h") is free
     assert (free.room, free.picked) == (0, 1)
     assert chooser.choose([full, free], "h") is None
+
+
+def test_a_worker_that_timed_no_run_takes_the_slowest_timed_peers_pace() -> None:
+    assert peer_pace_ms([0, 4, 10, 0]) == 10
+    assert peer_pace_ms([0, 0]) == 0, "no peer timed a run"
+    meter = TurnoverMeter()
+    meter.observe("new", 0, at_s=0.0)
+    assert meter.bound("new", 16, avg_ms=0, peers_ms=10) == queue_bound(16, 10, 0, 1_000)
+    assert meter.bound("new", 16, avg_ms=0, peers_ms=0) == 32, "nothing known: a run a slot"
+    assert meter.bound("new", 16, avg_ms=500, peers_ms=10) == 16 + 32, "its own pace wins"
+
+
+def test_a_worker_with_a_measured_turnover_keeps_it_over_its_peers_pace() -> None:
+    meter = TurnoverMeter()
+    meter.observe("w1", 16, at_s=0.0)
+    meter.sent("w1", 100)
+    meter.observe("w1", 16, at_s=0.5)
+    assert meter.bound("w1", 8, avg_ms=0, peers_ms=1) == 8 + 3 * 200

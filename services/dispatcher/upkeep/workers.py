@@ -14,7 +14,7 @@ from common.db.executions import inflight_by_worker
 from common.db.workers import fresh_workers
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
-from common.slots import HORIZON_MS, ResultsLag, TurnoverMeter
+from common.slots import HORIZON_MS, ResultsLag, TurnoverMeter, peer_pace_ms
 from common.topology import RESULTS_QUEUE, worker_queue
 
 log = logging.getLogger(__name__)
@@ -130,12 +130,13 @@ class WorkerDirectory:
         self.sent(self._cached)
         at_s = time.monotonic()
         loads = []
+        peers_ms = peer_pace_ms(worker.avg_ms for worker in fresh)
         for worker in fresh:
             if self.consumer_count(worker.worker_id) <= 0:
                 continue
             queued = inflight.get(worker.worker_id, 0)
             self.turnover.observe(worker.worker_id, queued, at_s)
-            bound = self.turnover.bound(worker.worker_id, worker.capacity, worker.avg_ms)
+            bound = self.turnover.bound(worker.worker_id, worker.capacity, worker.avg_ms, peers_ms)
             loads.append(
                 WorkerLoad(
                     worker_id=worker.worker_id,
