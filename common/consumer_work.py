@@ -52,7 +52,8 @@ class ConsumerWork(Generic[U, P, T]):
     each outcome that can no longer be flushed (its connection closed); ``reroute`` is
     handed unroutable output first and returns what to publish again; ``line`` is
     where units wait for a slot and which start first (arrival order by default): one
-    line per consumer, as it holds that channel's delivery tags.
+    line per consumer, as it holds that channel's delivery tags; ``kind(unit)`` names
+    what a unit runs, so that run times are counted per kind too (``ConsumerStats``).
     """
 
     packing: Packing[U]
@@ -65,3 +66,4 @@ class ConsumerWork(Generic[U, P, T]):
     orphaned: Callable[[T], object] | None = None
     reroute: Reroute | None = None
     line: WaitingLine[U] | None = None
+    kind: Callable[[U], str | None] | None = None

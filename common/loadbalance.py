@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -24,7 +24,9 @@ UNBOUNDED = 1 << 30
 @dataclass
 class WorkerLoad:
     """What the dispatcher knows of one live worker's load right now; ``room`` is how
-    many more executions its queue may take (``common.slots``)."""
+    many more places its queue has (``common.slots``), ``costs`` how many places a run
+    of each handler takes there (one when not named), each standing for ``unit_ms`` of
+    run time."""
 
     worker_id: str
     active: int
@@ -32,8 +34,12 @@ class WorkerLoad:
     cpu_idle: float
     handlers: frozenset[str]
     room: int = UNBOUNDED
-    # Executions chosen for it since the view was read (what the turnover counts as sent).
+    costs: Mapping[str, int] = field(default_factory=dict)
+    unit_ms: float = 0.0
+    # Executions chosen for it since the view was read (what the turnover counts as sent),
+    # and the places they take beyond one each.
     picked: int = 0
+    picked_extra: int = 0
 
 
 class LiveWorkers(Protocol):
@@ -79,9 +85,13 @@ class WorkerChooser:
         if not able:
             return None
         chosen = self._pick(able)
+        # A slow run may take more places than are left: one with any room goes, so a
+        # worker of quick runs never refuses a slow one for good.
+        cost = chosen.costs.get(handler, 1)
         chosen.active += 1
-        chosen.room -= 1
+        chosen.room -= cost
         chosen.picked += 1
+        chosen.picked_extra += cost - 1
         return chosen
 
     def _pick(self, able: list[WorkerLoad]) -> WorkerLoad:

@@ -75,6 +75,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._occupied = work.occupied
         self._note_redelivered = work.redelivered
         self._orphaned = work.orphaned
+        self._kind = work.kind
         self._stopping = False
         self._ack_deadline = settings.ack_deadline
         self._pool_size = pool_size
@@ -255,7 +256,8 @@ class PooledConsumer(Generic[U, P, T]):
         # this holds no slot, and the heartbeat's average bounds the worker's queue by
         # what its slots start (``common.slots``).
         now = time.monotonic()
-        self.stats.durations.append((now, now - run.started))
+        kind = self._kind(run.unit) if self._kind is not None else None
+        self.stats.timed(now, now - run.started, kind)
         self._outcomes.add(run.tag, outcome)
 
     def _rest(self, tag: int, units: Sequence[U]) -> OutgoingMessage:

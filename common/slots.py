@@ -12,6 +12,13 @@ dispatcher sees its in-flight count fall) times the horizon; while neither is kn
 pace of the slowest peer that has timed runs (so that a worker new to a burst takes its
 share of it instead of leaving it all to the one that ran before); one more run per slot
 when no worker has timed any.
+
+That bound counts places, each standing for the worker's average run time. A run of a
+slower handler takes as many places as its own time holds (``run_cost``: the worker's
+time for that handler, else the slowest peer's; a handler nobody has timed fills the
+horizon), and keeps them until it leaves the queue (``SlowRuns``). So a flood of slow
+runs after a stretch of quick ones queues what starts within the horizon, not tens of
+thousands of runs that would hold every other app's for minutes.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.
 """
 
@@ -19,7 +26,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 # What "soon" means: a run sent now starts within about this long.
@@ -144,14 +152,22 @@ class TurnoverMeter:
         self._seen[worker_id] = _Turnover(at_s, inflight, rate, owed)
         return rate
 
+    def unit_ms(self, worker_id: str, avg_ms: float, peers_ms: float = 0) -> float:
+        """The run time one place in the worker's queue stands for: its own average,
+        else its peers' pace (``peer_pace_ms``) while nothing is measured of it; 0 when
+        its bound is not counted in run time (only its turnover, or nothing, is known)."""
+        if avg_ms >= 1:
+            return avg_ms
+        seen = self._seen.get(worker_id)
+        return 0.0 if seen is not None and seen.rate else peers_ms
+
     def bound(self, worker_id: str, capacity: int, avg_ms: float, peers_ms: float = 0) -> int:
         """The worker's queue bound from what is measured of it, or of its peers
         (``peers_ms``, from ``peer_pace_ms``) when nothing is measured of it yet."""
         seen = self._seen.get(worker_id)
         rate = seen.rate if seen else 0.0
-        if avg_ms < 1 and not rate:
-            avg_ms = peers_ms
-        return queue_bound(capacity, avg_ms, rate, self.horizon_ms, self.results_lag.ms())
+        unit = self.unit_ms(worker_id, avg_ms, peers_ms)
+        return queue_bound(capacity, unit, rate, self.horizon_ms, self.results_lag.ms())
 
 
 def peer_pace_ms(avgs_ms: Iterable[float]) -> float:
@@ -162,3 +178,89 @@ def peer_pace_ms(avgs_ms: Iterable[float]) -> float:
     queue sized by too slow a pace costs only a refill, not another app's turn.
     """
     return max((avg for avg in avgs_ms if avg >= 1), default=0.0)
+
+
+def run_cost(pace_ms: float | None, unit_ms: float, horizon_ms: int) -> int:
+    """How many places in a worker's queue one run takes: its handler's run time
+    (``pace_ms``) over the time a place stands for (``unit_ms``), at least one.
+
+    A handler nobody has timed is taken to fill the whole horizon: a flood of runs of
+    unknown length must not fill a queue sized by quick ones. Where the bound is not
+    counted in run time (``unit_ms`` 0), every run takes one place.
+    """
+    if unit_ms < 1:
+        return 1
+    pace = float(horizon_ms) if pace_ms is None else pace_ms
+    return max(1, math.ceil(pace / unit_ms))
+
+
+def handler_paces(workers_ms: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Each handler's run time as the slowest worker that timed it says (ms)."""
+    paces: dict[str, int] = {}
+    for timed in workers_ms:
+        for handler, ms in timed.items():
+            paces[handler] = max(ms, paces.get(handler, 0))
+    return paces
+
+
+@dataclass
+class _Held:
+    # (runs, ms beyond a place each) per batch of sends, oldest first.
+    sends: deque[list[float]] = field(default_factory=deque)
+    runs: float = 0.0
+    extra_ms: float = 0.0
+
+
+@dataclass
+class SlowRuns:
+    """The time that runs sent to each worker take beyond the one place each is counted
+    as in its in-flight count, held until they leave its queue.
+
+    The leader sees a run leave only as the worker's in-flight count falling. A queue
+    is first in, first out, so the runs gone are the oldest sent: each look drops the
+    oldest sends beyond the count (``settle``), and what is left is still held.
+    """
+
+    _held: dict[str, _Held] = field(default_factory=dict)
+    # The dispatch loop reports its sends, the claim thread its own.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent(self, worker_id: str, runs: int, extra_ms: float) -> None:
+        """Count ``runs`` sent to the worker, taking ``extra_ms`` beyond a place each."""
+        if runs <= 0:
+            return
+        with self._lock:
+            held = self._held.setdefault(worker_id, _Held())
+            held.sends.append([float(runs), extra_ms])
+            held.runs += runs
+            held.extra_ms += extra_ms
+
+    def settle(self, worker_id: str, inflight: int) -> float:
+        """Drop what left the worker's queue, given its in-flight count now; the time
+        beyond a place each that what is still there takes (ms)."""
+        with self._lock:
+            held = self._held.get(worker_id)
+            if held is None:
+                return 0.0
+            gone = held.runs - inflight
+            while gone > 0 and held.sends:
+                runs, extra = held.sends[0]
+                part = min(1.0, gone / runs)
+                held.sends[0] = [runs * (1 - part), extra * (1 - part)]
+                held.runs -= runs * part
+                held.extra_ms -= extra * part
+                gone -= runs * part
+                if part >= 1.0:
+                    held.sends.popleft()
+            if not held.sends:
+                del self._held[worker_id]
+                return 0.0
+            return max(0.0, held.extra_ms)
+
+    def forget_except(self, worker_ids: Iterable[str]) -> None:
+        """Forget the workers not among ``worker_ids`` (gone: their runs are moved or
+        rescued, and sent anew elsewhere)."""
+        keep = set(worker_ids)
+        with self._lock:
+            for worker_id in [w for w in self._held if w not in keep]:
+                del self._held[worker_id]

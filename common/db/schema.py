@@ -154,6 +154,8 @@ workers = Table(
     Column("started_at", BigInteger, nullable=False),
     Column("last_heartbeat", BigInteger, nullable=False),
     Column("overrun", Integer, nullable=False, server_default="0"),
+    # JSON object: handler -> ms a run of it takes, as the worker timed them (0015).
+    Column("handler_ms", Text, nullable=True),
 )
 
 callback_deliveries = Table(

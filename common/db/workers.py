@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -37,6 +38,9 @@ class Heartbeat:
     sent_at: int
     overrun: int = 0
     """Runs past their timeout whose thread goes on; counted in ``active`` too."""
+    handler_ms: Mapping[str, int] = field(default_factory=dict)
+    """The run time of each handler it has timed, in ms (at least 1), weighted towards
+    its latest runs: the leader bounds the worker's queue by what it holds of each."""
 
     def as_dict(self) -> dict[str, str | int]:
         """The fields as plain values, for Redis and JSON."""
@@ -53,6 +57,7 @@ class Heartbeat:
             "started_at": self.started_at,
             "last_heartbeat": self.sent_at,
             "overrun": self.overrun,
+            "handler_ms": json.dumps(dict(sorted(self.handler_ms.items()))),
         }
 
 
@@ -73,6 +78,7 @@ class WorkerRecord:
     started_at: int
     last_heartbeat: int
     overrun: int
+    handler_ms: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: AnyRow) -> WorkerRecord:
@@ -90,7 +96,21 @@ class WorkerRecord:
             started_at=row.started_at,
             last_heartbeat=row.last_heartbeat,
             overrun=row.overrun,
+            handler_ms=_handler_ms(row.handler_ms),
         )
+
+
+def _handler_ms(text: str | None) -> dict[str, int]:
+    """The stored run time per handler; none from a worker that does not report it."""
+    if not text:
+        return {}
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(stored, dict):
+        return {}
+    return {str(k): max(1, int(v)) for k, v in stored.items() if isinstance(v, int | float)}
 
 
 def _workers(conn: Connection, query: sa.Select[*tuple[object, ...]]) -> list[WorkerRecord]:

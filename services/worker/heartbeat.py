@@ -36,6 +36,13 @@ def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_
     return max(1, int(sum(recent) / len(recent) * 1000)) if recent else 0
 
 
+def handler_ms(stats: ConsumerStats) -> dict[str, int]:
+    """The run time of each handler timed, in ms (at least 1), weighted towards its
+    latest runs (``ConsumerStats.paces``)."""
+    # A copy first: the consumer's thread adds to it while the heartbeat reads.
+    return {name: max(1, int(seconds * 1000)) for name, seconds in dict(stats.paces).items()}
+
+
 @dataclass(frozen=True)
 class Load:
     """The runs holding a worker's slots: ``active`` counts ``overrun`` ones too."""
@@ -143,6 +150,7 @@ class Heartbeater:
             started_at=self._started_at,
             sent_at=self._clock.now_ms(),
             overrun=load.overrun,
+            handler_ms=handler_ms(self._source.stats),
         )
 
     def send(self) -> None:

@@ -26,7 +26,7 @@ from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.id_guard import refuse_if_running
 from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
-from services.worker.packs import DispatchPacking, Unit
+from services.worker.packs import DispatchPacking, Unit, handler_of
 from services.worker.registry import collect_handlers
 from services.worker.runner import Admitted, ExecutionRunner
 from services.worker.start_guard import MySQLRows
@@ -224,6 +224,7 @@ class _Serving:
                     occupied=self._occupied,
                     redelivered=self.runner.note_redelivered,
                     orphaned=self.runner.keep_outcome,
+                    kind=handler_of,
                 ),
                 self.stats,
             )

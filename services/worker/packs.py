@@ -121,3 +121,8 @@ def _small_value(raw: str | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def handler_of(unit: Unit) -> str | None:
+    """The handler an execution runs, for its run time per handler; None when unreadable."""
+    return unit.handler if isinstance(unit, DispatchMessage) else None

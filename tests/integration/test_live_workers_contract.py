@@ -3,8 +3,11 @@ tests/unit)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis
+import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from pika.exceptions import ChannelClosedByBroker
 from sqlalchemy.engine import Engine
@@ -12,9 +15,10 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
+from common.db.schema import executions
 from common.db.workers import Heartbeat, upsert_heartbeat
-from common.loadbalance import WorkerQueues
-from common.states import WorkerState
+from common.loadbalance import WorkerChooser, WorkerLoad, WorkerQueues
+from common.states import ExecutionStatus, WorkerState
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.contracts.live_workers import NOOP, STALE_MS, LiveWorkersContract
@@ -34,7 +38,9 @@ class TestWorkerDirectory(LiveWorkersContract):
         self._connection = connection
         self._channel = connection.channel()
         declare_core(self._channel)
-        self._directory = WorkerDirectory(engine, connection, self._clock, STALE_MS, ttl=0.0)
+        self._directory = WorkerDirectory(
+            engine, connection, self._clock, STALE_MS, ttl=0.0, scarce_ttl=0.0
+        )
 
     @property
     def directory(self) -> WorkerQueues:
@@ -101,3 +107,45 @@ class TestWorkerDirectory(LiveWorkersContract):
         self.consume("new")
         live = self.live()
         assert live["new"].room == live["ran"].room > 4 * 2
+
+    def test_a_flood_of_an_untimed_handler_after_quick_runs_queues_only_what_starts_soon(
+        self,
+    ) -> None:
+        # Quick runs (1 ms) count a second's places in the thousands. A handler nobody has
+        # timed must not fill them: the flood's runs would hold every other app's for
+        # minutes in the worker's queue, first in, first out.
+        now = self.now_ms()
+        self._beat("w", now, {"demo.noop": 1})
+        self.consume("w")
+        chooser = WorkerChooser()
+        live = self._directory.live()
+        slow = _pick_all(chooser, live, SLOW)
+        assert 1 <= slow <= 2 * 4, "a horizon's worth of runs of unknown length, no more"
+        # Sent and queued, they hold their places at the next look, quick runs refused too.
+        self.queue_runs("w", slow)
+        live = self._directory.live()
+        assert _pick_all(chooser, live, SLOW) == 0
+        assert chooser.choose(live, "demo.noop") is None
+        # Timed at last (500 ms a run), and gone from the queue: a turnover of them goes.
+        self._beat("w", self.now_ms(), {"demo.noop": 1, SLOW: 500})
+        with self._engine.begin() as conn:
+            conn.execute(sa.update(executions).values(status=ExecutionStatus.SUCCEEDED))
+        assert 4 <= _pick_all(chooser, self._directory.live(), SLOW) <= 4 + 12
+
+    def _beat(self, worker_id: str, at_ms: int, handler_ms: dict[str, int]) -> None:
+        handlers = ("demo.noop", SLOW)
+        beat = Heartbeat(
+            worker_id, "test", 1, 4, 0, 100, 1, handlers, WorkerState.ACTIVE, at_ms, at_ms
+        )
+        with self._engine.begin() as conn:
+            upsert_heartbeat(conn, dataclasses.replace(beat, handler_ms=handler_ms))
+
+
+SLOW = "demo.slow"
+
+
+def _pick_all(chooser: WorkerChooser, live: list[WorkerLoad], handler: str) -> int:
+    picked = 0
+    while chooser.choose(live, handler) is not None:
+        picked += 1
+    return picked

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from common.consumer_stats import ConsumerStats
-from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms
+from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms, handler_ms
 
 
 def _stats(*durations: tuple[float, float]) -> ConsumerStats:
@@ -52,3 +52,15 @@ def test_average_leaves_the_stats_untouched() -> None:
 
 def test_runs_shorter_than_a_millisecond_average_one_not_none() -> None:
     assert average_ms(_stats((999.0, 0.0002), (999.5, 0.0001)), now=1000.0) == 1
+
+
+def test_each_handlers_time_leans_to_its_latest_runs() -> None:
+    stats = ConsumerStats()
+    stats.timed(1.0, 0.001, "quick")
+    for n in range(5):
+        stats.timed(2.0 + n, 0.5, "slow")
+    stats.timed(8.0, 0.0001, "quick")
+    assert handler_ms(stats) == {"quick": 1, "slow": 500}
+    stats.timed(9.0, 2.0, "quick")
+    assert handler_ms(stats)["quick"] >= 600, "a handler that became slow reads slow at once"
+    assert len(stats.durations) == 8

@@ -7,9 +7,12 @@ from common.slots import (
     MOST_QUEUED,
     RESULTS_LAG_MS,
     ResultsLag,
+    SlowRuns,
     TurnoverMeter,
+    handler_paces,
     peer_pace_ms,
     queue_bound,
+    run_cost,
 )
 
 
@@ -120,3 +123,44 @@ def test_a_worker_with_a_measured_turnover_keeps_it_over_its_peers_pace() -> Non
     meter.sent("w1", 100)
     meter.observe("w1", 16, at_s=0.5)
     assert meter.bound("w1", 8, avg_ms=0, peers_ms=1) == 8 + 3 * 200
+
+
+def test_a_run_takes_the_places_its_handlers_time_holds() -> None:
+    assert run_cost(500, unit_ms=1, horizon_ms=1_000) == 500
+    assert run_cost(1, unit_ms=20, horizon_ms=1_000) == 1, "a quick run takes one place"
+    assert run_cost(None, unit_ms=2, horizon_ms=1_000) == 500, "an untimed handler: the horizon"
+    assert run_cost(None, unit_ms=0, horizon_ms=1_000) == 1, "a bound not counted in time"
+
+
+def test_a_handlers_pace_is_the_slowest_worker_that_timed_it() -> None:
+    assert handler_paces([{"a": 3, "b": 10}, {"a": 7}, {}]) == {"a": 7, "b": 10}
+
+
+def test_slow_runs_hold_their_places_until_they_leave_the_queue_in_order() -> None:
+    held = SlowRuns()
+    held.sent("w1", 4, 0.0)  # four quick runs first
+    held.sent("w1", 2, 1_000.0)  # then two slow ones, 500 ms beyond a place each
+    assert held.settle("w1", inflight=6) == 1_000.0
+    assert held.settle("w1", inflight=3) == 1_000.0, "the quick ones left first"
+    assert held.settle("w1", inflight=1) == 500.0
+    assert held.settle("w1", inflight=0) == 0.0
+    assert held.settle("w1", inflight=5) == 0.0, "runs it never saw sent hold nothing extra"
+
+
+def test_a_worker_gone_from_the_view_holds_nothing() -> None:
+    held = SlowRuns()
+    held.sent("w1", 1, 900.0)
+    held.sent("w2", 1, 900.0)
+    held.forget_except(["w2"])
+    assert (held.settle("w1", 1), held.settle("w2", 1)) == (0.0, 900.0)
+
+
+def test_the_chooser_takes_a_slow_runs_places_and_lets_one_go_into_any_room() -> None:
+    worker = WorkerLoad("w1", 0, 1.0, 100.0, frozenset({"quick", "slow"}), room=3)
+    worker.costs = {"slow": 2}
+    chooser = WorkerChooser()
+    assert chooser.choose([worker], "slow") is worker
+    assert (worker.room, worker.picked, worker.picked_extra) == (1, 1, 1)
+    assert chooser.choose([worker], "slow") is worker, "one place left: it still goes"
+    assert worker.room == -1
+    assert chooser.choose([worker], "quick") is None

@@ -119,7 +119,7 @@ class WorkerCopy:
         if view is not self._view:
             self._on_picks(self._copies)
             self._view = view
-            self._copies = [dataclasses.replace(w, picked=0) for w in view]
+            self._copies = [dataclasses.replace(w, picked=0, picked_extra=0) for w in view]
         return self._copies
 
 

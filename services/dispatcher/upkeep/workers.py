@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -11,10 +12,18 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.db.executions import inflight_by_worker
-from common.db.workers import fresh_workers
+from common.db.workers import WorkerRecord, fresh_workers
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
-from common.slots import HORIZON_MS, ResultsLag, TurnoverMeter, peer_pace_ms
+from common.slots import (
+    HORIZON_MS,
+    ResultsLag,
+    SlowRuns,
+    TurnoverMeter,
+    handler_paces,
+    peer_pace_ms,
+    run_cost,
+)
 from common.topology import RESULTS_QUEUE, worker_queue
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,8 @@ class WorkerDirectory:
         self._cached: list[WorkerLoad] = []
         self._loaded_at = -1e18
         self.turnover = TurnoverMeter(horizon_ms, results_lag or ResultsLag())
+        self.slow_runs = SlowRuns()
+        self._horizon_ms = horizon_ms
 
     def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
         """Live workers with their load, refreshed at most every ``ttl`` seconds.
@@ -121,7 +132,8 @@ class WorkerDirectory:
         """Count what picks on ``loads`` (a view, or a copy of one) sent, for the turnover."""
         for load in loads:
             self.turnover.sent(load.worker_id, load.picked)
-            load.picked = 0
+            self.slow_runs.sent(load.worker_id, load.picked, load.picked_extra * load.unit_ms)
+            load.picked = load.picked_extra = 0
 
     def _load(self) -> list[WorkerLoad]:
         with self._engine.connect() as conn:
@@ -131,12 +143,16 @@ class WorkerDirectory:
         at_s = time.monotonic()
         loads = []
         peers_ms = peer_pace_ms(worker.avg_ms for worker in fresh)
+        paces = handler_paces(worker.handler_ms for worker in fresh)
         for worker in fresh:
             if self.consumer_count(worker.worker_id) <= 0:
                 continue
             queued = inflight.get(worker.worker_id, 0)
             self.turnover.observe(worker.worker_id, queued, at_s)
             bound = self.turnover.bound(worker.worker_id, worker.capacity, worker.avg_ms, peers_ms)
+            unit = self.turnover.unit_ms(worker.worker_id, worker.avg_ms, peers_ms)
+            held = self.slow_runs.settle(worker.worker_id, queued)
+            extra = math.ceil(held / unit) if unit >= 1 else 0
             loads.append(
                 WorkerLoad(
                     worker_id=worker.worker_id,
@@ -144,8 +160,28 @@ class WorkerDirectory:
                     avg_ms=float(worker.avg_ms),
                     cpu_idle=float(worker.cpu_idle),
                     handlers=frozenset(worker.handlers),
-                    room=max(0, bound - queued),
+                    room=max(0, bound - queued - extra),
+                    costs=self._costs(worker, unit, paces),
+                    unit_ms=unit,
                 )
             )
+        self.slow_runs.forget_except(load.worker_id for load in loads)
         set_worker_loads(loads)
         return loads
+
+    def _costs(self, worker: WorkerRecord, unit_ms: float, paces: dict[str, int]) -> dict[str, int]:
+        """The places a run of each of the worker's handlers takes in its queue: by the
+        worker's own time for the handler, else the slowest peer's (``common.slots``).
+
+        A worker that times runs but reports no time per handler (one older than the
+        report) keeps one place per run, as it was bounded before.
+        """
+        if worker.avg_ms >= 1 and not worker.handler_ms:
+            return {}
+        costs = {}
+        for handler in worker.handlers:
+            pace = worker.handler_ms.get(handler, paces.get(handler))
+            cost = run_cost(pace, unit_ms, self._horizon_ms)
+            if cost > 1:
+                costs[handler] = cost
+        return costs
