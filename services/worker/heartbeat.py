@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -32,15 +32,22 @@ def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_
     """Mean run time, in ms, of the runs that finished within the window; at least 1
     when any did (0 says none did: the leader then bounds the worker's queue by what it
     measures, ``common.slots``)."""
-    recent = [seconds for ended, seconds in list(stats.durations) if now - ended <= window]
+    return _mean_ms(stats.durations, now, window)
+
+
+def handler_ms(
+    stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS
+) -> dict[str, int]:
+    """``average_ms`` of each handler's own runs; handlers with none in the window are
+    left out."""
+    # A copy first: the consumer's thread adds handlers while the heartbeat reads.
+    timed = {name: _mean_ms(runs, now, window) for name, runs in dict(stats.by_kind).items()}
+    return {name: ms for name, ms in timed.items() if ms}
+
+
+def _mean_ms(durations: Iterable[tuple[float, float]], now: float, window: float) -> int:
+    recent = [seconds for ended, seconds in list(durations) if now - ended <= window]
     return max(1, int(sum(recent) / len(recent) * 1000)) if recent else 0
-
-
-def handler_ms(stats: ConsumerStats) -> dict[str, int]:
-    """The run time of each handler timed, in ms (at least 1), weighted towards its
-    latest runs (``ConsumerStats.paces``)."""
-    # A copy first: the consumer's thread adds to it while the heartbeat reads.
-    return {name: max(1, int(seconds * 1000)) for name, seconds in dict(stats.paces).items()}
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ class Heartbeater:
             started_at=self._started_at,
             sent_at=self._clock.now_ms(),
             overrun=load.overrun,
-            handler_ms=handler_ms(self._source.stats),
+            handler_ms=handler_ms(self._source.stats, time.monotonic()),
         )
 
     def send(self) -> None:
