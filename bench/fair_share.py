@@ -17,8 +17,12 @@ start to its last end) against what the slots allow, the whole scenario's time (
 flood's first trigger to the last end), and, last, one JSON line:
 
     {"workers", "capacity", "slots", "flood_runs", "run_seconds", "quiet_jobs",
-     "quiet_start_lag_ms": {"p50", "p90", "max"}, "flood_start_lag_ms": {...},
+     "quick_runs", "quiet_start_lag_ms": {"p50", "p90", "max"}, "flood_start_lag_ms": {...},
      "flood_runs_per_s", "slots_runs_per_s", "total_seconds", "duplicates", "commit"}
+
+With ``--quick N``, app "quick" first runs N one-shot ``demo.noop`` jobs (about 1 ms
+each) and the scenario starts once they have ended and the workers' heartbeats carry
+their times: a worker's queue is then bounded by quick runs when the slow flood comes.
 
 With ``--weight N`` the quiet app gets weight N first (``kairos app limits``), for when
 that command exists. It never fails on time: the exit status is 1 only when a run never
@@ -29,6 +33,7 @@ the repository root:
 
     .venv/bin/python bench/fair_share.py                      # issue 21's scenario
     .venv/bin/python bench/fair_share.py --workers 2 --capacity 4 --flood 600
+    .venv/bin/python bench/fair_share.py --quick 2000 --flood 600   # slow after quick
 """
 
 from __future__ import annotations
@@ -112,6 +117,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quiet-every", type=float, default=0.5, help="seconds between the quiet app's jobs"
     )
     parser.add_argument(
+        "--quick", type=int, default=0, help="demo.noop runs of app 'quick' before the flood"
+    )
+    parser.add_argument(
         "--weight", type=int, default=None, help="the quiet app's weight (kairos app limits)"
     )
     parser.add_argument(
@@ -120,6 +128,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.workers, args.capacity, args.flood, args.quiet) < 1:
         parser.error("--workers, --capacity, --flood and --quiet must be at least 1")
+    if args.quick < 0:
+        parser.error("--quick must be 0 or more")
     return args
 
 
@@ -196,6 +206,22 @@ def wait_all_ended(
         time.sleep(0.5)
 
 
+# Two heartbeats the workers send after the quick runs, before the flood (every 5 s by
+# default): the leader then bounds their queues by the quick runs' times.
+QUICK_SETTLE_SECONDS = 11.0
+
+
+def run_quick(
+    args: argparse.Namespace, engine: Engine, quick: Tenant, services: list[Service]
+) -> None:
+    """App "quick" runs ``--quick`` demo.noop jobs; returns once the workers report them."""
+    bodies = [{"jobName": f"quick {n}", "jobHandler": "demo.noop"} for n in range(args.quick)]
+    quick_ids = submit_batches(quick, bodies)
+    wait_all_ended(engine, quick_ids, services, args.deadline)
+    log(f"{len(quick_ids)} quick runs ended")
+    time.sleep(QUICK_SETTLE_SECONDS)
+
+
 def run_scenario(
     args: argparse.Namespace, engine: Engine, flood: Tenant, quiet: Tenant, services: list[Service]
 ) -> Scenario:
@@ -257,6 +283,7 @@ def build_figures(args: argparse.Namespace, scenario: Scenario) -> dict[str, Any
         "run_seconds": args.run_seconds,
         "quiet_jobs": len(scenario.quiet_ids),
         "quiet_weight": args.weight,
+        "quick_runs": args.quick,
         "quiet_start_lag_ms": lag_figures([s.lag_ms for s in scenario.quiet_starts]),
         "flood_start_lag_ms": lag_figures(
             [(r.started_at or 0) - r.trigger_time for r in flood_runs]
@@ -301,6 +328,8 @@ def measure(
         if args.weight is not None:
             cli("app", "limits", quiet.app_id, "--weight", str(args.weight))
         wait_handler_known(quiet)
+        if args.quick:
+            run_quick(args, engine, create_tenant(cli, base, "quick"), services)
         figures = build_figures(args, run_scenario(args, engine, flood, quiet, services))
         print_report(figures)
         return bool(figures["duplicates"] == 0)
