@@ -44,7 +44,7 @@ def _job_id(text: str) -> int:
 
 
 def _schedule_text(job: JobRecord) -> str:
-    from common.cron_words import every_interval
+    from common.cron.words import every_interval
 
     if job.cron_expr is not None:
         return job.cron_expr

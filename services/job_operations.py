@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from common.clock import ClusterClock
 from common.config import ApiSettings
-from common.cron_words import describe_schedule
+from common.cron.words import describe_schedule
 from common.db import control as job_control
 from common.db.apps import App
 from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job

@@ -32,7 +32,7 @@ ZONES = (
     "Australia/Sydney",
 )
 FIRES = 12
-# One computation walks a few stretches of constant offset (common.cron_zone): it
+# One computation walks a few stretches of constant offset (common.cron.zone): it
 # moves to an offset change or jumps close to a far wall time, and a change is
 # followed by no other within 27 hours; 60,000 random computations needed at most 4.
 # Each round looks up at most 3 offsets and bisects at most twice over 27 hours (17

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.cron_words import describe_cron, describe_schedule, every_interval
+from common.cron.words import describe_cron, describe_schedule, every_interval
 
 
 @pytest.mark.parametrize(

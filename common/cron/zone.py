@@ -24,8 +24,8 @@ import logging
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from common.cron_calendar import CronWork, next_wall
-from common.cron_fields import CronFields
+from common.cron.calendar import CronWork, next_wall
+from common.cron.fields import CronFields
 
 WINDOW_S = 27 * 3600
 FIRST_S = 0  # 1970-01-01T00:00:00Z: nothing fires earlier

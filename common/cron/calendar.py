@@ -1,7 +1,7 @@
 """The next wall-clock time a cron's fields match, computed over the fields, not by steps.
 
 Wall times are whole seconds counted from 1970-01-01T00:00 as a clock on the wall reads
-them, with no zone: ``common.cron_zone`` turns them into instants. The search jumps from
+them, with no zone: ``common.cron.zone`` turns them into instants. The search jumps from
 matching day to matching day (months outside the month field are skipped whole) and
 picks the time of day with a binary search in each field, so its work does not grow
 with how often the expression fires. Dates stop at 9999-12-31.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from types import MappingProxyType
 
-from common.cron_fields import CronFields, DayRule
+from common.cron.fields import CronFields, DayRule
 
 DAY_S = 86_400
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -28,7 +28,7 @@ class CronWork:
     """What one next-time computation did, counted; tests bound it by these counts.
 
     ``months``: months looked at for a matching day; ``probes``: zone offsets looked
-    up; ``rounds``: stretches of constant offset walked (``common.cron_zone``).
+    up; ``rounds``: stretches of constant offset walked (``common.cron.zone``).
     """
 
     months: int = 0

@@ -2,7 +2,7 @@
 through Friday".
 
 The words follow the expression's own text field by field (the grammar is
-``common.cron_fields``), so what they say is what the expression says, including the
+``common.cron.fields``), so what they say is what the expression says, including the
 rule that a day matches either day field when both are restricted. An expression the
 phrases do not cover well still comes out correct, only plainer ("at minutes 0-10 and
 30").

@@ -1,9 +1,9 @@
 """Cron expressions: 5 fields (minute first) or 6 fields (seconds first, as Quartz/Spring).
 
 ``*/2 * * * * *`` means every two seconds. Times are epoch milliseconds; expressions are
-read in an IANA time zone (UTC by default). The grammar is in ``common.cron_fields``,
-the calendar search in ``common.cron_calendar`` and the daylight-saving rules in
-``common.cron_zone``. A next time costs a bounded amount of work whatever the
+read in an IANA time zone (UTC by default). The grammar is in ``common.cron.fields``,
+the calendar search in ``common.cron.calendar`` and the daylight-saving rules in
+``common.cron.zone``. A next time costs a bounded amount of work whatever the
 expression and zone (a few zone lookups and one calendar search), and is exact: the
 rules, not a step limit, decide what fires.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from common.cron_calendar import CronWork, never_fires_reason
-from common.cron_fields import CronFields, CronSyntaxError, parse_fields
-from common.cron_zone import LAST_S, next_trigger_s
+from common.cron.calendar import CronWork, never_fires_reason
+from common.cron.fields import CronFields, CronSyntaxError, parse_fields
+from common.cron.zone import LAST_S, next_trigger_s
 from common.errors import ValidationFailedError
 
 __all__ = [
