@@ -14,7 +14,7 @@ from common.callback_urls import CallbackUrlPolicy, Resolver
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.engine import make_engine
-from common.heap import freeze_startup_heap
+from common.gc_freeze import freeze_startup_heap
 from common.keys import RedisKeys
 from services.api.allow import AllowedMethods
 from services.api.auth_failures import build_failed_authentications

@@ -15,7 +15,7 @@ from pika.adapters.blocking_connection import BlockingConnection
 from common.activity import ActivityPublisher
 from common.broker import BatchPublisher, connect
 from common.config import DispatcherSettings
-from common.heap import freeze_startup_heap
+from common.gc_freeze import freeze_startup_heap
 from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.metrics import clear_worker_gauges

@@ -15,7 +15,7 @@ from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.config import NotifierSettings
 from common.consumer_work import ConsumerSettings, ConsumerWork
-from common.heap import freeze_startup_heap
+from common.gc_freeze import freeze_startup_heap
 from common.host_lookups import HostLookups
 from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service

@@ -15,7 +15,7 @@ from common.config import WorkerSettings
 from common.consumer_stats import ConsumerStats
 from common.consumer_work import ConsumerSettings, ConsumerWork
 from common.errors import ConfigurationError
-from common.heap import freeze_startup_heap
+from common.gc_freeze import freeze_startup_heap
 from common.messages import ExecutionResult
 from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service

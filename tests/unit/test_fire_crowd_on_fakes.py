@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from common.errors import PublishFailedError
 from common.schedule import PAUSED_SKIP, MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
-from services.dispatcher.trigger.fire_rules import CANCELLED, PAUSED_HOLD
+from services.dispatcher.trigger.fire_rules import CANCELLED_SKIP, PAUSED_HOLD
 from tests.unit.fire_books import landed
 from tests.unit.fire_stage import NOOP, NOW, Stage
 
@@ -36,7 +36,7 @@ KINDS = {
     "paused": Kind({"status": JobStatus.PAUSED}, 1, frozenset({SCHEDULED}), PAUSED_HOLD),
     "paused-cron": Kind({**CRON, "status": JobStatus.PAUSED}, 2, frozenset({SKIPPED}), PAUSED_SKIP),
     "cancelled": Kind(
-        {"status": JobStatus.CANCELLED}, 2, frozenset({ExecutionStatus.CANCELLED}), CANCELLED
+        {"status": JobStatus.CANCELLED}, 2, frozenset({ExecutionStatus.CANCELLED}), CANCELLED_SKIP
     ),
     "allow-cron": Kind({**CRON, "overlap_policy": OverlapPolicy.ALLOW}, 3, frozenset({QUEUED})),
     "forbid-cron": Kind(CRON, 3, frozenset({QUEUED, SKIPPED})),

@@ -3,7 +3,7 @@
 Pure rules over typed rows, so every case is unit-tested without servers; the firer
 applies the decisions in one transaction.
 
-- The job was cancelled: CANCELLED.
+- The job was cancelled: CANCELLED_SKIP.
 - The job is PAUSED: a claimed trigger's first attempt of a recurring job is SKIPPED
   (a pause skips what falls inside it); a one-shot job's trigger and retries are held
   until the job is resumed; manual runs (an explicit "run now") are sent.
@@ -39,7 +39,7 @@ from common.states import ExecutionStatus, JobStatus
 from common.trigger_end import JobEnd, job_end
 
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
-CANCELLED = "cancelled: the job was cancelled before this run was sent"
+CANCELLED_SKIP = "cancelled: the job was cancelled before this run was sent"
 FORBID_HOLD = "waiting: another run of the job is going (overlap policy FORBID)"
 APP_DISABLED_SKIP = "skipped: the job's app is disabled (kairos app enable APP runs it again)"
 APP_DISABLED_HOLD = "waiting: the job's app is disabled; sent when it is enabled"
@@ -98,7 +98,7 @@ def decide(
     for row in rows:
         fence = app_fence(row.handler, (apps or {}).get(row.app_pk, DEFAULT_POLICY))
         if row.job_status is JobStatus.CANCELLED:
-            decisions.cancelled[row.id] = CANCELLED
+            decisions.cancelled[row.id] = CANCELLED_SKIP
         elif fence is not None:
             _fenced(decisions, row, fence)
         elif row.job_status is JobStatus.PAUSED and not row.manual:

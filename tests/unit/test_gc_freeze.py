@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from common.heap import freeze_startup_heap
+from common.gc_freeze import freeze_startup_heap
 
 
 @pytest.fixture(autouse=True)
