@@ -16,7 +16,7 @@ from common.schedule import PAUSED_SKIP, MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from common.topology import declare_worker_queue, worker_queue
 from services.dispatcher.trigger.fire_rules import (
-    CANCELLED,
+    CANCELLED_SKIP,
     FORBID_HOLD,
     PAUSED_HOLD,
     no_worker_reason,
@@ -133,7 +133,7 @@ def test_a_cancelled_jobs_executions_are_cancelled_not_sent() -> None:
         row = stage.row(e)
         assert (row.status, row.message, row.ended_at) == (
             ExecutionStatus.CANCELLED,
-            CANCELLED,
+            CANCELLED_SKIP,
             NOW,
         )
     assert stage.store.jobs[job].status is JobStatus.CANCELLED

@@ -5,7 +5,7 @@ from __future__ import annotations
 from common.schedule import PAUSED_SKIP
 from common.states import JobStatus
 from services.dispatcher.trigger.fire_rules import (
-    CANCELLED,
+    CANCELLED_SKIP,
     FORBID_HOLD,
     PAUSED_HOLD,
     decide,
@@ -23,7 +23,7 @@ def test_an_ordinary_due_execution_is_sent() -> None:
 
 def test_a_cancelled_jobs_execution_is_cancelled() -> None:
     decisions = decide([row(1, job_status=JobStatus.CANCELLED)], NOW, set())
-    assert decisions.cancelled == {1: CANCELLED}
+    assert decisions.cancelled == {1: CANCELLED_SKIP}
 
 
 def test_a_paused_recurring_jobs_trigger_is_skipped_its_retry_held_its_manual_run_sent() -> None:
