@@ -2,7 +2,7 @@
 
 A claim spends most of its time waiting for MySQL (a due scan, the compare-and-set
 UPDATE, the executions INSERT, the commit), and so does a fire (row locks, the QUEUED
-marks, the broker's commit). In one loop they waited in turn; here they wait at once.
+marks, the broker's commit): each in a thread of its own, the two waits overlap.
 """
 
 from __future__ import annotations
