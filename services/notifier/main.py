@@ -14,10 +14,10 @@ from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.config import NotifierSettings
-from common.consumer_work import ConsumerSettings, ConsumerWork
+from common.consumer.pooled import PooledConsumer
+from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.gc_freeze import freeze_startup_heap
 from common.host_lookups import HostLookups
-from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
 from services.notifier.delivery import CallbackDeliverer, follow_ups

@@ -13,7 +13,7 @@ from typing import Any, Protocol, cast
 
 import psutil
 
-from common.consumer_stats import ConsumerStats
+from common.consumer.stats import ConsumerStats
 from common.db.workers import Heartbeat, upsert_heartbeat
 from common.keys import WORKER_HELD, WORKER_HELD_AT, WORKER_INCARNATION
 from common.states import WorkerState

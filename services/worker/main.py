@@ -12,12 +12,12 @@ from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, connect
 from common.config import WorkerSettings
-from common.consumer_stats import ConsumerStats
-from common.consumer_work import ConsumerSettings, ConsumerWork
+from common.consumer.pooled import PooledConsumer
+from common.consumer.stats import ConsumerStats
+from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.errors import ConfigurationError
 from common.gc_freeze import freeze_startup_heap
 from common.messages import ExecutionResult
-from common.pooled_consumer import PooledConsumer
 from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
 from common.stores import Stores

@@ -12,13 +12,14 @@ from typing import TypeVar
 import pytest
 from pika.adapters.blocking_connection import BlockingConnection
 
-from common import outcome_flush, pooled_consumer
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.config import StoreSettings
-from common.consumer_work import ConsumerSettings, ConsumerWork
-from common.pooled_consumer import PooledConsumer
+from common.consumer import outcome_flush
+from common.consumer import pooled as pooled_consumer
+from common.consumer.pooled import PooledConsumer
+from common.consumer.unit_packing import ONE_PER_MESSAGE, Packing, unchanged
+from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.topology import DISPATCH_EXCHANGE, declare_core, declare_worker_queue
-from common.unit_packing import ONE_PER_MESSAGE, Packing, unchanged
 
 U = TypeVar("U")
 P = TypeVar("P")

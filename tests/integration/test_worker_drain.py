@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.consumer_stats import ConsumerStats
+from common.consumer.stats import ConsumerStats
 from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
 from common.states import WorkerState

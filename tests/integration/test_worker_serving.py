@@ -17,13 +17,13 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings, WorkerSettings
-from common.consumer_stats import ConsumerStats
-from common.consumer_work import ConsumerSettings, ConsumerWork
+from common.consumer.pooled import PooledConsumer
+from common.consumer.stats import ConsumerStats
+from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.keys import WORKER_INCARNATION, RedisKeys
 from common.messages import DispatchMessage, DispatchPack, ExecutionResult, ResultBatch
-from common.pooled_consumer import PooledConsumer
 from common.started_marks import parse_started
 from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.ack_plan import plan_acks
+from common.consumer.ack_plan import plan_acks
 
 
 def test_a_batch_with_nothing_waiting_is_one_multiple_ack() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from common.consumer_stats import ConsumerStats
+from common.consumer.stats import ConsumerStats
 from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms, handler_ms
 
 

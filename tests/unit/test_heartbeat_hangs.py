@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 
-from common.consumer_stats import ConsumerStats
+from common.consumer.stats import ConsumerStats
 from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores

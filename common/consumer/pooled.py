@@ -21,11 +21,11 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from pika.exceptions import AMQPError
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.consumer_stats import ConsumerStats
-from common.consumer_work import ConsumerSettings, ConsumerWork
-from common.held_deliveries import HeldDeliveries
-from common.outcome_flush import OutcomeFlush
-from common.run_pool import Finished, Run, RunPool
+from common.consumer.held_deliveries import HeldDeliveries
+from common.consumer.outcome_flush import OutcomeFlush
+from common.consumer.run_pool import Finished, Run, RunPool
+from common.consumer.stats import ConsumerStats
+from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.runtime import backoff_seconds
 from common.store_errors import is_lock_conflict
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from common.ack_plan import plan_acks
-from common.waiting_line import FifoLine, WaitingLine
+from common.consumer.ack_plan import plan_acks
+from common.consumer.waiting_line import FifoLine, WaitingLine
 
 U = TypeVar("U")
 

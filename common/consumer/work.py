@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from common.broker import OutgoingMessage
-from common.outcome_flush import Reroute
-from common.unit_packing import Packing
-from common.waiting_line import WaitingLine
+from common.consumer.outcome_flush import Reroute
+from common.consumer.unit_packing import Packing
+from common.consumer.waiting_line import WaitingLine
 
 U = TypeVar("U")
 P = TypeVar("P")

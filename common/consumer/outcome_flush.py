@@ -15,8 +15,8 @@ from typing import Generic, TypeVar
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 
 from common.broker import BatchPublisher, OutgoingMessage
-from common.consumer_stats import ConsumerStats
-from common.held_deliveries import HeldDeliveries
+from common.consumer.held_deliveries import HeldDeliveries
+from common.consumer.stats import ConsumerStats
 from common.runtime import backoff_seconds
 
 log = logging.getLogger(__name__)
