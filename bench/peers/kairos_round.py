@@ -49,7 +49,7 @@ from harness import (
     warm_up,
     workers_registered,
 )
-from pipeline import delivered, last_delivery
+from pipeline import delivered, dispatcher_counter, last_delivery
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
@@ -174,14 +174,19 @@ def submit_batches(
 
 @contextmanager
 def kairos_stack(
-    settings: StoreSettings, log_dir: Path, notifier: bool = False
+    settings: StoreSettings, log_dir: Path, notifier_metrics: int | None = None
 ) -> Iterator[tuple[str, list[Service]]]:
-    """A fresh namespace with api, dispatcher and two workers (and a notifier, which may
-    then call back to this machine); all of it gone on exit."""
+    """A fresh namespace with api, dispatcher and two workers (and, given the port of its
+    metrics, a notifier, which may then call back to this machine); all of it gone on
+    exit."""
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    notifier = notifier_metrics is not None
     names = (*KAIROS_SERVICES, "notifier") if notifier else KAIROS_SERVICES
     services = [s for s in build_services(port, log_dir) if s.name in names]
+    for service in services:
+        if service.name == "notifier":
+            service.argv += ["--metrics-port", str(notifier_metrics)]
     # The per-app rate limit (on by default) would measure itself, not Kairos.
     env = {
         **os.environ,
@@ -341,16 +346,21 @@ def run_kairos_round(
 ) -> RoundFigure:
     """Start a fresh Kairos stack, warm it up, time ``jobs_count`` jobs through it."""
     settings = StoreSettings(namespace=f"peers_{run_id}_kairos_{index}")
-    notifier = shape.callback_url is not None
-    with kairos_stack(settings, log_dir / f"kairos-{index}", notifier) as (base, services):
+    metrics = free_port() if shape.callback_url is not None else None
+    parked = ""
+    with kairos_stack(settings, log_dir / f"kairos-{index}", metrics) as (base, services):
         api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
         engine = make_engine(settings, pool_size=2)
         try:
             m = measure(base, api_key, engine, services, jobs_count, deadline, shape, index)
         finally:
             engine.dispose()
+        if metrics is not None:
+            # Each park is one more trip through a retry queue before any attempt.
+            deferred = dispatcher_counter(metrics, "kairos_callbacks_deferred_total")
+            parked = f"; callbacks parked before an attempt {deferred:.0f} times"
     seconds = m.last_ms / 1000 - m.seen.first_post
     failed = m.seen.failures or "none"
-    note = f"{m.how}; {m.runs - m.done_jobs} extra runs; failed requests {failed}"
+    note = f"{m.how}; {m.runs - m.done_jobs} extra runs; failed requests {failed}{parked}"
     submit_seconds = m.seen.last_answer - m.seen.first_post
     return RoundFigure("kairos", index, m.done_jobs, seconds, submit_seconds, note, m.cpu)
