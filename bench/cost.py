@@ -16,6 +16,9 @@ imported, not copied):
 With ``--single`` the rounds are ``kairos`` and ``kairos_single`` instead: the same
 jobs one per ``POST /openapi/jobs`` from 16 client threads, against the batch path in
 the same sitting.
+``--only kairos_callbacks`` (names comma-separated) runs only the systems named. Each
+round's line also gives this process's own CPU per job (the clients, over the whole
+round), apart from the total: it shares the cores with what it measures.
 
 Per round it prints jobs/s and the CPU ms per job of every process (api, dispatcher,
 each worker, notifier, and the store servers mysqld, rabbitmq, redis:
