@@ -282,12 +282,10 @@ def submit(
     """Submit ``bodies`` by the batch route when there is one, else single POSTs; what the
     clients saw and how they submitted."""
     if route is not None:
-        return submit_batches(
-            base, api_key, bodies, route
-        ), f"batches of {route.size} from {BATCH_CLIENTS} threads"
-    return submit_all(
-        base, api_key, bodies, SINGLE_CLIENTS
-    ), f"single POSTs from {SINGLE_CLIENTS} threads"
+        how = f"batches of {route.size} from {BATCH_CLIENTS} threads"
+        return submit_batches(base, api_key, bodies, route), how
+    how = f"single POSTs from {SINGLE_CLIENTS} threads"
+    return submit_all(base, api_key, bodies, SINGLE_CLIENTS), how
 
 
 @dataclass(frozen=True)
