@@ -74,6 +74,9 @@ bench: install services
 	$(BIN)/python bench/trigger_lag.py --jobs 100
 	$(BIN)/python bench/trigger_lag.py --jobs 1000
 	$(BIN)/python bench/vs_peers.py --jobs 10000 --rounds 3
+	$(BIN)/pip install --quiet -r bench/requirements-callbacks.txt
+	$(BIN)/python bench/cost.py --jobs 10000 --rounds 3 --profile-dir /tmp/kairos-cost-profile
+	$(BIN)/python bench/cost.py --jobs 10000 --rounds 3 --single
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/sweep.py --workers 200
 	$(BIN)/python bench/cron.py

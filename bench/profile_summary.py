@@ -1,4 +1,5 @@
-"""Where a notifier's time goes, from a ``py-spy record -f raw`` profile.
+"""Where a notifier's (or, with ``--dispatcher``, a dispatcher's) time goes, from a
+``py-spy record -f raw`` profile.
 
 Each sample's stack is put in the first category whose frames it holds (the list is
 ordered from the most specific purpose to the most general), so the shares add up to
@@ -7,6 +8,7 @@ are of the notifier's Python CPU time.
 
     .venv/bin/python bench/profile_summary.py notifier.raw
     .venv/bin/python bench/profile_summary.py --wall notifier.wall.raw
+    .venv/bin/python bench/profile_summary.py --dispatcher dispatcher.raw
 """
 
 from __future__ import annotations
@@ -48,6 +50,32 @@ THREADS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The dispatcher's: its results thread, its claim thread and the leader's main loop
+# (fire), each by the module it runs in, so that a rename of a method keeps its place.
+DISPATCHER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("results: lock and match the executions (_lock_and_match)", ("_lock_and_match",)),
+    ("results: callback deliveries (create/publish)", ("create_deliveries", "publish_deliveries")),
+    ("results: end the jobs' triggers and retries", ("_end_triggers", "_retry")),
+    ("results: recording transaction, rest (record.py)", ("outcomes/record.py",)),
+    ("results: started keys (Redis)", ("started_keys.py",)),
+    ("results: parse, consume, ack (results_thread.py)", ("results_thread.py",)),
+    ("claim: compare-and-set of the due jobs (claim.py)", ("trigger/claim.py", "claim_rows.py")),
+    ("claim: hand-over, execution rows, publish", ("claim_handover.py", "dispatch.py")),
+    ("claim: loop, rest (claim_thread.py)", ("claim_thread.py",)),
+    ("fire: due runs, rules, routing", ("fire.py", "fire_rules.py", "route.py", "waiting_runs")),
+    ("upkeep (lease, sweeps, rescue, gauges)", ("dispatcher/upkeep/",)),
+    ("logging", ("logging/__init__.py", "common/logs.py")),
+    ("metrics", ("prometheus_client",)),
+)
+DISPATCHER_THREADS: tuple[tuple[str, str], ...] = (
+    ("results thread", "results_thread.py"),
+    ("claim thread", "claim_thread.py"),
+    ("wake thread", "wake_thread.py"),
+    ("lease thread", "lease_thread.py"),
+    ("main loop (fire, upkeep)", "dispatcher/main.py"),
+)
+
+
 def read_samples(lines: Iterable[str]) -> Counter[str]:
     """Stack (``frame;frame;...``) to sample count, from py-spy's raw lines."""
     samples: Counter[str] = Counter()
@@ -69,6 +97,22 @@ def category_of(stack: str) -> str:
 def thread_of(stack: str) -> str:
     """The thread a stack ran on, by a frame near its root."""
     for name, mark in THREADS:
+        if mark in stack:
+            return name
+    return OTHER
+
+
+def dispatcher_category_of(stack: str) -> str:
+    """A dispatcher stack's first category; else "other" on its thread."""
+    for name, marks in DISPATCHER_CATEGORIES:
+        if any(mark in stack for mark in marks):
+            return name
+    return f"{OTHER}, {dispatcher_thread_of(stack)}"
+
+
+def dispatcher_thread_of(stack: str) -> str:
+    """The dispatcher thread a stack ran on."""
+    for name, mark in DISPATCHER_THREADS:
         if mark in stack:
             return name
     return OTHER
@@ -100,12 +144,15 @@ def pool_wall_lines(samples: Counter[str]) -> list[str]:
     return lines
 
 
-def summary_lines(samples: Counter[str]) -> list[str]:
-    """The summary as printed: threads, categories, top leaves."""
+def summary_lines(samples: Counter[str], dispatcher: bool = False) -> list[str]:
+    """The summary as printed: threads, categories, top leaves; a dispatcher's with
+    ``dispatcher``."""
+    threads = dispatcher_thread_of if dispatcher else thread_of
+    purposes = dispatcher_category_of if dispatcher else category_of
     lines = [f"{sum(samples.values())} samples", "by thread:"]
-    lines += [f"{share:5.1f}%  {name}" for name, share in summarise(samples, thread_of).items()]
+    lines += [f"{share:5.1f}%  {name}" for name, share in summarise(samples, threads).items()]
     lines.append("by purpose:")
-    lines += [f"{share:5.1f}%  {name}" for name, share in summarise(samples).items()]
+    lines += [f"{share:5.1f}%  {name}" for name, share in summarise(samples, purposes).items()]
     lines.append("top leaves:")
     lines += [f"{share:5.1f}%  {frame}" for frame, share in top_leaves(samples)]
     return lines
@@ -121,12 +168,15 @@ def top_leaves(samples: Counter[str], count: int = 12) -> list[tuple[str, float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the categories and the top leaves of one raw profile; with ``--wall``,
-    what the pool threads of an ``--idle`` profile spend their time on."""
+    """Print the categories and the top leaves of one raw profile (a dispatcher's with
+    ``--dispatcher``); with ``--wall``, what the pool threads of an ``--idle`` profile
+    spend their time on."""
     args = sys.argv[1:] if argv is None else argv
     samples = read_samples(Path(args[-1]).read_text().splitlines())
-    wall = "--wall" in args
-    print("\n".join(pool_wall_lines(samples) if wall else summary_lines(samples)))
+    if "--wall" in args:
+        print("\n".join(pool_wall_lines(samples)))
+    else:
+        print("\n".join(summary_lines(samples, "--dispatcher" in args)))
     return 0
 
 

@@ -7,15 +7,19 @@ job has a callback). After one job has run through, jobs go in through
 lists that route and a one-job batch of it is accepted, else as single
 ``POST /openapi/jobs`` from 16 threads. The clock runs from the first POST to the latest
 ``ended_at`` of the measured SUCCEEDED executions.
+
+``bench/cost.py`` runs the same round in other shapes (``KairosShape``): single POSTs
+only, every job calling back to a receiver (a notifier runs then, and the clock stops at
+the last ``delivered_at``), and a profiler around the measured window.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,7 @@ from harness import (
     warm_up,
     workers_registered,
 )
+from pipeline import delivered, dispatcher_counter, last_delivery
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
@@ -62,6 +67,22 @@ BATCH_SIZE = 1000
 BATCH_CLIENTS = 4
 SINGLE_CLIENTS = 16
 POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class KairosShape:
+    """How a round submits and what its jobs do: batches (when the API has them) or
+    single POSTs only; no callback, or every job calling back to ``callback_url``; and
+    ``profile``, a context around the measured window given the stack's services."""
+
+    single: bool = False
+    callback_url: str | None = None
+    profile: Callable[[list[Service]], AbstractContextManager[object]] | None = None
+
+    def body(self, name: str) -> dict[str, Any]:
+        """One measured job's body."""
+        body = noop_body(name)
+        return body if self.callback_url is None else {**body, "callbackUrl": self.callback_url}
 
 
 @dataclass(frozen=True)
@@ -152,17 +173,28 @@ def submit_batches(
 
 
 @contextmanager
-def kairos_stack(settings: StoreSettings, log_dir: Path) -> Iterator[tuple[str, list[Service]]]:
-    """A fresh namespace with api, dispatcher and two workers; all of it gone on exit."""
+def kairos_stack(
+    settings: StoreSettings, log_dir: Path, notifier_metrics: int | None = None
+) -> Iterator[tuple[str, list[Service]]]:
+    """A fresh namespace with api, dispatcher and two workers (and, given the port of its
+    metrics, a notifier, which may then call back to this machine); all of it gone on
+    exit."""
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    services = [s for s in build_services(port, log_dir) if s.name in KAIROS_SERVICES]
+    notifier = notifier_metrics is not None
+    names = (*KAIROS_SERVICES, "notifier") if notifier else KAIROS_SERVICES
+    services = [s for s in build_services(port, log_dir) if s.name in names]
+    for service in services:
+        if service.name == "notifier":
+            service.argv += ["--metrics-port", str(notifier_metrics)]
     # The per-app rate limit (on by default) would measure itself, not Kairos.
     env = {
         **os.environ,
         "KAIROS_NAMESPACE": settings.namespace,
         "KAIROS_RATE_LIMIT_PER_SECOND": "0",
     }
+    if notifier:
+        env["KAIROS_CALLBACK_ALLOWED_NETWORKS"] = "127.0.0.0/8"
     try:
         prepare_namespace(settings)
         start_services(services, env)
@@ -234,35 +266,99 @@ def warm_kairos(
     return route, after_id
 
 
+def wait_delivered(engine: Engine, expected: int, services: list[Service], seconds: float) -> None:
+    """Poll MySQL until ``expected`` callbacks are DELIVERED."""
+    deadline = time.monotonic() + seconds
+    while (done := delivered(engine)) < expected:
+        check_alive(services)
+        if time.monotonic() > deadline:
+            raise BenchError(f"only {done}/{expected} callbacks DELIVERED after {seconds:.0f} s")
+        time.sleep(POLL_SECONDS)
+
+
+def submit(
+    base: str, api_key: str, bodies: list[dict[str, Any]], route: BatchRoute | None
+) -> tuple[Submission, str]:
+    """Submit ``bodies`` by the batch route when there is one, else single POSTs; what the
+    clients saw and how they submitted."""
+    if route is not None:
+        how = f"batches of {route.size} from {BATCH_CLIENTS} threads"
+        return submit_batches(base, api_key, bodies, route), how
+    how = f"single POSTs from {SINGLE_CLIENTS} threads"
+    return submit_all(base, api_key, bodies, SINGLE_CLIENTS), how
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measured window of a round: what the clients saw, how they submitted, the CPU
+    per job, and the jobs done, their runs and the clock's stop (epoch ms)."""
+
+    seen: Submission
+    how: str
+    cpu: dict[str, float]
+    done_jobs: int
+    runs: int
+    last_ms: int
+
+
+def measure(
+    base: str,
+    api_key: str,
+    engine: Engine,
+    services: list[Service],
+    jobs_count: int,
+    deadline: float,
+    shape: KairosShape,
+    index: int,
+) -> Measured:
+    """Warm the stack up, then submit and wait for every job (and callback), metered."""
+    route, after_id = warm_kairos(base, api_key, engine, services)
+    route = None if shape.single else route
+    bodies = [shape.body(f"peers {i}") for i in range(jobs_count)]
+    log(f"kairos round {index} warm; submitting {jobs_count} jobs")
+    profile = shape.profile(services) if shape.profile is not None else nullcontext()
+    with profile:
+        meter = CpuMeter()
+        meter.start(services)
+        seen, how = submit(base, api_key, bodies, route)
+        accepted = _scalar(engine, sa.select(sa.func.count()).where(jobs.c.id > after_id))
+        if seen.failures:
+            log(f"kairos submit failures: {seen.failures}; {accepted} jobs stored")
+        wait_succeeded(engine, after_id, accepted, services, deadline)
+        if shape.callback_url is not None:
+            wait_delivered(engine, accepted, services, deadline)
+        cpu = per_job_ms(meter.stop(), accepted)
+    done_jobs, runs, last_ms = kairos_outcome(engine, after_id)
+    if shape.callback_url is not None:
+        last_ms = last_delivery(engine)
+    return Measured(seen, how, cpu, done_jobs, runs, last_ms)
+
+
 def run_kairos_round(
-    jobs_count: int, deadline: float, run_id: str, index: int, log_dir: Path
+    jobs_count: int,
+    deadline: float,
+    run_id: str,
+    index: int,
+    log_dir: Path,
+    shape: KairosShape = KairosShape(),
 ) -> RoundFigure:
     """Start a fresh Kairos stack, warm it up, time ``jobs_count`` jobs through it."""
     settings = StoreSettings(namespace=f"peers_{run_id}_kairos_{index}")
-    with kairos_stack(settings, log_dir / f"kairos-{index}") as (base, services):
+    metrics = free_port() if shape.callback_url is not None else None
+    parked = ""
+    with kairos_stack(settings, log_dir / f"kairos-{index}", metrics) as (base, services):
         api_key = create_app_credentials(settings, "bench", EVERY_HANDLER).api_key
         engine = make_engine(settings, pool_size=2)
         try:
-            route, after_id = warm_kairos(base, api_key, engine, services)
-            bodies = [noop_body(f"peers {i}") for i in range(jobs_count)]
-            log(f"kairos round {index} warm; submitting {jobs_count} jobs")
-            meter = CpuMeter()
-            meter.start(services)
-            if route is not None:
-                seen = submit_batches(base, api_key, bodies, route)
-                how = f"batches of {route.size} from {BATCH_CLIENTS} threads"
-            else:
-                seen = submit_all(base, api_key, bodies, SINGLE_CLIENTS)
-                how = f"single POSTs from {SINGLE_CLIENTS} threads"
-            accepted = _scalar(engine, sa.select(sa.func.count()).where(jobs.c.id > after_id))
-            if seen.failures:
-                log(f"kairos submit failures: {seen.failures}; {accepted} jobs stored")
-            wait_succeeded(engine, after_id, accepted, services, deadline)
-            cpu = per_job_ms(meter.stop(), accepted)
-            done_jobs, runs, last_ms = kairos_outcome(engine, after_id)
+            m = measure(base, api_key, engine, services, jobs_count, deadline, shape, index)
         finally:
             engine.dispose()
-    seconds = last_ms / 1000 - seen.first_post
-    note = f"{how}; {runs - done_jobs} extra runs; failed requests {seen.failures or 'none'}"
-    submit_seconds = seen.last_answer - seen.first_post
-    return RoundFigure("kairos", index, done_jobs, seconds, submit_seconds, note, cpu)
+        if metrics is not None:
+            # Each park is one more trip through a retry queue before any attempt.
+            deferred = dispatcher_counter(metrics, "kairos_callbacks_deferred_total")
+            parked = f"; callbacks parked before an attempt {deferred:.0f} times"
+    seconds = m.last_ms / 1000 - m.seen.first_post
+    failed = m.seen.failures or "none"
+    note = f"{m.how}; {m.runs - m.done_jobs} extra runs; failed requests {failed}{parked}"
+    submit_seconds = m.seen.last_answer - m.seen.first_post
+    return RoundFigure("kairos", index, m.done_jobs, seconds, submit_seconds, note, m.cpu)
