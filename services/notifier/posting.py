@@ -120,12 +120,10 @@ class CallbackPoster:
         # Touched on the loop's thread only.
         self._backends: dict[Networks, PinnedBackend] = {None: self.backend}
         self._pool = ConnectionPool()
-        self._started = False
 
     def start(self) -> None:
         """Start the event loop thread."""
         self._thread.start()
-        self._started = True
 
     def _backend_for(self, networks: Networks) -> PinnedBackend:
         found = self._backends.get(networks)
@@ -166,7 +164,9 @@ class CallbackPoster:
     async def post_async(
         self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
     ) -> PostOutcome:
-        """``post`` for a coroutine on this poster's loop; never raises."""
+        """``post`` for a coroutine on the loop this poster's connections belong to:
+        its own once started, or the caller's for a poster never started (one loop
+        only); never raises."""
         try:
             async with asyncio.timeout(self._total):
                 return await self._exchange(url, body, headers, networks)
@@ -183,7 +183,6 @@ class CallbackPoster:
     async def _exchange(
         self, url: str, body: str, headers: Mapping[str, str], networks: Networks
     ) -> PostOutcome:
-        assert self._started, "start() the poster first"
         backend = self._backend_for(networks)
         # Scheme, user:password and a numeric host; the addresses of a name are checked
         # when a connection to it opens (PinnedBackend).
