@@ -53,6 +53,9 @@ MAX_RESPONSE_BYTES = 4 * 1024
 DRAIN_SECONDS = 0.5
 # Policies kept for apps with networks of their own, besides the default one.
 MAX_CLIENTS = 64
+# A 2xx answer's drain ends this long before the attempt's deadline: the deadline
+# ending it would turn a delivered callback into a failed one.
+DRAIN_MARGIN_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -167,9 +170,10 @@ class CallbackPoster:
         """``post`` for a coroutine on the loop this poster's connections belong to:
         its own once started, or the caller's for a poster never started (one loop
         only); never raises."""
+        deadline = asyncio.get_running_loop().time() + self._total
         try:
-            async with asyncio.timeout(self._total):
-                return await self._exchange(url, body, headers, networks)
+            async with asyncio.timeout_at(deadline):
+                return await self._exchange(url, body, headers, networks, deadline)
         except TimeoutError:
             return PostOutcome(None, f"no complete answer within {self._total:g} s")
         except CallbackHostUnresolvedError as e:
@@ -181,7 +185,12 @@ class CallbackPoster:
             return PostOutcome(None, f"{type(e).__name__}: {e}"[:2000])
 
     async def _exchange(
-        self, url: str, body: str, headers: Mapping[str, str], networks: Networks
+        self,
+        url: str,
+        body: str,
+        headers: Mapping[str, str],
+        networks: Networks,
+        deadline: float,
     ) -> PostOutcome:
         backend = self._backend_for(networks)
         # Scheme, user:password and a numeric host; the addresses of a name are checked
@@ -192,9 +201,9 @@ class CallbackPoster:
         connection = await self._pool.acquire(key)
         reuse = False
         try:
-            connection, answer = await self._ask(backend, where, key, connection, request)
+            connection, answer = await self._ask(backend, where, connection, request)
             if 200 <= answer.status < 300:
-                reuse = await self._drain_for_reuse(connection)
+                reuse = await self._drain_for_reuse(connection, deadline)
                 return PostOutcome(answer.status, None)
             try:
                 await connection.answers.body()
@@ -212,7 +221,6 @@ class CallbackPoster:
         self,
         backend: PinnedBackend,
         where: RequestTarget,
-        key: PoolKey,
         connection: HttpConnection | None,
         request: bytes,
     ) -> tuple[HttpConnection, Answer]:
@@ -239,14 +247,19 @@ class CallbackPoster:
         connection.writer.write(request)
         return await connection.answers.head(self._max_bytes)
 
-    async def _drain_for_reuse(self, connection: HttpConnection) -> bool:
+    async def _drain_for_reuse(self, connection: HttpConnection, deadline: float) -> bool:
         """Read a 2xx answer's body to its end, so that its connection can carry the
         next callback (a new TCP connection, lookup and TLS handshake per callback
         would cap the rate); whether it may. A body that is long or slow is let go (the
-        connection closes); the callback is delivered either way."""
+        connection closes), and the drain ends before the attempt's ``deadline``: the
+        callback is delivered either way."""
         if not connection.answers.reusable():
+            now = asyncio.get_running_loop().time()
+            until = min(now + DRAIN_SECONDS, deadline - DRAIN_MARGIN_SECONDS)
+            if until <= now:
+                return False
             try:
-                async with asyncio.timeout(DRAIN_SECONDS):
+                async with asyncio.timeout_at(until):
                     await connection.answers.body()
             except Exception:  # the answer was 2xx: delivered whatever follows
                 return False

@@ -347,6 +347,24 @@ def test_a_trickled_delivered_answer_is_delivered_and_its_connection_let_go(
     assert receiver.connections == 2
 
 
+def test_a_delivered_answer_whose_body_lags_past_the_deadline_is_delivered(
+    receivers: list[ScriptedReceiver],
+) -> None:
+    # The attempt's deadline is shorter than the drain: the drain yields to it, and the
+    # 2xx that came stays a delivery (a failure would send the callback again).
+    receiver = serve(receivers, answer_with(b"HTTP/1.1 200 OK\r\ncontent-length: 10"))
+    poster = CallbackPoster(0.3, policy=LOCAL)
+    poster.start()
+    try:
+        began = time.monotonic()
+        outcome = poster.post(receiver.url(), "{}", {})
+        took = time.monotonic() - began
+    finally:
+        poster.close()
+    assert outcome.delivered, outcome.error
+    assert took < 0.3 + 0.2
+
+
 def test_callbacks_at_once_share_a_bounded_set_of_connections(
     poster: CallbackPoster, receivers: list[ScriptedReceiver]
 ) -> None:
