@@ -36,7 +36,9 @@ def request_bytes(target: str, host: str, headers: Mapping[str, str], body: byte
     typed = False
     for name, value in headers.items():
         if _BREAKS_A_LINE.search(value) or _BREAKS_A_LINE.search(name) or ":" in name:
-            raise CallbackRequestError(f"header {name[:40]!r} holds a line break or NUL")
+            raise CallbackRequestError(
+                f"header {name[:40]!r} holds a line break, a NUL or (in its name) a colon"
+            )
         lowered = name.lower()
         if lowered in _OWN_HEADERS:
             continue
