@@ -126,7 +126,7 @@ class AnswerReader:
         while not self._answer.head_done:
             try:
                 data = await self._reader.read(READ_BYTES)
-            except ConnectionError as e:
+            except OSError as e:  # reset, or a TLS record that does not read
                 raise CallbackAnswerError(f"the connection failed: {e}", taken == 0) from e
             if not data:
                 raise CallbackAnswerError("the connection closed before an answer", taken == 0)
@@ -142,7 +142,10 @@ class AnswerReader:
         closes; a framed one cut short raises ``CallbackAnswerError``."""
         answer = self._answer
         while not answer.complete and len(answer.body) < self._keep:
-            data = await self._reader.read(READ_BYTES)
+            try:
+                data = await self._reader.read(READ_BYTES)
+            except OSError as e:
+                raise CallbackAnswerError(f"the connection failed inside the body: {e}") from e
             if not data:
                 if answer.framed:
                     raise CallbackAnswerError("the connection closed inside the answer's body")

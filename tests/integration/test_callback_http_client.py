@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -242,6 +244,25 @@ def test_a_failed_answer_cut_inside_its_body_keeps_its_status_and_start(
     receiver = serve(receivers, answer_with(head, b"upstream gone", keep_open=False))
     outcome = poster.post(receiver.url(), "{}", {})
     assert outcome.status_code == 502 and outcome.error == "upstream gone"
+
+
+def test_a_failed_answer_reset_inside_its_body_keeps_its_status_and_start(
+    poster: CallbackPoster, receivers: list[ScriptedReceiver]
+) -> None:
+    async def reset(request: Request, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 500 Oops\r\ncontent-length: 1000\r\n\r\nbroken")
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        linger_at_once = struct.pack("ii", 1, 0)  # close with an RST, not a FIN
+        writer.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, linger_at_once
+        )
+        writer.transport.abort()
+        return False
+
+    receiver = serve(receivers, reset)
+    outcome = poster.post(receiver.url(), "{}", {})
+    assert outcome.status_code == 500 and outcome.error == "broken"
 
 
 def test_a_delivered_answer_cut_inside_its_body_is_delivered_and_let_go(
