@@ -11,7 +11,8 @@ Every round, in an order that alternates from round to round:
 (c) the floor: ``bench/posters.py --client floor``, a poster on asyncio streams alone
     over keep-alive connections, posting signed bodies like Kairos's for ``--post-seconds``;
 (d) each candidate client posting the same signed bodies the same way: httpx.AsyncClient,
-    aiohttp, h11 and httptools over asyncio streams.
+    aiohttp, h11 and httptools over asyncio streams, and Kairos's own client
+    (``kairos`` on the poster's loop, ``kairos-threads`` from threads as the notifier).
 
 The receiver is ``bench/fast_receiver.py`` in a process of its own (a raw asyncio
 protocol on uvloop): its CPU share in each phase is printed, so that a phase it held
@@ -47,7 +48,7 @@ from harness import BenchError, git_commit_dirty, log
 from receiver_process import ReceiverProcess
 
 REPO = Path(__file__).resolve().parent.parent
-CLIENTS = ("floor", "httptools", "h11", "aiohttp", "httpx")
+CLIENTS = ("floor", "httptools", "kairos", "kairos-threads", "h11", "aiohttp", "httpx")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -9,6 +9,11 @@ connections, each carrying one request at a time. The clients:
   its ``content-length``; no timeout and no bound (what no client can beat);
 - ``h11``: h11's state machine over asyncio streams, each exchange bounded in time;
 - ``httptools``: httptools' response parser over asyncio streams, likewise bounded;
+- ``kairos``: the notifier's own client, ``CallbackPoster.post_async`` on this
+  process's loop (its pinned connect, keyed pool and bounds; the policy admits
+  127.0.0.0/8), one task per connection;
+- ``kairos-threads``: the same poster as the notifier drives it, from a thread per
+  connection calling ``CallbackPoster.post`` (each POST handed to its loop and back);
 - ``httpx``: one ``httpx.AsyncClient`` (its pool sized to the connections);
 - ``aiohttp``: one ``aiohttp.ClientSession`` (``bench/aiohttp_poster.py``).
 
@@ -29,6 +34,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -36,9 +42,11 @@ import h11
 import httptools
 import httpx
 
+from common.callback_urls import CallbackUrlPolicy
+from services.notifier.posting import CallbackPoster
 from services.notifier.signing import webhook_headers
 
-CLIENTS = ("floor", "h11", "httptools", "httpx", "aiohttp")
+CLIENTS = ("floor", "h11", "httptools", "kairos", "kairos-threads", "httpx", "aiohttp")
 # The bounds the notifier keeps on every exchange (its defaults).
 TOTAL_SECONDS = 15.0
 MAX_ANSWER_BYTES = 4 * 1024
@@ -225,10 +233,56 @@ async def run_httpx(target: Target, connections: int, seconds: float) -> int:
         return await run_connections(open_one, connections, seconds)
 
 
+def kairos_poster() -> CallbackPoster:
+    """The notifier's poster with its default bounds, admitting this machine."""
+    policy = CallbackUrlPolicy.from_settings("127.0.0.0/8", False)
+    return CallbackPoster(TOTAL_SECONDS, MAX_ANSWER_BYTES, policy=policy)
+
+
+async def run_kairos(target: Target, connections: int, seconds: float) -> int:
+    """Post through ``CallbackPoster.post_async`` on this loop, ``connections`` tasks."""
+    poster = kairos_poster()
+
+    async def exchange() -> None:
+        outcome = await poster.post_async(target.url, PAYLOAD, signed_headers())
+        if outcome.status_code != 200:
+            raise PostFailed(str(outcome.error))
+
+    async def open_one() -> Exchange:
+        return exchange
+
+    return await run_connections(open_one, connections, seconds)
+
+
+def run_kairos_threads(target: Target, connections: int, seconds: float) -> int:
+    """Post through ``CallbackPoster.post`` from ``connections`` threads, as the
+    notifier's attempt threads do."""
+    poster = kairos_poster()
+    poster.start()
+    until = time.monotonic() + seconds
+
+    def keep_posting() -> int:
+        done = 0
+        while time.monotonic() < until:
+            outcome = poster.post(target.url, PAYLOAD, signed_headers())
+            if outcome.status_code != 200:
+                raise PostFailed(str(outcome.error))
+            done += 1
+        return done
+
+    try:
+        with ThreadPoolExecutor(connections) as pool:
+            return sum(pool.map(lambda _: keep_posting(), range(connections)))
+    finally:
+        poster.close()
+
+
 async def run_client(name: str, target: Target, connections: int, seconds: float) -> int:
     """The posts client ``name`` made in ``seconds``."""
     if name == "httpx":
         return await run_httpx(target, connections, seconds)
+    if name == "kairos":
+        return await run_kairos(target, connections, seconds)
     if name == "aiohttp":
         from aiohttp_poster import run_aiohttp
 
@@ -246,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args(argv)
     cpu, began = os.times(), time.monotonic()
-    posts = asyncio.run(
-        run_client(args.client, Target.of(args.url), args.connections, args.seconds)
-    )
+    target = Target.of(args.url)
+    if args.client == "kairos-threads":
+        posts = run_kairos_threads(target, args.connections, args.seconds)
+    else:
+        posts = asyncio.run(run_client(args.client, target, args.connections, args.seconds))
     wall, used = time.monotonic() - began, os.times()
     figures = {
         "client": args.client,

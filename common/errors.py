@@ -414,6 +414,21 @@ class CallbackHostUnresolvedError(CallbackUrlRefusedError):
         self.host = host
 
 
+class CallbackRequestError(KairosError):
+    """A callback request that cannot be written as HTTP/1.1 (a header holding a line
+    break): nothing is sent."""
+
+
+class CallbackAnswerError(KairosError):
+    """A receiver's answer to a callback that cannot be read as HTTP/1.1: the connection
+    closed before it or inside it, or what came is not HTTP. ``before_answer``: not one
+    byte of an answer came (a kept-alive connection the receiver had closed)."""
+
+    def __init__(self, detail: str, before_answer: bool = False) -> None:
+        super().__init__(detail)
+        self.before_answer = before_answer
+
+
 class WorkerIdInUseError(KairosError):
     """A worker was started under the id of a worker process that is running now."""
 

@@ -54,7 +54,7 @@ class Attempt:
 
 
 class CallbackDeliverer:
-    """Safe to call from many pool threads: httpx and the engine are thread-safe.
+    """Safe to call from many pool threads: the poster and the engine are thread-safe.
 
     ``scheduler``, when given, counted each attempt the line started (``deliver_pending``)
     and is told when it ends, and how its POST went. The threads' reads of delivery

@@ -6,10 +6,12 @@ Each attempt ends within ``total_seconds`` whatever the receiver does, reads at 
 ``max_response_bytes`` of the answer, and any error at all is that attempt's failure,
 never the notifier's.
 
-The POSTs run on one asyncio event loop in a thread of its own, with one shared
-``httpx.AsyncClient`` (its connections are reused across callbacks): a coroutine can be
-cancelled at its deadline wherever it waits, which a blocking call in a thread cannot.
-The notifier's pool threads hand each POST to the loop and wait for its outcome.
+The POSTs run on one asyncio event loop in a thread of its own, over Kairos's own lean
+HTTP/1.1 client (``services.notifier.http_wire``: a request written as bytes, the answer
+read with httptools' parser) and keep-alive connections reused across callbacks
+(``services.notifier.http_pool``): a coroutine can be cancelled at its deadline wherever
+it waits, which a blocking call in a thread cannot. The notifier's pool threads hand
+each POST to the loop and wait for its outcome. No redirect is followed.
 
 Each POST is checked against the callback URL policy first (``common.callback_urls``),
 and the client connects only to addresses checked when it connects
@@ -21,6 +23,7 @@ is an ordinary failure, retried: DNS may answer later.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import threading
 from collections.abc import Mapping
@@ -29,15 +32,30 @@ from typing import Protocol
 
 import httpx
 
-from common.callback_urls import CallbackUrlPolicy, IPNetwork, Resolver, SystemResolver
-from common.errors import CallbackHostUnresolvedError, CallbackUrlRefusedError
-from services.notifier.pinning import PinnedBackend, PinnedTransport
+from common.callback_urls import (
+    CallbackTarget,
+    CallbackUrlPolicy,
+    IPNetwork,
+    Resolver,
+    SystemResolver,
+)
+from common.errors import (
+    CallbackAnswerError,
+    CallbackHostUnresolvedError,
+    CallbackUrlRefusedError,
+)
+from services.notifier.http_pool import ConnectionPool, HttpConnection, PoolKey
+from services.notifier.http_wire import Answer, request_bytes
+from services.notifier.pinning import PinnedBackend
 
 MAX_RESPONSE_BYTES = 4 * 1024
 # How long a 2xx answer's body may take to read for its connection to be reused.
 DRAIN_SECONDS = 0.5
-# HTTP clients kept for apps with networks of their own, besides the default one.
+# Policies kept for apps with networks of their own, besides the default one.
 MAX_CLIENTS = 64
+# A 2xx answer's drain ends this long before the attempt's deadline: the deadline
+# ending it would turn a delivered callback into a failed one.
+DRAIN_MARGIN_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -80,9 +98,10 @@ class CallbackPoster:
     host names (the system's, bounded by the attempt's time, by default);
     ``ssl_context`` which certificates are trusted (the system's by default).
 
-    Apps allowed different networks get HTTP clients of their own: a connection is
+    Apps allowed different networks get connections of their own: a connection is
     checked when it opens and then reused, so one app's connection into a network it
-    may reach must never carry another app's callback.
+    may reach must never carry another app's callback. ``backend`` is the default
+    policy's (it records where its connections went).
     """
 
     def __init__(
@@ -98,45 +117,35 @@ class CallbackPoster:
         self._policy = policy or CallbackUrlPolicy()
         self._resolver = resolver or SystemResolver(total_seconds)
         self.backend = PinnedBackend(self._policy, self._resolver)
-        self._ssl_context = ssl_context
+        self._tls = ssl_context or _system_tls()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="http", daemon=True)
-        # One client per distinct network list, touched on the loop's thread only.
-        self._clients: dict[Networks, tuple[CallbackUrlPolicy, httpx.AsyncClient]] = {}
+        # Touched on the loop's thread only.
+        self._backends: dict[Networks, PinnedBackend] = {None: self.backend}
+        self._pool = ConnectionPool()
 
     def start(self) -> None:
-        """Start the event loop thread and open the HTTP client on it."""
+        """Start the event loop thread."""
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
 
-    async def _open(self) -> None:
-        self._clients[None] = (self._policy, self._new_client(self.backend))
-
-    def _new_client(self, backend: PinnedBackend) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            follow_redirects=False,
-            timeout=self._total,
-            transport=PinnedTransport(backend, self._ssl_context),
-        )
-
-    def _client_for(self, networks: Networks) -> tuple[CallbackUrlPolicy, httpx.AsyncClient]:
-        found = self._clients.get(networks)
+    def _backend_for(self, networks: Networks) -> PinnedBackend:
+        found = self._backends.get(networks)
         if found is None:
-            if len(self._clients) > MAX_CLIENTS:
-                # Operators set few distinct lists; a bound keeps a mistake from piling up.
-                old = [k for k in self._clients if k is not None]
-                self._loop.create_task(self._clients.pop(old[0])[1].aclose())
-            policy = self._policy.for_app(networks)
-            found = (policy, self._new_client(PinnedBackend(policy, self._resolver)))
-            self._clients[networks] = found
+            if len(self._backends) > MAX_CLIENTS:
+                # Operators set few distinct lists; a bound keeps a mistake from piling
+                # up. The pool keys by the networks themselves, so nothing is shared.
+                del self._backends[next(k for k in self._backends if k is not None)]
+            found = PinnedBackend(self._policy.for_app(networks), self._resolver)
+            self._backends[networks] = found
         return found
 
     def close(self) -> None:
-        """Close the clients and stop the loop."""
+        """Close the idle connections and stop the loop."""
 
         async def close_all() -> None:
-            for _, client in self._clients.values():
-                await client.aclose()
+            closing = [w.wait_closed() for w in self._pool.close_idle()]
+            if closing:
+                await asyncio.wait([asyncio.ensure_future(c) for c in closing], timeout=1.0)
 
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(close_all(), self._loop).result()
@@ -151,16 +160,20 @@ class CallbackPoster:
         """POST ``body`` to ``url`` under the policy of an app allowed ``networks``
         (None: the default); returns within about ``total_seconds``, never raises."""
         future = asyncio.run_coroutine_threadsafe(
-            self._bounded(url, body, headers, networks), self._loop
+            self.post_async(url, body, headers, networks), self._loop
         )
         return future.result()
 
-    async def _bounded(
-        self, url: str, body: str, headers: Mapping[str, str], networks: Networks
+    async def post_async(
+        self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
     ) -> PostOutcome:
+        """``post`` for a coroutine on the loop this poster's connections belong to:
+        its own once started, or the caller's for a poster never started (one loop
+        only); never raises."""
+        deadline = asyncio.get_running_loop().time() + self._total
         try:
-            exchange = self._exchange(url, body, headers, networks)
-            return await asyncio.wait_for(exchange, self._total)
+            async with asyncio.timeout_at(deadline):
+                return await self._exchange(url, body, headers, networks, deadline)
         except TimeoutError:
             return PostOutcome(None, f"no complete answer within {self._total:g} s")
         except CallbackHostUnresolvedError as e:
@@ -172,43 +185,111 @@ class CallbackPoster:
             return PostOutcome(None, f"{type(e).__name__}: {e}"[:2000])
 
     async def _exchange(
-        self, url: str, body: str, headers: Mapping[str, str], networks: Networks
+        self,
+        url: str,
+        body: str,
+        headers: Mapping[str, str],
+        networks: Networks,
+        deadline: float,
     ) -> PostOutcome:
-        assert self._clients, "start() the poster first"
-        policy, client = self._client_for(networks)
+        backend = self._backend_for(networks)
         # Scheme, user:password and a numeric host; the addresses of a name are checked
         # when a connection to it opens (PinnedBackend).
-        policy.target(url)
-        request = client.build_request("POST", url, content=body, headers=dict(headers))
-        response = await client.send(request, stream=True)
+        where = _request_target(backend.policy, url)
+        request = request_bytes(where.path, where.host_header, headers, body.encode())
+        key: PoolKey = (networks, where.scheme, where.target.host, where.target.port)
+        connection = await self._pool.acquire(key)
+        reuse = False
         try:
-            if 200 <= response.status_code < 300:
-                await self._drain_for_reuse(response)
-                return PostOutcome(response.status_code, None)
-            excerpt = await self._read_some(response)
+            connection, answer = await self._ask(backend, where, connection, request)
+            if 200 <= answer.status < 300:
+                reuse = await self._drain_for_reuse(connection, deadline)
+                return PostOutcome(answer.status, None)
+            try:
+                await connection.answers.body()
+                reuse = connection.answers.reusable()
+            except CallbackAnswerError:  # cut short: its status and start still say why
+                pass
+            excerpt = bytes(answer.body).decode("utf-8", "replace")
             return PostOutcome(
-                response.status_code,
-                excerpt or f"HTTP {response.status_code}",
-                retry_after=response.headers.get("retry-after"),
+                answer.status, excerpt or f"HTTP {answer.status}", retry_after=answer.retry_after
             )
         finally:
-            await response.aclose()
+            self._pool.release(key, connection, reuse)
 
-    async def _drain_for_reuse(self, response: httpx.Response) -> None:
-        """Read a 2xx answer's body to its end, so that its connection goes back to the
-        pool: closing a response with its body unread closes the connection, and then
-        every callback pays a new connection. A body that is long or slow is let go
-        (the connection closes); the callback is delivered either way."""
+    async def _ask(
+        self,
+        backend: PinnedBackend,
+        where: RequestTarget,
+        connection: HttpConnection | None,
+        request: bytes,
+    ) -> tuple[HttpConnection, Answer]:
+        """Write the request and read its answer's head, on a kept connection if there
+        is one. A kept connection the receiver closed before answering at all (its
+        keep-alive time ran out as the request went) is replaced by a new one, once:
+        the receiver took nothing from it."""
+        if connection is not None:
+            try:
+                return connection, await self._ask_on(connection, request)
+            except CallbackAnswerError as e:
+                if not e.before_answer:
+                    raise
+                connection.close()
+        tls = self._tls if where.scheme == "https" else None
+        fresh = HttpConnection(await backend.connect(where.target.host, where.target.port, tls))
         try:
-            await asyncio.wait_for(self._read_some(response), DRAIN_SECONDS)
-        except Exception:  # the answer was 2xx: delivered whatever follows
-            return
+            return fresh, await self._ask_on(fresh, request)
+        except BaseException:  # a deadline too: the caller never holds this connection
+            fresh.close()
+            raise
 
-    async def _read_some(self, response: httpx.Response) -> str:
-        """At most ``max_response_bytes`` of the answer, as text."""
-        taken = bytearray()
-        async for chunk in response.aiter_raw():
-            taken += chunk
-            if len(taken) >= self._max_bytes:
-                break
-        return bytes(taken[: self._max_bytes]).decode("utf-8", "replace")
+    async def _ask_on(self, connection: HttpConnection, request: bytes) -> Answer:
+        connection.writer.write(request)
+        return await connection.answers.head(self._max_bytes)
+
+    async def _drain_for_reuse(self, connection: HttpConnection, deadline: float) -> bool:
+        """Read a 2xx answer's body to its end, so that its connection can carry the
+        next callback (a new TCP connection, lookup and TLS handshake per callback
+        would cap the rate); whether it may. A body that is long or slow is let go (the
+        connection closes), and the drain ends before the attempt's ``deadline``: the
+        callback is delivered either way."""
+        if not connection.answers.reusable():
+            now = asyncio.get_running_loop().time()
+            until = min(now + DRAIN_SECONDS, deadline - DRAIN_MARGIN_SECONDS)
+            if until <= now:
+                return False
+            try:
+                async with asyncio.timeout_at(until):
+                    await connection.answers.body()
+            except Exception:  # the answer was 2xx: delivered whatever follows
+                return False
+        return connection.answers.reusable()
+
+
+@dataclass(frozen=True)
+class RequestTarget:
+    """Where a callback URL's POST goes: the checked target, its scheme, the request's
+    path and query, and its Host header."""
+
+    target: CallbackTarget
+    scheme: str
+    path: str
+    host_header: str
+
+
+@functools.lru_cache(maxsize=4096)
+def _request_target(policy: CallbackUrlPolicy, url: str) -> RequestTarget:
+    """The URL read and checked once per policy: callbacks of a burst share a few URLs.
+    Raises ``CallbackUrlRefusedError`` (never remembered)."""
+    target = policy.target(url)
+    parsed = httpx.URL(url)
+    return RequestTarget(
+        target, parsed.scheme, parsed.raw_path.decode("ascii"), parsed.netloc.decode("ascii")
+    )
+
+
+def _system_tls() -> ssl.SSLContext:
+    """The system's trusted certificates, host names checked, HTTP/1.1 offered."""
+    context = ssl.create_default_context()
+    context.set_alpn_protocols(["http/1.1"])
+    return context
