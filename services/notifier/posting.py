@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import certifi
 import httpx
 
 from common.callback_urls import (
@@ -96,7 +97,8 @@ class CallbackPoster:
     ``policy`` says which URLs and addresses may be reached (public ones only by
     default), an app's own networks replacing its allowed ones; ``resolver`` resolves
     host names (the system's, bounded by the attempt's time, by default);
-    ``ssl_context`` which certificates are trusted (the system's by default).
+    ``ssl_context`` which certificates are trusted (the system's and certifi's by
+    default).
 
     Apps allowed different networks get connections of their own: a connection is
     checked when it opens and then reused, so one app's connection into a network it
@@ -289,7 +291,10 @@ def _request_target(policy: CallbackUrlPolicy, url: str) -> RequestTarget:
 
 
 def _system_tls() -> ssl.SSLContext:
-    """The system's trusted certificates, host names checked, HTTP/1.1 offered."""
+    """The system's trusted certificates and certifi's bundle (what httpx trusted, so a
+    host or image without a CA store still reaches public receivers), host names
+    checked, HTTP/1.1 offered."""
     context = ssl.create_default_context()
+    context.load_verify_locations(cafile=certifi.where())
     context.set_alpn_protocols(["http/1.1"])
     return context
