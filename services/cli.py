@@ -97,7 +97,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Run the whole local stack as child processes."""
     from services.stack import run_stack
 
-    return run_stack(port=args.port, workers=args.workers, demo=args.demo, handlers=args.handlers)
+    return run_stack(
+        port=args.port,
+        workers=args.workers,
+        demo=args.demo,
+        handlers=args.handlers,
+        notifiers=args.notifiers,
+    )
 
 
 def cmd_operator_create(args: argparse.Namespace) -> int:
@@ -231,6 +237,13 @@ def _add_operator_parsers(sub: Subcommands) -> None:
         help="env KAIROS_PORT: the API's port (default 8000); a port in use is refused",
     )
     up.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
+    up.add_argument(
+        "--notifiers",
+        type=int,
+        default=1,
+        help="how many notifiers deliver callbacks (default 1; one per core where every "
+        "job calls back)",
+    )
     up.add_argument(
         "--handlers",
         help="env KAIROS_HANDLERS: handler modules the workers import, comma-separated",

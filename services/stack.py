@@ -30,6 +30,8 @@ API_METRICS_PORT = 9100
 DISPATCHER_METRICS_PORT = 9101
 FIRST_WORKER_METRICS_PORT = 9111
 NOTIFIER_METRICS_PORT = 9121
+# Notifiers past the tenth serve no metrics.
+MOST_NOTIFIER_PORTS = 10
 DEMO_HANDLERS = "services.worker.demo"
 DEMO_APP = "demo"
 # How long the API may take to answer: imports alone take seconds on a busy machine.
@@ -74,7 +76,9 @@ def worker_handlers(setting: str, demo: bool) -> str:
     return ",".join(modules)
 
 
-def _children(port: int, workers: int, handlers: str) -> tuple[list[Child], set[int]]:
+def _children(
+    port: int, workers: int, handlers: str, notifiers: int = 1
+) -> tuple[list[Child], set[int]]:
     """The stack's children, and the metrics ports they were given."""
     kairos = [sys.executable, "-m", "services.cli"]
     host = socket.gethostname().split(".")[0]
@@ -93,8 +97,12 @@ def _children(port: int, workers: int, handlers: str) -> tuple[list[Child], set[
         metrics_port = FIRST_WORKER_METRICS_PORT + n - 1
         fits = metrics_port < NOTIFIER_METRICS_PORT
         stack.append(_with_metrics(worker, metrics_port, taken) if fits else worker)
-    notifier = Child("notifier", [*kairos, "notifier"])
-    stack.append(_with_metrics(notifier, NOTIFIER_METRICS_PORT, taken))
+    for n in range(1, notifiers + 1):
+        # They share the callbacks queue: each delivery's message goes to one of them.
+        notifier = Child("notifier" if n == 1 else f"notifier-{n}", [*kairos, "notifier"])
+        metrics_port = NOTIFIER_METRICS_PORT + n - 1
+        fits = metrics_port < NOTIFIER_METRICS_PORT + MOST_NOTIFIER_PORTS
+        stack.append(_with_metrics(notifier, metrics_port, taken) if fits else notifier)
     return stack, taken
 
 
@@ -227,14 +235,24 @@ def _stop_all(children: list[Child]) -> None:
             child.process.wait()
 
 
-def run_stack(port: int | None, workers: int, demo: bool, handlers: str | None = None) -> int:
+def run_stack(
+    port: int | None,
+    workers: int,
+    demo: bool,
+    handlers: str | None = None,
+    notifiers: int = 1,
+) -> int:
     """Run the stack until Ctrl-C or SIGTERM; a child that exits is restarted.
 
     The API listens on ``port`` (default: KAIROS_PORT); one that is taken is refused
     before anything starts, since a second stack in the namespace would run workers
     under the first one's ids. Workers import ``handlers`` (default: KAIROS_HANDLERS),
-    plus the demo handlers with ``demo``.
+    plus the demo handlers with ``demo``; ``notifiers`` notifiers deliver callbacks.
     """
+    if notifiers < 1:
+        raise ConfigurationError(
+            f"--notifiers {notifiers}: callbacks need at least one notifier (--notifiers 1)"
+        )
     modules = worker_handlers(WorkerSettings().handlers if handlers is None else handlers, demo)
     port = ApiSettings().port if port is None else port
     if not port_free(port):
@@ -249,7 +267,7 @@ def run_stack(port: int | None, workers: int, demo: bool, handlers: str | None =
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    children, taken = _children(port, workers, modules)
+    children, taken = _children(port, workers, modules, notifiers)
     _refuse_running_workers(settings, [c.worker_id for c in children if c.worker_id])
     for child in children:
         child.process = subprocess.Popen(child.argv, env=_child_env())

@@ -16,6 +16,7 @@ from services.stack import (
     _children,
     _supervise,
     _with_metrics,
+    run_stack,
     worker_handlers,
 )
 
@@ -161,3 +162,21 @@ def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids() 
         if child.worker_id is not None:
             at = child.argv.index("--id")
             assert child.argv[at + 1] == child.worker_id
+
+
+def test_up_runs_as_many_notifiers_as_asked_each_with_its_metrics_port() -> None:
+    children, _ = _children(8000, 2, "app.jobs", notifiers=3)
+    notifiers = [c for c in children if "notifier" in c.argv]
+    assert [c.name for c in notifiers] == ["notifier", "notifier-2", "notifier-3"]
+    ports = [c.metrics_port for c in notifiers]
+    assert None not in ports and len(set(ports)) == 3
+
+
+def test_up_refuses_no_notifier_before_starting_anything() -> None:
+    with pytest.raises(ConfigurationError, match="--notifiers 1"):
+        run_stack(port=None, workers=2, demo=True, notifiers=0)
+
+
+def test_up_takes_a_notifier_count() -> None:
+    assert build_parser().parse_args(["up", "--notifiers", "2"]).notifiers == 2
+    assert build_parser().parse_args(["up"]).notifiers == 1
