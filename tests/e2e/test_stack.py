@@ -140,16 +140,16 @@ def test_up_stops_every_child_on_sigterm(processes: Processes) -> None:
     """Each child stops by itself on the SIGTERM it is passed: one that ignored it would
     be killed after the grace, without the line that says it stopped."""
     port = free_port()
-    up = processes.start("up", "up", "--port", str(port), "--workers", "2")
+    up = processes.start("up", "up", "--port", str(port), "--workers", "2", "--notifiers", "2")
     connect_api(processes, port)
     children = psutil.Process(up.pid).children()
-    assert len(children) == 5  # API, dispatcher, two workers, notifier
+    assert len(children) == 6  # API, dispatcher, two workers, two notifiers
     processes.signal("up", signal.SIGTERM)
     assert up.wait(timeout=60) == 0
     log = processes.log("up")
     assert re.search(r"dispatcher \S+ stopped", log), log
     assert len(re.findall(r"worker \S+ stopped", log)) == 2, log
-    assert "notifier stopped" in log
+    assert log.count("notifier stopped") == 2, log
     assert "Finished server process" in log  # uvicorn, once the API's requests ended
     assert not any(child.is_running() for child in children)
 
