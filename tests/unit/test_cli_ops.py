@@ -9,7 +9,7 @@ from importlib import metadata
 import pytest
 
 from services.cli import STORE_DOWN_EXIT, build_parser, main
-from services.cli_completion import command_levels, completion_script
+from services.cli.completion import command_levels, completion_script
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from services.cli_render import Column, fitting_columns, print_table, seconds_text, when_text
+from services.cli.render import Column, fitting_columns, print_table, seconds_text, when_text
 
 COLUMNS = [
     Column("WORKER", "id"),

@@ -11,7 +11,7 @@ import argparse
 import shlex
 from dataclasses import dataclass, field
 
-from services.cli_types import Subcommands
+from services.cli.types import Subcommands
 
 SHELLS = ("bash", "zsh")
 

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from common.states import ExecutionStatus, JobStatus
-from services.cli_render import (
+from services.cli.render import (
     Column,
     make_console,
     one_line,
@@ -19,7 +19,7 @@ from services.cli_render import (
     seconds_text,
     when_text,
 )
-from services.cli_types import Subcommands, whole_number
+from services.cli.types import Subcommands, whole_number
 
 if TYPE_CHECKING:
     from common.db.records import ExecutionRecord, JobRecord

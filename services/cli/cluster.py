@@ -8,8 +8,8 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from services.cli_app_share import EVERY_APP, cmd_stats_apps
-from services.cli_render import (
+from services.cli.app_share import EVERY_APP, cmd_stats_apps
+from services.cli.render import (
     Column,
     make_console,
     print_facts,
@@ -17,7 +17,7 @@ from services.cli_render import (
     print_table,
     seconds_text,
 )
-from services.cli_types import Subcommands, whole_number
+from services.cli.types import Subcommands, whole_number
 
 if TYPE_CHECKING:
     from common.cluster_stats import ClusterStats

@@ -19,13 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from common.errors import KairosError, StoreUnavailableError
-from services.cli_apps import add_app_parsers
-from services.cli_callbacks import add_callbacks_parsers
-from services.cli_cluster import add_cluster_parsers
-from services.cli_completion import add_completion_parser
-from services.cli_jobs import add_jobs_parser
-from services.cli_stuck import cmd_executions_stuck
-from services.cli_types import Subcommands
+from services.cli.apps import add_app_parsers
+from services.cli.callbacks import add_callbacks_parsers
+from services.cli.cluster import add_cluster_parsers
+from services.cli.completion import add_completion_parser
+from services.cli.jobs import add_jobs_parser
+from services.cli.stuck import cmd_executions_stuck
+from services.cli.types import Subcommands
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as e:
         from common.config import StoreSettings
-        from services.cli_failures import as_store_outage
+        from services.cli.failures import as_store_outage
 
         outage = as_store_outage(e, StoreSettings())
         if outage is None:

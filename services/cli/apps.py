@@ -8,8 +8,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from services.cli_app_grants import add_app_grant_parsers
-from services.cli_types import Subcommands, number
+from services.cli.app_grants import add_app_grant_parsers
+from services.cli.types import Subcommands, number
 
 if TYPE_CHECKING:
     from common.handler_patterns import HandlerPatterns

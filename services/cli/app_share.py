@@ -8,7 +8,7 @@ import sys
 
 from common.db.app_activity import LAG_WINDOW_MS, QUANTILES, AppActivity
 from common.documents import JsonObject
-from services.cli_render import Column, make_console, print_facts, print_json, print_table
+from services.cli.render import Column, make_console, print_facts, print_json, print_table
 
 # ``--app`` given with no app id: every app.
 EVERY_APP = "*"

@@ -8,9 +8,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from services.cli_jobs import _job_id, _limit
-from services.cli_render import Column, make_console, one_line, print_json, print_table, when_text
-from services.cli_types import Subcommands
+from services.cli.jobs import _job_id, _limit
+from services.cli.render import Column, make_console, one_line, print_json, print_table, when_text
+from services.cli.types import Subcommands
 
 if TYPE_CHECKING:
     from common.dead_letters import ReplayReport

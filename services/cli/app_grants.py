@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from services.cli_types import Subcommands, whole_number
+from services.cli.types import Subcommands, whole_number
 
 if TYPE_CHECKING:
     from common.db.apps import AppRecord

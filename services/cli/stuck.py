@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from services.cli_render import Column, print_json, print_table
+from services.cli.render import Column, print_json, print_table
 
 STUCK_COLUMNS = (
     Column("EXECUTION", "id"),
