@@ -96,7 +96,7 @@ def app_text(view: dict[str, object]) -> str:
 def cmd_app_show(args: argparse.Namespace) -> int:
     """Print one app: handlers, callback networks, limits, state."""
     from common.config import StoreSettings
-    from services.app_access import app_details
+    from services.api.operator.app_access import app_details
 
     view = app_view(app_details(StoreSettings(), args.app_id), default_networks())
     print(json.dumps(view) if args.output == "json" else app_text(view))
@@ -107,7 +107,7 @@ def cmd_app_networks(args: argparse.Namespace) -> int:
     """Print, set (--allow) or clear (--clear) the networks an app's callbacks may reach."""
     from common.callback_urls import parse_networks
     from common.config import ApiSettings, StoreSettings
-    from services.app_access import app_details, set_app_networks
+    from services.api.operator.app_access import app_details, set_app_networks
 
     if args.allow is not None or args.clear:
         # Checked before any store is touched, as a bad setting is.
@@ -140,7 +140,7 @@ def cmd_app_limits(args: argparse.Namespace) -> int:
     """Print or change an app's share weight, cap on runs at once and quotas."""
     from common.config import StoreSettings
     from common.db.records import AppLimits
-    from services.app_access import app_details, change_app_limits
+    from services.api.operator.app_access import app_details, change_app_limits
 
     given = {
         name: getattr(args, name)

@@ -55,7 +55,7 @@ def split_patterns(given: list[str] | None) -> list[str]:
 def cmd_app_list(args: argparse.Namespace) -> int:
     """Print the apps."""
     from common.config import StoreSettings
-    from services.operations import list_apps
+    from services.api.operator.commands import list_apps
 
     print(list_apps(StoreSettings()))
     return 0
@@ -74,7 +74,7 @@ def cmd_app_rotate_key(args: argparse.Namespace) -> int:
     --overlap-hours."""
     from common.config import ApiSettings, StoreSettings
     from common.timefmt import iso_ms
-    from services.app_access import rotate_key
+    from services.api.operator.app_access import rotate_key
 
     # Read before the rotation: a bad setting must not fail the command after it.
     cache_seconds = ApiSettings().auth_cache_seconds
@@ -97,7 +97,7 @@ def cmd_app_rotate_key(args: argparse.Namespace) -> int:
 def cmd_app_revoke_key(args: argparse.Namespace) -> int:
     """Stop one API key of an app."""
     from common.config import ApiSettings, StoreSettings
-    from services.app_access import revoke_key
+    from services.api.operator.app_access import revoke_key
 
     cache_seconds = ApiSettings().auth_cache_seconds
     if not revoke_key(StoreSettings(), args.app_id, args.key_id):
@@ -115,7 +115,7 @@ def cmd_app_revoke_key(args: argparse.Namespace) -> int:
 def cmd_app_keys(args: argparse.Namespace) -> int:
     """Print an app's API keys (never the keys themselves)."""
     from common.config import StoreSettings
-    from services.app_access import keys_table
+    from services.api.operator.app_access import keys_table
 
     print(keys_table(StoreSettings(), args.app_id))
     return 0
@@ -124,7 +124,7 @@ def cmd_app_keys(args: argparse.Namespace) -> int:
 def cmd_app_disable(args: argparse.Namespace) -> int:
     """Disable an app, or enable it again."""
     from common.config import ApiSettings, StoreSettings
-    from services.app_access import set_app_disabled
+    from services.api.operator.app_access import set_app_disabled
 
     cache_seconds = ApiSettings().auth_cache_seconds
     disable = args.app_cmd == "disable"
@@ -138,7 +138,7 @@ def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
     """Give an app a new signing secret and print it as JSON."""
     from common.config import StoreSettings
     from common.timefmt import iso_ms
-    from services.operations import rotate_app_secret
+    from services.api.operator.commands import rotate_app_secret
 
     rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours, args.force)
     print(
@@ -158,7 +158,7 @@ def cmd_app_handlers(args: argparse.Namespace) -> int:
     pattern an app's jobs may name."""
     from common.config import ApiSettings, StoreSettings
     from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns, checked_patterns
-    from services.operations import app_handler_patterns, set_app_handler_patterns
+    from services.api.operator.commands import app_handler_patterns, set_app_handler_patterns
 
     if args.allow is None and not args.all and not args.none:
         patterns = app_handler_patterns(StoreSettings(), args.app_id)

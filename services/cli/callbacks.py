@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from common.dead_letters import ReplayReport
     from common.documents import JsonObject
     from common.notifier_standing import HostStanding
-    from services.callback_operations import DeadLine, ReceivingHosts
+    from services.api.operator.callbacks import DeadLine, ReceivingHosts
 
 ALL_DEAD_LIMIT = 100_000
 
@@ -56,8 +56,8 @@ def _dead_row(line: DeadLine, now: int) -> list[str]:
 def cmd_callbacks_dead(args: argparse.Namespace) -> int:
     """Dead callbacks, most recently parked first, with their last error."""
     from common.config import ApiSettings
-    from services.callback_operations import dead_callbacks
-    from services.job_operations import operator_state
+    from services.api.operator.callbacks import dead_callbacks
+    from services.api.operator.jobs import operator_state
 
     with operator_state(ApiSettings()) as state:
         lines = dead_callbacks(state, args.app, args.limit)
@@ -146,8 +146,8 @@ def cmd_callbacks_hosts(args: argparse.Namespace) -> int:
     """Receiving hosts as the notifiers report them: attempts going, callbacks waiting,
     recent latency and the adaptive limit; busiest first."""
     from common.config import ApiSettings
-    from services.callback_operations import receiving_hosts
-    from services.job_operations import operator_state
+    from services.api.operator.callbacks import receiving_hosts
+    from services.api.operator.jobs import operator_state
 
     with operator_state(ApiSettings()) as state:
         found = receiving_hosts(state)
@@ -176,8 +176,8 @@ def cmd_callbacks_hosts(args: argparse.Namespace) -> int:
 def cmd_callbacks_replay(args: argparse.Namespace) -> int:
     """Replay one delivery (DEAD or DELIVERED), a job's dead ones, or every dead one."""
     from common.config import ApiSettings
-    from services.callback_operations import replay_all_dead, replay_delivery, replay_job
-    from services.job_operations import operator_state
+    from services.api.operator.callbacks import replay_all_dead, replay_delivery, replay_job
+    from services.api.operator.jobs import operator_state
 
     with operator_state(ApiSettings()) as state:
         if args.all_dead:

@@ -112,7 +112,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
     from common.topology import worker_queue
     from common.worker_control import drained, drains_requested
     from common.worker_views import worker_views
-    from services.job_operations import operator_state
+    from services.api.operator.jobs import operator_state
 
     settings = ApiSettings()
     with operator_state(settings) as state:
@@ -149,7 +149,7 @@ def cmd_workers_drain(args: argparse.Namespace) -> int:
 
     from common.config import ApiSettings
     from common.worker_control import set_drained
-    from services.job_operations import operator_state
+    from services.api.operator.jobs import operator_state
 
     settings = ApiSettings()
     with operator_state(settings) as state:
@@ -168,7 +168,7 @@ def cmd_workers_undrain(args: argparse.Namespace) -> int:
     """Lift a drain: the worker takes work again at its next heartbeat."""
     from common.config import ApiSettings
     from common.worker_control import clear_drained
-    from services.job_operations import operator_state
+    from services.api.operator.jobs import operator_state
 
     with operator_state(ApiSettings()) as state:
         lifted = clear_drained(state.redis, state.keys, args.worker_id)

@@ -1,5 +1,5 @@
 """``kairos jobs``: list, show, pause, resume, trigger and cancel any app's jobs, and
-read a job's executions (``services.job_operations``, as the console does)."""
+read a job's executions (``services.api.operator.jobs``, as the console does)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from services.cli.types import Subcommands, whole_number
 if TYPE_CHECKING:
     from common.db.records import ExecutionRecord, JobRecord
     from common.documents import JsonObject
-    from services.job_operations import JobDetail, JobLine
+    from services.api.operator.jobs import JobDetail, JobLine
 
 # Parsing stays light: the stores' drivers and the API's code load only when a
 # command runs.
@@ -74,7 +74,7 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     """List every app's jobs, newest first, by app, status, handler and name."""
     from common.config import ApiSettings
     from common.db.operator_reads import JobQuery
-    from services.job_operations import list_jobs, operator_state
+    from services.api.operator.jobs import list_jobs, operator_state
 
     query = JobQuery(None, args.status, args.handler, args.name, args.before, args.limit)
     with operator_state(ApiSettings()) as state:
@@ -201,7 +201,7 @@ def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
 def cmd_jobs_show(args: argparse.Namespace) -> int:
     """One job: its schedule in words and next triggers, its executions, its callbacks."""
     from common.config import ApiSettings
-    from services.job_operations import job_detail, operator_state
+    from services.api.operator.jobs import job_detail, operator_state
 
     with operator_state(ApiSettings()) as state:
         detail = job_detail(state, args.job_id, args.executions, args.callbacks)
@@ -251,8 +251,8 @@ def _callback_rows(detail: JobDetail, now: int) -> list[list[str]]:
 def cmd_jobs_executions(args: argparse.Namespace) -> int:
     """A job's executions, newest first."""
     from common.config import ApiSettings
+    from services.api.operator.jobs import job_executions, operator_state
     from services.api.views import execution_view
-    from services.job_operations import job_executions, operator_state
 
     with operator_state(ApiSettings()) as state:
         runs = job_executions(state, args.job_id, args.limit, args.status)
@@ -268,7 +268,7 @@ def cmd_jobs_executions(args: argparse.Namespace) -> int:
 def cmd_jobs_act(args: argparse.Namespace) -> int:
     """Pause, resume, trigger or cancel one job, as its app's own call would."""
     from common.config import ApiSettings
-    from services.job_operations import act_on_job, operator_state
+    from services.api.operator.jobs import act_on_job, operator_state
 
     with operator_state(ApiSettings()) as state:
         done = act_on_job(state, args.job_id, args.jobs_cmd, f"{getpass.getuser()} (cli)")

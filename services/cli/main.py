@@ -109,7 +109,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_operator_create(args: argparse.Namespace) -> int:
     """Create a console operator and print its token once."""
     from common.config import StoreSettings
-    from services.operations import create_operator_token
+    from services.api.operator.commands import create_operator_token
 
     token = create_operator_token(StoreSettings(), args.name)
     print(json.dumps({"operator": args.name, "token": token}))
@@ -124,7 +124,7 @@ def cmd_operator_create(args: argparse.Namespace) -> int:
 def cmd_operator_list(args: argparse.Namespace) -> int:
     """List console operators."""
     from common.config import StoreSettings
-    from services.operations import list_operators
+    from services.api.operator.commands import list_operators
 
     print(list_operators(StoreSettings()))
     return 0
@@ -133,7 +133,7 @@ def cmd_operator_list(args: argparse.Namespace) -> int:
 def cmd_operator_revoke(args: argparse.Namespace) -> int:
     """Remove a console operator; its sessions end at once."""
     from common.config import StoreSettings
-    from services.operations import revoke_operator
+    from services.api.operator.commands import revoke_operator
 
     revoke_operator(StoreSettings(), args.name)
     print(f"operator {args.name}: removed; its token no longer signs in, its sessions ended")
@@ -143,7 +143,7 @@ def cmd_operator_revoke(args: argparse.Namespace) -> int:
 def cmd_executions_fail(args: argparse.Namespace) -> int:
     """Record a stuck execution FAILED with a reason."""
     from common.config import StoreSettings
-    from services.operations import fail_stuck
+    from services.api.operator.commands import fail_stuck
 
     recorded = fail_stuck(StoreSettings(), args.execution_id, args.reason, args.wait)
     if recorded:
@@ -159,7 +159,7 @@ def cmd_executions_fail(args: argparse.Namespace) -> int:
 def cmd_executions_requeue(args: argparse.Namespace) -> int:
     """Send an execution that never started to a worker again."""
     from common.config import StoreSettings
-    from services.operations import requeue_stuck
+    from services.api.operator.commands import requeue_stuck
 
     requeue_stuck(StoreSettings(), args.execution_id)
     print(f"execution {args.execution_id}: requeued; the leading dispatcher sends it now")

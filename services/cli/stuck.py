@@ -39,7 +39,7 @@ def stuck_rows(rows: list[dict[str, object]]) -> list[list[str]]:
 def cmd_executions_stuck(args: argparse.Namespace) -> int:
     """List executions QUEUED or overdue SCHEDULED for longer than --older-than."""
     from common.config import StoreSettings
-    from services.operations import stuck_executions
+    from services.api.operator.commands import stuck_executions
 
     rows = stuck_executions(StoreSettings(), int(args.older_than * 1000))
     if args.output == "json":

@@ -12,7 +12,7 @@ from common.db.schema import callback_deliveries, jobs
 from common.messages import CallbackMessage
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_QUEUE, declare_core
-from services.operations import replay_dead_callbacks
+from services.api.operator.commands import replay_dead_callbacks
 from tests.integration.helpers import make_app
 
 

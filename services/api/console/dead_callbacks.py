@@ -19,9 +19,9 @@ from common.vhost import vhost_queues
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
+from services.api.operator.callbacks import ReceivingHosts, receiving_hosts
+from services.api.operator.commands import replay_dead_callbacks
 from services.api.state import ApiState
-from services.callback_operations import ReceivingHosts, receiving_hosts
-from services.operations import replay_dead_callbacks
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from common.execution_control import ExecutionStores, list_stuck, requeue_execut
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
+from services.api.operator.commands import fail_stuck
 from services.api.state import ApiState
-from services.operations import fail_stuck
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Pause, resume, trigger and cancel from the console: the OpenAPI's own job control,
-applied as the job's app, with who did it in the log (``services.job_operations``)."""
+applied as the job's app, with who did it in the log (``services.api.operator.jobs``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from services.api.console.session import (
     read_form,
     safe_next,
 )
-from services.job_operations import ACTIONS, act_on_job
+from services.api.operator.jobs import ACTIONS, act_on_job
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 

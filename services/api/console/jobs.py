@@ -13,8 +13,8 @@ from services.api.console.charts import Mark, timeline
 from services.api.console.render import PageContext, page
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, back_path, console_state
+from services.api.operator.jobs import job_detail, job_lines
 from services.api.state import ApiState
-from services.job_operations import job_detail, job_lines
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -78,7 +78,7 @@ def _marks(executions: list[ExecutionRecord]) -> list[Mark]:
 
 
 def job_context(state: ApiState, job_id: int) -> PageContext:
-    """Everything a job's page shows (``services.job_operations.job_detail``)."""
+    """Everything a job's page shows (``services.api.operator.jobs.job_detail``)."""
     detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN)
     return {
         "job": detail.job,

@@ -21,8 +21,8 @@ from common.notifier_standing import (
     read_standings,
 )
 from common.states import DeliveryStatus
+from services.api.operator.jobs import find_app
 from services.api.state import ApiState
-from services.job_operations import find_app
 
 
 @dataclass(frozen=True)
