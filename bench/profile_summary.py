@@ -63,7 +63,10 @@ DISPATCHER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("claim: hand-over, execution rows, publish", ("claim_handover.py", "dispatch.py")),
     ("claim: loop, rest (claim_thread.py)", ("claim_thread.py",)),
     ("fire: due runs, rules, routing", ("fire.py", "fire_rules.py", "route.py", "waiting_runs")),
-    ("upkeep (lease, sweeps, rescue, gauges)", ("dispatcher/upkeep/",)),
+    (
+        "upkeep (lease, sweeps, rescue, gauges)",
+        ("dispatcher/upkeep/", "dispatcher/leadership/", "routing/workers.py"),
+    ),
     ("logging", ("logging/__init__.py", "common/logs.py")),
     ("metrics", ("prometheus_client",)),
 )

@@ -43,9 +43,9 @@ from common.namespace import prepare_namespace
 from common.states import WorkerState
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
-from services.dispatcher.trigger.route import Router
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep.rescue import FORGET_PER_SWEEP, Rescue, RescueSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 
 TWO_HOURS_MS = 2 * 3_600_000
 

@@ -1,6 +1,6 @@
 """The store as sending executions sees it: the rows of what the broker did not route.
 
-``DispatchStore`` is the port ``services.dispatcher.trigger.dispatch`` writes through;
+``DispatchStore`` is the port ``services.dispatcher.routing.dispatch`` writes through;
 ``MySqlDispatchStore`` passes the call to ``executions.unmark_queued`` on the caller's
 connection, and ``common.memory.store.MemoryStore`` keeps the same contract in memory
 (``tests/contracts/dispatch_store.py``).

@@ -9,10 +9,13 @@ Read it in the order a trigger travels:
                        to the dispatch loop (pika is not thread-safe)
     ``fire``           executions SCHEDULED for later (claimed ahead, retries, manual runs)
                        held in a heap and fired at their time
+    ``wake_thread``    thread: the API's wake-ups for jobs due now
+
+``routing/`` — which worker, and the way out (trigger and upkeep both use it)
+    ``workers``        the live workers, their load and the room in their queues
     ``route``          a live worker for each execution (fire, rescue, and a claim's
                        hand-over on its own copy of the worker view)
     ``dispatch``       the one path out: packs per worker, publish, put back what bounced
-    ``wake_thread``    thread: the API's wake-ups for jobs due now
 
 ``outcomes/`` — from a worker's result to the job's state and its callback
     ``results_thread`` thread: consumes kairos.results in batches
@@ -20,9 +23,11 @@ Read it in the order a trigger travels:
     ``callbacks``      callback deliveries created, their payload, their hand-off to the
                        notifier
 
-``upkeep/`` — what keeps the rest honest while this dispatcher leads
+``leadership/`` — which dispatcher leads
     ``lease_thread``   thread: the Redis lease that makes one dispatcher the leader
-    ``workers``        the live workers and their load, as routing sees them
+    ``progress``       the leader's loops' progress, which the lease is kept on
+
+``upkeep/`` — what keeps the rest honest while this dispatcher leads
     ``retention``      thread: old history deleted, in batches sized to keep up
     ``sweep``          the leader's once-a-second sweep, running:
     ``rescue``         dead workers' executions reported, lost or moved

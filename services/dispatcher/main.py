@@ -22,18 +22,18 @@ from common.metrics import clear_worker_gauges
 from common.runtime import keep_serving, open_stores, start_service
 from common.slots import ResultsLag
 from common.topology import declare_core
+from services.dispatcher.leadership.lease_thread import Leadership
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
 from services.dispatcher.trigger.claim_thread import ClaimLoop
 from services.dispatcher.trigger.fire import Firer, FireSettings
-from services.dispatcher.trigger.route import Router
 from services.dispatcher.trigger.wake_thread import WakeListener
-from services.dispatcher.upkeep.lease_thread import Leadership
 from services.dispatcher.upkeep.retention import RetentionLoop
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from common.loadbalance import WorkerChooser
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
-from services.dispatcher.trigger.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.routing.dispatch import Assignment, dispatch, pack_dispatches
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.trigger.fire import WARM_UP_MS, Firer, FireSettings
-from services.dispatcher.trigger.route import Router
-from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app, register_worker
 

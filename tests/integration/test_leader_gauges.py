@@ -18,8 +18,8 @@ from common.db.jobs import NewJob, insert_job
 from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, clear_worker_gauges
 from common.states import WorkerState
 from common.topology import RESULTS_DEAD_QUEUE, declare_core, declare_worker_queue
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep.gauges import LeaderGauges
-from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 
 

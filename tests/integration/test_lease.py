@@ -10,7 +10,7 @@ import redis
 from common.config import StoreSettings
 from common.keys import RedisKeys
 from common.lease import RedisLease
-from services.dispatcher.upkeep.lease_thread import Leadership
+from services.dispatcher.leadership.lease_thread import Leadership
 
 
 def lease(client: redis.Redis, namespace: StoreSettings, ttl_ms: int = 2_000) -> RedisLease:

@@ -20,7 +20,7 @@ from common.db.workers import Heartbeat, upsert_heartbeat
 from common.loadbalance import WorkerChooser, WorkerLoad, WorkerQueues
 from common.states import ExecutionStatus, WorkerState
 from common.topology import declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.routing.workers import WorkerDirectory
 from tests.contracts.live_workers import NOOP, STALE_MS, LiveWorkersContract
 from tests.integration.helpers import make_app
 

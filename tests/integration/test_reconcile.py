@@ -20,9 +20,9 @@ from common.started_marks import RECONCILER, parse_started
 from common.states import ExecutionStatus
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep import reconcile as reconcile_module
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 from tests.integration.test_rescue import published_results, queued_on
 

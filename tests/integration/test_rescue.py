@@ -27,10 +27,10 @@ from common.messages import ExecutionResult, ResultBatch
 from common.states import ExecutionStatus, WorkerState
 from common.stores import Stores
 from common.topology import RESULTS_QUEUE, declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.trigger.route import Router
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep import rescue as recovery_module
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 from tests.integration.helpers import make_app, register_worker
 
 

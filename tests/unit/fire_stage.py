@@ -12,8 +12,8 @@ from common.memory.live_workers import MemoryWorkers
 from common.memory.rows import MemoryExecution, MemoryJob
 from common.memory.store import MemoryStore
 from common.topology import declare_core, declare_worker_queue
+from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.fire import Firer, FireSettings
-from services.dispatcher.trigger.route import Router
 from tests.unit.fire_books import fire_books_problems
 
 NOW = 1_000_000

@@ -22,8 +22,8 @@ from common.messages import ExecutionResult, ResultBatch
 from common.states import ExecutionStatus, WorkerState
 from common.topology import RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.record import _record_in
-from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
-from services.dispatcher.trigger.route import Router
+from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.route import Router
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from tests.unit.rescue_books import rescue_books_problems
 

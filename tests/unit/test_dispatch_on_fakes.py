@@ -17,7 +17,7 @@ from common.memory.store import MemoryStore
 from common.messages import DispatchPack
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
 
 NOW = 10_000
 QUEUED = ExecutionStatus.QUEUED

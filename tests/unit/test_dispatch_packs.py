@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from common.messages import DispatchMessage
-from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches
+from services.dispatcher.routing.dispatch import Assignment, pack_dispatches
 from services.worker.packs import DispatchPacking, Unreadable
 
 

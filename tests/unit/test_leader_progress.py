@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import cast
 
 from common.lease import RedisLease
-from services.dispatcher.upkeep.lease_thread import Leadership, default_stall_ms
-from services.dispatcher.upkeep.progress import LoopProgress
+from services.dispatcher.leadership.lease_thread import Leadership, default_stall_ms
+from services.dispatcher.leadership.progress import LoopProgress
 
 
 class FakeLease:

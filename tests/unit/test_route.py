@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import Strategy, WorkerChooser, WorkerLoad
+from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.claim_handover import ClaimSender
-from services.dispatcher.trigger.route import Router
 from tests.unit.due_rows import due_row
 
 NOOP = "demo.noop"

@@ -12,8 +12,8 @@ from common.db.due_jobs import DueJob
 from common.execution_ids import TRIGGER_IDS as _TRIGGER_IDS
 from common.messages import DispatchMessage
 from common.schedule import Schedule, TriggerPolicy
+from services.dispatcher.routing.dispatch import Assignment, dispatch_body
 from services.dispatcher.trigger.claim import trigger_execution_id
-from services.dispatcher.trigger.dispatch import Assignment, dispatch_body
 
 
 def assignment(**changes: object) -> Assignment:

@@ -37,14 +37,14 @@ from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
-from services.dispatcher.trigger.dispatch import (
+from services.dispatcher.routing.dispatch import (
     Assignment,
     DispatchPacks,
     dispatch,
     pack_dispatches,
 )
+from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.fire_rules import app_fence
-from services.dispatcher.trigger.route import Router
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from common.runtime import backoff_seconds
 from common.store_errors import STORE_LOST
+from services.dispatcher.leadership.progress import LoopProgress
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.wake_thread import WakeListener
-from services.dispatcher.upkeep.progress import LoopProgress
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from common.loadbalance import LiveWorkers, WorkerLoad
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
-from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.fire_rules import (
     FireDecisions,
     decide,
@@ -42,7 +43,6 @@ from services.dispatcher.trigger.fire_rules import (
     no_worker_reason,
     release_on_skip,
 )
-from services.dispatcher.trigger.route import Router
 from services.dispatcher.trigger.waiting_runs import WaitingRuns
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from common.topology import (
     RESULTS_DEAD_QUEUE,
     RESULTS_QUEUE,
 )
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.routing.workers import WorkerDirectory
 
 CORE_QUEUES = (RESULTS_QUEUE, RESULTS_DEAD_QUEUE, CALLBACKS_QUEUE, CALLBACKS_DEAD_QUEUE)
 REFRESH_SECONDS = 5.0

@@ -34,7 +34,7 @@ from common.result_messages import publish_results, stand_in_results, stored_res
 from common.started_marks import RECONCILER, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
-from services.dispatcher.upkeep.workers import WorkerDirectory
+from services.dispatcher.routing.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 

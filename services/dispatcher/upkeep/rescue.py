@@ -29,11 +29,11 @@ from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from common.timefmt import iso_ms
-from services.dispatcher.trigger.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.trigger.fire_rules import no_worker_reason
-from services.dispatcher.trigger.route import Router
 from services.dispatcher.upkeep.rescue_plan import plan_rescue
-from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 

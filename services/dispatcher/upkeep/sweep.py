@@ -19,12 +19,12 @@ from common.db.retry import ConflictRetry
 from common.store_errors import is_store_outage
 from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
-from services.dispatcher.trigger.route import Router
+from services.dispatcher.routing.route import Router
+from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
-from services.dispatcher.upkeep.workers import WorkerDirectory
 
 log = logging.getLogger(__name__)
 

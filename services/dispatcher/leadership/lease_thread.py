@@ -9,7 +9,7 @@ import threading
 import redis
 
 from common.lease import RedisLease
-from services.dispatcher.upkeep.progress import LoopProgress
+from services.dispatcher.leadership.progress import LoopProgress
 
 log = logging.getLogger(__name__)
 

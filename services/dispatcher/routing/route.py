@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from common.db.sendable import ExecutionWithJob
 from common.loadbalance import LiveWorkers, WorkerChooser, WorkerLoad
-from services.dispatcher.trigger.dispatch import Assignment
+from services.dispatcher.routing.dispatch import Assignment
 
 # The directory's own type, so that the rescue, which also counts consumers and deletes
 # queues, reads a ``WorkerDirectory`` where the firer needs only ``LiveWorkers``.

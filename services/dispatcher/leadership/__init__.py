@@ -1,0 +1,1 @@
+"""Leading: the dispatcher lease, kept while the leader's loops make progress."""
