@@ -13,10 +13,10 @@ from services.cli.render import Column, make_console, one_line, print_json, prin
 from services.cli.types import Subcommands
 
 if TYPE_CHECKING:
-    from common.dead_letters import ReplayReport
     from common.documents import JsonObject
     from common.notifier_standing import HostStanding
     from services.api.operator.callbacks import DeadLine, ReceivingHosts
+    from services.api.operator.dead_letters import ReplayReport
 
 ALL_DEAD_LIMIT = 100_000
 

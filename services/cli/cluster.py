@@ -20,10 +20,10 @@ from services.cli.render import (
 from services.cli.types import Subcommands, whole_number
 
 if TYPE_CHECKING:
-    from common.cluster_stats import ClusterStats
     from common.config import ApiSettings
     from common.documents import JsonObject
     from common.worker_views import WorkerView
+    from services.api.operator.cluster_stats import ClusterStats
 
 QueueCounts = dict[str, int | str]
 
@@ -110,9 +110,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
     """Workers with their state, heartbeat age by the cluster clock, load and score."""
     from common.config import ApiSettings
     from common.topology import worker_queue
-    from common.worker_control import drained, drains_requested
     from common.worker_views import worker_views
     from services.api.operator.jobs import operator_state
+    from services.api.operator.worker_control import drained, drains_requested
 
     settings = ApiSettings()
     with operator_state(settings) as state:
@@ -148,8 +148,8 @@ def cmd_workers_drain(args: argparse.Namespace) -> int:
     import getpass
 
     from common.config import ApiSettings
-    from common.worker_control import set_drained
     from services.api.operator.jobs import operator_state
+    from services.api.operator.worker_control import set_drained
 
     settings = ApiSettings()
     with operator_state(settings) as state:
@@ -167,8 +167,8 @@ def cmd_workers_drain(args: argparse.Namespace) -> int:
 def cmd_workers_undrain(args: argparse.Namespace) -> int:
     """Lift a drain: the worker takes work again at its next heartbeat."""
     from common.config import ApiSettings
-    from common.worker_control import clear_drained
     from services.api.operator.jobs import operator_state
+    from services.api.operator.worker_control import clear_drained
 
     with operator_state(ApiSettings()) as state:
         lifted = clear_drained(state.redis, state.keys, args.worker_id)
@@ -234,9 +234,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return cmd_stats_apps(args)
     import redis
 
-    from common.cluster_stats import read_cluster_stats
     from common.config import ApiSettings
     from common.db.engine import make_engine
+    from services.api.operator.cluster_stats import read_cluster_stats
 
     settings = ApiSettings()
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
@@ -268,9 +268,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _queue_rows(queues: list[dict[str, int | str]], tiers: bool) -> list[list[str]]:
-    """The queues by meaning (``common.queue_order``): the retry tiers in one row, or
+    """The queues by meaning (``services.api.operator.queue_order``): the retry tiers in one row, or
     with ``tiers`` each under it, by delay."""
-    from common.queue_order import QueueRow, ordered_queues
+    from services.api.operator.queue_order import QueueRow, ordered_queues
 
     def cells(row: QueueRow, name: str) -> list[str]:
         return [name, str(row.ready), str(row.unacked), str(row.consumers)]

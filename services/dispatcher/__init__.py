@@ -24,7 +24,8 @@ Read it in the order a trigger travels:
                        notifier
 
 ``leadership/`` — which dispatcher leads
-    ``lease_thread``   thread: the Redis lease that makes one dispatcher the leader
+    ``lease``          the Redis lease itself: one holder, renewed and released by its token
+    ``lease_thread``   thread: the lease that makes one dispatcher the leader
     ``progress``       the leader's loops' progress, which the lease is kept on
 
 ``upkeep/`` — what keeps the rest honest while this dispatcher leads

@@ -16,12 +16,12 @@ from common.activity import ActivityPublisher
 from common.broker import BatchPublisher, connect
 from common.config import DispatcherSettings
 from common.gc_freeze import freeze_startup_heap
-from common.lease import RedisLease
 from common.loadbalance import Strategy, WorkerChooser
 from common.metrics import clear_worker_gauges
 from common.runtime import keep_serving, open_stores, start_service
 from common.slots import ResultsLag
 from common.topology import declare_core
+from services.dispatcher.leadership.lease import RedisLease
 from services.dispatcher.leadership.lease_thread import Leadership
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from services.dispatcher.outcomes.started_keys import StartedKeys

@@ -95,7 +95,7 @@ def test_one_delivery_is_replayed_alone_and_the_others_keep_their_places(
     namespace: StoreSettings, engine: Engine, connection: BlockingConnection
 ) -> None:
     from common.db.engine import make_engine
-    from common.dead_letters import replay_dead
+    from services.api.operator.dead_letters import replay_dead
 
     make_app(engine)
     parked = [dead_delivery(engine, name) for name in ("d-a", "d-b", "d-c")]

@@ -12,16 +12,16 @@ from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.errors import ExecutionNotStuckError
-from common.execution_control import (
+from common.keys import RedisKeys
+from common.started_marks import OPERATOR, RECONCILER, SEPARATOR, RunState, parse_started
+from common.states import ExecutionStatus
+from common.topology import declare_core
+from services.api.operator.execution_control import (
     ExecutionStores,
     fail_execution,
     list_stuck,
     requeue_execution,
 )
-from common.keys import RedisKeys
-from common.started_marks import OPERATOR, RECONCILER, SEPARATOR, RunState, parse_started
-from common.states import ExecutionStatus
-from common.topology import declare_core
 from tests.integration.helpers import make_app
 from tests.integration.test_rescue import published_results, queued_on
 

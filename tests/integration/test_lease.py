@@ -9,7 +9,7 @@ import redis
 
 from common.config import StoreSettings
 from common.keys import RedisKeys
-from common.lease import RedisLease
+from services.dispatcher.leadership.lease import RedisLease
 from services.dispatcher.leadership.lease_thread import Leadership
 
 

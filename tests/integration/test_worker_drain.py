@@ -17,7 +17,7 @@ from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores
-from common.worker_control import drains_requested, request_drain
+from services.api.operator.worker_control import drains_requested, request_drain
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from tests.integration.helpers import register_worker
 

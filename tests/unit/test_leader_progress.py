@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from common.lease import RedisLease
+from services.dispatcher.leadership.lease import RedisLease
 from services.dispatcher.leadership.lease_thread import Leadership, default_stall_ms
 from services.dispatcher.leadership.progress import LoopProgress
 

@@ -3,7 +3,7 @@ workers; tiers by delay, not by their names as text."""
 
 from __future__ import annotations
 
-from common.queue_order import RETRY_TIERS_ROW, ordered_queues, tier_delay_ms
+from services.api.operator.queue_order import RETRY_TIERS_ROW, ordered_queues, tier_delay_ms
 
 
 def _queue(name: str, ready: int = 0) -> dict[str, int | str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from common.states import ExecutionStatus, JobStatus
-from common.trigger_end import job_end
+from services.dispatcher.trigger_end import job_end
 
 SUCCEEDED = ExecutionStatus.SUCCEEDED
 FAILED = ExecutionStatus.FAILED

@@ -1,6 +1,6 @@
 """The callbacks page: the receiving hosts and apps as the notifiers report them (as
 ``kairos callbacks hosts`` shows them), and the dead callbacks, parked after their last
-retry, with their last error; replay one or all (``common.dead_letters``, as ``kairos
+retry, with their last error; replay one or all (``services.api.operator.dead_letters``, as ``kairos
 callbacks replay`` does)."""
 
 from __future__ import annotations

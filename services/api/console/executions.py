@@ -1,4 +1,4 @@
-"""Stuck executions (``common.execution_control``, as ``kairos executions`` uses it):
+"""Stuck executions (``services.api.operator.execution_control``, as ``kairos executions`` uses it):
 list them, fail one with a reason, requeue one that never started."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from common.errors import KairosError, ValidationFailedError
-from common.execution_control import ExecutionStores, list_stuck, requeue_execution
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.operator.commands import fail_stuck
+from services.api.operator.execution_control import ExecutionStores, list_stuck, requeue_execution
 from services.api.state import ApiState
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from common.db.deliveries import count_dead
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
 from common.metrics import LATENCY_BUCKETS
-from common.queue_order import QueueRow, ordered_queues
 from common.states import WorkerState
 from common.timefmt import iso_ms
 from common.vhost import vhost_queues
@@ -23,6 +22,7 @@ from services.api.console.charts import Bar, bar_chart, line_chart
 from services.api.console.render import PageContext, page, redirect, span
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, console_state
+from services.api.operator.queue_order import QueueRow, ordered_queues
 from services.api.state import ApiState
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)

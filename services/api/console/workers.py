@@ -18,17 +18,17 @@ from fastapi.concurrency import run_in_threadpool
 from common.errors import KairosError, StoreUnavailableError, WorkerNotDrainedError
 from common.topology import worker_queue
 from common.vhost import vhost_queues
-from common.worker_control import (
+from common.worker_views import worker_views
+from services.api.console.render import PageContext, page, redirect
+from services.api.console.routing import ConsoleRoute
+from services.api.console.session import SessionDep, check_form, console_state, read_form
+from services.api.operator.worker_control import (
     clear_drained,
     drained,
     drains_requested,
     request_drain,
     set_drained,
 )
-from common.worker_views import worker_views
-from services.api.console.render import PageContext, page, redirect
-from services.api.console.routing import ConsoleRoute
-from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.state import ApiState
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ from common.db.apps import App
 from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
 from common.db.operator_reads import apps_by_key
 from common.db.schema import callback_deliveries as deliveries
-from common.dead_letters import ReplayReport, replay_dead
 from common.notifier_standing import (
     AppStanding,
     HostStanding,
@@ -21,6 +20,7 @@ from common.notifier_standing import (
     read_standings,
 )
 from common.states import DeliveryStatus
+from services.api.operator.dead_letters import ReplayReport, replay_dead
 from services.api.operator.jobs import find_app
 from services.api.state import ApiState
 

@@ -26,18 +26,18 @@ from common.db.apps import (
 from common.db.engine import make_engine
 from common.db.operators import all_operators, create_operator, delete_operator
 from common.db.stuck import find_unfinished
-from common.dead_letters import ReplayReport, replay_dead
 from common.errors import RotationOpenError, UnknownAppError, UnknownOperatorError
-from common.execution_control import (
+from common.handler_patterns import HandlerPatterns
+from common.keys import RedisKeys
+from common.timefmt import iso_ms
+from common.topology import declare_core
+from services.api.operator.dead_letters import ReplayReport, replay_dead
+from services.api.operator.execution_control import (
     ExecutionStores,
     fail_execution,
     list_stuck,
     requeue_execution,
 )
-from common.handler_patterns import HandlerPatterns
-from common.keys import RedisKeys
-from common.timefmt import iso_ms
-from common.topology import declare_core
 
 T = TypeVar("T")
 
@@ -132,7 +132,7 @@ def replay_dead_callbacks(
     settings: StoreSettings, limit: int, delivery_id: str | None = None
 ) -> ReplayReport:
     """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
-    queue, or only the one of ``delivery_id`` (``common.dead_letters``); messages no
+    queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``); messages no
     notifier can read stay parked."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos callbacks replay")

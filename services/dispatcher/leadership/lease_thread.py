@@ -8,7 +8,7 @@ import threading
 
 import redis
 
-from common.lease import RedisLease
+from services.dispatcher.leadership.lease import RedisLease
 from services.dispatcher.leadership.progress import LoopProgress
 
 log = logging.getLogger(__name__)

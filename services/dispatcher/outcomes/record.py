@@ -22,8 +22,8 @@ from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
-from common.trigger_end import JobEnd, job_end
 from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
+from services.dispatcher.trigger_end import JobEnd, job_end
 
 log = logging.getLogger(__name__)
 

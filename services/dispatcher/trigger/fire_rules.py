@@ -36,7 +36,7 @@ from common.schedule import (
     overlap_skip_reason,
 )
 from common.states import ExecutionStatus, JobStatus
-from common.trigger_end import JobEnd, job_end
+from services.dispatcher.trigger_end import JobEnd, job_end
 
 PAUSED_HOLD = "waiting: the job is paused; sent when it is resumed"
 CANCELLED_SKIP = "cancelled: the job was cancelled before this run was sent"
