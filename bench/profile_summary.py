@@ -56,7 +56,7 @@ DISPATCHER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("results: lock and match the executions (_lock_and_match)", ("_lock_and_match",)),
     ("results: callback deliveries (create/publish)", ("create_deliveries", "publish_deliveries")),
     ("results: end the jobs' triggers and retries", ("_end_triggers", "_retry")),
-    ("results: recording transaction, rest (record.py)", ("outcomes/record.py",)),
+    ("results: recording transaction, rest (recording.py)", ("outcomes/recording.py",)),
     ("results: started keys (Redis)", ("started_keys.py",)),
     ("results: parse, consume, ack (results_thread.py)", ("results_thread.py",)),
     ("claim: compare-and-set of the due jobs (claim.py)", ("trigger/claim.py", "claim_rows.py")),

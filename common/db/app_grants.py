@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.callback_urls import IPNetwork, networks_from_stored, stored_networks
-from common.db.control import ACTIVE
+from common.db.job_control import ACTIVE
 from common.db.records import AppLimits
 from common.db.schema import apps, jobs
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from common.callback_urls import IPNetwork, networks_from_stored
 from common.db.app_grants import LIMIT_COLUMNS
-from common.db.control import ACTIVE
+from common.db.job_control import ACTIVE
 from common.db.records import NO_LIMITS, AppLimits
 from common.db.rows import AnyRow
 from common.db.schema import api_keys, apps, jobs

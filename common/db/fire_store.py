@@ -17,10 +17,10 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import app_policies, executions, jobs, sendable
+from common.db import app_policies, executions, executions_with_job, jobs
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
@@ -112,8 +112,8 @@ class MySqlFireStore:
     def scheduled_until(
         self, until_ms: int, per_app: int, aging_ms: int = AGING_MS
     ) -> list[ExecutionWithJob]:
-        """See ``sendable.scheduled_until``."""
-        return sendable.scheduled_until(self._conn, until_ms, per_app, aging_ms)
+        """See ``executions_with_job.scheduled_until``."""
+        return executions_with_job.scheduled_until(self._conn, until_ms, per_app, aging_ms)
 
     def app_policies(self) -> dict[int, AppPolicy]:
         """See ``app_policies.read_app_policies``."""
@@ -124,8 +124,8 @@ class MySqlFireStore:
         return app_policies.running_by_app(self._conn)
 
     def mark_waiting(self, keys: Sequence[int]) -> None:
-        """See ``sendable.mark_waiting``."""
-        sendable.mark_waiting(self._conn, keys)
+        """See ``executions_with_job.mark_waiting``."""
+        executions_with_job.mark_waiting(self._conn, keys)
 
     def lock_still_scheduled(self, keys: Iterable[int], skip_locked: bool = False) -> set[int]:
         """See ``executions.lock_still_scheduled``."""

@@ -1,6 +1,6 @@
 """What the console reads across every app: jobs by filter, one job, the apps by key.
 
-The OpenAPI's reads are scoped to the calling app (``common.db.control``); an operator
+The OpenAPI's reads are scoped to the calling app (``common.db.job_control``); an operator
 sees every app's jobs, so these queries take no app, or take it as a filter.
 """
 

@@ -1,6 +1,6 @@
 """The store as recording outcomes sees it: seven operations, one transaction.
 
-``OutcomeStore`` is the port ``services.dispatcher.outcomes.record`` writes through;
+``OutcomeStore`` is the port ``services.dispatcher.outcomes.recording`` writes through;
 ``MySqlOutcomeStore`` passes each call to the repository function of the same name on
 the caller's connection (no query of its own), and ``common.memory.store.MemoryStore``
 keeps the same contract in memory for unit tests (``tests/contracts/outcome_store.py``).

@@ -18,9 +18,9 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import executions, sendable, worker_moves, workers
+from common.db import executions, executions_with_job, worker_moves, workers
 from common.db.dispatch_store import DispatchStore
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.db.workers import WorkerRecord
 
 
@@ -97,8 +97,8 @@ class MySqlRescueStore:
         return workers.forget_worker_unless_held(self._conn, worker_id, heard_before_ms)
 
     def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
-        """See ``sendable.unfinished_on_worker``."""
-        return sendable.unfinished_on_worker(self._conn, worker_id, limit)
+        """See ``executions_with_job.unfinished_on_worker``."""
+        return executions_with_job.unfinished_on_worker(self._conn, worker_id, limit)
 
     def lock_queued_on(self, execution_ids: Iterable[str], worker_id: str) -> set[str]:
         """See ``worker_moves.lock_queued_on``."""

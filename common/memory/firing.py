@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from common.db.app_policies import AppPolicy
-from common.db.sendable import SLOT_WAIT, ExecutionWithJob
+from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.fair_share import AGING_MS, in_order
 from common.memory.tables import MemoryTables
 from common.states import ExecutionStatus

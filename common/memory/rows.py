@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common.db.deliveries import NewDelivery
 from common.db.executions import LockedExecution
-from common.db.sendable import SLOT_WAIT, ExecutionWithJob
+from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.db.workers import Heartbeat, WorkerRecord
 from common.memory.rows import MemoryExecution
 from common.memory.tables import MemoryTables

@@ -29,7 +29,7 @@ from services.api.openapi_doc import install_document
 from services.api.problems import install_problem_handlers
 from services.api.rate_limit import build_rate_limiter
 from services.api.request_ids import RequestIds
-from services.api.routes import callbacks, control, executions, health, jobs
+from services.api.routes import callbacks, executions, health, job_control, jobs
 from services.api.state import ApiState
 from services.api.wake import announce_created
 
@@ -125,7 +125,7 @@ def create_app(
     app.add_middleware(RequestIds)
     routers = (
         jobs.router,
-        control.router,
+        job_control.router,
         executions.router,
         callbacks.router,
         health.router,

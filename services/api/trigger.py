@@ -14,10 +14,10 @@ import logging
 
 from sqlalchemy.engine import Connection
 
-from common.db import control as db
+from common.db import job_control as db
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
-from services.api.control import TRIGGER, applies, check_may_run, status_of
+from services.api.job_control import TRIGGER, applies, check_may_run, status_of
 from services.api.keyed_requests import answer_once
 from services.api.locations import execution_location
 from services.api.state import ApiState

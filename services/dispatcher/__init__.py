@@ -19,7 +19,7 @@ Read it in the order a trigger travels:
 
 ``outcomes/`` — from a worker's result to the job's state and its callback
     ``results_thread`` thread: consumes kairos.results in batches
-    ``record``         execution outcome, retry or job end, callback delivery: one commit
+    ``recording``      execution outcome, retry or job end, callback delivery: one commit
     ``callbacks``      callback deliveries created, their payload, their hand-off to the
                        notifier
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.broker import BatchPublisher
-from common.db import sendable
+from common.db import executions_with_job
 from common.result_messages import publish_results, stand_in_results, stored_result
 from common.states import ExecutionStatus
 from common.stores import Stores
@@ -53,7 +53,7 @@ def settle_previous(
     reported. Call before consuming, and only while no other process consumes this
     worker's queue (``wait_for_no_consumer``)."""
     with stores.engine.connect() as conn:
-        rows = sendable.unfinished_on_worker(conn, worker_id, SETTLE_LIMIT)
+        rows = executions_with_job.unfinished_on_worker(conn, worker_id, SETTLE_LIMIT)
     if not rows:
         return Settled(0, 0)
     marks = stores.started_marks().read_runs([row.execution_id for row in rows])

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from sqlalchemy.engine import Engine
 
-from common.db import sendable
+from common.db import executions_with_job
 from common.messages import DispatchMessage
 from common.started_marks import key_may_be_lost
 from common.states import ExecutionStatus
@@ -58,7 +58,7 @@ class MySQLRows:
     def statuses(self, execution_ids: Sequence[str]) -> dict[str, ExecutionStatus]:
         """The status of each execution that has a row, in one query."""
         with self._engine.connect() as conn:
-            return sendable.statuses(conn, execution_ids)
+            return executions_with_job.statuses(conn, execution_ids)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from common.db.app_policies import DEFAULT_POLICY
 from common.db.executions import NewExecution
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from tests.contracts.store_harness import NOW, StoreHarness

@@ -20,7 +20,7 @@ from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus
 from services.api.state import ApiState
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.recording import record_results
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender
 from tests.integration.helpers import DEMO_HANDLERS

@@ -10,7 +10,7 @@ import redis
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db import sendable
+from common.db import executions_with_job
 from common.db.jobs import JobPolicies, NewJob, insert_job
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.memory.broker import MemoryBroker, MemoryPublisher
@@ -57,7 +57,7 @@ def test_the_rows_a_claim_hands_over_are_those_mysql_holds(
     assert claimer.claim(HANDLERS) == 5
     handed = sender.take_scheduled()
     with engine.connect() as conn:
-        stored = sendable.scheduled_until(conn, now + 60_000, 100)
+        stored = executions_with_job.scheduled_until(conn, now + 60_000, 100)
     assert len(stored) == 5
     assert sorted(handed, key=lambda r: r.id) == sorted(stored, key=lambda r: r.id)
     assert sender.take_scheduled() == []
@@ -86,7 +86,7 @@ def test_a_claim_hands_over_only_what_it_did_not_send(
     assert open_claim.send(MemoryPublisher(broker)) == 2
     handed = sender.take_scheduled()
     with engine.connect() as conn:
-        stored = sendable.scheduled_until(conn, now + 60_000, 100)
+        stored = executions_with_job.scheduled_until(conn, now + 60_000, 100)
     assert len(handed) == 3
     assert sorted(handed, key=lambda r: r.id) == sorted(stored, key=lambda r: r.id)
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db import control, executions, sendable
+from common.db import executions, executions_with_job, job_control
 from common.db.engine import make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, insert_job
@@ -143,7 +143,7 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
     for name in ("e-routed", "e-lost"):
         scheduled(engine, new_job(engine), name, 1_000)
     with engine.connect() as conn:
-        rows = sendable.scheduled_until(conn, 2_000, 10)
+        rows = executions_with_job.scheduled_until(conn, 2_000, 10)
     targets = {"e-routed": "w1", "e-lost": "nobody"}
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
     with engine.begin() as conn:
@@ -336,7 +336,7 @@ def test_firing_passes_over_an_execution_another_transaction_holds(
 
         def cancel() -> None:
             with api.begin() as conn:
-                control.cancel_job(conn, 1, job, control.ACTIVE, now)
+                job_control.cancel_job(conn, 1, job, job_control.ACTIVE, now)
 
         cancelling = threading.Thread(target=cancel)
         cancelling.start()
@@ -386,7 +386,7 @@ def test_runs_waiting_for_slots_survive_their_leader_and_are_no_misfire(
     with engine.connect() as conn:
         marked = conn.execute(
             sa.text("SELECT COUNT(*) FROM executions WHERE message = :m"),
-            {"m": sendable.SLOT_WAIT},
+            {"m": executions_with_job.SLOT_WAIT},
         ).scalar()
     assert marked == 12
     with engine.begin() as conn:  # ten minutes on, the first eight done

@@ -24,7 +24,7 @@ from common.schedule import MisfirePolicy
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
-from services.dispatcher.outcomes.record import record_each_alone_if_need_be
+from services.dispatcher.outcomes.recording import record_each_alone_if_need_be
 from tests.integration.helpers import make_app, register_worker
 from tests.integration.test_firing import firer, job_status, job_with, scheduled, statuses
 from tests.integration.test_rescue import execution_row, make_recovery, queued_on, worker_state

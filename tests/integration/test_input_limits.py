@@ -16,8 +16,8 @@ from sqlalchemy.engine import Engine
 from common.db.jobs import NewJob
 from common.documents import MAX_DEPTH
 from common.timefmt import MAX_INSTANT_MS
-from services.api import batch, control
-from services.api.control import patched_columns
+from services.api import batch, job_control
+from services.api.job_control import patched_columns
 from services.api.state import ApiState
 from services.api.validation import build_job
 
@@ -265,7 +265,7 @@ def test_a_patched_value_mysql_refuses_is_a_422_naming_it(
     def columns_poisoned(*args: Any) -> dict[str, Any]:
         return {**patched_columns(*args), "next_trigger_time": 2**70}
 
-    monkeypatch.setattr(control, "patched_columns", columns_poisoned)
+    monkeypatch.setattr(job_control, "patched_columns", columns_poisoned)
     assert_names(client.patch(f"/openapi/jobs/{job_id}", json={"jobName": "x"}), "triggerAt")
     assert job_rows(engine) == before
 

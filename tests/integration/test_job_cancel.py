@@ -16,7 +16,7 @@ from common.db.apps import AppCredentials
 from common.db.due_jobs import find_due_jobs
 from common.errors import InvalidTransitionError
 from common.states import ExecutionStatus
-from services.api import control, trigger
+from services.api import job_control, trigger
 from tests.books import Expectation, assert_books
 from tests.integration.control_helpers import (
     FUTURE,
@@ -130,7 +130,7 @@ def test_triggers_racing_a_cancel_leave_no_scheduled_run_of_the_cancelled_job(
     def cancel_soon() -> None:
         start.wait()
         if first_accepted.wait(30):
-            control.cancel_job(state, app, job_id)
+            job_control.cancel_job(state, app, job_id)
 
     threads = [threading.Thread(target=trigger_many) for _ in range(4)]
     threads.append(threading.Thread(target=cancel_soon))

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.db.control import JobFilter, list_query
+from common.db.job_control import JobFilter, list_query
 from common.states import ExecutionStatus, JobStatus
 from tests.integration.control_helpers import (
     FUTURE,

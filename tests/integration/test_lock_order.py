@@ -18,7 +18,7 @@ from common.db.jobs import NewJob, insert_job
 from common.db.retry import retry_conflicts
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.recording import record_results
 from tests.integration.helpers import make_app
 
 ROUNDS = 30

@@ -12,7 +12,7 @@ from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, get_job, insert_job
 from common.messages import ExecutionResult
 from common.schedule import plan_trigger
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.recording import record_results
 from services.dispatcher.trigger.claim import claim_update
 from tests.books import Expectation, assert_books
 from tests.integration.helpers import make_app

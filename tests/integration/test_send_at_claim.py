@@ -22,7 +22,7 @@ from common.messages import DispatchPack, ExecutionResult
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
 from common.topology import declare_core, declare_worker_queue, worker_queue
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.recording import record_results
 from services.dispatcher.trigger.claim import TriggerClaimer
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 from tests.books import Expectation, assert_books

@@ -13,7 +13,7 @@ from common.db.jobs import NewJob, insert_job
 from common.jsontext import MAX_STORED_TEXT_BYTES
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus
-from services.dispatcher.outcomes.record import record_results
+from services.dispatcher.outcomes.recording import record_results
 from tests.integration.helpers import make_app
 from tests.integration.test_results import running_job
 

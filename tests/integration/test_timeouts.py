@@ -11,8 +11,8 @@ from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
+from common.db.executions_with_job import overdue
 from common.db.jobs import JobPolicies, NewJob, insert_job
-from common.db.sendable import overdue
 from common.keys import RedisKeys
 from common.messages import ResultBatch
 from common.stores import Stores

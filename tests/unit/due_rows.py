@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.states import ExecutionStatus, JobStatus
 
 NOW = 1_000_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.db.sendable import SLOT_WAIT
+from common.db.executions_with_job import SLOT_WAIT
 from common.memory.broker import MemoryBroker
 from common.memory.rows import MemoryExecution
 from common.memory.store import MemoryStore

@@ -21,7 +21,7 @@ from common.memory.store import MemoryStore
 from common.messages import ExecutionResult, ResultBatch
 from common.states import ExecutionStatus, WorkerState
 from common.topology import RESULTS_QUEUE, declare_core
-from services.dispatcher.outcomes.record import _record_in
+from services.dispatcher.outcomes.recording import _record_in
 from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
 from services.dispatcher.routing.route import Router
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from common.db.app_policies import AppPolicy
-from common.db.sendable import SLOT_WAIT
+from common.db.executions_with_job import SLOT_WAIT
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.trigger.fire import WARM_UP_MS

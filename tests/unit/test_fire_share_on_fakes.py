@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from common.db.app_policies import AppPolicy
-from common.db.sendable import SLOT_WAIT, ExecutionWithJob
+from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.handler_patterns import HandlerPatterns
 from common.memory.rows import MemoryExecution
 from common.messages import DispatchPack

@@ -15,7 +15,7 @@ from common.memory.rows import MemoryJob
 from common.memory.store import MemoryStore
 from common.messages import ExecutionResult
 from common.states import ExecutionStatus, JobStatus, ReportedStatus
-from services.dispatcher.outcomes.record import _record_in
+from services.dispatcher.outcomes.recording import _record_in
 from tests.unit.record_books import books_problems
 
 NOW = 100_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from common.clock import CLOCK_SLACK_MS
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.rescue_plan import plan_rescue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.loadbalance import Strategy, WorkerChooser, WorkerLoad
 from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.claim_handover import ClaimSender

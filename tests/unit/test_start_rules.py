@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.messages import DispatchMessage
 from common.started_marks import RECONCILER, RunMark
 from common.states import ExecutionStatus, JobStatus

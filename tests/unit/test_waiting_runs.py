@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.fair_share import Share, pick_fair, pick_from_lines
 from services.dispatcher.trigger.waiting_runs import WaitingRuns
 from tests.unit.due_rows import NOW, due_row

@@ -25,7 +25,7 @@ from common.db.apps import (
 )
 from common.db.engine import make_engine
 from common.db.operators import all_operators, create_operator, delete_operator
-from common.db.stuck import find_unfinished
+from common.db.stuck_executions import find_unfinished
 from common.errors import RotationOpenError, UnknownAppError, UnknownOperatorError
 from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys

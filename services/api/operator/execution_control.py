@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from common.broker import Publisher
 from common.clock import ClusterClock
-from common.db.stuck import (
+from common.db.stuck_executions import (
     StuckExecution,
     find_unfinished,
     queued_before,

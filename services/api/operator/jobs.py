@@ -1,6 +1,6 @@
 """Jobs as operators see them, across every app: a filtered list, one job in full, its
 executions, and pause, resume, trigger and cancel applied by the rules the job's app's
-own calls follow (``services.api.control``).
+own calls follow (``services.api.job_control``).
 
 ``kairos jobs`` and the console read and act through here, so both show the same
 figures and refuse the same things.
@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.cron.words import describe_schedule
-from common.db import control as job_control
+from common.db import job_control
 from common.db.apps import App
 from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job
 from common.db.engine import make_engine
@@ -37,7 +37,8 @@ from common.db.records import ExecutionRecord, JobRecord
 from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError, UnknownAppError
 from common.keys import RedisKeys
 from common.states import JobStatus
-from services.api import control, trigger
+from services.api import job_control as api_control
+from services.api import trigger
 from services.api.state import ApiState
 from services.api.views import shown_next_trigger, shown_status
 
@@ -50,7 +51,7 @@ JOB_ACTIONS = ("pause", "resume", "trigger", "cancel")
 @contextmanager
 def operator_state(settings: ApiSettings) -> Iterator[ApiState]:
     """Short-lived stores for one operator command, shaped as the API's own state so
-    the job control of ``services.api.control`` runs unchanged."""
+    the job control of ``services.api.job_control`` runs unchanged."""
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
     engine = make_engine(settings, pool_size=1)
     try:
@@ -230,12 +231,12 @@ def job_executions(
 
 
 def _pause(state: ApiState, app: App, job_id: int) -> str:
-    control.pause_job(state, app, job_id)
+    api_control.pause_job(state, app, job_id)
     return f"Job {job_id} paused."
 
 
 def _resume(state: ApiState, app: App, job_id: int) -> str:
-    control.resume_job(state, app, job_id)
+    api_control.resume_job(state, app, job_id)
     return f"Job {job_id} resumed."
 
 
@@ -246,7 +247,7 @@ def _trigger(state: ApiState, app: App, job_id: int) -> str:
 
 
 def _cancel(state: ApiState, app: App, job_id: int) -> str:
-    control.cancel_job(state, app, job_id)
+    api_control.cancel_job(state, app, job_id)
     return f"Job {job_id} cancelled."
 
 

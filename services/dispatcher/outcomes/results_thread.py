@@ -22,7 +22,7 @@ from common.runtime import keep_serving
 from common.slots import ResultsLag
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import publish_deliveries
-from services.dispatcher.outcomes.record import record_each_alone_if_need_be
+from services.dispatcher.outcomes.recording import record_each_alone_if_need_be
 from services.dispatcher.outcomes.started_keys import StartedKeys
 
 log = logging.getLogger(__name__)

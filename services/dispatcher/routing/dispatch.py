@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from common.broker import OutgoingMessage, Publisher
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.topology import DISPATCH_EXCHANGE
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.loadbalance import LiveWorkers, WorkerChooser, WorkerLoad
 from services.dispatcher.routing.dispatch import Assignment
 

@@ -32,7 +32,7 @@ from common.db.executions import (
     insert_executions_with_ids,
     jobs_with_runs,
 )
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy

@@ -10,13 +10,13 @@ it sends it, and a load replaces what it holds with what MySQL says.
 from __future__ import annotations
 
 from common.db.due_jobs import ClaimUpdate, DueJob
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.states import ExecutionStatus
 from services.dispatcher.trigger.claim_handover import Written
 
 
 def held_row(written: Written, job: DueJob, update: ClaimUpdate) -> ExecutionWithJob:
-    """The row ``sendable`` would read for ``written`` once the claim committed."""
+    """The row ``executions_with_job`` would read for ``written`` once the claim committed."""
     row, policy = written.row, job.policy
     assert row.status is ExecutionStatus.SCHEDULED
     return ExecutionWithJob(

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from common.broker import Publisher
 from common.clock import Clock
 from common.db.app_policies import DEFAULT_POLICY, AppPolicy
+from common.db.executions_with_job import ExecutionWithJob
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
 from common.db.retry import retry_conflicts
-from common.db.sendable import ExecutionWithJob
 from common.fair_share import AGING_MS, Share, pick_from_lines
 from common.loadbalance import LiveWorkers, WorkerLoad
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched

@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.db.app_policies import DEFAULT_POLICY, AppPolicy
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.schedule import (
     PAUSED_SKIP,
     MisfirePolicy,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
-from common.db.sendable import ExecutionWithJob
+from common.db.executions_with_job import ExecutionWithJob
 from common.fair_share import AGING_MS, place
 
 Place = tuple[int, int]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import CLOCK_SLACK_MS
-from common.db.stuck import Page, StuckExecution, queued_before
+from common.db.stuck_executions import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import Clock
+from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.db.rescue_store import MySqlRescueTransactions, RescueStore, RescueTransactions
-from common.db.sendable import SLOT_WAIT, ExecutionWithJob
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result

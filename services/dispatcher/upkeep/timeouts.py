@@ -16,9 +16,9 @@ import logging
 from dataclasses import dataclass
 
 from common.broker import Publisher
-from common.db import sendable
-from common.db.sendable import ExecutionWithJob
-from common.db.stuck import Page
+from common.db import executions_with_job
+from common.db.executions_with_job import ExecutionWithJob
+from common.db.stuck_executions import Page
 from common.result_messages import publish_results, stand_in_results
 from common.started_marks import RunMark, RunState
 from common.states import ExecutionStatus
@@ -76,7 +76,9 @@ class Timeouts:
         one page of candidates a sweep, starting over once the last page was read."""
         now = self._stores.clock.now_ms()
         with self._stores.engine.connect() as conn:
-            page = sendable.overdue(conn, now, self._settings.grace_ms, SWEEP_LIMIT, self._after)
+            page = executions_with_job.overdue(
+                conn, now, self._settings.grace_ms, SWEEP_LIMIT, self._after
+            )
         last = page[-1] if len(page) == SWEEP_LIMIT else None
         self._after = None if last is None else Page(int(last.dispatched_at or 0), last.id)
         if not page:

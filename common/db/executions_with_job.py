@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from common.db import driver
 from common.db.rows import AnyRow
-from common.db.stuck import Page
+from common.db.stuck_executions import Page
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import pydantic
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import control as db
 from common.db import executions
+from common.db import job_control as db
 from common.db.apps import App
 from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord

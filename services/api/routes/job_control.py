@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from common.db.control import JobFilter
+from common.db.job_control import JobFilter
 from common.states import JobStatus
-from services.api import control, trigger
+from services.api import job_control, trigger
 from services.api.deps import CallerDep, StateDep
 from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
@@ -57,7 +57,7 @@ def list_jobs(
     is listed under WAITING though it shows RUNNING. Each job carries its last execution.
     """
     where = JobFilter(job_status, handler, name_prefix)
-    return control.list_jobs(state, caller, where, limit, cursor)
+    return job_control.list_jobs(state, caller, where, limit, cursor)
 
 
 @router.post(
@@ -65,8 +65,8 @@ def list_jobs(
 )
 def pause_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Stop firing the job by schedule; runs already going continue. Repeat: no change."""
-    control.pause_job(state, caller, job_id)
-    return control.read_job_view(state, caller, job_id)
+    job_control.pause_job(state, caller, job_id)
+    return job_control.read_job_view(state, caller, job_id)
 
 
 @router.post(
@@ -75,8 +75,8 @@ def pause_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
 def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     """Fire a paused job by schedule again; a recurring job's triggers that fell inside
     the pause are recorded SKIPPED."""
-    control.resume_job(state, caller, job_id)
-    return control.read_job_view(state, caller, job_id)
+    job_control.resume_job(state, caller, job_id)
+    return job_control.read_job_view(state, caller, job_id)
 
 
 @router.post(
@@ -123,8 +123,8 @@ def cancel_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
 
     Runs already on a worker finish and are recorded. Repeat: no change.
     """
-    control.cancel_job(state, caller, job_id)
-    return control.read_job_view(state, caller, job_id)
+    job_control.cancel_job(state, caller, job_id)
+    return job_control.read_job_view(state, caller, job_id)
 
 
 @router.patch(
@@ -144,8 +144,8 @@ def update_job(job_id: JobId, body: JobPatch, state: StateDep, caller: CallerDep
 
     A new schedule fires first at its next time after now.
     """
-    control.update_job(state, caller, job_id, body)
-    return control.read_job_view(state, caller, job_id)
+    job_control.update_job(state, caller, job_id, body)
+    return job_control.read_job_view(state, caller, job_id)
 
 
 @router.delete(
@@ -160,4 +160,4 @@ def delete_job(job_id: JobId, state: StateDep, caller: CallerDep) -> None:
 
     Its clientRequestId stays taken: a create repeating it answers as the first did.
     """
-    control.delete_job(state, caller, job_id)
+    job_control.delete_job(state, caller, job_id)
