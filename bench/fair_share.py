@@ -82,6 +82,7 @@ from tests.e2e.fair_share_kit import (
     Start,
     Tenant,
     create_tenant,
+    noop_bodies,
     read_runs,
     read_starts,
     sleep_bodies,
@@ -215,8 +216,7 @@ def run_quick(
     args: argparse.Namespace, engine: Engine, quick: Tenant, services: list[Service]
 ) -> None:
     """App "quick" runs ``--quick`` demo.noop jobs; returns once the workers report them."""
-    bodies = [{"jobName": f"quick {n}", "jobHandler": "demo.noop"} for n in range(args.quick)]
-    quick_ids = submit_batches(quick, bodies)
+    quick_ids = submit_batches(quick, noop_bodies("quick", args.quick))
     wait_all_ended(engine, quick_ids, services, args.deadline)
     log(f"{len(quick_ids)} quick runs ended")
     time.sleep(QUICK_SETTLE_SECONDS)

@@ -114,6 +114,11 @@ def sleep_bodies(prefix: str, count: int, seconds: float = RUN_SECONDS) -> list[
     ]
 
 
+def noop_bodies(prefix: str, count: int) -> list[dict[str, Any]]:
+    """``count`` one-shot ``demo.noop`` jobs due now."""
+    return [{"jobName": f"{prefix} {n}", "jobHandler": "demo.noop"} for n in range(count)]
+
+
 def submit_batches(tenant: Tenant, bodies: Sequence[dict[str, Any]]) -> list[int]:
     """POST the bodies through the batch API, ``BATCH_SIZE`` at a time; the job ids."""
     job_ids: list[int] = []
