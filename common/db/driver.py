@@ -5,7 +5,7 @@ multi-row VALUES of hundreds of entries that is one bind parameter at a time, an
 rows that come back go through its result processing. On the dispatcher's busiest
 statements (claim, fire, record results) that is a large share of its CPU. Here the
 SQL is a fixed string with the driver's ``%s`` placeholders, filled by the driver in
-one pass; the rows come back as SQLAlchemy rows, read by column name.
+one pass; the rows come back as named tuples, read by column name.
 
 Only the statements that run per batch of jobs live here; everything else stays in
 SQLAlchemy Core, where it is clearer.
@@ -13,7 +13,9 @@ SQLAlchemy Core, where it is clearer.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from operator import index
 from typing import Any
 
@@ -57,9 +59,24 @@ def _check(conn: Connection) -> None:
 
 
 def fetch(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[AnyRow]:
-    """Run a SELECT written with ``%s`` placeholders; rows are read by column name."""
+    """Run a SELECT written with ``%s`` placeholders; rows are read by column name.
+
+    Each row is a named tuple of its columns: reading a column by name from a
+    SQLAlchemy row takes about a microsecond, from a named tuple a few dozen
+    nanoseconds, and the claim, fire and results paths read a dozen columns from each
+    of thousands of rows a second.
+    """
     _check(conn)
-    return list(conn.exec_driver_sql(sql, tuple(params)).all())
+    result = conn.exec_driver_sql(sql, tuple(params))
+    make = _row_type(tuple(result.keys()))._make
+    return [make(row) for row in result.all()]
+
+
+@lru_cache(maxsize=256)
+def _row_type(columns: tuple[str, ...]) -> Any:
+    """A named tuple type for one statement's columns (a name that is not an identifier,
+    ``COUNT(*)`` say, is read by position)."""
+    return namedtuple("FetchedRow", columns, rename=True)
 
 
 def execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> int:

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from sqlalchemy.engine import Row
-
-AnyRow: TypeAlias = Row[*tuple[Any, ...]]
+# A SQLAlchemy ``Row`` or a ``common.db.driver.fetch`` named tuple: both read columns by
+# name (as attributes) and unpack by position; the columns' types are the caller's to know.
+AnyRow: TypeAlias = Any
