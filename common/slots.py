@@ -16,7 +16,10 @@ when no worker has timed any.
 That bound counts places, each standing for the worker's average run time. A run of a
 slower handler takes as many places as its own time holds (``run_cost``: the worker's
 time for that handler, else the slowest peer's; a handler nobody has timed fills the
-horizon), and keeps them until it leaves the queue (``SlowRuns``). So a flood of slow
+horizon), and keeps them until it leaves the queue (``SlowRuns``). A handler's time
+is the longer of its recent runs' mean and how long its runs going have gone (their
+median), sent as soon as they outgrow it (``services.worker.heartbeat``), so runs of
+a handler grown slow are priced as slow before they end. So a flood of slow
 runs after a stretch of quick ones queues what starts within the horizon, not tens of
 thousands of runs that would hold every other app's for minutes.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.

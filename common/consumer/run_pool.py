@@ -63,6 +63,8 @@ class RunPool(Generic[U, P, T]):
         self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="run")
         self._numbers = count()
         self._submitted: dict[int, tuple[Future[T], P]] = {}
+        # The runs not yet handed back, for ``going`` (read from other threads).
+        self._going: dict[int, Run[U]] = {}
         self._running = 0
         self._finished: Finished[U, T] = []
         self._finished_lock = threading.Lock()
@@ -73,6 +75,11 @@ class RunPool(Generic[U, P, T]):
         """Runs submitted and not yet handed back to the connection thread."""
         return self._running
 
+    def going(self) -> list[Run[U]]:
+        """The runs started and not yet handed back (safe from any thread)."""
+        # dict.copy holds the GIL throughout: no size change can interrupt it.
+        return list(self._going.copy().values())
+
     def submit(self, batch: Sequence[tuple[int, U, P]], started: float) -> None:
         """Start a run of each item, with the delivery tag and unit it came from."""
         self._running += len(batch)
@@ -80,6 +87,7 @@ class RunPool(Generic[U, P, T]):
             run = Run(next(self._numbers), tag, unit, started)
             future = self._pool.submit(self._run, item)
             self._submitted[run.number] = (future, item)
+            self._going[run.number] = run
             future.add_done_callback(partial(self._hand_back, run))
 
     def shutdown(self) -> list[P]:
@@ -87,6 +95,7 @@ class RunPool(Generic[U, P, T]):
         self._pool.shutdown(wait=False, cancel_futures=True)
         never_ran = [item for future, item in self._submitted.values() if future.cancelled()]
         self._submitted.clear()
+        self._going.clear()
         return never_ran
 
     def _hand_back(self, run: Run[U], future: Future[T]) -> None:
@@ -123,4 +132,5 @@ class RunPool(Generic[U, P, T]):
         self._running -= len(finished)
         for run, _ in finished:
             self._submitted.pop(run.number, None)
+            self._going.pop(run.number, None)
         self._on_finished(finished)

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -24,8 +24,15 @@ from services.worker.fence_watch import FenceWatch
 log = logging.getLogger(__name__)
 
 AVERAGE_WINDOW_SECONDS = 300.0
-# How often, until its first runs are timed, the heartbeat looks whether any has ended.
+# How often the heartbeat looks whether it must go before its interval: the first runs
+# have ended, or a run has outgrown the time last reported for its handler.
 FIRST_RUN_POLL_S = 0.05
+# A run has outgrown its handler's time once it has gone this many times as long, and
+# this much longer (ms): quick runs that take a few ms more now and then are not news.
+OUTGROWN_FACTOR = 2.0
+OUTGROWN_MIN_MS = 50.0
+# The fewest seconds between two heartbeats sent early for outgrown runs.
+EARLY_GAP_S = 0.5
 
 
 def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS) -> int:
@@ -36,13 +43,36 @@ def average_ms(stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_
 
 
 def handler_ms(
-    stats: ConsumerStats, now: float, window: float = AVERAGE_WINDOW_SECONDS
+    stats: ConsumerStats,
+    now: float,
+    window: float = AVERAGE_WINDOW_SECONDS,
+    running: Mapping[str, float] | None = None,
 ) -> dict[str, int]:
-    """``average_ms`` of each handler's own runs; handlers with none in the window are
-    left out."""
+    """``average_ms`` of each handler's own runs, or the time its runs going now have
+    taken (``running``: seconds, by handler, as ``LoadSource.running_for`` gives it),
+    whichever is longer; handlers with no run ended in the window are left out.
+
+    The mean over the window moves slowly: after a stretch of quick runs, the same
+    handler's runs grown slow (other params, a slow dependency) would be priced at
+    their old time for minutes, and the leader would fill the queue with them. Runs
+    going show their time before they end. A handler never timed stays out whatever it
+    runs: the leader prices it at its whole horizon, which a run just begun would lower.
+    """
     # A copy first: the consumer's thread adds handlers while the heartbeat reads.
     timed = {name: _mean_ms(runs, now, window) for name, runs in dict(stats.by_kind).items()}
-    return {name: ms for name, ms in timed.items() if ms}
+    going = running or {}
+    return {name: max(ms, int(going.get(name, 0.0) * 1000)) for name, ms in timed.items() if ms}
+
+
+def outgrown(reported: Mapping[str, int], running: Mapping[str, float]) -> bool:
+    """Whether the runs going of a handler have outgrown the time last reported for it
+    (``running`` as ``handler_ms`` takes it): the leader is pricing its runs far below
+    what they take."""
+    for name, seconds in running.items():
+        ms = reported.get(name)
+        if ms is not None and seconds * 1000 >= max(OUTGROWN_FACTOR * ms, ms + OUTGROWN_MIN_MS):
+            return True
+    return False
 
 
 def _mean_ms(durations: Iterable[tuple[float, float]], now: float, window: float) -> int:
@@ -95,6 +125,9 @@ class LoadSource(Protocol):
     def held(self) -> int:
         """Dispatch messages held unacked now."""
 
+    def running_for(self, now: float) -> dict[str, float]:
+        """Seconds the runs of each handler going now have gone (their lower median)."""
+
 
 class Heartbeater:
     """Sends a heartbeat every ``interval`` seconds from its own thread.
@@ -136,6 +169,8 @@ class Heartbeater:
         self._sending_since: float | None = None
         self._watch = FenceWatch(self.fence, self._worker_id, self._blame)
         self._started_at = self._clock.now_ms()
+        # The handler times the last heartbeat built carried (``outgrown`` reads them).
+        self.reported_ms: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
         self.state = WorkerState.ACTIVE
@@ -144,6 +179,7 @@ class Heartbeater:
     def build(self) -> Heartbeat:
         """The heartbeat as of now."""
         load = self._source.load()
+        now = time.monotonic()
         return Heartbeat(
             worker_id=self._worker_id,
             hostname=socket.gethostname(),
@@ -151,13 +187,13 @@ class Heartbeater:
             capacity=self._capacity,
             active=load.active,
             cpu_idle=int(100 - psutil.cpu_percent(interval=None)),
-            avg_ms=average_ms(self._source.stats, time.monotonic()),
+            avg_ms=average_ms(self._source.stats, now),
             handlers=self._handlers,
             state=self.state,
             started_at=self._started_at,
             sent_at=self._clock.now_ms(),
             overrun=load.overrun,
-            handler_ms=handler_ms(self._source.stats, time.monotonic()),
+            handler_ms=handler_ms(self._source.stats, now, running=self._source.running_for(now)),
         )
 
     def send(self) -> None:
@@ -178,6 +214,7 @@ class Heartbeater:
             WORKER_INCARNATION: self._incarnation,
         }
         heartbeat = self.build()
+        self.reported_ms = dict(heartbeat.handler_ms)
         key = self._keys.worker(self._worker_id)
         drain = self._keys.worker_drain(self._worker_id)
         pipe = self._redis.pipeline()
@@ -254,14 +291,23 @@ class Heartbeater:
     def _loop(self) -> None:
         due = time.monotonic() + self._interval
         timed = False
-        while not self._stop.wait(FIRST_RUN_POLL_S if not timed else self._interval):
+        early_after = 0.0
+        while not self._stop.wait(FIRST_RUN_POLL_S):
             # Until a heartbeat has carried a timed run, the leader bounds this worker's
             # queue by what it measures (``common.slots``): the first runs' time is sent
-            # as soon as they end, not an interval later.
+            # as soon as they end, not an interval later. A run that outgrew its
+            # handler's time is sent at once too (at most every ``EARLY_GAP_S``): until
+            # then the leader queues that handler's runs here at their old price.
+            now = time.monotonic()
             first_runs = not timed and bool(self._source.stats.durations)
-            if time.monotonic() < due and not first_runs:
+            early = first_runs or (
+                now >= early_after and outgrown(self.reported_ms, self._source.running_for(now))
+            )
+            if now < due and not early:
                 continue
-            due = time.monotonic() + self._interval
+            if now < due:
+                early_after = now + EARLY_GAP_S
+            due = now + self._interval
             timed = timed or first_runs
             try:
                 self.send()

@@ -136,6 +136,11 @@ class _Serving:
         active = self.consumer.active if self.consumer is not None else 0
         return Load(active + overrun, overrun)
 
+    def running_for(self, now: float) -> dict[str, float]:
+        """Seconds the runs of each handler going now have gone (their lower median)."""
+        consumer = self.consumer
+        return consumer.running_for(now) if consumer is not None else {}
+
     def wake(self) -> None:
         """Look for runs to start again: a slot was freed or the fence opened."""
         consumer = self.consumer

@@ -34,6 +34,9 @@ class Idle:
     def held(self) -> int:
         return 0
 
+    def running_for(self, now: float) -> dict[str, float]:
+        return {}
+
 
 def test_a_drain_request_is_taken_by_the_next_heartbeat_and_stops_the_worker(
     namespace: StoreSettings, engine: Engine, redis_client: redis.Redis

@@ -374,3 +374,41 @@ def test_a_drained_worker_takes_nothing_new_until_it_is_undrained(
     worker.heartbeat.send()
     assert worker.result("while-drained").status == "SUCCEEDED"
     assert worker.heartbeat.state is WorkerState.ACTIVE
+
+
+def reported_ms(engine: Engine) -> dict[str, int]:
+    """The handler times w1's last heartbeat wrote."""
+    with engine.connect() as conn:
+        text = conn.exec_driver_sql("SELECT handler_ms FROM workers WHERE worker_id = 'w1'")
+        value = text.scalar()
+    return dict(json.loads(value)) if value else {}
+
+
+def test_a_handler_whose_runs_grow_slow_is_reported_slow_while_its_run_goes(
+    namespace: StoreSettings, redis_client: redis.Redis, engine: Engine
+) -> None:
+    # The leader prices a handler's runs by the time its worker reports for it. After a
+    # stretch of quick runs, the window's mean would price runs of the same handler that
+    # now take seconds at a millisecond for minutes, and the leader would fill the queue
+    # with them. The heartbeat interval here is 60 s: only a heartbeat sent early for the
+    # outgrown run can carry its time in time.
+    GATE.set()
+    worker = WorkerInThread(namespace, redis_client, engine, capacity=2)
+    worker.thread.start()
+    worker.heartbeat.start()
+    try:
+        wait_for(lambda: worker.serving.consumer, "the worker to consume")
+        for n in range(20):
+            worker.send(f"quick-{n}", "t.stuck")
+        for n in range(20):
+            assert worker.result(f"quick-{n}").status == "SUCCEEDED"
+        quick = wait_for(lambda: reported_ms(engine).get("t.stuck"), "the first runs' time")
+        assert quick < 50
+        GATE.clear()
+        worker.send("slow", "t.stuck")
+        wait_for(lambda: reported_ms(engine)["t.stuck"] >= 300, "the slow run's time", 5.0)
+        GATE.set()
+        assert worker.result("slow").status == "SUCCEEDED"
+    finally:
+        worker.heartbeat.stop(WorkerState.STOPPED)
+        worker.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from common.consumer.stats import ConsumerStats
-from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms, handler_ms
+from services.worker.heartbeat import AVERAGE_WINDOW_SECONDS, average_ms, handler_ms, outgrown
 
 
 def _stats(*durations: tuple[float, float]) -> ConsumerStats:
@@ -71,3 +71,33 @@ def test_a_worker_of_one_handler_reads_the_same_time_for_it_as_for_all_its_runs(
     for n in range(50):
         stats.timed(100.0 + n, 0.0004 + n * 0.00007, "demo.noop")
     assert handler_ms(stats, now=200.0) == {"demo.noop": average_ms(stats, now=200.0)}
+
+
+def test_runs_going_longer_than_their_handlers_mean_raise_the_handlers_time() -> None:
+    stats = ConsumerStats()
+    for n in range(1000):
+        stats.timed(100.0 + n * 0.001, 0.001, "demo.sleep")
+    stats.timed(101.0, 0.002, "demo.noop")
+    running = {"demo.sleep": 0.75, "demo.noop": 0.0001}
+    assert handler_ms(stats, now=102.0, running=running) == {"demo.sleep": 750, "demo.noop": 2}
+
+
+def test_a_run_just_begun_never_lowers_a_handlers_time() -> None:
+    stats = ConsumerStats()
+    stats.timed(100.0, 0.5, "slow")
+    assert handler_ms(stats, now=101.0, running={"slow": 0.01}) == {"slow": 500}
+
+
+def test_a_handler_never_timed_stays_out_while_its_first_run_goes() -> None:
+    # Left out, the leader prices it at its whole horizon; a run begun 10 ms ago would
+    # price it at 10 ms.
+    assert handler_ms(ConsumerStats(), now=1.0, running={"new": 0.01}) == {}
+
+
+def test_a_run_outgrows_its_handler_at_twice_its_time_and_50_ms_more() -> None:
+    assert not outgrown({"h": 2}, {"h": 0.051})
+    assert outgrown({"h": 2}, {"h": 0.052})
+    assert not outgrown({"h": 100}, {"h": 0.199})
+    assert outgrown({"h": 100}, {"h": 0.2})
+    assert not outgrown({}, {"h": 9.0}), "a handler never reported is priced at the horizon"
+    assert not outgrown({"h": 2}, {})

@@ -16,7 +16,7 @@ from common.consumer.stats import ConsumerStats
 from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores
-from services.worker.heartbeat import Heartbeater, Load, WorkerIdentity
+from services.worker.heartbeat import EARLY_GAP_S, Heartbeater, Load, WorkerIdentity
 
 INTERVAL = 0.05
 
@@ -31,6 +31,9 @@ class Source:
 
     def held(self) -> int:
         return 0
+
+    def running_for(self, now: float) -> dict[str, float]:
+        return {}
 
 
 class HangingRedis:
@@ -139,7 +142,47 @@ def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
         assert len(sent) == 1, "nothing ran yet: the interval holds"
         source.stats.durations.append((time.monotonic(), 0.0002))
         until(lambda: len(sent) == 2, "the first run's time to go out")
-        until(lambda: stop.waits[-1] == 60.0, "the loop to wait an interval")
-        assert len(sent) == 2, "then the interval again"
+        looked = len(stop.waits)
+        until(lambda: len(stop.waits) >= looked + 3, "the loop to look three times more")
+        assert len(sent) == 2, "then the interval again: no run outgrew its time"
+    finally:
+        beat.stop(WorkerState.STOPPED)
+
+
+def test_a_run_that_outgrows_its_handlers_time_is_sent_at_once_then_not_again_at_once() -> None:
+    """The leader prices a handler's runs by the time last reported for it: a run going
+    far longer goes out at the next look, and no more often than ``EARLY_GAP_S``."""
+    clock = mock.Mock(now_ms=lambda: 0)
+    stores = cast(
+        Stores,
+        mock.Mock(
+            redis=mock.MagicMock(), engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
+        ),
+    )
+    going: dict[str, float] = {}
+
+    class Running(Source):
+        def running_for(self, now: float) -> dict[str, float]:
+            return dict(going)
+
+    source = Running()
+    source.stats = ConsumerStats()
+    beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.sleep",)), source, stores, 60.0)
+    sent: list[float] = []
+    beat.send = lambda: sent.append(time.monotonic())  # type: ignore[method-assign]
+    beat.reported_ms = {"demo.sleep": 1}
+    source.stats.durations.append((time.monotonic(), 0.001))
+    stop = beat._stop = WatchedStop()
+    beat.start()
+    try:
+        until(lambda: len(sent) == 2, "the first run's time to go out")
+        going["demo.sleep"] = 0.04
+        looked = len(stop.waits)
+        until(lambda: len(stop.waits) >= looked + 3, "the loop to look three times more")
+        assert len(sent) == 2, "40 ms is not 50 ms more than 1 ms: not news"
+        going["demo.sleep"] = 0.6
+        until(lambda: len(sent) == 3, "the outgrown run to go out")
+        until(lambda: len(sent) == 4, "the next one after the gap")
+        assert sent[3] - sent[2] >= EARLY_GAP_S
     finally:
         beat.stop(WorkerState.STOPPED)
