@@ -107,6 +107,8 @@ class ExecutionRecord:
     ended_at: int | None
     scheduled_at: int | None
     manual: bool
+    # JSON text of the params a trigger with params gave the run; None: the job's.
+    params: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -127,6 +129,7 @@ class ExecutionRecord:
             ended_at=row.ended_at,
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
+            params=row.params,
         )
 
 

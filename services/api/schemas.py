@@ -152,6 +152,12 @@ class ExecutionView(BaseModel):
     endedAt: Timestamp | None
     message: str | None
     result: JsonValue = Field(default=None, description="the handler's return value, as JSON")
+    params: JsonObject | None = Field(
+        default=None,
+        description="the params a trigger with params gave this run (its handler got these "
+        "instead of the job's); null: the run got the job's params as they were when it "
+        "was sent",
+    )
 
 
 class JobPoliciesView(BaseModel):
@@ -370,6 +376,20 @@ class JobList(BaseModel):
     jobs: list[JobView]
     nextCursor: str | None = Field(
         description="pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class TriggerRequest(BaseModel):
+    """The optional body of a manual trigger."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"params": {"day": "2026-11-30"}}]}
+    )
+
+    params: JsonObject | None = Field(
+        default=None,
+        description="params for this run only, in place of the job's (the job keeps its "
+        "own); held to the limits of a job's params. Absent or null: the job's params",
     )
 
 

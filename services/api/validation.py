@@ -12,7 +12,7 @@ import httpx
 from common.cron import validate_cron, zone
 from common.db.apps import App
 from common.db.jobs import DEFAULT_PRIORITY, JobPolicies, NewJob
-from common.documents import document_problem, stored_size
+from common.documents import JsonObject, document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
@@ -65,18 +65,24 @@ def check_callback_url(url: str) -> str:
 
 
 def check_params(body: JobCreate, max_bytes: int) -> None:
-    """Refuse params that Kairos could not store and read back, or larger than ``max_bytes``.
+    """Refuse params that Kairos could not store and read back, or larger than ``max_bytes``."""
+    check_document(body.params, max_bytes)
+
+
+def check_document(params: JsonObject, max_bytes: int, field: str = "params") -> None:
+    """Refuse a params object Kairos could not store and read back, or one larger than
+    ``max_bytes``, naming ``field``.
 
     See ``common.documents``: nesting, lone surrogates, NaN and Infinity. The size is
     that of the JSON text stored, in UTF-8 bytes.
     """
-    problem = document_problem(body.params, "params")
+    problem = document_problem(params, field)
     if problem is not None:
-        raise ValidationFailedError("params", problem)
-    size = stored_size(body.params)
+        raise ValidationFailedError(field, problem)
+    size = stored_size(params)
     if size > max_bytes:
         raise ValidationFailedError(
-            "params", f"params take {size} bytes as JSON; the limit is {max_bytes} bytes"
+            field, f"{field} take {size} bytes as JSON; the limit is {max_bytes} bytes"
         )
 
 

@@ -47,6 +47,7 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         endedAt=iso_ms(execution.ended_at),
         message=execution.message,
         result=_json_or_text(execution.result),
+        params=None if execution.params is None else _params(execution.params),
     )
 
 

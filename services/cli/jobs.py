@@ -265,13 +265,31 @@ def cmd_jobs_executions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params_object(text: str) -> JsonObject:
+    """An argparse type: a JSON object (the params of one triggered run)."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--params is not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--params must be a JSON object, e.g. '{\"day\": 1}'")
+    return value
+
+
 def cmd_jobs_act(args: argparse.Namespace) -> int:
-    """Pause, resume, trigger or cancel one job, as its app's own call would."""
+    """Pause, resume, trigger or cancel one job, as its app's own call would; a trigger
+    with ``--params`` gives that run its own params."""
     from common.config import ApiSettings
     from services.api.operator.jobs import act_on_job, operator_state
+    from services.api.schemas import TriggerRequest
 
+    params = getattr(args, "params", None)
+    body = None if params is None else TriggerRequest(params=params)
+    operator = f"{getpass.getuser()} (cli)"
     with operator_state(ApiSettings()) as state:
-        done = act_on_job(state, args.job_id, args.jobs_cmd, f"{getpass.getuser()} (cli)")
+        done = act_on_job(state, args.job_id, args.jobs_cmd, operator, body)
     print(done)
     return 0
 
@@ -323,4 +341,11 @@ def add_jobs_parser(sub: Subcommands) -> None:
     for action in JOB_ACTIONS:
         acting = jobs.add_parser(action, help=_ACTION_HELP[action])
         acting.add_argument("job_id", type=_job_id)
+        if action == "trigger":
+            acting.add_argument(
+                "--params",
+                type=_params_object,
+                metavar="JSON",
+                help="params for this run only, in place of the job's (a JSON object)",
+            )
         acting.set_defaults(func=cmd_jobs_act)

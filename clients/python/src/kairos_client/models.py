@@ -38,6 +38,8 @@ class Execution:
     ended_at: datetime | None
     message: str | None
     result: Any
+    # The params a trigger with params gave this run; None: it ran with the job's.
+    params: dict[str, Any] | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -58,6 +60,7 @@ class Execution:
             ended_at=r.time_or_none("endedAt"),
             message=r.text_or_none("message"),
             result=r.body.get("result"),
+            params=r.mapping("params") if r.body.get("params") is not None else None,
             raw=r.body,
         )
 
