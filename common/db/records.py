@@ -47,6 +47,7 @@ class JobRecord:
     timeout_seconds: int | None
     deleted_at: int | None
     priority: int
+    jitter_seconds: int = 0
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -80,6 +81,7 @@ class JobRecord:
             timeout_seconds=row.timeout_seconds,
             deleted_at=row.deleted_at,
             priority=int(row.priority),
+            jitter_seconds=int(row.jitter_seconds),
         )
 
     @property

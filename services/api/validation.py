@@ -16,7 +16,7 @@ from common.documents import JsonObject, document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
-from services.api.quotas import check_schedule_interval
+from services.api.quotas import check_schedule_interval, shortest_gap_seconds
 from services.api.schemas import JobCreate
 
 
@@ -24,7 +24,8 @@ def defaulted_fields(body: JobCreate) -> set[str]:
     """The fields a request's digest leaves out when they hold their default: fields
     added since digests were first stored, so a retry of a request made before them
     still matches what was stored for it."""
-    return {"priority"} if body.priority == DEFAULT_PRIORITY else set()
+    left_out = {"priority"} if body.priority == DEFAULT_PRIORITY else set()
+    return left_out | ({"jitterSeconds"} if body.jitterSeconds == 0 else set())
 
 
 def request_hash(body: JobCreate) -> str:
@@ -149,7 +150,28 @@ def build_policies(body: JobCreate) -> JobPolicies:
         retry_backoff_seconds=body.retryBackoffSeconds,
         retry_backoff_max_seconds=max(body.retryBackoffMaxSeconds, body.retryBackoffSeconds),
         timeout_seconds=body.timeoutSeconds,
+        jitter_seconds=body.jitterSeconds,
     )
+
+
+def check_jitter(jitter_seconds: int, schedule: Schedule, now_ms: int) -> None:
+    """Refuse jitter on a one-shot job, and jitter not shorter than the schedule's
+    shortest interval (a trigger must fire before the next one is due)."""
+    if jitter_seconds == 0:
+        return
+    if not schedule.recurring:
+        raise ValidationFailedError(
+            "jitterSeconds",
+            "a one-shot job has no schedule to spread; jitterSeconds applies to cron and "
+            "fixed-rate jobs only (leave it out, or give 0)",
+        )
+    gap = shortest_gap_seconds(schedule, now_ms)
+    if gap is not None and jitter_seconds >= gap:
+        raise ValidationFailedError(
+            "jitterSeconds",
+            f"{jitter_seconds} s is not less than the schedule's shortest interval between "
+            f"two triggers ({gap:g} s); give less than {gap:g}",
+        )
 
 
 def check_handler(name: str, app: App, known_handlers: Set[str]) -> None:
@@ -177,6 +199,7 @@ def build_job(
     check_handler(body.jobHandler, app, known_handlers)
     check_params(body, max_params_bytes)
     schedule = build_schedule(body)
+    check_jitter(body.jitterSeconds, schedule, now_ms)
     if check_interval:
         check_schedule_interval(schedule, app, now_ms)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None

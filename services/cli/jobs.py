@@ -161,6 +161,7 @@ def _detail_json(detail: JobDetail) -> JsonObject:
         **view,
         "schedule": detail.schedule,
         "nextTriggerTimes": [iso_ms(t) for t in detail.next_triggers],
+        "nextFireTimes": [iso_ms(f) for _, f in detail.next_fires],
         "actions": detail.actions,
         "executions": [execution_view(e).model_dump(mode="json") for e in detail.executions],
         "callbacks": [
@@ -176,7 +177,10 @@ def _detail_json(detail: JobDetail) -> JsonObject:
 def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
     job = detail.job
     schedule = detail.schedule + (f"  [{job.cron_expr}]" if job.cron_expr else "")
-    upcoming = [when_text(t, now) for t in detail.next_triggers]
+    upcoming = [
+        when_text(t, now) + (f"  (fires {when_text(f, now)})" if f != t else "")
+        for t, f in detail.next_fires
+    ]
     retries = f"{job.max_retries} (backoff {job.retry_backoff_seconds}s to "
     retries += f"{job.retry_backoff_max_seconds}s)"
     app = f"{detail.app.name} ({detail.app.app_id})" if detail.app else "?"
@@ -192,6 +196,7 @@ def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
         ("overlap", str(job.overlap_policy)),
         ("retries", retries),
         ("timeout", f"{job.timeout_seconds}s" if job.timeout_seconds else "none"),
+        ("jitter", f"up to {job.jitter_seconds}s" if job.jitter_seconds else "none"),
         ("callback", job.callback_url or "none"),
         ("created", when_text(job.created_at, now)),
         ("actions", ", ".join(detail.actions) or "none"),

@@ -174,8 +174,8 @@ def test_concurrent_triggers_with_params_across_apps_are_all_accounted_for(
     jobs: list[tuple[str, int]] = []
     for auth in apps:
         for n in range(8):
-            body = {"jobName": f"j{n}", "jobHandler": "demo.echo", "params": {"job": n}}
-            body["triggerAt"] = FUTURE
+            body: dict[str, Any] = {"jobName": f"j{n}", "jobHandler": "demo.echo"}
+            body.update(params={"job": n}, triggerAt=FUTURE)
             made = client.post("/openapi/jobs", json=body, headers={"Authorization": auth})
             assert made.status_code == 202, made.text
             jobs.append((auth, made.json()["jobId"]))

@@ -35,6 +35,7 @@ from common.db.operator_reads import (
 )
 from common.db.records import ExecutionRecord, JobRecord
 from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError, UnknownAppError
+from common.jitter import jittered_ms
 from common.keys import RedisKeys
 from common.states import JobStatus
 from services.api import job_control as api_control
@@ -189,6 +190,12 @@ class JobDetail:
     def attempts_of(self, delivery: DeliveryRecord) -> list[AttemptRecord]:
         """The attempts of one of the shown callbacks, oldest first."""
         return self.callback_attempts.get(delivery.delivery_pk, [])
+
+    @property
+    def next_fires(self) -> list[tuple[int, int]]:
+        """Each of ``next_triggers`` with the time it fires, its jitter added."""
+        job = self.job
+        return [(t, jittered_ms(job.id, t, job.jitter_seconds)) for t in self.next_triggers]
 
     @property
     def actions(self) -> list[str]:

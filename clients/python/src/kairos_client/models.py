@@ -79,6 +79,8 @@ class JobPolicies:
     retry_backoff_seconds: int
     retry_backoff_max_seconds: int
     timeout_seconds: int | None
+    # Each scheduled trigger fires up to this many seconds late (0: on time).
+    jitter_seconds: int = 0
 
     @classmethod
     def from_reader(cls, r: Reader) -> JobPolicies:
@@ -94,6 +96,7 @@ class JobPolicies:
             retry_backoff_seconds=r.integer("retryBackoffSeconds"),
             retry_backoff_max_seconds=r.integer("retryBackoffMaxSeconds"),
             timeout_seconds=r.integer_or_none("timeoutSeconds"),
+            jitter_seconds=r.integer_or_none("jitterSeconds") or 0,
         )
 
 
@@ -127,6 +130,8 @@ class Job:
     created_at: datetime | None
     updated_at: datetime | None
     last_execution: Execution | None
+    # With ``preview``: when each of ``next_trigger_times`` fires, its jitter added.
+    next_fire_times: list[datetime] | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -151,6 +156,7 @@ class Job:
             created_at=r.time_or_none("createdAt"),
             updated_at=r.time_or_none("updatedAt"),
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
+            next_fire_times=r.times_or_none("nextFireTimes"),
             raw=r.body,
         )
 
