@@ -35,6 +35,25 @@ def test_a_job_with_no_next_trigger_says_so_outside_the_numbered_list(
     assert "<li>none:" not in page, "not shown as the first of the next triggers"
 
 
+def test_a_job_page_shows_a_runs_own_params_and_the_jittered_fire_times(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    body = {"jobName": "spread", "jobHandler": "demo.noop", "cronExpr": "0 * * * *"}
+    body |= {"jitterSeconds": 1_200, "params": {"job": "own-of-job"}}
+    job_id = console.post("/openapi/jobs", json=body, headers=headers).json()["jobId"]
+    run = {"params": {"run": "own-of-run"}}
+    triggered = console.post(f"/openapi/jobs/{job_id}/trigger", json=run, headers=headers)
+    assert triggered.status_code == 202
+    console.post(f"/openapi/jobs/{job_id}/trigger", headers=headers)
+    sign_in(console, make_operator(engine))
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert page.count("params of this run") == 1, "only the run with its own params"
+    assert "own-of-run" in page
+    assert "up to 1200 s" in page
+    assert page.count('class="fires-at"') >= 4, "five triggers, almost surely jittered"
+
+
 def test_the_dead_callbacks_page_counts_deliveries_and_says_why_each_died(
     console: TestClient, engine: Engine, app_credentials: AppCredentials
 ) -> None:
