@@ -110,6 +110,8 @@ class TriggerPolicy:
     misfire_threshold_ms: int = 60_000
     catch_up_window_ms: int = 3_600_000
     overlap: OverlapPolicy = OverlapPolicy.FORBID
+    # Each trigger fires up to this late, by ``common.jitter``'s offset (0: on time).
+    jitter_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -131,16 +133,22 @@ class TriggerPlan:
     end_reason: str | None = None
 
 
-def plan_trigger(policy: TriggerPolicy, trigger_ms: int, now_ms: int) -> TriggerPlan:
-    """Apply the misfire policy to the trigger due at ``trigger_ms``.
+def plan_trigger(
+    policy: TriggerPolicy, trigger_ms: int, now_ms: int, jitter_ms: int = 0
+) -> TriggerPlan:
+    """Apply the misfire policy to the trigger at ``trigger_ms``, due ``jitter_ms``
+    after it (its jitter: ``common.jitter``).
 
-    Overlap is decided when the execution fires (``overlap_skip_reason``), since a
-    trigger may be claimed a little ahead of its time. Never raises for a schedule
-    Kairos accepts; a stored cron or zone it no longer accepts raises
-    ``ValidationFailedError`` saying why, for the claimer to end that job alone.
+    The run fires at the jittered time, and lateness counts from it; the next trigger
+    follows the schedule's own times. Overlap is decided when the execution fires
+    (``overlap_skip_reason``), since a trigger may be claimed a little ahead of its
+    time. Never raises for a schedule Kairos accepts; a stored cron or zone it no longer
+    accepts raises ``ValidationFailedError`` saying why, for the claimer to end that job
+    alone.
     """
-    fire_at = max(trigger_ms, now_ms)
-    late_ms = now_ms - trigger_ms
+    due_ms = trigger_ms + jitter_ms
+    fire_at = max(due_ms, now_ms)
+    late_ms = now_ms - due_ms
     misfired = late_ms > policy.misfire_threshold_ms
     schedule = policy.schedule
     hold = policy.overlap is OverlapPolicy.QUEUE

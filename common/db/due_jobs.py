@@ -17,7 +17,7 @@ from common.states import JobStatus
 
 _POLICY_SQL = (
     "cron_expr, timezone, fixed_rate_seconds, misfire_policy, misfire_threshold_seconds, "
-    "catch_up_window_seconds, overlap_policy"
+    "catch_up_window_seconds, overlap_policy, jitter_seconds"
 )
 
 
@@ -30,6 +30,7 @@ def _policy(
     misfire_threshold_seconds: int,
     catch_up_window_seconds: int,
     overlap: str,
+    jitter_seconds: int = 0,
 ) -> TriggerPolicy:
     # Most jobs share a handful of policy combinations: build each one once.
     return TriggerPolicy(
@@ -38,6 +39,7 @@ def _policy(
         misfire_threshold_ms=misfire_threshold_seconds * 1000,
         catch_up_window_ms=catch_up_window_seconds * 1000,
         overlap=OverlapPolicy(overlap),
+        jitter_seconds=int(jitter_seconds),
     )
 
 

@@ -38,6 +38,8 @@ class NewExecution:
     message: str | None = None
     manual: bool = False
     worker_id: str | None = None
+    # JSON text of the params a trigger with params gave this run; None: the job's.
+    params: str | None = None
 
     def queued_on(self, worker_id: str) -> NewExecution:
         """This execution written QUEUED on a worker (built directly: ``dataclasses.replace``
@@ -52,12 +54,13 @@ class NewExecution:
             self.message,
             self.manual,
             worker_id,
+            self.params,
         )
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "worker_id, created_at, dispatched_at, ended_at"
+    "worker_id, created_at, dispatched_at, ended_at, params"
 )
 
 
@@ -106,11 +109,16 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
     for r in rows:
         ended = "NULL" if r.status in UNFINISHED else now
         dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
+        # A run's own params are rare (a trigger with params): the rest send no parameter.
+        own = "NULL" if r.params is None else "%s"
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
-            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, {ended})"
+            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, "
+            f"{ended}, {own})"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
+        if r.params is not None:
+            params.append(r.params)
     return driver.insert(
         conn,
         f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
@@ -286,6 +294,8 @@ class LockedExecution:
     trigger_time: int
     status: ExecutionStatus
     manual: bool
+    # The run's own params (a trigger with params), which its retry carries on; None: the job's.
+    params: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +335,7 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[Lo
 def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
     rows = driver.fetch(
         conn,
-        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, params "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
@@ -338,6 +348,7 @@ def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExe
             int(r.trigger_time),
             ExecutionStatus(r.status),
             bool(r.manual),
+            None if r.params is None else str(r.params),
         )
         for r in rows
     ]

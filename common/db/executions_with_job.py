@@ -29,6 +29,7 @@ class ExecutionWithJob:
     status: ExecutionStatus
     manual: bool
     handler: str
+    # The run's own params (a trigger with params) when it has them, else the job's.
     params: str
     timeout_seconds: int | None
     overlap_policy: str
@@ -84,7 +85,8 @@ SLOT_WAIT = "waiting for a free slot: other runs hold every slot it may take"
 
 _COLUMNS = (
     "e.id, e.execution_id, e.job_id, e.attempt, e.trigger_time, e.scheduled_at, "
-    "e.worker_id, e.status, e.manual, j.handler, j.params, j.timeout_seconds, "
+    "e.worker_id, e.status, e.manual, j.handler, COALESCE(e.params, j.params) AS params, "
+    "j.timeout_seconds, "
     "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "

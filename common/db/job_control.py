@@ -190,8 +190,11 @@ def _first_free_trigger_time(conn: Connection, job: JobRecord, now_ms: int) -> i
     return candidate + 1 if candidate == job.next_trigger_time else candidate
 
 
-def insert_manual_execution(conn: Connection, job: JobRecord, now_ms: int) -> NewExecution:
+def insert_manual_execution(
+    conn: Connection, job: JobRecord, now_ms: int, params: str | None = None
+) -> NewExecution:
     """Insert a SCHEDULED manual execution of the locked ``job``, due now; return it.
+    ``params``: JSON text of params for this run only, in place of the job's.
 
     The unique key (job, trigger time, attempt) gives every trigger time one first
     attempt, so a manual run takes the first free trigger time from now on: triggers of
@@ -202,7 +205,9 @@ def insert_manual_execution(conn: Connection, job: JobRecord, now_ms: int) -> Ne
     """
     for _ in range(SAME_MS_TRIES):
         trigger_time = _first_free_trigger_time(conn, job, now_ms)
-        execution = NewExecution(str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True)
+        execution = NewExecution(
+            str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True, params=params
+        )
         try:
             with conn.begin_nested():
                 insert_executions(conn, [execution], now_ms)

@@ -39,6 +39,7 @@ class JobPolicies:
     retry_backoff_seconds: int = 10
     retry_backoff_max_seconds: int = 3600
     timeout_seconds: int | None = None
+    jitter_seconds: int = 0
 
     def columns(self) -> JobColumns:
         """The policy columns of the jobs table."""
@@ -53,6 +54,7 @@ class JobPolicies:
             "retry_backoff_seconds": self.retry_backoff_seconds,
             "retry_backoff_max_seconds": self.retry_backoff_max_seconds,
             "timeout_seconds": self.timeout_seconds,
+            "jitter_seconds": self.jitter_seconds,
         }
 
 

@@ -47,6 +47,7 @@ class JobRecord:
     timeout_seconds: int | None
     deleted_at: int | None
     priority: int
+    jitter_seconds: int = 0
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -80,6 +81,7 @@ class JobRecord:
             timeout_seconds=row.timeout_seconds,
             deleted_at=row.deleted_at,
             priority=int(row.priority),
+            jitter_seconds=int(row.jitter_seconds),
         )
 
     @property
@@ -107,6 +109,8 @@ class ExecutionRecord:
     ended_at: int | None
     scheduled_at: int | None
     manual: bool
+    # JSON text of the params a trigger with params gave the run; None: the job's.
+    params: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -127,6 +131,7 @@ class ExecutionRecord:
             ended_at=row.ended_at,
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
+            params=row.params,
         )
 
 

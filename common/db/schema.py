@@ -105,6 +105,9 @@ jobs = Table(
     Column("deleted_at", BigInteger, nullable=True),
     # 0-9, higher first within the job's app (migration 0012).
     Column("priority", SmallInteger, nullable=False, server_default="5"),
+    # Each scheduled trigger fires up to this many seconds late, by an offset fixed by
+    # the job and the trigger time (``common.jitter``); 0: on time (migration 0016).
+    Column("jitter_seconds", Integer, nullable=False, server_default="0"),
     UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).
@@ -130,6 +133,9 @@ executions = Table(
     Column("ended_at", BigInteger, nullable=True),
     Column("scheduled_at", BigInteger, nullable=True),
     Column("manual", Boolean, nullable=False, server_default=sa.false()),
+    # The params a trigger with params gave this run, in place of the job's; NULL: the
+    # job's params at dispatch (migration 0016).
+    Column("params", MEDIUMTEXT, nullable=True),
     # A manual run never takes a scheduled trigger's slot (migration 0008).
     UniqueConstraint(
         "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"

@@ -64,6 +64,7 @@ class MemoryExecution:
     dispatched_at: int | None = None
     started_at: int | None = None
     ended_at: int | None = None
+    params: str | None = None
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -75,6 +76,7 @@ class MemoryExecution:
             self.trigger_time,
             self.status,
             self.manual,
+            self.params,
         )
 
     def with_job(self, job: MemoryJob) -> ExecutionWithJob:
@@ -91,7 +93,7 @@ class MemoryExecution:
             self.status,
             self.manual,
             job.handler,
-            job.params,
+            job.params if self.params is None else self.params,
             job.timeout_seconds,
             job.overlap_policy,
             job.misfire_policy,

@@ -242,6 +242,7 @@ def _stored_request(job: JobRecord) -> JsonObject:
         "retryBackoffMaxSeconds": job.retry_backoff_max_seconds,
         "timeoutSeconds": job.timeout_seconds,
         "priority": job.priority,
+        "jitterSeconds": job.jitter_seconds,
     }
 
 

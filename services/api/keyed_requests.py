@@ -42,7 +42,9 @@ STAGE = "api_keyed_requests"
 def _replay(request: KeyedRequest, stored: StoredAnswer) -> StoredAnswer:
     if stored.request_hash != request.request_hash:
         what = (
-            "a trigger of another job" if request.operation == "triggerJob" else ("another batch")
+            "a trigger of another job or with other params"
+            if request.operation == "triggerJob"
+            else "another batch"
         )
         raise IdempotencyConflictError(request.key, None, HEADER, what)
     return stored

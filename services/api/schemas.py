@@ -25,6 +25,14 @@ from services.api.fields import (
     standard_bounds,
 )
 
+MAX_JITTER_SECONDS = 86_400
+JITTER = (
+    "cron and fixed-rate jobs: fire each scheduled trigger up to this many seconds late, "
+    "by an offset fixed by the job and the trigger time (the same on every look), so jobs "
+    "on one schedule do not all start at once; less than the schedule's shortest interval; "
+    "0 (the default): on time. Manual triggers and retries are not jittered"
+)
+
 
 def _create_schema(schema: JsonObject) -> None:
     """JobCreate's document: an example, and bounds in JSON Schema's words."""
@@ -94,6 +102,7 @@ class JobCreate(BaseModel):
     retryBackoffMaxSeconds: WholeNumber = Field(default=3600, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     priority: Priority = DEFAULT_PRIORITY
+    jitterSeconds: WholeNumber = Field(default=0, ge=0, le=MAX_JITTER_SECONDS, description=JITTER)
 
 
 class JobAccepted(BaseModel):
@@ -152,6 +161,12 @@ class ExecutionView(BaseModel):
     endedAt: Timestamp | None
     message: str | None
     result: JsonValue = Field(default=None, description="the handler's return value, as JSON")
+    params: JsonObject | None = Field(
+        default=None,
+        description="the params a trigger with params gave this run (its handler got these "
+        "instead of the job's); null: the run got the job's params as they were when it "
+        "was sent",
+    )
 
 
 class JobPoliciesView(BaseModel):
@@ -167,6 +182,7 @@ class JobPoliciesView(BaseModel):
     retryBackoffSeconds: int
     retryBackoffMaxSeconds: int
     timeoutSeconds: int | None
+    jitterSeconds: int = Field(default=0, description=JITTER)
 
 
 class JobView(BaseModel):
@@ -181,6 +197,11 @@ class JobView(BaseModel):
     nextTriggerTime: Timestamp | None
     nextTriggerTimes: list[Timestamp] | None = Field(
         default=None, description="the next trigger times, with ?preview=N"
+    )
+    nextFireTimes: list[Timestamp] | None = Field(
+        default=None,
+        description="with ?preview=N: when each of nextTriggerTimes fires, its jitter "
+        "(jitterSeconds) added; the same times for a job without jitter",
     )
     policies: JobPoliciesView
     priority: ShownPriority
@@ -310,6 +331,7 @@ _NOT_NULL = (
     "retryBackoffSeconds",
     "retryBackoffMaxSeconds",
     "priority",
+    "jitterSeconds",
 )
 
 
@@ -355,6 +377,9 @@ class JobPatch(BaseModel):
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: CallbackUrl | None = None
     priority: Priority | None = None
+    jitterSeconds: WholeNumber | None = Field(
+        default=None, ge=0, le=MAX_JITTER_SECONDS, description=JITTER
+    )
 
     @field_validator(*_NOT_NULL)
     @classmethod
@@ -370,6 +395,20 @@ class JobList(BaseModel):
     jobs: list[JobView]
     nextCursor: str | None = Field(
         description="pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class TriggerRequest(BaseModel):
+    """The optional body of a manual trigger."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"params": {"day": "2026-11-30"}}]}
+    )
+
+    params: JsonObject | None = Field(
+        default=None,
+        description="params for this run only, in place of the job's (the job keeps its "
+        "own); held to the limits of a job's params. Absent or null: the job's params",
     )
 
 

@@ -1,5 +1,5 @@
 """A manual trigger: run a job now, besides its schedule, at most once per
-Idempotency-Key.
+Idempotency-Key, with the job's params or with params for that run only.
 
 The job row lock orders a trigger with cancel (no SCHEDULED execution of a CANCELLED
 job); the key, taken in the same transaction, makes a retried trigger (a client that
@@ -17,10 +17,13 @@ from sqlalchemy.engine import Connection
 from common.db import job_control as db
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
+from common.documents import stored_text
 from services.api.job_control import TRIGGER, applies, check_may_run, status_of
 from services.api.keyed_requests import answer_once
 from services.api.locations import execution_location
+from services.api.schemas import TriggerRequest
 from services.api.state import ApiState
+from services.api.validation import check_document
 from services.api.wake import wake_dispatcher
 
 log = logging.getLogger(__name__)
@@ -29,43 +32,68 @@ log = logging.getLogger(__name__)
 TRIGGER_OPERATION = "triggerJob"
 
 
-def _keyed(app: App, job_id: int, key: str | None) -> KeyedRequest | None:
+def _keyed(
+    app: App, job_id: int, key: str | None, body: TriggerRequest | None
+) -> KeyedRequest | None:
+    """The key's record; its digest names the job and the run's own params (members in
+    any order), so the same key with other params is refused. A trigger without params
+    digests as it always did, so keys stored before params existed still match."""
     if key is None:
         return None
-    digest = hashlib.sha256(f"trigger:{job_id}".encode()).hexdigest()
+    what = f"trigger:{job_id}"
+    if body is not None and body.params is not None:
+        what += ":" + json.dumps(body.params, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(what.encode()).hexdigest()
     return KeyedRequest(app.id, TRIGGER_OPERATION, key, digest)
 
 
-def _insert(conn: Connection, app: App, job_id: int, now: int) -> tuple[StoredAnswer, int]:
+def run_params(body: TriggerRequest | None, max_bytes: int) -> str | None:
+    """The JSON text of a trigger's own params, checked as a job's are; None: the job's."""
+    if body is None or body.params is None:
+        return None
+    check_document(body.params, max_bytes)
+    return stored_text(body.params)
+
+
+def _insert(
+    conn: Connection, app: App, job_id: int, now: int, params: str | None
+) -> tuple[StoredAnswer, int]:
     job = db.lock_job(conn, app.id, job_id)
     applies(TRIGGER, job_id, status_of(job))
     assert job is not None
     check_may_run(app, job, "triggered")
-    execution = db.insert_manual_execution(conn, job, now)
+    execution = db.insert_manual_execution(conn, job, now, params)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
     log.info(
-        "job triggered by hand",
+        "job triggered by hand%s",
+        " with its own params" if params is not None else "",
         extra={"job_id": job_id, "execution_id": execution.execution_id},
     )
     return answer, execution.scheduled_at
 
 
 def trigger_job(
-    state: ApiState, app: App, job_id: int, key: str | None = None
+    state: ApiState,
+    app: App,
+    job_id: int,
+    key: str | None = None,
+    body: TriggerRequest | None = None,
 ) -> tuple[StoredAnswer, bool]:
     """Run the job now: a SCHEDULED manual execution the dispatcher fires at once (a
-    manual run never moves the job's own status). With ``key``, a repeat gets the first
-    answer back (second of the pair: True) and nothing runs again."""
+    manual run never moves the job's own status), with ``body.params`` in place of the
+    job's when given. With ``key``, a repeat gets the first answer back (second of the
+    pair: True) and nothing runs again; the same key with other params is refused."""
+    params = run_params(body, state.settings.max_params_bytes)
     now = state.clock.now_ms()
     scheduled: list[int] = []
 
     def work(conn: Connection) -> StoredAnswer:
-        answer, at = _insert(conn, app, job_id, now)
+        answer, at = _insert(conn, app, job_id, now, params)
         scheduled[:] = [at]
         return answer
 
-    answer, replayed = answer_once(state, _keyed(app, job_id, key), work)
+    answer, replayed = answer_once(state, _keyed(app, job_id, key, body), work)
     if scheduled and not replayed:
         wake_dispatcher(state, scheduled[0], now)
     return answer, replayed

@@ -12,11 +12,11 @@ import httpx
 from common.cron import validate_cron, zone
 from common.db.apps import App
 from common.db.jobs import DEFAULT_PRIORITY, JobPolicies, NewJob
-from common.documents import document_problem, stored_size
+from common.documents import JsonObject, document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
-from services.api.quotas import check_schedule_interval
+from services.api.quotas import check_schedule_interval, shortest_gap_seconds
 from services.api.schemas import JobCreate
 
 
@@ -24,7 +24,8 @@ def defaulted_fields(body: JobCreate) -> set[str]:
     """The fields a request's digest leaves out when they hold their default: fields
     added since digests were first stored, so a retry of a request made before them
     still matches what was stored for it."""
-    return {"priority"} if body.priority == DEFAULT_PRIORITY else set()
+    left_out = {"priority"} if body.priority == DEFAULT_PRIORITY else set()
+    return left_out | ({"jitterSeconds"} if body.jitterSeconds == 0 else set())
 
 
 def request_hash(body: JobCreate) -> str:
@@ -65,18 +66,24 @@ def check_callback_url(url: str) -> str:
 
 
 def check_params(body: JobCreate, max_bytes: int) -> None:
-    """Refuse params that Kairos could not store and read back, or larger than ``max_bytes``.
+    """Refuse params that Kairos could not store and read back, or larger than ``max_bytes``."""
+    check_document(body.params, max_bytes)
+
+
+def check_document(params: JsonObject, max_bytes: int, field: str = "params") -> None:
+    """Refuse a params object Kairos could not store and read back, or one larger than
+    ``max_bytes``, naming ``field``.
 
     See ``common.documents``: nesting, lone surrogates, NaN and Infinity. The size is
     that of the JSON text stored, in UTF-8 bytes.
     """
-    problem = document_problem(body.params, "params")
+    problem = document_problem(params, field)
     if problem is not None:
-        raise ValidationFailedError("params", problem)
-    size = stored_size(body.params)
+        raise ValidationFailedError(field, problem)
+    size = stored_size(params)
     if size > max_bytes:
         raise ValidationFailedError(
-            "params", f"params take {size} bytes as JSON; the limit is {max_bytes} bytes"
+            field, f"{field} take {size} bytes as JSON; the limit is {max_bytes} bytes"
         )
 
 
@@ -143,7 +150,28 @@ def build_policies(body: JobCreate) -> JobPolicies:
         retry_backoff_seconds=body.retryBackoffSeconds,
         retry_backoff_max_seconds=max(body.retryBackoffMaxSeconds, body.retryBackoffSeconds),
         timeout_seconds=body.timeoutSeconds,
+        jitter_seconds=body.jitterSeconds,
     )
+
+
+def check_jitter(jitter_seconds: int, schedule: Schedule, now_ms: int) -> None:
+    """Refuse jitter on a one-shot job, and jitter not shorter than the schedule's
+    shortest interval (a trigger must fire before the next one is due)."""
+    if jitter_seconds == 0:
+        return
+    if not schedule.recurring:
+        raise ValidationFailedError(
+            "jitterSeconds",
+            "a one-shot job has no schedule to spread; jitterSeconds applies to cron and "
+            "fixed-rate jobs only (leave it out, or give 0)",
+        )
+    gap = shortest_gap_seconds(schedule, now_ms)
+    if gap is not None and jitter_seconds >= gap:
+        raise ValidationFailedError(
+            "jitterSeconds",
+            f"{jitter_seconds} s is not less than the schedule's shortest interval between "
+            f"two triggers ({gap:g} s); give less than {gap:g}",
+        )
 
 
 def check_handler(name: str, app: App, known_handlers: Set[str]) -> None:
@@ -171,6 +199,7 @@ def build_job(
     check_handler(body.jobHandler, app, known_handlers)
     check_params(body, max_params_bytes)
     schedule = build_schedule(body)
+    check_jitter(body.jitterSeconds, schedule, now_ms)
     if check_interval:
         check_schedule_interval(schedule, app, now_ms)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from common.db.records import ExecutionRecord, JobRecord
 from common.documents import JsonObject, JsonValue
+from common.jitter import jittered_ms
 from common.jsontext import read_stored_json
 from common.states import JobStatus
 from common.timefmt import iso_ms
@@ -47,6 +48,7 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         endedAt=iso_ms(execution.ended_at),
         message=execution.message,
         result=_json_or_text(execution.result),
+        params=None if execution.params is None else _params(execution.params),
     )
 
 
@@ -79,15 +81,33 @@ def policies_view(job: JobRecord) -> JobPoliciesView:
         retryBackoffSeconds=job.retry_backoff_seconds,
         retryBackoffMaxSeconds=job.retry_backoff_max_seconds,
         timeoutSeconds=job.timeout_seconds,
+        jitterSeconds=job.jitter_seconds,
     )
+
+
+def upcoming_trigger_ms(job: JobRecord, count: int) -> list[int] | None:
+    """The next ``count`` trigger times, or None when none is asked for or none comes."""
+    start = shown_next_trigger(job)
+    if count <= 0 or start is None:
+        return None
+    return job.schedule.preview(start, count)
 
 
 def upcoming_triggers(job: JobRecord, count: int) -> list[str] | None:
     """The next ``count`` trigger times as ISO text, or None when none is asked for."""
-    start = shown_next_trigger(job)
-    if count <= 0 or start is None:
+    times = upcoming_trigger_ms(job, count)
+    if times is None:
         return None
-    return [t for t in (iso_ms(ms) for ms in job.schedule.preview(start, count)) if t is not None]
+    return [t for t in map(iso_ms, times) if t is not None]
+
+
+def upcoming_fires(job: JobRecord, count: int) -> list[str] | None:
+    """When each of the next ``count`` triggers fires, its jitter added, as ISO text."""
+    times = upcoming_trigger_ms(job, count)
+    if times is None:
+        return None
+    fires = (jittered_ms(job.id, t, job.jitter_seconds) for t in times)
+    return [t for t in map(iso_ms, fires) if t is not None]
 
 
 def job_view(
@@ -103,6 +123,7 @@ def job_view(
         status=shown_status(job, running),
         nextTriggerTime=iso_ms(shown_next_trigger(job)),
         nextTriggerTimes=upcoming_triggers(job, preview),
+        nextFireTimes=upcoming_fires(job, preview),
         policies=policies_view(job),
         priority=job.priority,
         callbackUrl=job.callback_url,

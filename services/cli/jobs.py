@@ -161,6 +161,7 @@ def _detail_json(detail: JobDetail) -> JsonObject:
         **view,
         "schedule": detail.schedule,
         "nextTriggerTimes": [iso_ms(t) for t in detail.next_triggers],
+        "nextFireTimes": [iso_ms(f) for _, f in detail.next_fires],
         "actions": detail.actions,
         "executions": [execution_view(e).model_dump(mode="json") for e in detail.executions],
         "callbacks": [
@@ -176,7 +177,10 @@ def _detail_json(detail: JobDetail) -> JsonObject:
 def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
     job = detail.job
     schedule = detail.schedule + (f"  [{job.cron_expr}]" if job.cron_expr else "")
-    upcoming = [when_text(t, now) for t in detail.next_triggers]
+    upcoming = [
+        when_text(t, now) + (f"  (fires {when_text(f, now)})" if f != t else "")
+        for t, f in detail.next_fires
+    ]
     retries = f"{job.max_retries} (backoff {job.retry_backoff_seconds}s to "
     retries += f"{job.retry_backoff_max_seconds}s)"
     app = f"{detail.app.name} ({detail.app.app_id})" if detail.app else "?"
@@ -192,6 +196,7 @@ def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
         ("overlap", str(job.overlap_policy)),
         ("retries", retries),
         ("timeout", f"{job.timeout_seconds}s" if job.timeout_seconds else "none"),
+        ("jitter", f"up to {job.jitter_seconds}s" if job.jitter_seconds else "none"),
         ("callback", job.callback_url or "none"),
         ("created", when_text(job.created_at, now)),
         ("actions", ", ".join(detail.actions) or "none"),
@@ -265,13 +270,31 @@ def cmd_jobs_executions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params_object(text: str) -> JsonObject:
+    """An argparse type: a JSON object (the params of one triggered run)."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--params is not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--params must be a JSON object, e.g. '{\"day\": 1}'")
+    return value
+
+
 def cmd_jobs_act(args: argparse.Namespace) -> int:
-    """Pause, resume, trigger or cancel one job, as its app's own call would."""
+    """Pause, resume, trigger or cancel one job, as its app's own call would; a trigger
+    with ``--params`` gives that run its own params."""
     from common.config import ApiSettings
     from services.api.operator.jobs import act_on_job, operator_state
+    from services.api.schemas import TriggerRequest
 
+    params = getattr(args, "params", None)
+    body = None if params is None else TriggerRequest(params=params)
+    operator = f"{getpass.getuser()} (cli)"
     with operator_state(ApiSettings()) as state:
-        done = act_on_job(state, args.job_id, args.jobs_cmd, f"{getpass.getuser()} (cli)")
+        done = act_on_job(state, args.job_id, args.jobs_cmd, operator, body)
     print(done)
     return 0
 
@@ -323,4 +346,11 @@ def add_jobs_parser(sub: Subcommands) -> None:
     for action in JOB_ACTIONS:
         acting = jobs.add_parser(action, help=_ACTION_HELP[action])
         acting.add_argument("job_id", type=_job_id)
+        if action == "trigger":
+            acting.add_argument(
+                "--params",
+                type=_params_object,
+                metavar="JSON",
+                help="params for this run only, in place of the job's (a JSON object)",
+            )
         acting.set_defaults(func=cmd_jobs_act)

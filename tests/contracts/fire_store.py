@@ -61,6 +61,15 @@ class FireStoreContract(StoreHarness):
         assert (first.job_status, first.next_trigger_time) == (JobStatus.RUNNING, None)
         assert late in {r.id for r in got}
 
+    def test_scheduled_until_reads_a_runs_own_params_in_place_of_the_jobs(self) -> None:
+        job = self.a_job(params='{"job": 1}')
+        own = NewExecution("own", job, 1, 1_000, 1_000, manual=True, params='{"run": 2}')
+        plain = NewExecution("plain", job, 1, 1_001, 1_001, manual=True)
+        self.store.insert_executions([own, plain], 1_000)
+        got = {r.execution_id: r.params for r in self.fire_store.scheduled_until(2_000, 10)}
+        assert got == {"own": '{"run": 2}', "plain": '{"job": 1}'}
+        assert self.execution("plain").params is None
+
     def test_scheduled_until_reads_only_scheduled_rows_up_to_the_limit(self) -> None:
         job = self.a_job()
         self.due(job, ("a", 1_000), ("b", 2_000), ("c", 3_000))

@@ -37,6 +37,13 @@ class OutcomeStoreContract(StoreHarness):
         assert got == [self.locked("e1"), self.locked("e3")]
         assert got[0] == LockedExecution(k[0], "e1", job, 1, 1_000, queued, False)
 
+    def test_lock_unfinished_returns_a_runs_own_params_for_its_retry(self) -> None:
+        job = self.a_job()
+        own = NewExecution("own", job, 1, 1_000, 1_000, ExecutionStatus.QUEUED, params='{"a":1}')
+        self.store.insert_executions([own], 1_000)
+        [got] = self.store.lock_unfinished({"own": None})
+        assert (got.execution_id, got.params) == ("own", '{"a":1}')
+
     def test_lock_unfinished_looks_up_ids_without_a_key(self) -> None:
         job = self.a_job()
         k = self.runs(job, ("e1", ExecutionStatus.QUEUED), ("e2", ExecutionStatus.QUEUED))

@@ -109,6 +109,15 @@ class Api:
             f"{self.base}/openapi/jobs/{job_id}/{action}", headers=self._headers(), timeout=10
         )
 
+    def trigger(self, job_id: int, params: dict[str, Any] | None = None) -> httpx.Response:
+        """POST /openapi/jobs/{id}/trigger, with ``params`` for that run when given."""
+        return httpx.post(
+            f"{self.base}/openapi/jobs/{job_id}/trigger",
+            json=None if params is None else {"params": params},
+            headers=self._headers(),
+            timeout=10,
+        )
+
     def job(self, job_id: int) -> dict[str, Any]:
         """GET /openapi/jobs/{id} as JSON."""
         response = httpx.get(f"{self.base}/openapi/jobs/{job_id}", headers=self._headers())

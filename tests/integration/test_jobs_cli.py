@@ -206,3 +206,52 @@ def test_a_disabled_apps_job_is_not_triggered_or_resumed_by_an_operator(
     assert cli("jobs", "cancel", str(job))[0] == 0
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(executions)).scalar() == 0
+
+
+def test_trigger_with_params_gives_that_run_its_own_params(cli: Any, client: TestClient) -> None:
+    job = submit(client, jobName="hourly", cronExpr="0 * * * *", params={"job": 1})
+    status, out, _ = cli("jobs", "trigger", str(job), "--params", '{"day": "2026-12-01"}')
+    assert status == 0 and out.startswith(f"Job {job} triggered with its own params: execution ")
+    manual = out.strip().rsplit(" ", 1)[1].rstrip(".")
+    status, out, _ = cli("jobs", "executions", str(job), "-o", "json")
+    [run] = json.loads(out)["executions"]
+    assert (run["executionId"], run["params"]) == (manual, {"day": "2026-12-01"})
+    assert client.get(f"/openapi/jobs/{job}").json()["params"] == {"job": 1}
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [("[1]", "must be a JSON object"), ("{x", "is not JSON"), ("1", "must be a JSON object")],
+)
+def test_trigger_params_that_are_no_json_object_are_refused_before_anything_runs(
+    cli: Any, client: TestClient, capsys: pytest.CaptureFixture[str], params: str, says: str
+) -> None:
+    job = submit(client, jobName="hourly", cronExpr="0 * * * *")
+    with pytest.raises(SystemExit) as exited:
+        main(["jobs", "trigger", str(job), "--params", params])
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+    assert client.get(f"/openapi/jobs/{job}/executions").json()["executions"] == []
+
+
+def test_trigger_params_over_the_limit_are_refused_by_the_apps_rules(
+    cli: Any, client: TestClient
+) -> None:
+    job = submit(client, jobName="hourly", cronExpr="0 * * * *")
+    status, _, err = cli("jobs", "trigger", str(job), "--params", json.dumps({"x": "y" * 70_000}))
+    assert status == 2 and "the limit is 65536 bytes" in err
+    assert client.get(f"/openapi/jobs/{job}/executions").json()["executions"] == []
+
+
+def test_jobs_show_shows_the_jitter_and_when_each_trigger_fires(
+    cli: Any, client: TestClient
+) -> None:
+    job = submit(client, jobName="spread", cronExpr="0 * * * *", jitterSeconds=900)
+    status, out, _ = cli("jobs", "show", str(job), "-o", "json")
+    assert status == 0
+    shown = json.loads(out)
+    assert shown["policies"]["jitterSeconds"] == 900
+    assert len(shown["nextFireTimes"]) == len(shown["nextTriggerTimes"]) == 5
+    assert shown["nextFireTimes"] != shown["nextTriggerTimes"]
+    status, out, _ = cli("jobs", "show", str(job))
+    assert status == 0 and "up to 900s" in out and "(fires " in out

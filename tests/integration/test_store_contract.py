@@ -140,6 +140,7 @@ class TestMySqlStore(
             r.dispatched_at,
             r.started_at,
             r.ended_at,
+            r.params,
         )
 
     def deliveries(self) -> list[MemoryDelivery]:

@@ -162,6 +162,43 @@ def test_get_execution_and_trigger() -> None:
     assert execution.manual and execution.execution_id == execution_id
 
 
+def test_trigger_with_params_sends_them_and_the_execution_shows_them() -> None:
+    execution_id = "0b6f7c3e-8f7d-4a35-9a53-5c0d2b1f7e10"
+    accepted = {"jobId": 7, "executionId": execution_id, "status": "SCHEDULED"}
+    own = {"day": "2026-12-01", "n": [1, 2]}
+    api = Scripted([ok(accepted, 202), ok(accepted, 202), ok(execution_json(params=own))])
+    with api.client() as kairos:
+        kairos.trigger(7, params=own, idempotency_key="run-2")
+        kairos.trigger(7)
+        execution = kairos.get_execution(execution_id)
+    assert api.body(0) == {"params": own}
+    assert api.requests[0].headers["idempotency-key"] == '"run-2"'
+    assert api.requests[1].content == b"", "without params, no body: the job's params run"
+    assert execution.params == own
+
+
+def test_an_execution_without_its_own_params_reads_none() -> None:
+    api = Scripted([ok(execution_json())])
+    with api.client() as kairos:
+        assert kairos.get_execution("0b6f7c3e-8f7d-4a35-9a53-5c0d2b1f7e10").params is None
+
+
+def test_jitter_is_sent_on_create_and_update_and_read_with_fire_times() -> None:
+    policies = {**job_json()["policies"], "jitterSeconds": 30}
+    fires = ["2026-12-01T14:00:17.250Z"]
+    shown = job_json(policies=policies, nextTriggerTimes=["2026-12-01T14:00:00.000Z"])
+    previewed = {**shown, "nextFireTimes": fires}
+    api = Scripted([ok({"jobId": 7, "status": "WAITING"}, 202), ok(shown), ok(previewed)])
+    with api.client() as kairos:
+        kairos.create_job(JobSpec("a", "demo.echo", cron_expr="0 * * * *", jitter_seconds=30))
+        kairos.update(7, JobChanges(jitter_seconds=30))
+        job = kairos.get_job(7, preview=1)
+    assert api.body(0)["jitterSeconds"] == 30
+    assert api.body(1) == {"jitterSeconds": 30}
+    assert job.policies is not None and job.policies.jitter_seconds == 30
+    assert job.next_fire_times == [datetime(2026, 12, 1, 14, 0, 17, 250_000, tzinfo=UTC)]
+
+
 @pytest.mark.parametrize("action", ["pause", "resume", "cancel"])
 def test_job_actions_post_and_answer_the_job(action: str) -> None:
     api = Scripted([ok(job_json(status="PAUSED"))])

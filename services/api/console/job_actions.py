@@ -1,12 +1,15 @@
-"""Pause, resume, trigger and cancel from the console: the OpenAPI's own job control,
-applied as the job's app, with who did it in the log (``services.api.operator.jobs``)."""
+"""Pause, resume, trigger (with params for that run, or the job's) and cancel from the
+console: the OpenAPI's own job control, applied as the job's app, with who did it in the
+log (``services.api.operator.jobs``)."""
 
 from __future__ import annotations
+
+import json
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.errors import KairosError
+from common.errors import KairosError, ValidationFailedError
 from services.api.console.render import redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import (
@@ -17,6 +20,7 @@ from services.api.console.session import (
     safe_next,
 )
 from services.api.operator.jobs import ACTIONS, act_on_job
+from services.api.schemas import TriggerRequest
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -30,9 +34,24 @@ async def job_action(job_id: int, action: str, request: Request, session: Sessio
     if action not in ACTIONS:
         return redirect(back, f"There is no job action {action!r}.", error=True)
     try:
+        body = trigger_body(form.get("params", "")) if action == "trigger" else None
         done = await run_in_threadpool(
-            act_on_job, console_state(request), job_id, action, session.operator.name
+            act_on_job, console_state(request), job_id, action, session.operator.name, body
         )
     except KairosError as e:
         return redirect(back, str(e), error=True)
     return redirect(back, done)
+
+
+def trigger_body(text: str) -> TriggerRequest | None:
+    """The trigger's body from the form's params field: None when it is blank (the
+    job's params run); a JSON object otherwise, or ``ValidationFailedError``."""
+    if not text.strip():
+        return None
+    try:
+        params = json.loads(text)
+    except ValueError as e:
+        raise ValidationFailedError("params", f"is not JSON ({e}); give a JSON object") from e
+    if not isinstance(params, dict):
+        raise ValidationFailedError("params", 'must be a JSON object, e.g. {"day": 1}')
+    return TriggerRequest(params=params)

@@ -85,7 +85,7 @@ def job_context(state: ApiState, job_id: int) -> PageContext:
         "app": detail.app,
         "job_status": detail.status,
         "schedule": detail.schedule,
-        "next_triggers": detail.next_triggers,
+        "next_fires": detail.next_fires,
         "executions": detail.executions,
         "timeline": timeline(
             _marks(list(reversed(detail.executions))), "Executions by trigger time"

@@ -35,10 +35,12 @@ from common.db.operator_reads import (
 )
 from common.db.records import ExecutionRecord, JobRecord
 from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError, UnknownAppError
+from common.jitter import jittered_ms
 from common.keys import RedisKeys
 from common.states import JobStatus
 from services.api import job_control as api_control
 from services.api import trigger
+from services.api.schemas import TriggerRequest
 from services.api.state import ApiState
 from services.api.views import shown_next_trigger, shown_status
 
@@ -190,6 +192,12 @@ class JobDetail:
         return self.callback_attempts.get(delivery.delivery_pk, [])
 
     @property
+    def next_fires(self) -> list[tuple[int, int]]:
+        """Each of ``next_triggers`` with the time it fires, its jitter added."""
+        job = self.job
+        return [(t, jittered_ms(job.id, t, job.jitter_seconds)) for t in self.next_triggers]
+
+    @property
     def actions(self) -> list[str]:
         """The actions the job's stored status allows."""
         return allowed_actions(self.job.status)
@@ -240,10 +248,11 @@ def _resume(state: ApiState, app: App, job_id: int) -> str:
     return f"Job {job_id} resumed."
 
 
-def _trigger(state: ApiState, app: App, job_id: int) -> str:
-    answer, _ = trigger.trigger_job(state, app, job_id)
+def _trigger(state: ApiState, app: App, job_id: int, body: TriggerRequest | None = None) -> str:
+    answer, _ = trigger.trigger_job(state, app, job_id, body=body)
     execution_id = json.loads(answer.response)["executionId"]
-    return f"Job {job_id} triggered: execution {execution_id}."
+    own = " with its own params" if body is not None and body.params is not None else ""
+    return f"Job {job_id} triggered{own}: execution {execution_id}."
 
 
 def _cancel(state: ApiState, app: App, job_id: int) -> str:
@@ -265,9 +274,16 @@ ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
 STARTING_ACTIONS = frozenset({"resume", "trigger"})
 
 
-def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
+def act_on_job(
+    state: ApiState,
+    job_id: int,
+    action: str,
+    operator: str,
+    trigger_body: TriggerRequest | None = None,
+) -> str:
     """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
-    what was done. Raises what the OpenAPI answers as 404, 403 or 409."""
+    what was done (``trigger_body``: a trigger's params for that run). Raises what the
+    OpenAPI answers as 404, 403, 409 or 422."""
     with state.engine.connect() as conn:
         job = find_job(conn, job_id)
         app = apps_by_key(conn).get(job.app_pk) if job is not None else None
@@ -277,6 +293,9 @@ def act_on_job(state: ApiState, job_id: int, action: str, operator: str) -> str:
         # A disabled app runs nothing new, whoever asks; it may still be paused or
         # cancelled, so an operator can stop what it has.
         raise AppDisabledError(app.app_id)
-    done = ACTIONS[action](state, app, job_id)
+    if action == "trigger":
+        done = _trigger(state, app, job_id, trigger_body)
+    else:
+        done = ACTIONS[action](state, app, job_id)
     log.info("operator %s: %s", operator, done, extra={"job_id": job_id})
     return done

@@ -16,7 +16,7 @@ from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
 from services.api.openapi_doc import problem_responses
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
-from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted
+from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted, TriggerRequest
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
@@ -92,7 +92,9 @@ def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
             s409=f"{_REFUSED}; or no free trigger time was found "
             "(`urn:kairos:problem:trigger-busy`: try again); or a request with the same "
             "Idempotency-Key is in progress",
-            s422="Invalid Idempotency-Key, or one used for a trigger of another job",
+            s422="Invalid params (as a job's: a JSON object within the size limit) or "
+            "Idempotency-Key, or a key used for a trigger of another job or with other "
+            "params (`urn:kairos:problem:idempotency-conflict`); nothing was written",
         ),
     },
 )
@@ -101,13 +103,17 @@ def trigger_job(
     state: StateDep,
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader = None,
+    body: TriggerRequest | None = None,
 ) -> Response:
     """Run the job once now, besides its schedule (a finished one-shot job too).
 
-    With an ``Idempotency-Key``, a repeat within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry
-    after a timeout) answers with the same execution and runs nothing more.
+    A body ``{"params": {...}}`` gives this run its own params in place of the job's
+    (the job keeps its own; the execution shows them). With an ``Idempotency-Key``, a
+    repeat within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry after a timeout) with the same
+    params answers with the same execution and runs nothing more.
     """
-    answer, replayed = trigger.trigger_job(state, caller, job_id, parse_key(idempotency_key))
+    key = parse_key(idempotency_key)
+    answer, replayed = trigger.trigger_job(state, caller, job_id, key, body)
     return JSONResponse(
         json.loads(answer.response),
         status_code=answer.status_code,

@@ -14,6 +14,7 @@ from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, triggers_with_executions
 from common.db.retry import is_duplicate_key, retry_conflicts
 from common.execution_ids import trigger_execution_id as derived_id
+from common.jitter import jitter_offset_ms
 from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
@@ -62,7 +63,8 @@ class Unplannable:
 def _plan(job: DueJob, now_ms: int) -> TriggerPlan | Unplannable:
     """The trigger's plan; a job whose schedule cannot be computed settles alone."""
     try:
-        plan = plan_trigger(job.policy, job.trigger_time, now_ms)
+        jitter = jitter_offset_ms(job.id, job.trigger_time, job.policy.jitter_seconds)
+        plan = plan_trigger(job.policy, job.trigger_time, now_ms, jitter)
     except Exception as e:
         if is_store_outage(e):
             raise

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -150,9 +150,16 @@ class AsyncClient:
         """End the job: its scheduled runs are cancelled, running ones finish."""
         return await self._send(ops.job_action(job_id, "cancel"))
 
-    async def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
-        """Run the job now, keyed so that a retry runs it once."""
-        return await self._send(ops.trigger(job_id, idempotency_key))
+    async def trigger(
+        self,
+        job_id: int,
+        *,
+        idempotency_key: str | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> TriggerAccepted:
+        """Run the job now, keyed so that a retry runs it once; ``params`` replace the
+        job's for this run only."""
+        return await self._send(ops.trigger(job_id, idempotency_key, params))
 
     async def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

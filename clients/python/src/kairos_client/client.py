@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -150,10 +150,17 @@ class Client:
         """End the job: its scheduled runs are cancelled, running ones finish."""
         return self._send(ops.job_action(job_id, "cancel"))
 
-    def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
-        """Run the job now, besides its schedule. Keyed (a random key unless given), so
-        a retry after a lost answer runs it once."""
-        return self._send(ops.trigger(job_id, idempotency_key))
+    def trigger(
+        self,
+        job_id: int,
+        *,
+        idempotency_key: str | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> TriggerAccepted:
+        """Run the job now, besides its schedule; ``params`` replace the job's for this
+        run only (the job keeps its own). Keyed (a random key unless given), so a retry
+        after a lost answer runs it once."""
+        return self._send(ops.trigger(job_id, idempotency_key, params))
 
     def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

@@ -38,6 +38,8 @@ class Execution:
     ended_at: datetime | None
     message: str | None
     result: Any
+    # The params a trigger with params gave this run; None: it ran with the job's.
+    params: dict[str, Any] | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -58,6 +60,7 @@ class Execution:
             ended_at=r.time_or_none("endedAt"),
             message=r.text_or_none("message"),
             result=r.body.get("result"),
+            params=r.mapping("params") if r.body.get("params") is not None else None,
             raw=r.body,
         )
 
@@ -76,6 +79,8 @@ class JobPolicies:
     retry_backoff_seconds: int
     retry_backoff_max_seconds: int
     timeout_seconds: int | None
+    # Each scheduled trigger fires up to this many seconds late (0: on time).
+    jitter_seconds: int = 0
 
     @classmethod
     def from_reader(cls, r: Reader) -> JobPolicies:
@@ -91,6 +96,7 @@ class JobPolicies:
             retry_backoff_seconds=r.integer("retryBackoffSeconds"),
             retry_backoff_max_seconds=r.integer("retryBackoffMaxSeconds"),
             timeout_seconds=r.integer_or_none("timeoutSeconds"),
+            jitter_seconds=r.integer_or_none("jitterSeconds") or 0,
         )
 
 
@@ -124,6 +130,8 @@ class Job:
     created_at: datetime | None
     updated_at: datetime | None
     last_execution: Execution | None
+    # With ``preview``: when each of ``next_trigger_times`` fires, its jitter added.
+    next_fire_times: list[datetime] | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -148,6 +156,7 @@ class Job:
             created_at=r.time_or_none("createdAt"),
             updated_at=r.time_or_none("updatedAt"),
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
+            next_fire_times=r.times_or_none("nextFireTimes"),
             raw=r.body,
         )
 

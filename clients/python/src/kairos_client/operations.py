@@ -232,12 +232,16 @@ def job_action(job_id: int, action: str) -> Call[Job]:
     return Call("POST", _job_path(job_id, action), _job)
 
 
-def trigger(job_id: int, idempotency_key: str | None) -> Call[TriggerAccepted]:
-    """``POST /openapi/jobs/{jobId}/trigger``: run now; keyed, so a retry runs it once."""
+def trigger(
+    job_id: int, idempotency_key: str | None, params: Mapping[str, Any] | None = None
+) -> Call[TriggerAccepted]:
+    """``POST /openapi/jobs/{jobId}/trigger``: run now, with ``params`` for that run in
+    place of the job's when given; keyed, so a retry runs it once."""
     return Call(
         "POST",
         _job_path(job_id, "trigger"),
         _triggered,
+        body=None if params is None else {"params": dict(params)},
         headers=idempotency_header(idempotency_key),
         repeatable=True,
     )

@@ -62,6 +62,7 @@ class JobSpec:
     retry_backoff_max_seconds: int | None = None
     timeout_seconds: int | None = None
     priority: int | None = None
+    jitter_seconds: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request body: every field that is not None, by its API name."""
@@ -90,6 +91,7 @@ class JobChanges:
     retry_backoff_max_seconds: int | Unset = UNSET
     timeout_seconds: int | Unset | None = UNSET
     priority: int | Unset = UNSET
+    jitter_seconds: int | Unset = UNSET
 
     def to_json(self) -> dict[str, Any]:
         """The PATCH body: every field that is not ``UNSET``, by its API name."""
