@@ -77,9 +77,9 @@ def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
 ADDRESS_LOOKUP_SECONDS = 2.0
 
 
-# Posting threads besides the attempts: parked and unreadable callbacks go through
-# them at once, even while every attempt is taken.
-QUICK_THREADS = 2
+# Run slots besides the attempts: parked and unreadable callbacks go through them at
+# once, even while every attempt is taken.
+QUICK_SLOTS = 2
 
 
 def attempt_scheduler(settings: NotifierSettings) -> AttemptScheduler:
@@ -126,7 +126,7 @@ def _redeclaring(
 def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
     return ConsumerSettings(
         CALLBACKS_QUEUE,
-        settings.concurrency + QUICK_THREADS,
+        settings.concurrency + QUICK_SLOTS,
         prefetch=settings.held_callbacks,
         hold_unrouted=True,
     )
@@ -156,11 +156,12 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
             ConsumerWork(
                 CallbackPacking(parts.keys),
                 _unchanged,
-                parts.deliverer.deliver_pending,
+                None,
                 follow_ups,
                 release=_released(parts.scheduler),
                 reroute=_redeclaring(connection, settings),
                 line=line,
+                start=parts.deliverer.start_pending,
             ),
         )
         consumer.start()
@@ -201,5 +202,6 @@ def run_notifier(settings: NotifierSettings) -> None:
     parts.deliverer.counts.maybe_log(at_once=True)
     reporter.close()
     poster.close()
+    parts.deliverer.close()
     stores.engine.dispose()
     log.info("notifier stopped")

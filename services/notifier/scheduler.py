@@ -1,9 +1,9 @@
 """Which callback attempts may start now: the shares, the hosts' adaptive limits, and one
-attempt at a time per job, counted across the notifier's posting threads.
+attempt at a time per job, counted across the notifier's attempts.
 
 The line (``services.notifier.fair_line``) asks ``try_start`` in the consumer's
-connection thread; the posting thread that made the attempt calls ``finish`` (and
-``observe`` after a POST), so the next attempt may start as soon as one ends.
+connection thread; the attempt, a task on the poster's loop, calls ``finish`` (and
+``observe`` after a POST) there, so the next attempt may start as soon as one ends.
 """
 
 from __future__ import annotations
