@@ -14,7 +14,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -106,6 +106,11 @@ class CallbackDeliverer:
         )
         self._records: Gathered[PendingRecord, None] = Gathered(self._record_attempts, self._store)
         self.counts = AttemptCounts()
+        # Called (on the loop, once for the POSTs that end together) when POSTs end and
+        # free their places: the line's consumer starts the next attempts then, not
+        # when the records are written (``PooledConsumer.wake``).
+        self.on_posted: Callable[[], object] | None = None
+        self._wake_due = False
 
     def close(self) -> None:
         """Stop the store threads once their work is done."""
@@ -151,13 +156,25 @@ class CallbackDeliverer:
         a jittered, growing while (``StoreBackoff``) before the error goes up and the
         message back to the queue.
         """
+        place = _Place(self._scheduler if counted else None, unit, self._posted)
         try:
-            return await self._backoff.run(lambda: self._attempt(message, unit))
+            return await self._backoff.run(lambda: self._attempt(message, place))
         finally:
-            if counted and self._scheduler is not None:
-                self._scheduler.finish(unit)
+            place.finish()
 
-    async def _attempt(self, message: CallbackMessage, unit: PendingCallback) -> Attempt | None:
+    def _posted(self) -> None:
+        """A POST freed its place: wake the line once for the POSTs ending together."""
+        if self.on_posted is None or self._wake_due:
+            return
+        self._wake_due = True
+        asyncio.get_running_loop().call_soon(self._wake_line)
+
+    def _wake_line(self) -> None:
+        self._wake_due = False
+        if self.on_posted is not None:
+            self.on_posted()
+
+    async def _attempt(self, message: CallbackMessage, place: _Place) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
         found = await self._reads.call(message.delivery_id)
         if found is None:
@@ -174,8 +191,7 @@ class CallbackDeliverer:
         began = time.monotonic()
         outcome = await self._post(message)
         seconds = time.monotonic() - began
-        if self._scheduler is not None:
-            self._scheduler.observe(unit, seconds, outcome)
+        place.posted(seconds, outcome)
         duration_ms = int(seconds * 1000)
         verdict = judge(outcome, message.attempt, self._schedule, time.time())
         await self._record(message, outcome, verdict, duration_ms)
@@ -304,6 +320,36 @@ class CallbackDeliverer:
         with self._lock:
             self._terms[app_pk] = (now, found)
         return found
+
+
+class _Place:
+    """An attempt's place with the scheduler (none for an attempt outside the line):
+    its slot and shares, given back when its POST ends, and its job, when it ends."""
+
+    def __init__(
+        self,
+        scheduler: AttemptScheduler | None,
+        unit: PendingCallback,
+        freed: Callable[[], None],
+    ) -> None:
+        self._scheduler = scheduler
+        self._unit = unit
+        self._freed = freed
+        self._posted = False
+
+    def posted(self, seconds: float, outcome: PostOutcome) -> None:
+        """The POST took ``seconds`` and ended so: its host's limit follows, and the
+        next attempt may start while this one's record is written."""
+        if self._scheduler is not None:
+            self._scheduler.observe(self._unit, seconds, outcome)
+            self._scheduler.posted(self._unit)
+            self._freed()
+        self._posted = True
+
+    def finish(self) -> None:
+        """The attempt ended: its record written, or it stopped before (or raised)."""
+        if self._scheduler is not None:
+            self._scheduler.finish(self._unit, posted=self._posted)
 
 
 @retry_conflicts("callback_attempt", attempts=None)

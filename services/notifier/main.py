@@ -124,9 +124,12 @@ def _redeclaring(
 
 
 def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
+    """Run slots for every held callback: the scheduler bounds the POSTs going at once;
+    an attempt past its POST holds only its run slot while its record is written (the
+    consumer acks it after), so the next POST need not wait for MySQL."""
     return ConsumerSettings(
         CALLBACKS_QUEUE,
-        settings.concurrency + QUICK_SLOTS,
+        max(settings.held_callbacks, settings.concurrency + QUICK_SLOTS),
         prefetch=settings.held_callbacks,
         hold_unrouted=True,
     )
@@ -164,6 +167,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
                 start=parts.deliverer.start_pending,
             ),
         )
+        parts.deliverer.on_posted = consumer.wake
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)
         while not stop.is_set():
@@ -175,6 +179,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
     finally:
+        parts.deliverer.on_posted = None
         if consumer is not None:
             consumer.close()
         if connection.is_open:
