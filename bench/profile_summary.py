@@ -45,7 +45,8 @@ OTHER = "other"
 # (thread, a frame near its root): which thread a stack ran on.
 THREADS: tuple[tuple[str, str], ...] = (
     ("event loop thread (HTTP)", "run_forever"),
-    ("pool threads (one attempt each)", "concurrent/futures/thread.py"),
+    # Before attempts were tasks, a pool thread per attempt; since, the store threads.
+    ("pool or store threads", "concurrent/futures/thread.py"),
     ("main thread (broker consumer)", "run_notifier"),
 )
 
@@ -138,7 +139,8 @@ def pool_wall_lines(samples: Counter[str]) -> list[str]:
     """From a ``--idle`` profile: what the attempts' pool threads spend their time on,
     waiting included (idle: no attempt to run)."""
     pool = Counter({k: n for k, n in samples.items() if thread_of(k) == POOL})
-    idle = Counter({k: n for k, n in pool.items() if "deliver_pending" not in k})
+    working = ("deliver_pending", "_read_deliveries", "_record_attempts", "_read_terms")
+    idle = Counter({k: n for k, n in pool.items() if not any(w in k for w in working)})
     busy = pool - idle
     total = sum(pool.values()) or 1
     lines = [f"pool threads, wall clock: {100 * sum(idle.values()) / total:.1f}% idle"]

@@ -81,7 +81,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._ack_deadline = settings.ack_deadline
         self._pool_size = pool_size
         self._runs: RunPool[U, P, T] = RunPool(
-            connection, pool_size, work.run, self._drain_finished, work.orphaned
+            connection, pool_size, work.run, self._drain_finished, work.orphaned, work.start
         )
         self._channel: BlockingChannel = connection.channel()
         self._channel.basic_qos(prefetch_count=max(pool_size, settings.prefetch or pool_size))

@@ -2,7 +2,8 @@
 
 pika connections are not thread-safe: a pool thread queues its finished run and wakes
 the connection thread with ``add_callback_threadsafe``, once for all the runs that
-finish before it gets there.
+finish before it gets there. Runs started elsewhere (tasks on an event loop, through
+``start``) are counted and handed back the same way, with no thread of their own.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ Finished = list[tuple[Run[U], Future[T]]]
 class RunPool(Generic[U, P, T]):
     """Runs units in a thread pool and hands them back to the connection thread.
 
-    ``run(item)`` runs in one of ``size`` threads; ``finished(runs)`` gets the runs that
-    ended since it last ran, in the connection thread. ``orphaned(outcome)``, when
+    ``run(item)`` runs in one of ``size`` threads, unless ``start`` is given: then
+    ``start(item)`` starts each run where it runs and returns its future, and no thread
+    is made. ``finished(runs)`` gets the runs that ended since it last ran, in the
+    connection thread. ``orphaned(outcome)``, when
     given, gets the outcome of a run that ended after the connection closed, so the
     redelivered copy can find it.
     """
@@ -52,14 +55,19 @@ class RunPool(Generic[U, P, T]):
         self,
         connection: BlockingConnection,
         size: int,
-        run: Callable[[P], T],
+        run: Callable[[P], T] | None,
         finished: Callable[[Finished[U, T]], None],
         orphaned: Callable[[T], object] | None = None,
+        start: Callable[[P], Future[T]] | None = None,
     ) -> None:
         self._connection = connection
-        self._run = run
         self._on_finished = finished
         self._orphaned = orphaned
+        if run is None and start is None:
+            raise ValueError("a RunPool needs run or start")
+        self._run = run
+        self._start = start
+        # Its threads are made on first use only: none when runs are started elsewhere.
         self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="run")
         self._numbers = count()
         self._submitted: dict[int, tuple[Future[T], P]] = {}
@@ -85,13 +93,20 @@ class RunPool(Generic[U, P, T]):
         self._running += len(batch)
         for tag, unit, item in batch:
             run = Run(next(self._numbers), tag, unit, started)
-            future = self._pool.submit(self._run, item)
+            future = self._begin(item)
             self._submitted[run.number] = (future, item)
             self._going[run.number] = run
             future.add_done_callback(partial(self._hand_back, run))
 
+    def _begin(self, item: P) -> Future[T]:
+        if self._start is not None:
+            return self._start(item)
+        assert self._run is not None  # one of the two, checked when made
+        return self._pool.submit(self._run, item)
+
     def shutdown(self) -> list[P]:
-        """Stop the pool; the items of runs no thread picked up yet are cancelled and returned."""
+        """Stop the pool; the items of runs no thread picked up yet are cancelled and
+        returned (runs given to ``start`` are its own to end)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         never_ran = [item for future, item in self._submitted.values() if future.cancelled()]
         self._submitted.clear()

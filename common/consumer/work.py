@@ -4,6 +4,7 @@ with each unit of work it takes (``ConsumerWork``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -21,7 +22,8 @@ T = TypeVar("T")
 class ConsumerSettings:
     """The queue consumed, and how much is held and run at once.
 
-    ``pool_size`` units run at once; ``prefetch`` deliveries (default: the pool size)
+    ``pool_size`` units run at once (in as many threads, or as tasks a ``ConsumerWork``
+    with ``start`` runs where it will); ``prefetch`` deliveries (default: the pool size)
     are held. ``ack_deadline`` (seconds), when set, acks a delivery still held that long
     after it arrived (RabbitMQ closes a channel that keeps a delivery unacked past its
     consumer_timeout, which would cut a long job off). ``hold_unrouted`` keeps a
@@ -43,7 +45,9 @@ class ConsumerWork(Generic[U, P, T]):
     ``packing`` reads a body's units; ``prepare(units)`` runs in the connection thread,
     once for the units started together, and turns each into the item ``run`` gets in
     the pool; ``flush(outcomes)`` returns the messages to publish for outcomes that
-    finished close together.
+    finished close together. ``start(item)``, when given, replaces the pool's threads:
+    it starts the item's run wherever it runs (a task on an event loop) and returns its
+    future, and ``run`` is not called.
 
     Hooks: ``release(items)`` is told of prepared items given back unstarted;
     ``occupied()`` counts slots held outside the pool (fewer units start while it is
@@ -58,7 +62,7 @@ class ConsumerWork(Generic[U, P, T]):
 
     packing: Packing[U]
     prepare: Callable[[Sequence[U]], Sequence[P]]
-    run: Callable[[P], T]
+    run: Callable[[P], T] | None
     flush: Callable[[Sequence[T]], Sequence[OutgoingMessage]]
     release: Callable[[Sequence[P]], object] | None = None
     occupied: Callable[[], int] | None = None
@@ -67,3 +71,4 @@ class ConsumerWork(Generic[U, P, T]):
     reroute: Reroute | None = None
     line: WaitingLine[U] | None = None
     kind: Callable[[U], str | None] | None = None
+    start: Callable[[P], Future[T]] | None = None

@@ -1,13 +1,22 @@
 """Deliver one callback: sign, POST under its app's callback networks, record the
-attempt, and decide what comes next."""
+attempt, and decide what comes next.
+
+An attempt is a task on the poster's event loop (``start_pending``), not a thread: it
+awaits its delivery's read, its POST and its record. The reads and records of the
+attempts going at once are gathered into one statement set each and run in the
+deliverer's store threads, so the loop never waits for MySQL (or for the cluster clock's
+Redis read).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 from sqlalchemy.engine import Engine
 
@@ -53,13 +62,23 @@ class Attempt:
     follow_up: OutgoingMessage | None
 
 
-class CallbackDeliverer:
-    """Safe to call from many pool threads: the poster and the engine are thread-safe.
+# Threads for the attempts' MySQL work: the gathered reads, the gathered records (one
+# batch of each at a time) and the sending terms of an app not cached.
+STORE_THREADS = 3
 
-    ``scheduler``, when given, counted each attempt the line started (``deliver_pending``)
-    and is told when it ends, and how its POST went. The threads' reads of delivery
-    rows, and their records of attempts, are gathered: one statement serves the
-    threads that come while the last one runs.
+# An attempt's record waiting to be gathered: the attempt, and the delay after which
+# its retry is due (its ``next_attempt_at`` is set from the cluster clock when written).
+PendingRecord = tuple[NewAttempt, int | None]
+
+
+class CallbackDeliverer:
+    """Starts attempts from any thread (``start_pending``); each runs as a task on the
+    poster's loop. Close it after the poster's last attempt.
+
+    ``scheduler``, when given, counted each attempt the line started and is told when
+    it ends, and how its POST went. The attempts' reads of delivery rows, and their
+    records, are gathered: one statement serves the attempts that come while the last
+    one runs, in a store thread.
     """
 
     def __init__(
@@ -81,43 +100,83 @@ class CallbackDeliverer:
         self._lock = threading.Lock()
         self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
-        self._reads: Gathered[str, DeliveryToSend | None] = Gathered(self._read_deliveries)
-        self._records: Gathered[NewAttempt, None] = Gathered(self._record_attempts)
+        self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
+        self._reads: Gathered[str, DeliveryToSend | None] = Gathered(
+            self._read_deliveries, self._store
+        )
+        self._records: Gathered[PendingRecord, None] = Gathered(self._record_attempts, self._store)
         self.counts = AttemptCounts()
+        # Called (on the loop, once for the POSTs that end together) when POSTs end and
+        # free their places: the line's consumer starts the next attempts then, not
+        # when the records are written (``PooledConsumer.wake``).
+        self.on_posted: Callable[[], object] | None = None
+        self._wake_due = False
+
+    def close(self) -> None:
+        """Stop the store threads once their work is done."""
+        self._store.shutdown(wait=True)
 
     def deliver(self, body: bytes) -> Attempt | None:
-        """POST the callback in ``body`` now, outside any line; None when there is
-        nothing to send."""
-        return self.deliver_pending(read_pending(body, ShareKeys()), counted=False)
+        """POST the callback in ``body`` now, outside any line, and wait for it (from a
+        thread other than the poster's loop); None when there is nothing to send."""
+        return self.start_pending(read_pending(body, ShareKeys()), counted=False).result()
 
-    def deliver_pending(self, unit: PendingCallback, counted: bool = True) -> Attempt | None:
-        """POST the callback the line started (its attempt ``counted`` with the
-        scheduler); None when there is nothing to send.
+    def start_pending(self, unit: PendingCallback, counted: bool = True) -> Future[Attempt | None]:
+        """Start the attempt of the callback the line started (``counted`` with the
+        scheduler) as a task on the poster's loop; its future (None: nothing to send).
 
         A body that cannot be read is parked in the dead-letter queue as it is: sent
         back to the callbacks queue it would come back for good. A parked callback (its
         app's or host's backlog past its bound) waits in the first retry delay, not
-        attempted; so does one whose job has an earlier run's callback still on its way
-        (read with its delivery row). MySQL out of reach: the pool thread waits a
-        jittered, growing while (``StoreBackoff``) before the message goes back to the
-        queue.
+        attempted. Neither needs the loop: their future is done at once.
         """
         message = unit.message
-        if message is None:
+        if message is None or unit.park:
+            settled: Future[Attempt | None] = Future()
+            settled.set_result(self._settle_unsent(unit))
+            return settled
+        return self._poster.submit(self.attempt(message, unit, counted))
+
+    def _settle_unsent(self, unit: PendingCallback) -> Attempt:
+        """Where a callback goes that is not attempted: unreadable, or parked."""
+        if unit.message is None:
             log.error("parking a callback message that cannot be read: %r", unit.body[:200])
             dead = OutgoingMessage("", CALLBACKS_DEAD_QUEUE, unit.body, "unreadable")
             return Attempt(False, dead)
-        if unit.park:
-            return self._defer(message)
-        try:
-            return self._backoff.run(lambda: self._attempt(message, unit))
-        finally:
-            if counted and self._scheduler is not None:
-                self._scheduler.finish(unit)
+        return self._defer(unit.message)
 
-    def _attempt(self, message: CallbackMessage, unit: PendingCallback) -> Attempt | None:
+    async def attempt(
+        self, message: CallbackMessage, unit: PendingCallback, counted: bool = True
+    ) -> Attempt | None:
+        """The attempt of ``message``, on the poster's loop; None when there is nothing
+        to send.
+
+        A callback whose job has an earlier run's callback still on its way (read with
+        its delivery row) is parked unattempted. MySQL out of reach: the attempt waits
+        a jittered, growing while (``StoreBackoff``) before the error goes up and the
+        message back to the queue.
+        """
+        place = _Place(self._scheduler if counted else None, unit, self._posted)
+        try:
+            return await self._backoff.run(lambda: self._attempt(message, place))
+        finally:
+            place.finish()
+
+    def _posted(self) -> None:
+        """A POST freed its place: wake the line once for the POSTs ending together."""
+        if self.on_posted is None or self._wake_due:
+            return
+        self._wake_due = True
+        asyncio.get_running_loop().call_soon(self._wake_line)
+
+    def _wake_line(self) -> None:
+        self._wake_due = False
+        if self.on_posted is not None:
+            self.on_posted()
+
+    async def _attempt(self, message: CallbackMessage, place: _Place) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
-        found = self._reads.call(message.delivery_id)
+        found = await self._reads.call(message.delivery_id)
         if found is None:
             CALLBACKS_ORPHANED.inc()
             log.warning(
@@ -130,13 +189,12 @@ class CallbackDeliverer:
         if found.held:
             return self._hold(message, found.record.job_id)
         began = time.monotonic()
-        outcome = self._post(message)
+        outcome = await self._post(message)
         seconds = time.monotonic() - began
-        if self._scheduler is not None:
-            self._scheduler.observe(unit, seconds, outcome)
+        place.posted(seconds, outcome)
         duration_ms = int(seconds * 1000)
         verdict = judge(outcome, message.attempt, self._schedule, time.time())
-        self._record(message, outcome, verdict, duration_ms)
+        await self._record(message, outcome, verdict, duration_ms)
         outcome_name = verdict.status.lower()
         CALLBACK_ATTEMPTS.labels(outcome=outcome_name).inc()
         self.counts.add(outcome_name)
@@ -150,11 +208,9 @@ class CallbackDeliverer:
         )
         return Attempt(outcome.delivered, self._follow_up(message, outcome, verdict))
 
-    def _record(
+    async def _record(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict, duration_ms: int
     ) -> None:
-        now = self._clock.now_ms()
-        next_at = now + verdict.delay_ms if verdict.delay_ms is not None else None
         record = NewAttempt(
             delivery_id=message.delivery_id,
             attempt=message.attempt,
@@ -162,19 +218,24 @@ class CallbackDeliverer:
             status_code=outcome.status_code,
             error=outcome.error,
             duration_ms=duration_ms,
-            next_attempt_at=next_at,
             dead_reason=verdict.dead_reason,
         )
-        self._records.call(record)
+        await self._records.call((record, verdict.delay_ms))
 
     def _read_deliveries(self, delivery_ids: Sequence[str]) -> list[DeliveryToSend | None]:
         with self._engine.connect() as conn:
             found = delivery_batches.deliveries_to_send(conn, delivery_ids)
         return [found.get(delivery_id) for delivery_id in delivery_ids]
 
-    def _record_attempts(self, records: Sequence[NewAttempt]) -> list[None]:
-        record_until_written(self._engine, records, self._clock.now_ms())
-        return [None] * len(records)
+    def _record_attempts(self, pending: Sequence[PendingRecord]) -> list[None]:
+        # In a store thread: the cluster clock reads Redis now and then.
+        now = self._clock.now_ms()
+        records = [
+            record if delay_ms is None else replace(record, next_attempt_at=now + delay_ms)
+            for record, delay_ms in pending
+        ]
+        record_until_written(self._engine, records, now)
+        return [None] * len(pending)
 
     def _follow_up(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
@@ -230,23 +291,27 @@ class CallbackDeliverer:
             return self._schedule.rng.choice(self._schedule.buckets(0))
         return self._schedule.rungs()[0]
 
-    def _post(self, message: CallbackMessage) -> PostOutcome:
-        terms = self._sending_terms(message.app_pk)
+    async def _post(self, message: CallbackMessage) -> PostOutcome:
+        terms = await self._sending_terms(message.app_pk)
         headers = webhook_headers(
             terms.secrets, message.delivery_id, int(time.time()), message.payload
         )
-        return self._poster.post(message.url, message.payload, headers, terms.networks)
+        return await self._poster.post_async(message.url, message.payload, headers, terms.networks)
 
-    def _sending_terms(self, app_pk: int) -> SendingTerms:
+    async def _sending_terms(self, app_pk: int) -> SendingTerms:
         # Read again after a while, so a rotated secret or a changed network list is
         # picked up, and the previous secret dropped when its overlap ends, without a
-        # restart. The read is outside the lock: a slow MySQL must not hold up
-        # deliveries of other apps; two threads reading one app at once is harmless.
-        now = time.monotonic()
+        # restart. The read runs in a store thread: a slow MySQL must not hold up the
+        # loop; two attempts reading one app at once is harmless.
         with self._lock:
             cached = self._terms.get(app_pk)
-        if cached is not None and now - cached[0] < self._secret_ttl:
+        if cached is not None and time.monotonic() - cached[0] < self._secret_ttl:
             return cached[1]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._store, self._read_terms, app_pk)
+
+    def _read_terms(self, app_pk: int) -> SendingTerms:
+        now = time.monotonic()
         with self._engine.connect() as conn:
             found = SendingTerms(
                 signing_secrets(conn, app_pk, self._clock.now_ms()),
@@ -255,6 +320,36 @@ class CallbackDeliverer:
         with self._lock:
             self._terms[app_pk] = (now, found)
         return found
+
+
+class _Place:
+    """An attempt's place with the scheduler (none for an attempt outside the line):
+    its slot and shares, given back when its POST ends, and its job, when it ends."""
+
+    def __init__(
+        self,
+        scheduler: AttemptScheduler | None,
+        unit: PendingCallback,
+        freed: Callable[[], None],
+    ) -> None:
+        self._scheduler = scheduler
+        self._unit = unit
+        self._freed = freed
+        self._posted = False
+
+    def posted(self, seconds: float, outcome: PostOutcome) -> None:
+        """The POST took ``seconds`` and ended so: its host's limit follows, and the
+        next attempt may start while this one's record is written."""
+        if self._scheduler is not None:
+            self._scheduler.observe(self._unit, seconds, outcome)
+            self._scheduler.posted(self._unit)
+            self._freed()
+        self._posted = True
+
+    def finish(self) -> None:
+        """The attempt ended: its record written, or it stopped before (or raised)."""
+        if self._scheduler is not None:
+            self._scheduler.finish(self._unit, posted=self._posted)
 
 
 @retry_conflicts("callback_attempt", attempts=None)

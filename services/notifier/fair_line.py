@@ -3,7 +3,7 @@ next free attempt goes to the app furthest below its share, then to its host wit
 fewest attempts going.
 
 A callback whose app or host may not have another attempt now (``AttemptScheduler``)
-waits here without a posting thread, and the callbacks behind it go first: a slow
+waits here without an attempt slot, and the callbacks behind it go first: a slow
 receiver's backlog never holds up another app's callbacks, or another host's. Messages
 stay unacked while they wait; a delivery is acked once its attempt is recorded.
 
@@ -115,7 +115,7 @@ class FairLine:
         Attempts first: parked callbacks come back from their delay as fast as a burst
         past the backlog parks them, so served first they would take every slot, and the
         line they were parked to make room for would never be attempted. The consumer
-        has posting threads beyond the scheduler's attempts, so the parked still go while
+        has run slots beyond the scheduler's attempts, so the parked still go while
         every attempt is taken.
         """
         self._park_overdue()

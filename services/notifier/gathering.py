@@ -1,75 +1,63 @@
-"""Calls from many posting threads served together, one store round trip for a burst.
+"""Calls from many attempts on the event loop served together, one store round trip for a burst.
 
-The posting threads each read a delivery before its POST and record an attempt after
-it. A thread that finds no batch being served serves every call waiting then (its own
-and those of the threads that came while the last batch ran) in one go; the others
-wait for its answer. One thread alone still pays one round trip, never a timer.
+Each attempt reads its delivery before its POST and records the attempt after it. An
+attempt that finds no batch being served starts one: every call waiting then (its own
+and those made while the last batch ran) is served in one go, in a store thread, so
+the loop never waits for MySQL. One attempt alone still pays one round trip, never a
+timer.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
 R = TypeVar("R")
 
 
-class _Call(Generic[K, R]):
-    """One thread's call: its key, and once served, its answer or the batch's error."""
-
-    __slots__ = ("done", "error", "key", "result")
-
-    def __init__(self, key: K) -> None:
-        self.key = key
-        self.done = False
-        self.result: R | None = None
-        self.error: BaseException | None = None
-
-
 class Gathered(Generic[K, R]):
-    """``call(key)`` from any thread: ``serve(keys)`` runs for the keys gathered, at
-    most ``most`` at a time, one batch at a time, and gives one answer per key in
-    their order. An error of ``serve`` is raised in every thread of its batch."""
+    """``await call(key)`` on one event loop: ``serve(keys)`` runs in ``executor`` for
+    the keys gathered, at most ``most`` at a time, one batch at a time, and gives one
+    answer per key in their order. An error of ``serve`` is raised in every caller of
+    its batch."""
 
-    def __init__(self, serve: Callable[[Sequence[K]], Sequence[R]], most: int = 64) -> None:
+    def __init__(
+        self, serve: Callable[[Sequence[K]], Sequence[R]], executor: Executor, most: int = 64
+    ) -> None:
         self._serve = serve
+        self._executor = executor
         self._most = most
-        self._changed = threading.Condition()
-        self._waiting: list[_Call[K, R]] = []
-        self._serving = False
+        self._waiting: list[tuple[K, asyncio.Future[R]]] = []
+        self._serving: asyncio.Task[None] | None = None
 
-    def call(self, key: K) -> R:
+    async def call(self, key: K) -> R:
         """The answer for ``key``, served with the calls gathered by then."""
-        mine: _Call[K, R] = _Call(key)
-        with self._changed:
-            self._waiting.append(mine)
-        while True:
-            with self._changed:
-                while self._serving and not mine.done:
-                    self._changed.wait()
-                if mine.done:
-                    break
-                self._serving = True
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[R] = loop.create_future()
+        self._waiting.append((key, answer))
+        if self._serving is None:
+            self._serving = loop.create_task(self._serve_waiting())
+        return await answer
+
+    async def _serve_waiting(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiting:
                 batch = self._waiting[: self._most]
                 del self._waiting[: self._most]
-            self._serve_batch(batch)
-        if mine.error is not None:
-            raise mine.error
-        return mine.result  # type: ignore[return-value]  # set when served without error
-
-    def _serve_batch(self, batch: list[_Call[K, R]]) -> None:
-        try:
-            results = self._serve([call.key for call in batch])
-            for call, result in zip(batch, results, strict=True):
-                call.result = result
-        except BaseException as e:
-            for call in batch:
-                call.error = e
+                keys = [key for key, _ in batch]
+                try:
+                    results = await loop.run_in_executor(self._executor, self._serve, keys)
+                except Exception as e:
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(e)
+                    continue
+                for (_, answer), result in zip(batch, results, strict=True):
+                    if not answer.done():  # its caller may have been cancelled
+                        answer.set_result(result)
         finally:
-            with self._changed:
-                for call in batch:
-                    call.done = True
-                self._serving = False
-                self._changed.notify_all()
+            self._serving = None

@@ -77,9 +77,9 @@ def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
 ADDRESS_LOOKUP_SECONDS = 2.0
 
 
-# Posting threads besides the attempts: parked and unreadable callbacks go through
-# them at once, even while every attempt is taken.
-QUICK_THREADS = 2
+# Run slots besides the attempts: parked and unreadable callbacks go through them at
+# once, even while every attempt is taken.
+QUICK_SLOTS = 2
 
 
 def attempt_scheduler(settings: NotifierSettings) -> AttemptScheduler:
@@ -124,9 +124,12 @@ def _redeclaring(
 
 
 def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
+    """Run slots for every held callback: the scheduler bounds the POSTs going at once;
+    an attempt past its POST holds only its run slot while its record is written (the
+    consumer acks it after), so the next POST need not wait for MySQL."""
     return ConsumerSettings(
         CALLBACKS_QUEUE,
-        settings.concurrency + QUICK_THREADS,
+        max(settings.held_callbacks, settings.concurrency + QUICK_SLOTS),
         prefetch=settings.held_callbacks,
         hold_unrouted=True,
     )
@@ -156,13 +159,15 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
             ConsumerWork(
                 CallbackPacking(parts.keys),
                 _unchanged,
-                parts.deliverer.deliver_pending,
+                None,
                 follow_ups,
                 release=_released(parts.scheduler),
                 reroute=_redeclaring(connection, settings),
                 line=line,
+                start=parts.deliverer.start_pending,
             ),
         )
+        parts.deliverer.on_posted = consumer.wake
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)
         while not stop.is_set():
@@ -174,6 +179,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
     finally:
+        parts.deliverer.on_posted = None
         if consumer is not None:
             consumer.close()
         if connection.is_open:
@@ -201,5 +207,6 @@ def run_notifier(settings: NotifierSettings) -> None:
     parts.deliverer.counts.maybe_log(at_once=True)
     reporter.close()
     poster.close()
+    parts.deliverer.close()
     stores.engine.dispose()
     log.info("notifier stopped")

@@ -1,18 +1,18 @@
 """Waiting out a MySQL outage in the notifier instead of sending callbacks round in a loop.
 
 A delivery that cannot read or record its row raises; its message goes back to the
-callbacks queue and comes straight back. Without a pause every pool thread would spin
-through the queue as fast as the broker hands it out. The pool thread that met the
-outage waits first, longer after each failure in a row (``backoff_seconds``: doubling
-up to 10 s, jittered so notifiers do not come back in step).
+callbacks queue and comes straight back. Without a pause every attempt slot would spin
+through the queue as fast as the broker hands it out. The attempt that met the outage
+waits first (on the event loop, holding its slot, never the loop itself), longer after
+each failure in a row (``backoff_seconds``: doubling up to 10 s, jittered so notifiers
+do not come back in step).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from common.runtime import backoff_seconds
@@ -24,11 +24,13 @@ T = TypeVar("T")
 
 
 class StoreBackoff:
-    """Counts store failures in a row across threads; ``run`` waits after each."""
+    """Counts store failures in a row across attempts; ``run`` waits after each.
 
-    def __init__(self, sleep: Callable[[float], None] = time.sleep) -> None:
+    Used from one event loop: ``sleep`` is awaited there (``asyncio.sleep``, or a fake).
+    """
+
+    def __init__(self, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self._failures = 0
-        self._lock = threading.Lock()
         self._sleep = sleep
 
     @property
@@ -36,25 +38,21 @@ class StoreBackoff:
         """Store failures in a row so far."""
         return self._failures
 
-    def run(self, work: Callable[[], T]) -> T:
-        """``work()``; after a store outage, wait a jittered while, then raise it again."""
+    async def run(self, work: Callable[[], Awaitable[T]]) -> T:
+        """``await work()``; after a store outage, wait a jittered while, then raise it again."""
         try:
-            result = work()
+            result = await work()
         except Exception as e:
             if not is_store_outage(e):
                 raise
-            with self._lock:
-                self._failures += 1
-                failures = self._failures
-            pause = backoff_seconds(failures)
+            self._failures += 1
+            pause = backoff_seconds(self._failures)
             log.warning(
                 "store unavailable (%s); waiting %.1f s before the next try",
                 type(e).__name__,
                 pause,
             )
-            self._sleep(pause)
+            await self._sleep(pause)
             raise
-        if self._failures:
-            with self._lock:
-                self._failures = 0
+        self._failures = 0
         return result

@@ -10,8 +10,8 @@ The POSTs run on one asyncio event loop in a thread of its own, over Kairos's ow
 HTTP/1.1 client (``services.notifier.http_wire``: a request written as bytes, the answer
 read with httptools' parser) and keep-alive connections reused across callbacks
 (``services.notifier.http_pool``): a coroutine can be cancelled at its deadline wherever
-it waits, which a blocking call in a thread cannot. The notifier's pool threads hand
-each POST to the loop and wait for its outcome. No redirect is followed.
+it waits, which a blocking call in a thread cannot. Each callback attempt is a task on
+that loop (``submit``), so a POST never crosses between threads. No redirect is followed.
 
 Each POST is checked against the callback URL policy first (``common.callback_urls``),
 and the client connects only to addresses checked when it connects
@@ -26,9 +26,10 @@ import asyncio
 import functools
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import certifi
 import httpx
@@ -58,6 +59,8 @@ MAX_CLIENTS = 64
 # ending it would turn a delivered callback into a failed one.
 DRAIN_MARGIN_SECONDS = 0.02
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class PostOutcome:
@@ -82,17 +85,21 @@ Networks = tuple[IPNetwork, ...] | None
 
 
 class Poster(Protocol):
-    """What delivering a callback needs of the HTTP side (``CallbackPoster``, or a fake)."""
+    """What delivering a callback needs of the HTTP side (``CallbackPoster``, or a fake):
+    a loop to run attempts on, and POSTs on it."""
 
-    def post(
+    def submit(self, attempt: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run ``attempt`` as a task on the poster's loop; its future, from any thread."""
+
+    async def post_async(
         self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
     ) -> PostOutcome:
-        """POST ``body`` to ``url`` under the policy of an app allowed ``networks``;
-        never raises."""
+        """POST ``body`` to ``url`` under the policy of an app allowed ``networks``, on
+        the poster's loop; never raises."""
 
 
 class CallbackPoster:
-    """POSTs callbacks from any thread; start it before use, close it after.
+    """POSTs callbacks on its own event loop; start it before use, close it after.
 
     ``policy`` says which URLs and addresses may be reached (public ones only by
     default), an app's own networks replacing its allowed ones; ``resolver`` resolves
@@ -156,15 +163,18 @@ class CallbackPoster:
         if not self._thread.is_alive():
             self._loop.close()
 
+    def submit(self, attempt: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run ``attempt`` as a task on this poster's loop (started); its future, from
+        any thread."""
+        return asyncio.run_coroutine_threadsafe(attempt, self._loop)
+
     def post(
         self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None
     ) -> PostOutcome:
         """POST ``body`` to ``url`` under the policy of an app allowed ``networks``
-        (None: the default); returns within about ``total_seconds``, never raises."""
-        future = asyncio.run_coroutine_threadsafe(
-            self.post_async(url, body, headers, networks), self._loop
-        )
-        return future.result()
+        (None: the default), from a thread other than the loop's; returns within about
+        ``total_seconds``, never raises."""
+        return self.submit(self.post_async(url, body, headers, networks)).result()
 
     async def post_async(
         self, url: str, body: str, headers: Mapping[str, str], networks: Networks = None

@@ -1,9 +1,11 @@
 """Which callback attempts may start now: the shares, the hosts' adaptive limits, and one
-attempt at a time per job, counted across the notifier's posting threads.
+attempt at a time per job, counted across the notifier's attempts.
 
 The line (``services.notifier.fair_line``) asks ``try_start`` in the consumer's
-connection thread; the posting thread that made the attempt calls ``finish`` (and
-``observe`` after a POST), so the next attempt may start as soon as one ends.
+connection thread; the attempt, a task on the poster's loop, calls ``observe`` and
+``posted`` as its POST ends (its app's and host's places are free for the next attempt
+then: what follows, the attempt's record, is MySQL's work, not the receiver's), and
+``finish`` once its record is written, which frees its job for its next callback.
 """
 
 from __future__ import annotations
@@ -97,20 +99,31 @@ class AttemptScheduler:
                 self._jobs.add(unit.job_id)
             return True
 
-    def finish(self, unit: PendingCallback) -> None:
-        """The unit's attempt, counted by ``try_start``, ended (or never began)."""
-        host = unit.hosts.domain
+    def posted(self, unit: PendingCallback) -> None:
+        """The POST of the unit's attempt, counted by ``try_start``, ended: its slot and
+        its app's and host's shares are free; its job stays taken until ``finish``."""
         with self._lock:
-            self._shares.give_back(unit.app_pk, unit.hosts)
-            self._total -= 1
-            self._apps[unit.app_pk] -= 1
-            self._hosts[host] -= 1
-            if self._apps[unit.app_pk] <= 0:
-                del self._apps[unit.app_pk]
-            if self._hosts[host] <= 0:
-                del self._hosts[host]
+            self._give_back(unit)
+
+    def finish(self, unit: PendingCallback, posted: bool = False) -> None:
+        """The unit's attempt ended (or never began): whatever it still holds is free,
+        its job only when it was ``posted`` already."""
+        with self._lock:
+            if not posted:
+                self._give_back(unit)
             if unit.job_id is not None:
                 self._jobs.discard(unit.job_id)
+
+    def _give_back(self, unit: PendingCallback) -> None:
+        host = unit.hosts.domain
+        self._shares.give_back(unit.app_pk, unit.hosts)
+        self._total -= 1
+        self._apps[unit.app_pk] -= 1
+        self._hosts[host] -= 1
+        if self._apps[unit.app_pk] <= 0:
+            del self._apps[unit.app_pk]
+        if self._hosts[host] <= 0:
+            del self._hosts[host]
 
     def observe(self, unit: PendingCallback, seconds: float, outcome: PostOutcome) -> None:
         """The unit's POST took ``seconds`` and ended so: its host's limit follows."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 import redis
@@ -151,6 +151,15 @@ def test_a_message_whose_delivery_row_was_pruned_is_counted_and_logged_not_sent(
     assert any("no longer exists" in r.getMessage() for r in caplog.records)
 
 
+def _noting(pauses: list[float]) -> Callable[[float], Awaitable[None]]:
+    """A pause that only notes how long it would have been."""
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    return pause
+
+
 def test_mysql_out_of_reach_makes_the_notifier_wait_longer_each_time_not_spin(
     redis_client: redis.Redis,
 ) -> None:
@@ -163,7 +172,7 @@ def test_mysql_out_of_reach_makes_the_notifier_wait_longer_each_time_not_spin(
         poster,
         ClusterClock(redis_client),
         RetrySchedule([1]),
-        backoff=StoreBackoff(sleep=pauses.append),
+        backoff=StoreBackoff(sleep=_noting(pauses)),
     )
     body = CallbackMessage(delivery_id="msg_1", app_pk=1, url="http://x/", payload="{}")
     try:

@@ -49,12 +49,16 @@ def receiver() -> Iterator[CountingReceiver]:
     server.close()
 
 
+async def _no_pause(_seconds: float) -> None:
+    return None
+
+
 @pytest.fixture
 def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDeliverer]:
     poster = CallbackPoster(5.0, policy=CallbackUrlPolicy.from_settings("127.0.0.0/8", False))
     poster.start()
     # A pause after an outage would only slow the test: none is expected.
-    backoff = StoreBackoff(sleep=lambda _s: None)
+    backoff = StoreBackoff(sleep=_no_pause)
     yield CallbackDeliverer(
         engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2]), backoff=backoff
     )

@@ -185,3 +185,25 @@ def test_a_host_at_its_adaptive_limit_waits_while_other_hosts_go() -> None:
     assert hosts.count("fast.example:80") == 3
     [view] = [v for v in plan.hosts(set()) if v.host == "slow.example:80"]
     assert (view.in_flight, view.limit, view.failures) == (1, 1, 4)
+
+
+def test_a_posted_attempt_frees_its_slot_and_shares_but_its_job_waits_for_its_record() -> None:
+    """The POST ended: the next attempt to that app and host may start while this one's
+    record is written, but the job's next callback waits until the record is."""
+    attempts = scheduler(slots=1, app_share=1, host_share=1)
+    first, same_job, other = (
+        callback(1, "a.example", job=7),
+        callback(1, "a.example", 7),
+        callback(1, "a.example", 8),
+    )
+    assert attempts.try_start(first)
+    assert not attempts.try_start(other), "one slot"
+    attempts.posted(first)
+    assert attempts.free == 1 and attempts.app_in_flight(1) == 0
+    assert attempts.host_in_flight("a.example") == 0
+    assert not attempts.try_start(same_job), "its job is still recording"
+    assert attempts.try_start(other)
+    attempts.finish(first, posted=True)
+    assert attempts.free == 0, "finishing a posted attempt gives back its job alone"
+    attempts.finish(other)
+    assert attempts.try_start(same_job)
