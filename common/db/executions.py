@@ -38,6 +38,8 @@ class NewExecution:
     message: str | None = None
     manual: bool = False
     worker_id: str | None = None
+    # The W3C traceparent the run carries (``common.tracing.traceparent``), or None.
+    traceparent: str | None = None
 
     def queued_on(self, worker_id: str) -> NewExecution:
         """This execution written QUEUED on a worker (built directly: ``dataclasses.replace``
@@ -52,12 +54,13 @@ class NewExecution:
             self.message,
             self.manual,
             worker_id,
+            self.traceparent,
         )
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "worker_id, created_at, dispatched_at, ended_at"
+    "worker_id, created_at, dispatched_at, ended_at, traceparent"
 )
 
 
@@ -108,9 +111,10 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
         dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
-            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, {ended})"
+            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, "
+            f"{ended}, %s)"
         )
-        params += (r.execution_id, r.status.value, r.message, r.worker_id)
+        params += (r.execution_id, r.status.value, r.message, r.worker_id, r.traceparent)
     return driver.insert(
         conn,
         f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
@@ -286,6 +290,7 @@ class LockedExecution:
     trigger_time: int
     status: ExecutionStatus
     manual: bool
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +330,7 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[Lo
 def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
     rows = driver.fetch(
         conn,
-        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, traceparent "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
@@ -338,6 +343,7 @@ def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExe
             int(r.trigger_time),
             ExecutionStatus(r.status),
             bool(r.manual),
+            r.traceparent,
         )
         for r in rows
     ]

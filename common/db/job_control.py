@@ -37,6 +37,7 @@ from common.execution_ids import trigger_execution_id
 from common.schedule import PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
 from common.timefmt import iso_ms
+from common.tracing.traceparent import fresh_parent
 
 ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
 """The statuses a job can still fire from (by schedule or by a held run)."""
@@ -190,8 +191,13 @@ def _first_free_trigger_time(conn: Connection, job: JobRecord, now_ms: int) -> i
     return candidate + 1 if candidate == job.next_trigger_time else candidate
 
 
-def insert_manual_execution(conn: Connection, job: JobRecord, now_ms: int) -> NewExecution:
+def insert_manual_execution(
+    conn: Connection, job: JobRecord, now_ms: int, traceparent: str | None = None
+) -> NewExecution:
     """Insert a SCHEDULED manual execution of the locked ``job``, due now; return it.
+
+    The run carries ``traceparent`` (the trigger's own), else the job's trace id under a
+    fresh parent id, else none.
 
     The unique key (job, trigger time, attempt) gives every trigger time one first
     attempt, so a manual run takes the first free trigger time from now on: triggers of
@@ -200,9 +206,12 @@ def insert_manual_execution(conn: Connection, job: JobRecord, now_ms: int) -> Ne
     still free when it is inserted; should a row take it all the same, the next free
     time is read again (each try in a savepoint, so the transaction stays usable).
     """
+    trace = traceparent or (fresh_parent(job.traceparent) if job.traceparent else None)
     for _ in range(SAME_MS_TRIES):
         trigger_time = _first_free_trigger_time(conn, job, now_ms)
-        execution = NewExecution(str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True)
+        execution = NewExecution(
+            str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True, traceparent=trace
+        )
         try:
             with conn.begin_nested():
                 insert_executions(conn, [execution], now_ms)

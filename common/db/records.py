@@ -47,6 +47,8 @@ class JobRecord:
     timeout_seconds: int | None
     deleted_at: int | None
     priority: int
+    # The W3C traceparent the job was submitted with (``common.tracing``), or None.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -80,6 +82,7 @@ class JobRecord:
             timeout_seconds=row.timeout_seconds,
             deleted_at=row.deleted_at,
             priority=int(row.priority),
+            traceparent=row.traceparent,
         )
 
     @property
@@ -107,6 +110,8 @@ class ExecutionRecord:
     ended_at: int | None
     scheduled_at: int | None
     manual: bool
+    # The W3C traceparent the run carries to its handler and callback, or None.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -127,6 +132,7 @@ class ExecutionRecord:
             ended_at=row.ended_at,
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
+            traceparent=row.traceparent,
         )
 
 

@@ -64,6 +64,7 @@ class MemoryExecution:
     dispatched_at: int | None = None
     started_at: int | None = None
     ended_at: int | None = None
+    traceparent: str | None = None
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -75,6 +76,7 @@ class MemoryExecution:
             self.trigger_time,
             self.status,
             self.manual,
+            self.traceparent,
         )
 
     def with_job(self, job: MemoryJob) -> ExecutionWithJob:
@@ -103,6 +105,7 @@ class MemoryExecution:
             job.app_pk,
             job.priority,
             self.message == SLOT_WAIT,
+            self.traceparent,
         )
 
 

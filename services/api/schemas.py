@@ -152,6 +152,11 @@ class ExecutionView(BaseModel):
     endedAt: Timestamp | None
     message: str | None
     result: JsonValue = Field(default=None, description="the handler's return value, as JSON")
+    traceparent: str | None = Field(
+        default=None,
+        description="the W3C traceparent this run carries to its handler (`ctx.trace`) and "
+        "its callback; null: not traced",
+    )
 
 
 class JobPoliciesView(BaseModel):
@@ -189,6 +194,10 @@ class JobView(BaseModel):
     createdAt: Timestamp | None
     updatedAt: Timestamp | None
     lastExecution: ExecutionView | None
+    traceparent: str | None = Field(
+        default=None,
+        description="the valid W3C traceparent header the job was created with; null: none",
+    )
 
 
 class ExecutionList(BaseModel):

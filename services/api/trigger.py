@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from common.db import job_control as db
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
+from common.tracing.traceparent import parse_traceparent
 from services.api.job_control import TRIGGER, applies, check_may_run, status_of
 from services.api.keyed_requests import answer_once
 from services.api.locations import execution_location
@@ -36,12 +37,14 @@ def _keyed(app: App, job_id: int, key: str | None) -> KeyedRequest | None:
     return KeyedRequest(app.id, TRIGGER_OPERATION, key, digest)
 
 
-def _insert(conn: Connection, app: App, job_id: int, now: int) -> tuple[StoredAnswer, int]:
+def _insert(
+    conn: Connection, app: App, job_id: int, now: int, traceparent: str | None
+) -> tuple[StoredAnswer, int]:
     job = db.lock_job(conn, app.id, job_id)
     applies(TRIGGER, job_id, status_of(job))
     assert job is not None
     check_may_run(app, job, "triggered")
-    execution = db.insert_manual_execution(conn, job, now)
+    execution = db.insert_manual_execution(conn, job, now, traceparent)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
     log.info(
@@ -52,16 +55,29 @@ def _insert(conn: Connection, app: App, job_id: int, now: int) -> tuple[StoredAn
 
 
 def trigger_job(
-    state: ApiState, app: App, job_id: int, key: str | None = None
+    state: ApiState,
+    app: App,
+    job_id: int,
+    key: str | None = None,
+    traceparent: str | None = None,
 ) -> tuple[StoredAnswer, bool]:
     """Run the job now: a SCHEDULED manual execution the dispatcher fires at once (a
     manual run never moves the job's own status). With ``key``, a repeat gets the first
-    answer back (second of the pair: True) and nothing runs again."""
+    answer back (second of the pair: True) and nothing runs again. A valid
+    ``traceparent`` is the run's own (it wins over the job's); an invalid one is ignored."""
+    parent = parse_traceparent(traceparent)
+    with state.tracing.span("kairos trigger", parent, {"kairos.job_id": job_id}) as handed:
+        return _trigger(state, app, job_id, key, handed)
+
+
+def _trigger(
+    state: ApiState, app: App, job_id: int, key: str | None, traceparent: str | None
+) -> tuple[StoredAnswer, bool]:
     now = state.clock.now_ms()
     scheduled: list[int] = []
 
     def work(conn: Connection) -> StoredAnswer:
-        answer, at = _insert(conn, app, job_id, now)
+        answer, at = _insert(conn, app, job_id, now, traceparent)
         scheduled[:] = [at]
         return answer
 

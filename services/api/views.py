@@ -47,6 +47,7 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         endedAt=iso_ms(execution.ended_at),
         message=execution.message,
         result=_json_or_text(execution.result),
+        traceparent=execution.traceparent,
     )
 
 
@@ -110,4 +111,5 @@ def job_view(
         createdAt=iso_ms(job.created_at),
         updatedAt=iso_ms(job.updated_at),
         lastExecution=execution_view(last) if last is not None else None,
+        traceparent=job.traceparent,
     )

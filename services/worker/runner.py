@@ -20,6 +20,7 @@ from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
 from common.started_marks import RedisStartedMarks
 from common.states import ExecutionStatus
+from common.tracing.spans import NO_TRACING, Tracing
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
 from services.worker.overruns import Overruns
@@ -57,8 +58,10 @@ class ExecutionRunner:
         clock: ClusterClock,
         idempotency_ttl_seconds: int,
         rows: RowStatuses | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._worker_id = worker_id
+        self._tracing = tracing
         self._handlers = handlers
         self._marks = RedisStartedMarks(client, keys)
         self._clock = clock
@@ -258,9 +261,19 @@ class ExecutionRunner:
                 f"handler {message.handler!r} is not registered here",
                 None,
             )
-        context = HandlerContext(
-            message.job_id, message.execution_id, message.attempt, message.trigger_time
-        )
+        attributes = {
+            "kairos.execution_id": message.execution_id,
+            "kairos.handler": message.handler,
+        }
+        with self._tracing.span("kairos run", message.traceparent, attributes) as trace:
+            context = HandlerContext(
+                message.job_id, message.execution_id, message.attempt, message.trigger_time, trace
+            )
+            return self._call_with(fn, message, context)
+
+    def _call_with(
+        self, fn: HandlerFn, message: DispatchMessage, context: HandlerContext
+    ) -> tuple[Outcome, str | None, str | None]:
         try:
             value = call_handler(
                 fn, message.params, context, message.timeout_seconds, self.overruns

@@ -17,6 +17,7 @@ from services.api.keyed_requests import response_headers
 from services.api.openapi_doc import problem_responses
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
 from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted
+from services.api.trace_header import TraceparentHeader
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
@@ -101,13 +102,19 @@ def trigger_job(
     state: StateDep,
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader = None,
+    traceparent: TraceparentHeader = None,
 ) -> Response:
     """Run the job once now, besides its schedule (a finished one-shot job too).
+
+    A valid `traceparent` header is this run's own; without one the run carries the
+    job's trace id under a fresh parent id (none if the job has no traceparent).
 
     With an ``Idempotency-Key``, a repeat within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry
     after a timeout) answers with the same execution and runs nothing more.
     """
-    answer, replayed = trigger.trigger_job(state, caller, job_id, parse_key(idempotency_key))
+    answer, replayed = trigger.trigger_job(
+        state, caller, job_id, parse_key(idempotency_key), traceparent
+    )
     return JSONResponse(
         json.loads(answer.response),
         status_code=answer.status_code,
