@@ -87,15 +87,21 @@ class AsyncClient:
             if cursor is None:
                 return
 
-    async def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+    async def create_job(
+        self, spec: JobSpec, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> JobAccepted:
         """Submit one job (see ``Client.create_job``)."""
-        return await self._send(ops.create_job(spec, idempotency_key))
+        return await self._send(ops.create_job(spec, idempotency_key, traceparent))
 
     async def create_jobs(
-        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+        self,
+        specs: Iterable[JobSpec],
+        *,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchAccepted:
         """Submit 1 to 1,000 jobs, all or nothing (see ``Client.create_jobs``)."""
-        return await self._send(ops.create_jobs(specs, idempotency_key))
+        return await self._send(ops.create_jobs(specs, idempotency_key, traceparent))
 
     async def get_job(self, job_id: int, *, preview: int = 0) -> Job:
         """One job, with its next ``preview`` trigger times."""
@@ -150,9 +156,11 @@ class AsyncClient:
         """End the job: its scheduled runs are cancelled, running ones finish."""
         return await self._send(ops.job_action(job_id, "cancel"))
 
-    async def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
+    async def trigger(
+        self, job_id: int, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> TriggerAccepted:
         """Run the job now, keyed so that a retry runs it once."""
-        return await self._send(ops.trigger(job_id, idempotency_key))
+        return await self._send(ops.trigger(job_id, idempotency_key, traceparent))
 
     async def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

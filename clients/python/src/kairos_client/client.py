@@ -88,18 +88,24 @@ class Client:
             if cursor is None:
                 return
 
-    def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+    def create_job(
+        self, spec: JobSpec, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> JobAccepted:
         """Submit one job. Retried safely: unless the spec has a ``client_request_id``
         or a key is given, a random ``Idempotency-Key`` is sent (and becomes the job's
         ``client_request_id``)."""
-        return self._send(ops.create_job(spec, idempotency_key))
+        return self._send(ops.create_job(spec, idempotency_key, traceparent))
 
     def create_jobs(
-        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+        self,
+        specs: Iterable[JobSpec],
+        *,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchAccepted:
         """Submit 1 to 1,000 jobs, all or nothing, keyed as a whole (a random key
         unless given)."""
-        return self._send(ops.create_jobs(specs, idempotency_key))
+        return self._send(ops.create_jobs(specs, idempotency_key, traceparent))
 
     def get_job(self, job_id: int, *, preview: int = 0) -> Job:
         """One job, with its next ``preview`` trigger times (0 to 100)."""
@@ -150,10 +156,12 @@ class Client:
         """End the job: its scheduled runs are cancelled, running ones finish."""
         return self._send(ops.job_action(job_id, "cancel"))
 
-    def trigger(self, job_id: int, *, idempotency_key: str | None = None) -> TriggerAccepted:
+    def trigger(
+        self, job_id: int, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> TriggerAccepted:
         """Run the job now, besides its schedule. Keyed (a random key unless given), so
         a retry after a lost answer runs it once."""
-        return self._send(ops.trigger(job_id, idempotency_key))
+        return self._send(ops.trigger(job_id, idempotency_key, traceparent))
 
     def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

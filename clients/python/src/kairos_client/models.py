@@ -39,6 +39,9 @@ class Execution:
     message: str | None
     result: Any
     raw: Mapping[str, Any] = _raw()
+    # The W3C traceparent the run carried to its handler and callback; None: untraced
+    # (or a server older than traces).
+    traceparent: str | None = None
 
     @classmethod
     def from_json(cls, body: Any, what: str = "execution") -> Execution:
@@ -59,6 +62,7 @@ class Execution:
             message=r.text_or_none("message"),
             result=r.body.get("result"),
             raw=r.body,
+            traceparent=r.text_or_none("traceparent"),
         )
 
 
@@ -125,6 +129,8 @@ class Job:
     updated_at: datetime | None
     last_execution: Execution | None
     raw: Mapping[str, Any] = _raw()
+    # The valid W3C traceparent the job was created with; None: none.
+    traceparent: str | None = None
 
     @classmethod
     def from_json(cls, body: Any, what: str = "job") -> Job:
@@ -149,6 +155,7 @@ class Job:
             updated_at=r.time_or_none("updatedAt"),
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
             raw=r.body,
+            traceparent=r.text_or_none("traceparent"),
         )
 
 
