@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from common.db.due_jobs import DueJob
 from common.errors import CallbackRequestError
+from common.schedule import Schedule, TriggerPolicy, plan_trigger
 from common.tracing.traceparent import (
     fresh_parent,
     parent_id,
@@ -12,6 +14,7 @@ from common.tracing.traceparent import (
     run_traceparent,
     trace_id,
 )
+from services.dispatcher.trigger.claim import trigger_execution
 from services.notifier.http_wire import request_bytes
 
 VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -67,3 +70,29 @@ def test_the_callback_wire_still_refuses_a_header_that_breaks_a_line() -> None:
         request_bytes("/hook", "h", {"traceparent": VALID + "\r\nx-injected: 1"}, b"{}")
     sent = request_bytes("/hook", "h", {"traceparent": VALID}, b"{}")
     assert f"traceparent: {VALID}\r\n".encode() in sent
+
+
+def due(schedule: Schedule, traceparent: str | None) -> DueJob:
+    policy = TriggerPolicy(schedule)
+    return DueJob(42, 0, "demo.noop", 60_000, policy, 0, "{}", None, traceparent=traceparent)
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [Schedule("* * * * *", "UTC", None), Schedule(None, "UTC", 60)],
+    ids=["cron", "fixed-rate"],
+)
+def test_each_claimed_run_of_a_recurring_job_branches_off_its_trace(schedule: Schedule) -> None:
+    job = due(schedule, VALID)
+    runs = [trigger_execution(job, plan_trigger(job.policy, 60_000, 60_000)) for _ in range(3)]
+    traces = [r.traceparent for r in runs]
+    assert all(t is not None and trace_id(t) == trace_id(VALID) for t in traces)
+    assert len(set(traces)) == 3 and VALID not in traces
+
+
+def test_a_claimed_one_shot_run_continues_its_submit_and_an_untraced_job_has_none() -> None:
+    once = due(Schedule(None, "UTC", None), VALID)
+    assert trigger_execution(once, plan_trigger(once.policy, 60_000, 60_000)).traceparent == VALID
+    untraced = due(Schedule("* * * * *", "UTC", None), None)
+    plan = plan_trigger(untraced.policy, 60_000, 60_000)
+    assert trigger_execution(untraced, plan).traceparent is None
