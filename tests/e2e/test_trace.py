@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from tests.books import Expectation, assert_books
 from tests.e2e.harness import Api, CallbackReceiver, Processes, connect_api, free_port, wait_until
+from tests.e2e.otlp_collector import CollectedSpan, OtlpCollector
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = "services.worker.demo,tests.e2e.trace_handler"
@@ -138,3 +139,71 @@ def test_a_triggers_own_traceparent_wins_for_its_run(
         timeout=30,
     )
     assert books.deliveries == 2
+
+
+SPANNED_PER_APP = 12
+
+
+def four_spans(collector: OtlpCollector, trace: str, job_id: int) -> list[CollectedSpan]:
+    """The spans of one job's trace, once all four stages exported theirs."""
+
+    def found() -> list[CollectedSpan] | None:
+        spans = collector.of_trace(trace)
+        return spans if len(spans) >= 4 else None
+
+    spans: list[CollectedSpan] = wait_until(found, 30, what=f"the four spans of job {job_id}")
+    return spans
+
+
+def test_with_an_otlp_endpoint_submit_dispatch_run_and_callback_are_one_trace(
+    processes: Processes, engine: Engine, receiver: CallbackReceiver
+) -> None:
+    collector = OtlpCollector()
+    try:
+        port = free_port()
+        processes.start(
+            "up",
+            *("up", "--port", str(port), "--workers", "2"),
+            KAIROS_HANDLERS=HANDLERS,
+            KAIROS_OTEL_ENDPOINT=collector.base,
+            PYTHONPATH=str(REPO),
+        )
+        first = connect_api(processes, port, probe_handler="test.trace")
+        apps = [first, second_app(processes, first)]
+        plan: list[tuple[Api, str | None]] = [
+            (api, new_traceparent()) for api in apps for _ in range(SPANNED_PER_APP)
+        ]
+        plan += [(api, None) for api in apps for _ in range(3)]
+        with ThreadPoolExecutor(8) as pool:
+            job_ids = list(pool.map(lambda p: submit(p[0], receiver.url, "spanned", p[1]), plan))
+        assert_books(engine, Expectation(job_ids, execution_statuses={"SUCCEEDED"}), timeout=120)
+        wait_until(lambda: len(receiver.received) >= len(job_ids), 30, what="every callback")
+        posts = {json.loads(p.body)["data"]["jobId"]: p for p in receiver.received}
+        traced = [(job_id, tp) for job_id, (_, tp) in zip(job_ids, plan, strict=True) if tp]
+        for job_id, sent in traced:
+            spans = four_spans(collector, trace_id(sent), job_id)
+            by_name = {s.name: s for s in spans}
+            assert len(spans) == 4 and set(by_name) == {
+                "kairos submit",
+                "kairos dispatch",
+                "kairos run",
+                "kairos callback",
+            }
+            submit_span, run = by_name["kairos submit"], by_name["kairos run"]
+            assert submit_span.service == "kairos-api"
+            assert submit_span.parent_id == sent.split("-")[2]
+            assert by_name["kairos dispatch"].parent_id == submit_span.span_id
+            assert run.parent_id == by_name["kairos dispatch"].span_id
+            assert run.service == "kairos-worker"
+            # The job keeps the submit's span; its callback hangs off it too.
+            assert by_name["kairos callback"].parent_id == submit_span.span_id
+            post = posts[job_id]
+            data = json.loads(post.body)["data"]
+            assert data["result"] == {"trace": f"00-{trace_id(sent)}-{run.span_id}-01"}
+            callback_span = by_name["kairos callback"].span_id
+            assert header(post.headers, "traceparent") == f"00-{trace_id(sent)}-{callback_span}-01"
+        untraced = [posts[j] for j, (_, tp) in zip(job_ids, plan, strict=True) if tp is None]
+        assert all(header(p.headers, "traceparent") is None for p in untraced)
+        assert len(collector.spans) == 4 * len(traced), "no span for an untraced job"
+    finally:
+        collector.close()
