@@ -100,3 +100,19 @@ def test_with_spans_the_job_keeps_the_submits_span_as_its_parent(client: TestCli
     assert trace_id(kept) == trace_id(TP)
     assert parent_id(kept) == format(span.context.span_id, "016x")
     assert client.get(f"/openapi/jobs/{untraced}").json()["traceparent"] is None
+
+
+def test_with_spans_a_batch_keeps_its_submit_spans_traceparent(client: TestClient) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    client.app.state.kairos.tracing = OtelTracing(provider)  # type: ignore[attr-defined]
+    batch = {"jobs": [{"jobName": f"b{n}", **LATER} for n in range(3)]}
+    answer = client.post("/openapi/jobs/batch", json=batch, headers={"traceparent": TP})
+    assert answer.status_code == 202, answer.text
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "kairos submit"
+    assert span.attributes is not None and span.attributes["kairos.jobs"] == 3
+    expected = f"00-{trace_id(TP)}-{span.context.span_id:016x}-01"
+    for item in answer.json()["jobs"]:
+        assert client.get(f"/openapi/jobs/{item['jobId']}").json()["traceparent"] == expected
