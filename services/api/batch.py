@@ -87,6 +87,8 @@ def submit_batch(
     with every job of the batch (under the batch's submit span, when spans are sent).
     """
     parent = parse_traceparent(traceparent)
+    if parent is None:
+        return _submit_batch(state, app, bodies, key, None)
     attributes: Attributes = {"kairos.app": app.app_id, "kairos.jobs": len(bodies)}
     with state.tracing.span("kairos submit", parent, attributes) as handed:
         return _submit_batch(state, app, bodies, key, handed)

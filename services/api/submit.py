@@ -47,6 +47,8 @@ async def submit(
     when spans are sent; an invalid one is ignored.
     """
     parent = parse_traceparent(traceparent)
+    if parent is None:  # most creates: nothing to trace
+        return await _submit(state, app, body, None)
     with state.tracing.span("kairos submit", parent, {"kairos.app": app.app_id}) as handed:
         return await _submit(state, app, body, handed)
 

@@ -66,6 +66,8 @@ def trigger_job(
     answer back (second of the pair: True) and nothing runs again. A valid
     ``traceparent`` is the run's own (it wins over the job's); an invalid one is ignored."""
     parent = parse_traceparent(traceparent)
+    if parent is None:
+        return _trigger(state, app, job_id, key, None)
     with state.tracing.span("kairos trigger", parent, {"kairos.job_id": job_id}) as handed:
         return _trigger(state, app, job_id, key, handed)
 

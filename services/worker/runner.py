@@ -261,15 +261,14 @@ class ExecutionRunner:
                 f"handler {message.handler!r} is not registered here",
                 None,
             )
+        if message.traceparent is None:  # most runs: nothing to trace
+            return self._call_with(fn, message, _context(message, None))
         attributes = {
             "kairos.execution_id": message.execution_id,
             "kairos.handler": message.handler,
         }
         with self._tracing.span("kairos run", message.traceparent, attributes) as trace:
-            context = HandlerContext(
-                message.job_id, message.execution_id, message.attempt, message.trigger_time, trace
-            )
-            return self._call_with(fn, message, context)
+            return self._call_with(fn, message, _context(message, trace))
 
     def _call_with(
         self, fn: HandlerFn, message: DispatchMessage, context: HandlerContext
@@ -291,3 +290,9 @@ class ExecutionRunner:
             return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
         return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result
+
+
+def _context(message: DispatchMessage, trace: str | None) -> HandlerContext:
+    return HandlerContext(
+        message.job_id, message.execution_id, message.attempt, message.trigger_time, trace
+    )
