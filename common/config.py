@@ -66,6 +66,12 @@ class StoreSettings(BaseSettings):
         description="the most messages kairos.results.dead keeps (a policy `kairos migrate` "
         "sets); past it the oldest set-aside results are dropped",
     )
+    otel_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP collector (base URL, /v1/traces added) that gets a span per "
+        "stage of each job submitted with a traceparent; needs the `otel` extra; unset: "
+        "OTEL_EXPORTER_OTLP_ENDPOINT, else no spans",
+    )
     idempotency_ttl_seconds: int = Field(
         default=7 * 24 * 3600,
         description="how long an execution's started key lives in Redis: a copy of its "

@@ -25,6 +25,9 @@ class DispatchMessage(BaseModel):
     ref: int | None = Field(
         default=None, description="the execution's primary key, echoed back in the result"
     )
+    traceparent: str | None = Field(
+        default=None, description="the run's W3C traceparent; absent when it has none"
+    )
 
 
 class DispatchPack(BaseModel):

@@ -27,6 +27,8 @@ class NewDelivery:
     app_pk: int
     url: str
     payload: str
+    # The run's W3C traceparent, sent as a header with each POST; None: not traced.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class DeliveryRecord:
     delivered_at: int | None
     next_attempt_at: int | None
     dead_reason: DeadReason | None
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> DeliveryRecord:
@@ -72,12 +75,19 @@ class DeliveryRecord:
             delivered_at=row.delivered_at,
             next_attempt_at=row.next_attempt_at,
             dead_reason=DeadReason(reason) if reason is not None else None,
+            traceparent=row.traceparent,
         )
 
     def as_new(self) -> NewDelivery:
         """The delivery as first recorded, to hand the notifier again."""
         return NewDelivery(
-            self.delivery_id, self.execution_id, self.job_id, self.app_pk, self.url, self.payload
+            self.delivery_id,
+            self.execution_id,
+            self.job_id,
+            self.app_pk,
+            self.url,
+            self.payload,
+            self.traceparent,
         )
 
 
@@ -146,6 +156,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int
                 "app_pk": r.app_pk,
                 "url": r.url,
                 "payload": r.payload,
+                "traceparent": r.traceparent,
                 "status": DeliveryStatus.PENDING,
                 "attempts": 0,
                 "created_at": now_ms,

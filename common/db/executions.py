@@ -40,6 +40,8 @@ class NewExecution:
     worker_id: str | None = None
     # JSON text of the params a trigger with params gave this run; None: the job's.
     params: str | None = None
+    # The W3C traceparent the run carries (``common.tracing.traceparent``), or None.
+    traceparent: str | None = None
 
     def queued_on(self, worker_id: str) -> NewExecution:
         """This execution written QUEUED on a worker (built directly: ``dataclasses.replace``
@@ -55,12 +57,13 @@ class NewExecution:
             self.manual,
             worker_id,
             self.params,
+            self.traceparent,
         )
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "worker_id, created_at, dispatched_at, ended_at, params"
+    "worker_id, created_at, dispatched_at, ended_at, params, traceparent"
 )
 
 
@@ -114,11 +117,12 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
             f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, "
-            f"{ended}, {own})"
+            f"{ended}, {own}, %s)"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
         if r.params is not None:
             params.append(r.params)
+        params.append(r.traceparent)
     return driver.insert(
         conn,
         f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
@@ -296,6 +300,7 @@ class LockedExecution:
     manual: bool
     # The run's own params (a trigger with params), which its retry carries on; None: the job's.
     params: str | None = None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +340,8 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[Lo
 def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
     rows = driver.fetch(
         conn,
-        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, params "
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, params, "
+        "traceparent "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
@@ -349,6 +355,7 @@ def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExe
             ExecutionStatus(r.status),
             bool(r.manual),
             None if r.params is None else str(r.params),
+            r.traceparent,
         )
         for r in rows
     ]

@@ -44,6 +44,8 @@ class ExecutionWithJob:
     # It waited for a free slot before (``SLOT_WAIT``): its trigger was met by Kairos,
     # so the misfire policy does not judge it late.
     waited: bool = False
+    # The W3C traceparent the run carries to its worker, or None.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionWithJob:
@@ -71,6 +73,7 @@ class ExecutionWithJob:
             int(row.app_pk),
             int(row.priority),
             bool(row.waited),
+            row.traceparent,
         )
 
     @property
@@ -90,7 +93,8 @@ _COLUMNS = (
     "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
-    f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited"
+    f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited, "
+    "e.traceparent"
 )
 _WITH_JOB = f"SELECT {_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id "
 

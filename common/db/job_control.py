@@ -37,6 +37,7 @@ from common.execution_ids import trigger_execution_id
 from common.schedule import PAUSED_SKIP
 from common.states import ExecutionStatus, JobStatus
 from common.timefmt import iso_ms
+from common.tracing.traceparent import fresh_parent
 
 ACTIVE = (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.PAUSED)
 """The statuses a job can still fire from (by schedule or by a held run)."""
@@ -191,10 +192,17 @@ def _first_free_trigger_time(conn: Connection, job: JobRecord, now_ms: int) -> i
 
 
 def insert_manual_execution(
-    conn: Connection, job: JobRecord, now_ms: int, params: str | None = None
+    conn: Connection,
+    job: JobRecord,
+    now_ms: int,
+    params: str | None = None,
+    traceparent: str | None = None,
 ) -> NewExecution:
     """Insert a SCHEDULED manual execution of the locked ``job``, due now; return it.
     ``params``: JSON text of params for this run only, in place of the job's.
+
+    The run carries ``traceparent`` (the trigger's own), else the job's trace id under a
+    fresh parent id, else none.
 
     The unique key (job, trigger time, attempt) gives every trigger time one first
     attempt, so a manual run takes the first free trigger time from now on: triggers of
@@ -203,10 +211,18 @@ def insert_manual_execution(
     still free when it is inserted; should a row take it all the same, the next free
     time is read again (each try in a savepoint, so the transaction stays usable).
     """
+    trace = traceparent or (fresh_parent(job.traceparent) if job.traceparent else None)
     for _ in range(SAME_MS_TRIES):
         trigger_time = _first_free_trigger_time(conn, job, now_ms)
         execution = NewExecution(
-            str(uuid.uuid4()), job.id, 1, trigger_time, now_ms, manual=True, params=params
+            str(uuid.uuid4()),
+            job.id,
+            1,
+            trigger_time,
+            now_ms,
+            manual=True,
+            params=params,
+            traceparent=trace,
         )
         try:
             with conn.begin_nested():

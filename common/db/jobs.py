@@ -73,6 +73,8 @@ class NewJob:
     request_hash: str | None
     policies: JobPolicies = field(default_factory=JobPolicies)
     priority: int = DEFAULT_PRIORITY
+    # A valid W3C traceparent (``common.tracing.traceparent``), or None.
+    traceparent: str | None = None
 
 
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> JobColumns:
@@ -93,6 +95,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> Job
         "created_at": now_ms,
         "updated_at": now_ms,
         "priority": job.priority,
+        "traceparent": job.traceparent,
         **job.policies.columns(),
     }
 

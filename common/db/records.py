@@ -48,6 +48,8 @@ class JobRecord:
     deleted_at: int | None
     priority: int
     jitter_seconds: int = 0
+    # The W3C traceparent the job was submitted with (``common.tracing``), or None.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -82,6 +84,7 @@ class JobRecord:
             deleted_at=row.deleted_at,
             priority=int(row.priority),
             jitter_seconds=int(row.jitter_seconds),
+            traceparent=row.traceparent,
         )
 
     @property
@@ -111,6 +114,8 @@ class ExecutionRecord:
     manual: bool
     # JSON text of the params a trigger with params gave the run; None: the job's.
     params: str | None = None
+    # The W3C traceparent the run carries to its handler and callback, or None.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -132,6 +137,7 @@ class ExecutionRecord:
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
             params=row.params,
+            traceparent=row.traceparent,
         )
 
 

@@ -108,6 +108,8 @@ jobs = Table(
     # Each scheduled trigger fires up to this many seconds late, by an offset fixed by
     # the job and the trigger time (``common.jitter``); 0: on time (migration 0016).
     Column("jitter_seconds", Integer, nullable=False, server_default="0"),
+    # The W3C traceparent the job was submitted with, valid or NULL (migration 0017).
+    Column("traceparent", String(55), nullable=True),
     UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).
@@ -136,6 +138,8 @@ executions = Table(
     # The params a trigger with params gave this run, in place of the job's; NULL: the
     # job's params at dispatch (migration 0016).
     Column("params", MEDIUMTEXT, nullable=True),
+    # The traceparent this run carries to its handler and callback (migration 0017).
+    Column("traceparent", String(55), nullable=True),
     # A manual run never takes a scheduled trigger's slot (migration 0008).
     UniqueConstraint(
         "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"
@@ -185,6 +189,8 @@ callback_deliveries = Table(
     Column("next_attempt_at", BigInteger, nullable=True),
     # Why a DEAD delivery stopped: ``DeadReason``.
     Column("dead_reason", String(32), nullable=True),
+    # The run's traceparent, sent as a header with each POST (migration 0017).
+    Column("traceparent", String(55), nullable=True),
     Index("ix_callback_deliveries_status_updated", "status", "updated_at"),
     # A job's deliveries still on their way, read before each attempt (migration 0014).
     Index("ix_callback_deliveries_job_status", "job_id", "status"),

@@ -65,6 +65,7 @@ class MemoryExecution:
     started_at: int | None = None
     ended_at: int | None = None
     params: str | None = None
+    traceparent: str | None = None
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -77,6 +78,7 @@ class MemoryExecution:
             self.status,
             self.manual,
             self.params,
+            self.traceparent,
         )
 
     def with_job(self, job: MemoryJob) -> ExecutionWithJob:
@@ -105,6 +107,7 @@ class MemoryExecution:
             job.app_pk,
             job.priority,
             self.message == SLOT_WAIT,
+            self.traceparent,
         )
 
 

@@ -105,6 +105,7 @@ class MemoryTables:
                 dispatched_at=now_ms if r.status is ExecutionStatus.QUEUED else None,
                 ended_at=None if r.status in UNFINISHED else now_ms,
                 params=r.params,
+                traceparent=r.traceparent,
             )
 
     def _check_executions(self, rows: Sequence[NewExecution]) -> None:

@@ -16,6 +16,7 @@ from common.config import ApiSettings
 from common.db.engine import make_engine
 from common.gc_freeze import freeze_startup_heap
 from common.keys import RedisKeys
+from common.tracing.spans import start_tracing
 from services.api.allow import AllowedMethods
 from services.api.auth_failures import build_failed_authentications
 from services.api.auth_gate import AuthGate
@@ -53,6 +54,7 @@ def _build_state(settings: ApiSettings, resolvers: ResolverPerApp) -> ApiState:
             settings.callback_allowed_networks, settings.callback_https_only
         ),
         resolvers=resolvers,
+        tracing=start_tracing("api", settings.otel_endpoint),
     )
     state.failed_auth = build_failed_authentications(
         settings.redis_url, keys, settings.auth_failure_limit, settings.auth_failure_window_seconds

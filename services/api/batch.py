@@ -4,6 +4,7 @@ statement, wake the dispatcher once."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -24,6 +25,8 @@ from common.errors import (
     ValidationFailedError,
 )
 from common.states import JobStatus
+from common.tracing.spans import Attributes
+from common.tracing.traceparent import parse_traceparent
 from services.api.callback_screening import refused_callback_urls_from_thread
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.keyed_requests import answer_once
@@ -66,7 +69,11 @@ def batch_hash(bodies: Sequence[JobCreate]) -> str:
 
 
 def submit_batch(
-    state: ApiState, app: App, bodies: Sequence[JobCreate], key: str | None = None
+    state: ApiState,
+    app: App,
+    bodies: Sequence[JobCreate],
+    key: str | None = None,
+    traceparent: str | None = None,
 ) -> BatchAnswer:
     """Store every job of the batch, or none; one answer per item, in request order.
 
@@ -76,13 +83,31 @@ def submit_batch(
     items are valid, every clientRequestId the app used before with another body. With
     ``key`` (the Idempotency-Key header) the whole answer is remembered and a repeat of
     the batch gets it back (``keyed_requests``). A batch whose new jobs would pass the
-    app's ``max_jobs`` quota is refused whole (429).
+    app's ``max_jobs`` quota is refused whole (429). A valid ``traceparent`` is kept
+    with every job of the batch (under the batch's submit span, when spans are sent).
     """
+    parent = parse_traceparent(traceparent)
+    if parent is None:
+        return _submit_batch(state, app, bodies, key, None)
+    attributes: Attributes = {"kairos.app": app.app_id, "kairos.jobs": len(bodies)}
+    with state.tracing.span("kairos submit", parent, attributes) as handed:
+        return _submit_batch(state, app, bodies, key, handed)
+
+
+def _submit_batch(
+    state: ApiState,
+    app: App,
+    bodies: Sequence[JobCreate],
+    key: str | None,
+    traceparent: str | None,
+) -> BatchAnswer:
     urls = [body.callbackUrl for body in bodies]
     resolver = state.resolvers(app.id)
     refused = refused_callback_urls_from_thread(state.policy_for(app), resolver, urls)
     now = state.clock.now_ms()
     new_jobs = build_batch(state, app, bodies, now, refused)
+    if traceparent is not None:
+        new_jobs = [dataclasses.replace(job, traceparent=traceparent) for job in new_jobs]
     keyed = None if key is None else KeyedRequest(app.id, BATCH, key, batch_hash(bodies))
     stored: list[list[Submitted]] = []
 

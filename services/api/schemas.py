@@ -167,6 +167,11 @@ class ExecutionView(BaseModel):
         "instead of the job's); null: the run got the job's params as they were when it "
         "was sent",
     )
+    traceparent: str | None = Field(
+        default=None,
+        description="the W3C traceparent this run carries to its handler (`ctx.trace`) and "
+        "its callback; null: not traced",
+    )
 
 
 class JobPoliciesView(BaseModel):
@@ -210,6 +215,10 @@ class JobView(BaseModel):
     createdAt: Timestamp | None
     updatedAt: Timestamp | None
     lastExecution: ExecutionView | None
+    traceparent: str | None = Field(
+        default=None,
+        description="the valid W3C traceparent header the job was created with; null: none",
+    )
 
 
 class ExecutionList(BaseModel):

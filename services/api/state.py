@@ -16,6 +16,7 @@ from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
 from common.db.workers import registered_handlers
 from common.keys import RedisKeys
+from common.tracing.spans import NO_TRACING, Tracing
 from services.api.auth_failures import FailedAuthentications
 from services.api.callback_screening import ResolverPerApp
 from services.api.group_insert import GroupInserter
@@ -42,6 +43,8 @@ class ApiState:
     # replace the default's, ``policy_for``), and how each app's callback hosts resolve.
     callback_policy: CallbackUrlPolicy = field(default_factory=CallbackUrlPolicy)
     resolvers: ResolverPerApp = field(default_factory=ResolverPerApp)
+    # Spans of traced jobs (``common.tracing.spans``); none unless OTLP is set up.
+    tracing: Tracing = NO_TRACING
     # The clock the caches age by; tests move a fake one.
     monotonic: Callable[[], float] = time.monotonic
     _handlers: frozenset[str] = frozenset()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from fastapi.concurrency import run_in_threadpool
 
 from common.db.apps import App
 from common.db.jobs import NewJob
 from common.errors import ValidationFailedError
+from common.tracing.traceparent import parse_traceparent
 from services.api.callback_screening import screen_callback_url
 from services.api.idempotency import Submitted
 from services.api.quotas import check_job_quota
@@ -29,7 +31,9 @@ def merge_idempotency_key(body: JobCreate, header_key: str | None) -> JobCreate:
     return body.model_copy(update={"clientRequestId": header_key})
 
 
-async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
+async def submit(
+    state: ApiState, app: App, body: JobCreate, traceparent: str | None = None
+) -> Submitted:
     """Store the job of a single create (or find its earlier twin).
 
     The job is stored with whatever other single creates wait at the same moment
@@ -38,8 +42,18 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
     needs MySQL or Redis, or the job has a cron to compute, in a worker thread, so
     neither a store that hangs nor CPU work holds the loop. Its callback URL is checked
     first, its host resolved off the loop (``callback_screening``); an app with a
-    ``max_jobs`` quota has its stored jobs counted first (``quotas``).
+    ``max_jobs`` quota has its stored jobs counted first (``quotas``). A valid
+    ``traceparent`` (the header's value) is stored with the job, under the submit's span
+    when spans are sent; an invalid one is ignored.
     """
+    parent = parse_traceparent(traceparent)
+    if parent is None:  # most creates: nothing to trace
+        return await _submit(state, app, body, None)
+    with state.tracing.span("kairos submit", parent, {"kairos.app": app.app_id}) as handed:
+        return await _submit(state, app, body, handed)
+
+
+async def _submit(state: ApiState, app: App, body: JobCreate, traceparent: str | None) -> Submitted:
     if body.callbackUrl:
         resolver = state.resolvers(app.id)
         await screen_callback_url(state.policy_for(app), resolver, body.callbackUrl)
@@ -49,6 +63,8 @@ async def submit(state: ApiState, app: App, body: JobCreate) -> Submitted:
         now, job = _build(state, app, body)
     else:
         now, job = await run_in_threadpool(_build, state, app, body)
+    if traceparent is not None:
+        job = dataclasses.replace(job, traceparent=traceparent)
     return await asyncio.wrap_future(state.inserter.submit(job, now))
 
 

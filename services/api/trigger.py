@@ -18,6 +18,7 @@ from common.db import job_control as db
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
 from common.documents import stored_text
+from common.tracing.traceparent import parse_traceparent
 from services.api.job_control import TRIGGER, applies, check_may_run, status_of
 from services.api.keyed_requests import answer_once
 from services.api.locations import execution_location
@@ -56,13 +57,18 @@ def run_params(body: TriggerRequest | None, max_bytes: int) -> str | None:
 
 
 def _insert(
-    conn: Connection, app: App, job_id: int, now: int, params: str | None
+    conn: Connection,
+    app: App,
+    job_id: int,
+    now: int,
+    params: str | None,
+    traceparent: str | None,
 ) -> tuple[StoredAnswer, int]:
     job = db.lock_job(conn, app.id, job_id)
     applies(TRIGGER, job_id, status_of(job))
     assert job is not None
     check_may_run(app, job, "triggered")
-    execution = db.insert_manual_execution(conn, job, now, params)
+    execution = db.insert_manual_execution(conn, job, now, params, traceparent)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
     log.info(
@@ -79,17 +85,36 @@ def trigger_job(
     job_id: int,
     key: str | None = None,
     body: TriggerRequest | None = None,
+    traceparent: str | None = None,
 ) -> tuple[StoredAnswer, bool]:
     """Run the job now: a SCHEDULED manual execution the dispatcher fires at once (a
     manual run never moves the job's own status), with ``body.params`` in place of the
     job's when given. With ``key``, a repeat gets the first answer back (second of the
-    pair: True) and nothing runs again; the same key with other params is refused."""
+    pair: True) and nothing runs again; the same key with other params is refused. A
+    valid ``traceparent`` is the run's own (it wins over the job's); an invalid one is
+    ignored."""
     params = run_params(body, state.settings.max_params_bytes)
+    parent = parse_traceparent(traceparent)
+    if parent is None:
+        return _trigger(state, app, job_id, key, body, params, None)
+    with state.tracing.span("kairos trigger", parent, {"kairos.job_id": job_id}) as handed:
+        return _trigger(state, app, job_id, key, body, params, handed)
+
+
+def _trigger(
+    state: ApiState,
+    app: App,
+    job_id: int,
+    key: str | None,
+    body: TriggerRequest | None,
+    params: str | None,
+    traceparent: str | None,
+) -> tuple[StoredAnswer, bool]:
     now = state.clock.now_ms()
     scheduled: list[int] = []
 
     def work(conn: Connection) -> StoredAnswer:
-        answer, at = _insert(conn, app, job_id, now, params)
+        answer, at = _insert(conn, app, job_id, now, params, traceparent)
         scheduled[:] = [at]
         return answer
 

@@ -49,6 +49,7 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         message=execution.message,
         result=_json_or_text(execution.result),
         params=None if execution.params is None else _params(execution.params),
+        traceparent=execution.traceparent,
     )
 
 
@@ -131,4 +132,5 @@ def job_view(
         createdAt=iso_ms(job.created_at),
         updatedAt=iso_ms(job.updated_at),
         lastExecution=execution_view(last) if last is not None else None,
+        traceparent=job.traceparent,
     )

@@ -198,6 +198,7 @@ def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
         ("timeout", f"{job.timeout_seconds}s" if job.timeout_seconds else "none"),
         ("jitter", f"up to {job.jitter_seconds}s" if job.jitter_seconds else "none"),
         ("callback", job.callback_url or "none"),
+        ("trace", job.traceparent or "none"),
         ("created", when_text(job.created_at, now)),
         ("actions", ", ".join(detail.actions) or "none"),
     ]

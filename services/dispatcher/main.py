@@ -21,6 +21,7 @@ from common.metrics import clear_worker_gauges
 from common.runtime import keep_serving, open_stores, start_service
 from common.slots import ResultsLag
 from common.topology import declare_core
+from common.tracing.spans import start_tracing
 from services.dispatcher.leadership.lease import RedisLease
 from services.dispatcher.leadership.lease_thread import Leadership
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
@@ -78,6 +79,7 @@ class Dispatcher:
         # dispatcher starts again after a failed statement, and a disconnect drops the
         # whole pool, so a database restart costs one failed attempt per loop.
         self.stores = open_stores(settings, pool_size=5, pre_ping=False)
+        self.tracing = start_tracing("dispatcher", settings.otel_endpoint)
         self.redis, self.engine = self.stores.redis, self.stores.engine
         self.clock, self.keys = self.stores.clock, self.stores.keys
         lease = RedisLease(self.redis, self.keys.dispatcher_lease, settings.lease_ttl_ms)
@@ -175,12 +177,14 @@ class Dispatcher:
             results_lag=self.results_lag,
         )
         router = Router(directory, WorkerChooser(Strategy(s.strategy)))
-        sender = ClaimSender(WorkerChooser(Strategy(s.strategy)), directory.sent)
+        sender = ClaimSender(
+            WorkerChooser(Strategy(s.strategy)), directory.sent, tracing=self.tracing
+        )
         claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
         fire = FireSettings(
             s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms
         )
-        firer = Firer.on_stores(self.stores, publisher, router, fire)
+        firer = Firer.on_stores(self.stores, publisher, router, fire, self.tracing)
         upkeep = Upkeep(self.stores, publisher, router, UpkeepSettings.of(s))
         retention = RetentionLoop(self.engine, self.clock, int(s.retention_days * 86_400_000))
         claims = ClaimLoop(

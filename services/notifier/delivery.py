@@ -31,6 +31,8 @@ from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_RETRY_EXCHANGE, retry_queue
+from common.tracing.spans import NO_TRACING, Attributes, Tracing
+from common.tracing.traceparent import HEADER as TRACEPARENT
 from services.notifier.attempt_counts import AttemptCounts
 from services.notifier.gathering import Gathered
 from services.notifier.outages import StoreBackoff
@@ -90,8 +92,10 @@ class CallbackDeliverer:
         secret_ttl: float = 30.0,
         scheduler: AttemptScheduler | None = None,
         backoff: StoreBackoff | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._engine = engine
+        self._tracing = tracing
         self._poster = poster
         self._clock = clock
         self._schedule = schedule
@@ -189,7 +193,7 @@ class CallbackDeliverer:
         if found.held:
             return self._hold(message, found.record.job_id)
         began = time.monotonic()
-        outcome = await self._post(message)
+        outcome = await self._post(message, found.record.traceparent)
         seconds = time.monotonic() - began
         place.posted(seconds, outcome)
         duration_ms = int(seconds * 1000)
@@ -291,12 +295,22 @@ class CallbackDeliverer:
             return self._schedule.rng.choice(self._schedule.buckets(0))
         return self._schedule.rungs()[0]
 
-    async def _post(self, message: CallbackMessage) -> PostOutcome:
+    async def _post(self, message: CallbackMessage, traceparent: str | None) -> PostOutcome:
         terms = await self._sending_terms(message.app_pk)
         headers = webhook_headers(
             terms.secrets, message.delivery_id, int(time.time()), message.payload
         )
-        return await self._poster.post_async(message.url, message.payload, headers, terms.networks)
+        post = self._poster.post_async
+        if traceparent is None:  # most callbacks: nothing to trace
+            return await post(message.url, message.payload, headers, terms.networks)
+        attributes: Attributes = {
+            "kairos.delivery_id": message.delivery_id,
+            "kairos.attempt": message.attempt,
+        }
+        with self._tracing.span("kairos callback", traceparent, attributes) as handed:
+            if handed is not None:
+                headers[TRACEPARENT] = handed
+            return await post(message.url, message.payload, headers, terms.networks)
 
     async def _sending_terms(self, app_pk: int) -> SendingTerms:
         # Read again after a while, so a rotated secret or a changed network list is

@@ -20,6 +20,7 @@ from common.gc_freeze import freeze_startup_heap
 from common.host_lookups import HostLookups
 from common.runtime import keep_serving, open_stores, start_service
 from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
+from common.tracing.spans import start_tracing
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.fair_line import Backlog, FairLine
 from services.notifier.host_limits import HostLimits
@@ -57,7 +58,13 @@ def notifier_parts(
     """The deliverer, scheduler and host keys the settings describe."""
     scheduler = attempt_scheduler(settings)
     deliverer = CallbackDeliverer(
-        engine, poster, clock, retry_schedule(settings), settings.secret_cache_seconds, scheduler
+        engine,
+        poster,
+        clock,
+        retry_schedule(settings),
+        settings.secret_cache_seconds,
+        scheduler,
+        tracing=start_tracing("notifier", settings.otel_endpoint),
     )
     return NotifierParts(deliverer, scheduler, share_keys())
 

@@ -22,6 +22,7 @@ from common.runtime import keep_serving, open_stores, start_service
 from common.states import WorkerState
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue
+from common.tracing.spans import start_tracing
 from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.id_guard import refuse_if_running
@@ -76,6 +77,7 @@ def run_worker(settings: WorkerSettings) -> None:
         stores.clock,
         settings.idempotency_ttl_seconds,
         rows=MySQLRows(stores.engine),
+        tracing=start_tracing("worker", settings.otel_endpoint),
     )
     fence = Fence(settings.heartbeat_seconds)
     serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence, stores)

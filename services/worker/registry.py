@@ -30,6 +30,9 @@ class HandlerContext:
     execution_id: str
     attempt: int
     trigger_time: int
+    # The W3C traceparent of the run (the run's span when spans are sent), to pass to the
+    # handler's own calls; None when the job was not submitted with one.
+    trace: str | None = None
 
 
 def handler(name: str) -> Callable[[F], F]:

@@ -20,6 +20,7 @@ from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
 from common.started_marks import RedisStartedMarks
 from common.states import ExecutionStatus
+from common.tracing.spans import NO_TRACING, Tracing
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
 from services.worker.overruns import Overruns
@@ -57,8 +58,10 @@ class ExecutionRunner:
         clock: ClusterClock,
         idempotency_ttl_seconds: int,
         rows: RowStatuses | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._worker_id = worker_id
+        self._tracing = tracing
         self._handlers = handlers
         self._marks = RedisStartedMarks(client, keys)
         self._clock = clock
@@ -258,9 +261,18 @@ class ExecutionRunner:
                 f"handler {message.handler!r} is not registered here",
                 None,
             )
-        context = HandlerContext(
-            message.job_id, message.execution_id, message.attempt, message.trigger_time
-        )
+        if message.traceparent is None:  # most runs: nothing to trace
+            return self._call_with(fn, message, _context(message, None))
+        attributes = {
+            "kairos.execution_id": message.execution_id,
+            "kairos.handler": message.handler,
+        }
+        with self._tracing.span("kairos run", message.traceparent, attributes) as trace:
+            return self._call_with(fn, message, _context(message, trace))
+
+    def _call_with(
+        self, fn: HandlerFn, message: DispatchMessage, context: HandlerContext
+    ) -> tuple[Outcome, str | None, str | None]:
         try:
             value = call_handler(
                 fn, message.params, context, message.timeout_seconds, self.overruns
@@ -278,3 +290,9 @@ class ExecutionRunner:
             return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
         return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result
+
+
+def _context(message: DispatchMessage, trace: str | None) -> HandlerContext:
+    return HandlerContext(
+        message.job_id, message.execution_id, message.attempt, message.trigger_time, trace
+    )

@@ -255,3 +255,21 @@ def test_jobs_show_shows_the_jitter_and_when_each_trigger_fires(
     assert shown["nextFireTimes"] != shown["nextTriggerTimes"]
     status, out, _ = cli("jobs", "show", str(job))
     assert status == 0 and "up to 900s" in out and "(fires " in out
+
+
+def test_jobs_show_and_executions_give_the_traceparent(cli: Any, client: TestClient) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    body = {"jobName": "traced", "jobHandler": "demo.noop", "triggerAt": "2100-01-01T00:00:00Z"}
+    answer = client.post("/openapi/jobs", json=body, headers={"traceparent": traceparent})
+    job = int(answer.json()["jobId"])
+    assert client.post(f"/openapi/jobs/{job}/trigger").status_code == 202
+    _, out, _ = cli("jobs", "show", str(job))
+    assert traceparent in out
+    _, out, _ = cli("jobs", "show", str(job), "-o", "json")
+    assert json.loads(out)["traceparent"] == traceparent
+    _, out, _ = cli("jobs", "executions", str(job), "-o", "json")
+    (run,) = json.loads(out)["executions"]
+    assert run["traceparent"].split("-")[1] == traceparent.split("-")[1]
+    untraced = submit(client, jobName="plain", triggerAt="2100-01-01T00:00:00Z")
+    _, out, _ = cli("jobs", "show", str(untraced), "-o", "json")
+    assert json.loads(out)["traceparent"] is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import threading
@@ -11,12 +12,16 @@ from typing import Any
 
 import pytest
 import redis
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.jsontext import MAX_JSON_DEPTH, MAX_STORED_TEXT_BYTES, read_stored_json, utf8_size
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
+from common.tracing.spans import NO_TRACING, OtelTracing, Tracing
 from services.worker import local_runs
 from services.worker.packs import Unreadable
 from services.worker.registry import HandlerContext, collect_handlers
@@ -368,3 +373,48 @@ def test_a_copy_whose_stored_outcome_cannot_be_read_is_reported_lost_not_retried
     assert outcome.status == "LOST"
     assert outcome.message is not None and "stored outcome cannot be read" in outcome.message
     assert CALLS == []
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def reports_trace(params: dict[str, Any], ctx: HandlerContext) -> dict[str, str | None]:
+    return {"trace": ctx.trace}
+
+
+def trace_runner(
+    client: redis.Redis, namespace: StoreSettings, tracing: Tracing = NO_TRACING
+) -> ExecutionRunner:
+    handlers = {"test.trace": reports_trace}
+    keys = RedisKeys(namespace.namespace)
+    return ExecutionRunner("w1", handlers, client, keys, ClusterClock(client), 60, tracing=tracing)
+
+
+def test_the_handler_gets_the_runs_traceparent_as_ctx_trace(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    plain = trace_runner(redis_client, namespace)
+    traced = message("test.trace", execution_id="e-t").model_copy(
+        update={"traceparent": TRACEPARENT}
+    )
+    outcome = plain.run(traced)
+    assert outcome is not None and json.loads(outcome.result or "") == {"trace": TRACEPARENT}
+    untraced = plain.run(message("test.trace", execution_id="e-u"))
+    assert untraced is not None and json.loads(untraced.result or "") == {"trace": None}
+
+
+def test_with_spans_the_handler_gets_its_run_spans_traceparent(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spanned = trace_runner(redis_client, namespace, OtelTracing(provider))
+    traced = message("test.trace").model_copy(update={"traceparent": TRACEPARENT})
+    outcome = spanned.run(traced)
+    assert outcome is not None and outcome.status == "SUCCEEDED"
+    given = json.loads(outcome.result or "")["trace"]
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "kairos run"
+    assert given == f"00-{TRACEPARENT[3:35]}-{span.context.span_id:016x}-01"
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == TRACEPARENT[36:52]

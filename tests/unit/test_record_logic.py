@@ -240,3 +240,36 @@ def test_a_batch_of_several_jobs_and_apps_settles_each_by_its_own_rules() -> Non
     ]
     assert [r.status for r in store.executions_of(retrying)] == [FAILED, ExecutionStatus.SCHEDULED]
     assert store.jobs[cron].version == 1, "its manual run left it alone"
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def traced(store: MemoryStore, job_id: int, execution_id: str) -> None:
+    """A QUEUED execution of trigger 1000 on w1 that carries ``TRACEPARENT``."""
+    new = NewExecution(execution_id, job_id, 1, 1_000, 1_000, traceparent=TRACEPARENT)
+    store.insert_executions([new.queued_on("w1")], 1_000)
+
+
+def test_a_retry_carries_its_attempts_traceparent_and_the_callback_the_runs() -> None:
+    store = MemoryStore()
+    job = store.add_job(MemoryJob(callback_url=HOOK, max_retries=1))
+    traced(store, job, "e1")
+    assert record(store, result("e1", job, FAILED)) == []
+    _, retry = store.executions_of(job)
+    assert retry.traceparent == TRACEPARENT
+    key = store.execution(retry.execution_id).id
+    # The retry goes out and succeeds: its callback sends the run's traceparent.
+    store.executions[key].status = ExecutionStatus.QUEUED
+    assert record(store, result(retry.execution_id, job, ref=key)) == [retry.execution_id]
+    (delivery,) = store.deliveries
+    assert delivery.delivery.traceparent == TRACEPARENT
+
+
+def test_an_untraced_run_has_an_untraced_callback() -> None:
+    store = MemoryStore()
+    job = store.add_job(MemoryJob(callback_url=HOOK))
+    queued(store, job, "e1")
+    record(store, result("e1", job))
+    (delivery,) = store.deliveries
+    assert delivery.delivery.traceparent is None

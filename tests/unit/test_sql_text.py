@@ -34,7 +34,13 @@ def assignment(**changes: object) -> Assignment:
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"timeout_seconds": None}, {"handler": 'odd "name" ü'}, {"params_json": "{}"}],
+    [
+        {},
+        {"timeout_seconds": None},
+        {"handler": 'odd "name" ü'},
+        {"params_json": "{}"},
+        {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+    ],
 )
 def test_the_hand_written_dispatch_body_is_what_the_model_writes(
     changes: dict[str, object],
@@ -50,10 +56,15 @@ def test_the_hand_written_dispatch_body_is_what_the_model_writes(
         dispatched_at=1_700_000_000_123,
         timeout_seconds=a.timeout_seconds,
         ref=a.execution_key,
+        traceparent=a.traceparent,
     )
     body = dispatch_body(a, 1_700_000_000_123)
     assert DispatchMessage.model_validate_json(body) == model
-    assert json.loads(body) == json.loads(model.model_dump_json())
+    # A run without a traceparent carries no field for it: most runs pay nothing.
+    expected = json.loads(model.model_dump_json())
+    if expected["traceparent"] is None:
+        del expected["traceparent"]
+    assert json.loads(body) == expected
 
 
 def test_a_trigger_execution_id_is_the_uuid5_of_its_trigger() -> None:

@@ -277,3 +277,39 @@ def test_a_job_read_from_a_server_without_priorities_has_the_default() -> None:
     api = Scripted([ok(answer)])
     with api.client() as kairos:
         assert kairos.get_job(7).priority == 5
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_traceparent_goes_as_its_header_on_create_batch_and_trigger() -> None:
+    execution_id = "0b6f7c3e-8f7d-4a35-9a53-5c0d2b1f7e10"
+    api = Scripted(
+        [
+            ok({"jobId": 7, "status": "WAITING"}, 202),
+            ok({"jobIds": [8], "status": "WAITING"}, 202),
+            ok({"jobId": 7, "executionId": execution_id, "status": "SCHEDULED"}, 202),
+            ok({"jobId": 7, "status": "WAITING"}, 202),
+        ]
+    )
+    with api.client() as kairos:
+        kairos.create_job(JobSpec("a", "demo.echo"), traceparent=TRACEPARENT)
+        kairos.create_jobs([JobSpec("b", "demo.echo")], traceparent=TRACEPARENT)
+        kairos.trigger(7, traceparent=TRACEPARENT)
+        kairos.create_job(JobSpec("c", "demo.echo"))
+    sent = [r.headers.get("traceparent") for r in api.requests]
+    assert sent == [TRACEPARENT, TRACEPARENT, TRACEPARENT, None]
+    # The idempotency key still goes beside it.
+    assert all("idempotency-key" in r.headers for r in api.requests)
+
+
+def test_the_job_and_its_execution_read_their_traceparent() -> None:
+    last = execution_json(traceparent=TRACEPARENT)
+    api = Scripted([ok(job_json(traceparent=TRACEPARENT, lastExecution=last)), ok(job_json())])
+    with api.client() as kairos:
+        traced = kairos.get_job(7)
+        untraced = kairos.get_job(7)
+    assert traced.traceparent == TRACEPARENT
+    assert traced.last_execution is not None
+    assert traced.last_execution.traceparent == TRACEPARENT
+    assert untraced.traceparent is None

@@ -17,6 +17,7 @@ from services.api.keyed_requests import response_headers
 from services.api.openapi_doc import problem_responses
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
 from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted, TriggerRequest
+from services.api.trace_header import TraceparentHeader
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
 
@@ -104,16 +105,19 @@ def trigger_job(
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader = None,
     body: TriggerRequest | None = None,
+    traceparent: TraceparentHeader = None,
 ) -> Response:
     """Run the job once now, besides its schedule (a finished one-shot job too).
 
     A body ``{"params": {...}}`` gives this run its own params in place of the job's
-    (the job keeps its own; the execution shows them). With an ``Idempotency-Key``, a
-    repeat within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry after a timeout) with the same
-    params answers with the same execution and runs nothing more.
+    (the job keeps its own; the execution shows them). A valid `traceparent` header is
+    this run's own; without one the run carries the job's trace id under a fresh parent
+    id (none if the job has no traceparent). With an ``Idempotency-Key``, a repeat
+    within `KAIROS_IDEMPOTENCY_KEY_HOURS` (a retry after a timeout) with the same params
+    answers with the same execution and runs nothing more.
     """
     key = parse_key(idempotency_key)
-    answer, replayed = trigger.trigger_job(state, caller, job_id, key, body)
+    answer, replayed = trigger.trigger_job(state, caller, job_id, key, body, traceparent)
     return JSONResponse(
         json.loads(answer.response),
         status_code=answer.status_code,

@@ -27,6 +27,7 @@ from services.api.schemas import (
     JobView,
 )
 from services.api.submit import merge_idempotency_key, submit
+from services.api.trace_header import TraceparentHeader
 from services.api.views import job_view
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
@@ -74,15 +75,19 @@ async def create_job(
     state: StateDep,
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader = None,
+    traceparent: TraceparentHeader = None,
 ) -> Response:
     """Store a job and answer at once; it runs at ``triggerAt`` (now when absent) or by cron.
+
+    A valid `traceparent` header is kept with the job: its runs carry it to the handler
+    and the callback (an invalid one is ignored).
 
     A repeat with the same `clientRequestId` (or `Idempotency-Key`) and body answers 202
     with the same job, as the first did, and `Idempotent-Replayed: true`; that holds
     for as long as the job's row exists, even after the job was deleted.
     """
     key = parse_key(idempotency_key)
-    submitted = await submit(state, caller, merge_idempotency_key(body, key))
+    submitted = await submit(state, caller, merge_idempotency_key(body, key), traceparent)
     # Built directly: validating our own two fields against the model costs every create.
     return JSONResponse(
         {"jobId": submitted.job_id, "status": submitted.status},
@@ -110,8 +115,11 @@ def create_jobs_batch(
     state: StateDep,
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader = None,
+    traceparent: TraceparentHeader = None,
 ) -> Response:
     """Store 1 to 1,000 jobs all or nothing; answer their ids in request order.
+
+    A valid `traceparent` header is kept with every job of the batch.
 
     Each item is checked as a single create checks it, and may carry its own
     ``clientRequestId``: an item sent before with the same body maps to the earlier job.
@@ -121,7 +129,7 @@ def create_jobs_batch(
     """
     if state.rate_limiter is not None:
         state.rate_limiter.take_rest_of_batch(caller, len(body.jobs))
-    done = submit_batch(state, caller, body.jobs, parse_key(idempotency_key))
+    done = submit_batch(state, caller, body.jobs, parse_key(idempotency_key), traceparent)
     return JSONResponse(
         json.loads(done.answer.response),
         status_code=done.answer.status_code,

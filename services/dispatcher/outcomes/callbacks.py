@@ -62,9 +62,17 @@ class RunEnd:
     result: str | None
     started_at: int
     ended_at: int
+    # The run's W3C traceparent, which its callback sends; None: not traced.
+    traceparent: str | None = None
 
     @classmethod
-    def of_result(cls, result: ExecutionResult, attempt: int, trigger_time: int) -> RunEnd:
+    def of_result(
+        cls,
+        result: ExecutionResult,
+        attempt: int,
+        trigger_time: int,
+        traceparent: str | None = None,
+    ) -> RunEnd:
         """The end a worker reported for an execution of ``attempt`` at ``trigger_time``."""
         return cls(
             result.execution_id,
@@ -76,6 +84,7 @@ class RunEnd:
             result.result,
             result.started_at,
             result.ended_at,
+            traceparent,
         )
 
     @classmethod
@@ -91,6 +100,7 @@ class RunEnd:
             None,
             now_ms,
             now_ms,
+            execution.traceparent,
         )
 
 
@@ -143,6 +153,7 @@ def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery
         app_pk=int(job.app_pk),
         url=job.callback_url,
         payload=callback_payload(end, label),
+        traceparent=end.traceparent,
     )
 
 

@@ -115,7 +115,12 @@ def _record_in(
     _end_triggers(store, ended, now)
     # Only runs of jobs with a callback URL are made into a ``RunEnd``: most have none.
     ends = [
-        (RunEnd.of_result(f.result, f.execution.attempt, f.execution.trigger_time), f.job)
+        (
+            RunEnd.of_result(
+                f.result, f.execution.attempt, f.execution.trigger_time, f.execution.traceparent
+            ),
+            f.job,
+        )
         for f in ended
         if f.job.callback_url
     ]
@@ -159,6 +164,8 @@ def _retry(item: _Finished, now: int) -> NewExecution:
         now + delay,
         manual=item.execution.manual,
         params=item.execution.params,
+        # A retry is the same run again: it carries the attempt's traceparent.
+        traceparent=item.execution.traceparent,
     )
 
 

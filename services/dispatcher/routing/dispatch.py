@@ -9,6 +9,7 @@ not route is put back to SCHEDULED for the firer, before the caller commits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from common.broker import OutgoingMessage, Publisher
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.executions_with_job import ExecutionWithJob
 from common.topology import DISPATCH_EXCHANGE
+from common.tracing.spans import NO_TRACING, Tracing
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Assignment:
     params_json: str
     worker_id: str
     timeout_seconds: int | None = None
+    # The run's W3C traceparent; written into the message only when present.
+    traceparent: str | None = None
 
     @classmethod
     def of(cls, row: ExecutionWithJob, worker_id: str) -> Assignment:
@@ -48,6 +52,7 @@ class Assignment:
             params_json=row.params,
             worker_id=worker_id,
             timeout_seconds=row.timeout_seconds,
+            traceparent=row.traceparent,
         )
 
 
@@ -72,11 +77,15 @@ class DispatchPacks:
 
 
 def pack_dispatches(
-    assignments: Sequence[Assignment], now_ms: int, limit: int = PACK_LIMIT
+    assignments: Sequence[Assignment],
+    now_ms: int,
+    limit: int = PACK_LIMIT,
+    tracing: Tracing = NO_TRACING,
 ) -> DispatchPacks:
     """Group the executions by worker into ``DispatchPack`` messages of ``limit`` at most.
 
-    Each message is named by its first execution's id, which is unique.
+    Each message is named by its first execution's id, which is unique. A traced run
+    gets a dispatch span (with ``tracing``), whose traceparent its message carries.
     """
     by_worker: dict[str, list[Assignment]] = {}
     for a in assignments:
@@ -86,7 +95,7 @@ def pack_dispatches(
     for worker_id, group in by_worker.items():
         for start in range(0, len(group), limit):
             chunk = group[start : start + limit]
-            body = b",".join(dispatch_body(a, now_ms) for a in chunk)
+            body = b",".join(dispatch_body(traced(a, tracing), now_ms) for a in chunk)
             message_id = chunk[0].execution_id
             messages.append(
                 OutgoingMessage(
@@ -100,6 +109,15 @@ def pack_dispatches(
     return DispatchPacks(assignments, messages, members)
 
 
+def traced(a: Assignment, tracing: Tracing) -> Assignment:
+    """``a`` carrying the traceparent of its dispatch span (as it is, untraced)."""
+    if a.traceparent is None:
+        return a
+    attributes = {"kairos.execution_id": a.execution_id, "kairos.worker_id": a.worker_id}
+    with tracing.span("kairos dispatch", a.traceparent, attributes) as handed:
+        return a if handed == a.traceparent else dataclasses.replace(a, traceparent=handed)
+
+
 def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     """A ``DispatchMessage`` as JSON, written directly.
 
@@ -108,11 +126,14 @@ def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     the claim thread. A unit test holds this to what the model itself writes.
     """
     timeout = "null" if a.timeout_seconds is None else int(a.timeout_seconds)
+    # Most runs carry no traceparent: they pay nothing for the field.
+    trace = "" if a.traceparent is None else f',"traceparent":{json.dumps(a.traceparent)}'
     return (
         f'{{"v":1,"execution_id":{json.dumps(a.execution_id)},"job_id":{int(a.job_id)},'
         f'"attempt":{int(a.attempt)},"trigger_time":{int(a.trigger_time)},'
         f'"handler":{json.dumps(a.handler)},"params":{a.params_json},'
-        f'"dispatched_at":{int(now_ms)},"timeout_seconds":{timeout},"ref":{int(a.execution_key)}}}'
+        f'"dispatched_at":{int(now_ms)},"timeout_seconds":{timeout},"ref":{int(a.execution_key)}'
+        f"{trace}}}"
     ).encode()
 
 

@@ -19,6 +19,7 @@ from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
+from common.tracing.traceparent import run_traceparent
 from services.dispatcher.outcomes.callbacks import record_claim_failures
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 from services.dispatcher.trigger.claim_rows import held_row
@@ -86,7 +87,12 @@ def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecut
     else:
         fire_at, status, message = plan.fire_at, ExecutionStatus.SKIPPED, plan.reason
     execution_id = trigger_execution_id(job)
-    return NewExecution(execution_id, job.id, 1, job.trigger_time, fire_at, status, message)
+    trace = None
+    if job.traceparent is not None:
+        trace = run_traceparent(job.traceparent, job.policy.schedule.recurring)
+    return NewExecution(
+        execution_id, job.id, 1, job.trigger_time, fire_at, status, message, traceparent=trace
+    )
 
 
 class TriggerClaimer:

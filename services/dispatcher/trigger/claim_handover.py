@@ -37,6 +37,7 @@ from common.loadbalance import WorkerChooser, WorkerLoad
 from common.metrics import observe_dispatched
 from common.schedule import OverlapPolicy
 from common.states import ExecutionStatus
+from common.tracing.spans import NO_TRACING, Tracing
 from services.dispatcher.routing.dispatch import (
     Assignment,
     DispatchPacks,
@@ -134,8 +135,10 @@ class ClaimSender:
         self,
         chooser: WorkerChooser,
         on_picks: Callable[[list[WorkerLoad]], None] = lambda picked: None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.view = WorkerCopy(on_picks)
+        self._tracing = tracing
         self._router = Router(self.view, chooser)
         # Set by the dispatch loop while due runs wait for a free slot: then the fair
         # share (the firer) alone decides who goes next, and claims send nothing.
@@ -212,7 +215,8 @@ class ClaimSender:
             for row, execution_key in zip(rows, execution_keys, strict=True)
             if row.status is ExecutionStatus.QUEUED
         ]
-        return sent, pack_dispatches(sent, now_ms), _scheduled_keys(rows, execution_keys)
+        packs = pack_dispatches(sent, now_ms, tracing=self._tracing)
+        return sent, packs, _scheduled_keys(rows, execution_keys)
 
     def hand_over(self, claim: OpenClaim, keep_going: Callable[[], bool]) -> bool:
         """Queue an open claim for the dispatch loop; False (rolled back) once it stops."""
@@ -292,4 +296,5 @@ def _assignment(row: NewExecution, execution_key: int, job: DueJob) -> Assignmen
         params_json=job.params,
         worker_id=row.worker_id,
         timeout_seconds=job.timeout_seconds,
+        traceparent=row.traceparent,
     )

@@ -42,4 +42,5 @@ def held_row(written: Written, job: DueJob, update: ClaimUpdate) -> ExecutionWit
         app_pk=job.app_pk,
         priority=job.priority,
         waited=False,
+        traceparent=row.traceparent,
     )

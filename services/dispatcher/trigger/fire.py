@@ -32,6 +32,7 @@ from common.loadbalance import LiveWorkers, WorkerLoad
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
 from common.states import ExecutionStatus
 from common.stores import Stores
+from common.tracing.spans import NO_TRACING, Tracing
 from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
 from services.dispatcher.routing.route import Router
 from services.dispatcher.trigger.fire_rules import (
@@ -126,8 +127,10 @@ class Firer:
         publisher: Publisher,
         router: Router[LiveWorkers],
         settings: FireSettings,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._transactions = transactions
+        self._tracing = tracing
         self._clock = clock
         self._publisher = publisher
         self._router = router
@@ -160,10 +163,13 @@ class Firer:
         publisher: Publisher,
         router: Router[LiveWorkers],
         settings: FireSettings,
+        tracing: Tracing = NO_TRACING,
     ) -> Firer:
         """The dispatcher's firer: on MySQL (``stores.engine``) and the cluster clock.
         Unit tests build one on ``MemoryStore`` and a clock of their own instead."""
-        return cls(MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings)
+        return cls(
+            MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings, tracing
+        )
 
     def load(self) -> int:
         """Read SCHEDULED executions due within the window; returns how many were new.
@@ -447,7 +453,9 @@ class Firer:
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
             store.mark_queued({a.execution_key: a.worker_id for a in assignments}, now)
-            returned = send_packs(store, self._publisher, pack_dispatches(assignments, now))
+            returned = send_packs(
+                store, self._publisher, pack_dispatches(assignments, now, tracing=self._tracing)
+            )
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
         return len(assignments) - len(returned)

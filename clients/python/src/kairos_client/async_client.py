@@ -87,15 +87,21 @@ class AsyncClient:
             if cursor is None:
                 return
 
-    async def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+    async def create_job(
+        self, spec: JobSpec, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> JobAccepted:
         """Submit one job (see ``Client.create_job``)."""
-        return await self._send(ops.create_job(spec, idempotency_key))
+        return await self._send(ops.create_job(spec, idempotency_key, traceparent))
 
     async def create_jobs(
-        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+        self,
+        specs: Iterable[JobSpec],
+        *,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchAccepted:
         """Submit 1 to 1,000 jobs, all or nothing (see ``Client.create_jobs``)."""
-        return await self._send(ops.create_jobs(specs, idempotency_key))
+        return await self._send(ops.create_jobs(specs, idempotency_key, traceparent))
 
     async def get_job(self, job_id: int, *, preview: int = 0) -> Job:
         """One job, with its next ``preview`` trigger times."""
@@ -156,10 +162,11 @@ class AsyncClient:
         *,
         idempotency_key: str | None = None,
         params: Mapping[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> TriggerAccepted:
         """Run the job now, keyed so that a retry runs it once; ``params`` replace the
-        job's for this run only."""
-        return await self._send(ops.trigger(job_id, idempotency_key, params))
+        job's for this run only; ``traceparent`` (W3C) joins the run to the caller's trace."""
+        return await self._send(ops.trigger(job_id, idempotency_key, params, traceparent))
 
     async def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

@@ -88,18 +88,24 @@ class Client:
             if cursor is None:
                 return
 
-    def create_job(self, spec: JobSpec, *, idempotency_key: str | None = None) -> JobAccepted:
+    def create_job(
+        self, spec: JobSpec, *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> JobAccepted:
         """Submit one job. Retried safely: unless the spec has a ``client_request_id``
         or a key is given, a random ``Idempotency-Key`` is sent (and becomes the job's
         ``client_request_id``)."""
-        return self._send(ops.create_job(spec, idempotency_key))
+        return self._send(ops.create_job(spec, idempotency_key, traceparent))
 
     def create_jobs(
-        self, specs: Iterable[JobSpec], *, idempotency_key: str | None = None
+        self,
+        specs: Iterable[JobSpec],
+        *,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchAccepted:
         """Submit 1 to 1,000 jobs, all or nothing, keyed as a whole (a random key
         unless given)."""
-        return self._send(ops.create_jobs(specs, idempotency_key))
+        return self._send(ops.create_jobs(specs, idempotency_key, traceparent))
 
     def get_job(self, job_id: int, *, preview: int = 0) -> Job:
         """One job, with its next ``preview`` trigger times (0 to 100)."""
@@ -156,11 +162,13 @@ class Client:
         *,
         idempotency_key: str | None = None,
         params: Mapping[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> TriggerAccepted:
         """Run the job now, besides its schedule; ``params`` replace the job's for this
-        run only (the job keeps its own). Keyed (a random key unless given), so a retry
-        after a lost answer runs it once."""
-        return self._send(ops.trigger(job_id, idempotency_key, params))
+        run only (the job keeps its own); ``traceparent`` (W3C) joins the run to the
+        caller's trace. Keyed (a random key unless given), so a retry after a lost
+        answer runs it once."""
+        return self._send(ops.trigger(job_id, idempotency_key, params, traceparent))
 
     def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

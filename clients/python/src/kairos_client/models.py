@@ -41,6 +41,9 @@ class Execution:
     # The params a trigger with params gave this run; None: it ran with the job's.
     params: dict[str, Any] | None = None
     raw: Mapping[str, Any] = _raw()
+    # The W3C traceparent the run carried to its handler and callback; None: untraced
+    # (or a server older than traces).
+    traceparent: str | None = None
 
     @classmethod
     def from_json(cls, body: Any, what: str = "execution") -> Execution:
@@ -62,6 +65,7 @@ class Execution:
             result=r.body.get("result"),
             params=r.mapping("params") if r.body.get("params") is not None else None,
             raw=r.body,
+            traceparent=r.text_or_none("traceparent"),
         )
 
 
@@ -133,6 +137,8 @@ class Job:
     # With ``preview``: when each of ``next_trigger_times`` fires, its jitter added.
     next_fire_times: list[datetime] | None = None
     raw: Mapping[str, Any] = _raw()
+    # The valid W3C traceparent the job was created with; None: none.
+    traceparent: str | None = None
 
     @classmethod
     def from_json(cls, body: Any, what: str = "job") -> Job:
@@ -158,6 +164,7 @@ class Job:
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
             next_fire_times=r.times_or_none("nextFireTimes"),
             raw=r.body,
+            traceparent=r.text_or_none("traceparent"),
         )
 
 

@@ -122,34 +122,45 @@ def idempotency_header(key: str | None) -> dict[str, str]:
     return {"Idempotency-Key": f'"{escaped}"'}
 
 
+def trace_header(traceparent: str | None) -> dict[str, str]:
+    """The W3C ``traceparent`` header, when one is given. It is sent as it is: the
+    server keeps a valid one and ignores one that is not (W3C trace context)."""
+    return {} if traceparent is None else {"traceparent": traceparent}
+
+
 def _job_path(job_id: int, action: str = "") -> str:
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise TypeError(f"a job id is an int, not {type(job_id).__name__}")
     return f"{JOBS}/{job_id}" + (f"/{action}" if action else "")
 
 
-def create_job(spec: JobSpec, idempotency_key: str | None) -> Call[JobAccepted]:
+def create_job(
+    spec: JobSpec, idempotency_key: str | None, traceparent: str | None = None
+) -> Call[JobAccepted]:
     """``POST /openapi/jobs``. Without a key of its own (argument or the spec's
     ``client_request_id``), the request gets a random one, so a retry stores one job."""
     keyed_by_body = idempotency_key is None and spec.client_request_id is not None
+    keyed = {} if keyed_by_body else idempotency_header(idempotency_key)
     return Call(
         "POST",
         JOBS,
         _accepted,
         body=spec.to_json(),
-        headers={} if keyed_by_body else idempotency_header(idempotency_key),
+        headers=keyed | trace_header(traceparent),
         repeatable=True,
     )
 
 
-def create_jobs(specs: Iterable[JobSpec], idempotency_key: str | None) -> Call[BatchAccepted]:
+def create_jobs(
+    specs: Iterable[JobSpec], idempotency_key: str | None, traceparent: str | None = None
+) -> Call[BatchAccepted]:
     """``POST /openapi/jobs/batch``: all or nothing, keyed as a whole."""
     return Call(
         "POST",
         f"{JOBS}/batch",
         _batch,
         body={"jobs": [spec.to_json() for spec in specs]},
-        headers=idempotency_header(idempotency_key),
+        headers=idempotency_header(idempotency_key) | trace_header(traceparent),
         repeatable=True,
     )
 
@@ -233,16 +244,20 @@ def job_action(job_id: int, action: str) -> Call[Job]:
 
 
 def trigger(
-    job_id: int, idempotency_key: str | None, params: Mapping[str, Any] | None = None
+    job_id: int,
+    idempotency_key: str | None,
+    params: Mapping[str, Any] | None = None,
+    traceparent: str | None = None,
 ) -> Call[TriggerAccepted]:
     """``POST /openapi/jobs/{jobId}/trigger``: run now, with ``params`` for that run in
-    place of the job's when given; keyed, so a retry runs it once."""
+    place of the job's when given, and the caller's W3C ``traceparent``; keyed, so a
+    retry runs it once."""
     return Call(
         "POST",
         _job_path(job_id, "trigger"),
         _triggered,
         body=None if params is None else {"params": dict(params)},
-        headers=idempotency_header(idempotency_key),
+        headers=idempotency_header(idempotency_key) | trace_header(traceparent),
         repeatable=True,
     )
 
