@@ -38,6 +38,7 @@ class NewExecution:
     message: str | None = None
     manual: bool = False
     worker_id: str | None = None
+    backfill: bool = False
 
     def queued_on(self, worker_id: str) -> NewExecution:
         """This execution written QUEUED on a worker (built directly: ``dataclasses.replace``
@@ -52,12 +53,13 @@ class NewExecution:
             self.message,
             self.manual,
             worker_id,
+            self.backfill,
         )
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "worker_id, created_at, dispatched_at, ended_at"
+    "backfill, worker_id, created_at, dispatched_at, ended_at"
 )
 
 
@@ -97,8 +99,27 @@ def insert_executions_with_ids(
     return [keys[execution_id] for execution_id in wanted]
 
 
+def insert_missing_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
+    """Insert those of ``rows`` whose execution id (or trigger slot) no row holds yet, in
+    one multi-row ``INSERT IGNORE``; returns how many were inserted.
+
+    Rows with derived ids (``common.execution_ids``) are then created once however many
+    transactions insert them at the same time: the unique keys settle it, not a read.
+    """
+    if not rows:
+        return 0
+    sql, params = _values(rows, now_ms)
+    return driver.execute(conn, f"INSERT IGNORE INTO executions {sql}", params)
+
+
 def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
     """One multi-row INSERT; the id of its first row."""
+    sql, params = _values(rows, now_ms)
+    return driver.insert(conn, f"INSERT INTO executions {sql}", params)
+
+
+def _values(rows: Sequence[NewExecution], now_ms: int) -> tuple[str, list[Any]]:
+    """The ``(columns) VALUES (...), ...`` of an INSERT of ``rows``, and its parameters."""
     # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
     params: list[Any] = []
     values: list[str] = []
@@ -108,14 +129,11 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
         dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
-            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, {ended})"
+            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, {index(r.backfill)}, %s, {now}, "
+            f"{dispatched}, {ended})"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
-    return driver.insert(
-        conn,
-        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
-        params,
-    )
+    return f"({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}", params
 
 
 def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:

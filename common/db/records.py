@@ -107,6 +107,7 @@ class ExecutionRecord:
     ended_at: int | None
     scheduled_at: int | None
     manual: bool
+    backfill: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -127,6 +128,7 @@ class ExecutionRecord:
             ended_at=row.ended_at,
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
+            backfill=bool(row.backfill),
         )
 
 

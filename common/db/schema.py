@@ -130,6 +130,8 @@ executions = Table(
     Column("ended_at", BigInteger, nullable=True),
     Column("scheduled_at", BigInteger, nullable=True),
     Column("manual", Boolean, nullable=False, server_default=sa.false()),
+    # A manual run made by a backfill of past trigger times (migration 0016).
+    Column("backfill", Boolean, nullable=False, server_default=sa.false()),
     # A manual run never takes a scheduled trigger's slot (migration 0008).
     UniqueConstraint(
         "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"
