@@ -304,6 +304,7 @@ class LockedExecution:
     trigger_time: int
     status: ExecutionStatus
     manual: bool
+    backfill: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +344,7 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[Lo
 def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
     rows = driver.fetch(
         conn,
-        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual "
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, backfill "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
@@ -356,6 +357,7 @@ def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExe
             int(r.trigger_time),
             ExecutionStatus(r.status),
             bool(r.manual),
+            bool(r.backfill),
         )
         for r in rows
     ]

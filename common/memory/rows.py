@@ -64,6 +64,7 @@ class MemoryExecution:
     dispatched_at: int | None = None
     started_at: int | None = None
     ended_at: int | None = None
+    backfill: bool = False
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -75,6 +76,7 @@ class MemoryExecution:
             self.trigger_time,
             self.status,
             self.manual,
+            self.backfill,
         )
 
     def with_job(self, job: MemoryJob) -> ExecutionWithJob:

@@ -104,6 +104,7 @@ class MemoryTables:
                 created_at=now_ms,
                 dispatched_at=now_ms if r.status is ExecutionStatus.QUEUED else None,
                 ended_at=None if r.status in UNFINISHED else now_ms,
+                backfill=r.backfill,
             )
 
     def _check_executions(self, rows: Sequence[NewExecution]) -> None:

@@ -296,3 +296,24 @@ def test_the_insert_itself_creates_a_time_once_without_the_job_lock(
     with engine.begin() as second:
         assert insert_missing_executions(second, rows, end) == 1
     assert len(executions_of(engine, job_id)) == 3
+
+
+def test_a_failed_backfill_run_is_retried_as_a_backfill_run_and_leaves_the_job_alone(
+    client: TestClient, engine: Engine, redis_client: redis.Redis
+) -> None:
+    from tests.integration.control_helpers import record
+
+    job_id = create(client, maxRetries=1, retryBackoffSeconds=1, **EVERY_MINUTE)
+    end = minute_floor(client)
+    backfill(client, job_id, end - MINUTE, end)
+    before = job_row(engine, job_id)
+    [first] = executions_of(engine, job_id)
+    record(engine, redis_client, job_id, first["execution_id"], "FAILED")
+    rows = executions_of(engine, job_id)
+    assert [(r["attempt"], r["status"], r["manual"], r["backfill"]) for r in rows] == [
+        (1, "FAILED", 1, 1),
+        (2, "SCHEDULED", 1, 1),
+    ]
+    assert rows[1]["trigger_time"] == first["trigger_time"]
+    assert job_row(engine, job_id)["status"] == before["status"]
+    assert job_row(engine, job_id)["next_trigger_time"] == before["next_trigger_time"]

@@ -158,6 +158,7 @@ def _retry(item: _Finished, now: int) -> NewExecution:
         item.execution.trigger_time,
         now + delay,
         manual=item.execution.manual,
+        backfill=item.execution.backfill,
     )
 
 
