@@ -38,6 +38,8 @@ class Execution:
     ended_at: datetime | None
     message: str | None
     result: Any
+    # Made by a backfill of a past trigger time (``manual`` is true too).
+    backfill: bool = False
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -58,6 +60,7 @@ class Execution:
             ended_at=r.time_or_none("endedAt"),
             message=r.text_or_none("message"),
             result=r.body.get("result"),
+            backfill=r.flag("backfill"),
             raw=r.body,
         )
 
@@ -198,4 +201,31 @@ class TriggerAccepted:
         r = Reader(body, "trigger")
         return cls(
             r.integer("jobId"), r.text("executionId"), r.choice("status", ExecutionStatus), replayed
+        )
+
+
+@dataclass(frozen=True)
+class BackfillAccepted:
+    """The answer to a backfill: the range covered (``to_time`` cut at now), runs
+    created for its times that had none, times that had an execution already, and
+    times left to the job's schedule (at or after its next trigger time)."""
+
+    job_id: int
+    from_time: datetime
+    to_time: datetime
+    created: int
+    existing: int
+    left_to_schedule: int
+
+    @classmethod
+    def from_json(cls, body: Any) -> BackfillAccepted:
+        """Read a ``BackfillAccepted``."""
+        r = Reader(body, "backfill")
+        return cls(
+            r.integer("jobId"),
+            r.time("from"),
+            r.time("to"),
+            r.integer("created"),
+            r.integer("existing"),
+            r.integer("leftToSchedule"),
         )
