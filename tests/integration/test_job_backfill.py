@@ -42,6 +42,7 @@ def backfill(client: TestClient, job_id: int, from_ms: Any, to_ms: Any) -> dict[
     """A backfill that must be accepted; its answer."""
     response = client.post(f"/openapi/jobs/{job_id}/backfill", json={"from": from_ms, "to": to_ms})
     assert response.status_code == 202, response.text
+    assert response.headers["location"] == f"/openapi/jobs/{job_id}/executions"
     answer: dict[str, Any] = response.json()
     BackfillAccepted.model_validate(answer)
     return answer

@@ -14,6 +14,7 @@ from services.api import backfill, job_control, trigger
 from services.api.deps import CallerDep, StateDep
 from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
+from services.api.locations import job_executions_location
 from services.api.openapi_doc import problem_responses
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
 from services.api.schemas import (
@@ -141,7 +142,7 @@ def trigger_job(
     },
 )
 def backfill_job(
-    job_id: JobId, body: BackfillRequest, state: StateDep, caller: CallerDep
+    job_id: JobId, body: BackfillRequest, state: StateDep, caller: CallerDep, response: Response
 ) -> BackfillAccepted:
     """Run the cron or fixed-rate job's past trigger times in ``[from, to)`` that have no
     execution yet, as runs marked ``backfill``.
@@ -149,9 +150,12 @@ def backfill_job(
     Times are the job's own schedule in its timezone; ``to`` later than now counts as
     now, and times at or after the job's next trigger time are left to the schedule.
     Each time runs once however often it is backfilled: a repeat creates nothing more.
-    The runs wait for slots in the app's fair share like any other run.
+    The runs wait for slots in the app's fair share like any other run; ``Location``
+    names the job's executions, where they are listed.
     """
-    return backfill.backfill_job(state, caller, job_id, body)
+    answer = backfill.backfill_job(state, caller, job_id, body)
+    response.headers["Location"] = job_executions_location(job_id)
+    return answer
 
 
 @router.post(
