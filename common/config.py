@@ -160,6 +160,13 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         description="how long a batch create's or a trigger's Idempotency-Key and its "
         "first answer are remembered",
     )
+    backfill_max_runs: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="the most trigger times one backfill call may cover (POST "
+        "/openapi/jobs/{jobId}/backfill); a longer range is answered 422",
+    )
     auth_cache_seconds: float = Field(
         default=30.0,
         ge=0,

@@ -366,6 +366,20 @@ class TriggerBusyError(KairosError):
         self.job_id = job_id
 
 
+class BackfillTooLargeError(ValidationFailedError):
+    """A backfill range holding more trigger times than ``KAIROS_BACKFILL_MAX_RUNS``
+    allows in one call; nothing was written."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "from",
+            f"the range holds more than {limit} trigger times, the most one backfill may run "
+            "(KAIROS_BACKFILL_MAX_RUNS); send a shorter range, or split it into several "
+            "calls (times already run are never run again)",
+        )
+        self.limit = limit
+
+
 class CallbackUrlRefusedError(ValidationFailedError):
     """A callback URL the callback URL policy refuses (``common.callback_urls``): its
     scheme, a user:password part, or an address it reaches. Refused at submission (a

@@ -104,8 +104,8 @@ def _read_group(
     )
     executions = _rows(
         conn,
-        "SELECT job_id, execution_id, status, attempt, trigger_time, manual, scheduled_at, "
-        "dispatched_at FROM executions WHERE job_id IN :ids",
+        "SELECT job_id, execution_id, status, attempt, trigger_time, manual, backfill, "
+        "scheduled_at, dispatched_at FROM executions WHERE job_id IN :ids",
         ids,
     )
     deliveries = _rows(
@@ -189,9 +189,10 @@ def _check_executions(
             books.problems.append(
                 f"{where} {row.status}, expected {sorted(expected.execution_statuses)}"
             )
-        if row.status == "SUCCEEDED" and not row.manual:
+        if row.status == "SUCCEEDED" and (not row.manual or row.backfill):
             succeeded[(int(row.job_id), int(row.trigger_time))] += 1
-    # A trigger runs until an attempt succeeds: a second success is a duplicate run.
+    # A trigger runs until an attempt succeeds: a second success is a duplicate run (a
+    # backfill run counts with the schedule's runs of its trigger time).
     for (job_id, trigger_time), n in succeeded.items():
         if n > 1:
             books.problems.append(f"job {job_id}: trigger {trigger_time} succeeded {n} times")
@@ -249,7 +250,9 @@ def _check_schedules(
     for job in jobs:
         if not (job.cron_expr or job.fixed_rate_seconds):
             continue
-        mine = [e for e in executions if int(e.job_id) == int(job.id) and not e.manual]
+        mine = [
+            e for e in executions if int(e.job_id) == int(job.id) and (not e.manual or e.backfill)
+        ]
         ran = sorted({int(e.trigger_time) for e in mine})
         for earlier, later in itertools.pairwise(ran):
             expected = _next_trigger(job, earlier)

@@ -91,26 +91,32 @@ def check_effects(
     _check_effects_per_trigger(problems, executions, mine, rows)
 
 
+def _of_trigger(row: sa.Row[object]) -> bool:
+    """A run of its trigger time: made by the schedule or by a backfill."""
+    return not row.manual or bool(row.backfill)
+
+
 def _check_effects_per_trigger(
     problems: list[str],
     executions: Sequence[sa.Row[object]],
     effects: Sequence[Effect],
     rows: Mapping[str, sa.Row[object]],
 ) -> None:
-    # Manual runs ("trigger now") are runs of their own, beside the trigger's.
-    scheduled = [e for e in effects if e.execution_id in rows and not rows[e.execution_id].manual]
+    # Manual runs ("trigger now") are runs of their own, beside the trigger's; a
+    # backfill run is the run of its trigger time, once with the schedule's runs.
+    scheduled = [e for e in effects if e.execution_id in rows and _of_trigger(rows[e.execution_id])]
     per_trigger = Counter((e.job_id, e.trigger_time) for e in scheduled)
     succeeded = {
         (int(r.job_id), int(r.trigger_time))
         for r in executions
-        if r.status == "SUCCEEDED" and not r.manual
+        if r.status == "SUCCEEDED" and _of_trigger(r)
     }
     # A run recorded LOST may have had its effect before its worker died (README, "What
     # a handler must do"); its retry then does it again.
     lost = Counter(
         (int(r.job_id), int(r.trigger_time))
         for r in executions
-        if r.status == "LOST" and not r.manual
+        if r.status == "LOST" and _of_trigger(r)
     )
     for job_id, trigger_time in sorted(succeeded | set(per_trigger)):
         n, lost_runs = per_trigger[(job_id, trigger_time)], lost[(job_id, trigger_time)]

@@ -42,6 +42,7 @@ class NewExecution:
     params: str | None = None
     # The W3C traceparent the run carries (``common.tracing.traceparent``), or None.
     traceparent: str | None = None
+    backfill: bool = False
 
     def queued_on(self, worker_id: str) -> NewExecution:
         """This execution written QUEUED on a worker (built directly: ``dataclasses.replace``
@@ -58,12 +59,13 @@ class NewExecution:
             worker_id,
             self.params,
             self.traceparent,
+            self.backfill,
         )
 
 
 _EXECUTION_COLUMNS = (
     "execution_id, job_id, attempt, trigger_time, scheduled_at, status, message, manual, "
-    "worker_id, created_at, dispatched_at, ended_at, params, traceparent"
+    "backfill, worker_id, created_at, dispatched_at, ended_at, params, traceparent"
 )
 
 
@@ -103,8 +105,27 @@ def insert_executions_with_ids(
     return [keys[execution_id] for execution_id in wanted]
 
 
+def insert_missing_executions(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
+    """Insert those of ``rows`` whose execution id (or trigger slot) no row holds yet, in
+    one multi-row ``INSERT IGNORE``; returns how many were inserted.
+
+    Rows with derived ids (``common.execution_ids``) are then created once however many
+    transactions insert them at the same time: the unique keys settle it, not a read.
+    """
+    if not rows:
+        return 0
+    sql, params = _values(rows, now_ms)
+    return driver.execute(conn, f"INSERT IGNORE INTO executions {sql}", params)
+
+
 def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
     """One multi-row INSERT; the id of its first row."""
+    sql, params = _values(rows, now_ms)
+    return driver.insert(conn, f"INSERT INTO executions {sql}", params)
+
+
+def _values(rows: Sequence[NewExecution], now_ms: int) -> tuple[str, list[Any]]:
+    """The ``(columns) VALUES (...), ...`` of an INSERT of ``rows``, and its parameters."""
     # Integers go into the SQL text (see ``driver.ints``); strings are parameters.
     params: list[Any] = []
     values: list[str] = []
@@ -116,18 +137,14 @@ def _insert(conn: Connection, rows: Sequence[NewExecution], now_ms: int) -> int:
         own = "NULL" if r.params is None else "%s"
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
-            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, %s, {now}, {dispatched}, "
-            f"{ended}, {own}, %s)"
+            f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, {index(r.backfill)}, %s, {now}, "
+            f"{dispatched}, {ended}, {own}, %s)"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
         if r.params is not None:
             params.append(r.params)
         params.append(r.traceparent)
-    return driver.insert(
-        conn,
-        f"INSERT INTO executions ({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}",
-        params,
-    )
+    return f"({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}", params
 
 
 def primary_keys(conn: Connection, execution_ids: Iterable[str]) -> list[int]:
@@ -301,6 +318,7 @@ class LockedExecution:
     # The run's own params (a trigger with params), which its retry carries on; None: the job's.
     params: str | None = None
     traceparent: str | None = None
+    backfill: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,8 +358,8 @@ def lock_unfinished(conn: Connection, refs: Mapping[str, int | None]) -> list[Lo
 def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExecution]:
     rows = driver.fetch(
         conn,
-        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, params, "
-        "traceparent "
+        "SELECT id, execution_id, job_id, attempt, trigger_time, status, manual, backfill, "
+        "params, traceparent "
         f"FROM executions WHERE {where} ORDER BY id FOR UPDATE",
         params,
     )
@@ -356,6 +374,7 @@ def _lock(conn: Connection, where: str, params: Sequence[Any]) -> list[LockedExe
             bool(r.manual),
             None if r.params is None else str(r.params),
             r.traceparent,
+            bool(r.backfill),
         )
         for r in rows
     ]

@@ -116,6 +116,7 @@ class ExecutionRecord:
     params: str | None = None
     # The W3C traceparent the run carries to its handler and callback, or None.
     traceparent: str | None = None
+    backfill: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -138,6 +139,7 @@ class ExecutionRecord:
             manual=bool(row.manual),
             params=row.params,
             traceparent=row.traceparent,
+            backfill=bool(row.backfill),
         )
 
 

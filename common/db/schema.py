@@ -140,6 +140,8 @@ executions = Table(
     Column("params", MEDIUMTEXT, nullable=True),
     # The traceparent this run carries to its handler and callback (migration 0017).
     Column("traceparent", String(55), nullable=True),
+    # A manual run made by a backfill of past trigger times (migration 0018).
+    Column("backfill", Boolean, nullable=False, server_default=sa.false()),
     # A manual run never takes a scheduled trigger's slot (migration 0008).
     UniqueConstraint(
         "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"

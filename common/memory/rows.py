@@ -66,6 +66,7 @@ class MemoryExecution:
     ended_at: int | None = None
     params: str | None = None
     traceparent: str | None = None
+    backfill: bool = False
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -79,6 +80,7 @@ class MemoryExecution:
             self.manual,
             self.params,
             self.traceparent,
+            self.backfill,
         )
 
     def with_job(self, job: MemoryJob) -> ExecutionWithJob:

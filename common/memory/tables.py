@@ -106,6 +106,7 @@ class MemoryTables:
                 ended_at=None if r.status in UNFINISHED else now_ms,
                 params=r.params,
                 traceparent=r.traceparent,
+                backfill=r.backfill,
             )
 
     def _check_executions(self, rows: Sequence[NewExecution]) -> None:

@@ -86,6 +86,9 @@ def standard_bounds(schema: Any) -> None:
 Instant = Annotated[str | int | None, BeforeValidator(_instant)]
 """ISO 8601 text or epoch milliseconds; booleans, fractions and other types refused."""
 
+GivenInstant = Annotated[str | int, BeforeValidator(_instant)]
+"""``Instant`` where a time must be given (null refused)."""
+
 Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 """A time the API shows: ISO 8601 UTC with milliseconds (``2026-11-30T14:00:00.000Z``)."""
 

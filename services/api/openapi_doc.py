@@ -98,6 +98,7 @@ _JOB_OPERATIONS = (
     "pauseJob",
     "resumeJob",
     "triggerJob",
+    "backfillJob",
     "cancelJob",
     "updateJob",
     "deleteJob",
@@ -118,6 +119,12 @@ _LINKS: dict[tuple[str, str], Document] = {
         "getExecution": {
             "operationId": "getExecution",
             "parameters": {"executionId": "$response.body#/executionId"},
+        }
+    },
+    ("backfillJob", "202"): {
+        "listJobExecutions": {
+            "operationId": "listJobExecutions",
+            "parameters": {"jobId": "$response.body#/jobId"},
         }
     },
 }

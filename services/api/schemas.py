@@ -16,6 +16,7 @@ from services.api.fields import (
     CallbackUrl,
     DeliveryId,
     ExecutionId,
+    GivenInstant,
     Instant,
     Priority,
     ShownPriority,
@@ -151,7 +152,13 @@ class ExecutionView(BaseModel):
     executionId: ExecutionId
     jobId: int
     attempt: int
-    manual: bool = Field(description="made by POST .../trigger, besides the schedule")
+    manual: bool = Field(
+        description="made by hand (POST .../trigger or .../backfill), besides the schedule"
+    )
+    backfill: bool = Field(
+        default=False,
+        description="made by POST .../backfill for a past trigger time (manual is true too)",
+    )
     triggerTime: Timestamp | None
     workerId: str | None
     status: ExecutionStatus
@@ -427,3 +434,40 @@ class TriggerAccepted(BaseModel):
     jobId: int
     executionId: ExecutionId
     status: ExecutionStatus
+
+
+_BACKFILL_TIME = (
+    "ISO 8601 (without an offset: a wall time in the job's timezone) or epoch ms, 1970 through 9999"
+)
+
+
+class BackfillRequest(BaseModel):
+    """A range of past trigger times to run: ``from`` included, ``to`` not."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"from": "2026-11-30T00:00:00Z", "to": "2026-12-01T00:00:00Z"}]
+        },
+    )
+
+    from_: GivenInstant = Field(alias="from", description=f"first time included; {_BACKFILL_TIME}")
+    to: GivenInstant = Field(
+        description=f"end of the range, not included; {_BACKFILL_TIME}; a time after now "
+        "counts as now"
+    )
+
+
+class BackfillAccepted(BaseModel):
+    """What a backfill did: runs created for the range's times that had none, and the
+    times it left alone."""
+
+    jobId: int
+    from_: Timestamp = Field(alias="from", description="first time included")
+    to: Timestamp = Field(description="end of the range, not included (now, when later)")
+    created: int = Field(description="backfill runs created, SCHEDULED to run now")
+    existing: int = Field(description="times in range that had an execution already")
+    leftToSchedule: int = Field(
+        description="times in range at or after the job's next trigger time: its schedule "
+        "runs them (under its misfire policy), not the backfill"
+    )

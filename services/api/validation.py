@@ -96,15 +96,21 @@ def _shown(value: object) -> str:
 def parse_trigger_at(value: str | int, timezone: str) -> int:
     """``triggerAt`` as epoch ms: ISO 8601 text (a time without offset is a wall time
     in the job's ``timezone``) or epoch ms, from 1970 through 9999 (UTC)."""
+    return parse_time_field(value, timezone, "triggerAt")
+
+
+def parse_time_field(value: str | int, timezone: str, field: str) -> int:
+    """A time a request gives in ``field``, as epoch ms: ISO 8601 text (a time without
+    offset is a wall time in ``timezone``) or epoch ms, from 1970 through 9999 (UTC)."""
     try:
         moment = parse_instant(value, zone(timezone))
     except (ValueError, OverflowError) as e:
         raise ValidationFailedError(
-            "triggerAt", f"{_shown(value)} is neither ISO 8601 nor epoch milliseconds"
+            field, f"{_shown(value)} is neither ISO 8601 nor epoch milliseconds"
         ) from e
     if not MIN_INSTANT_MS <= moment <= MAX_INSTANT_MS:
         raise ValidationFailedError(
-            "triggerAt",
+            field,
             f"{_shown(value)} is outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z "
             f"(epoch ms {MIN_INSTANT_MS} .. {MAX_INSTANT_MS}); send a time in that range",
         )

@@ -39,6 +39,7 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         jobId=execution.job_id,
         attempt=execution.attempt,
         manual=execution.manual,
+        backfill=execution.backfill,
         triggerTime=iso_ms(execution.trigger_time),
         workerId=execution.worker_id,
         status=execution.status,

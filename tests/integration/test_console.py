@@ -261,3 +261,31 @@ def test_a_store_outage_page_names_the_store_but_not_its_error(console: TestClie
     for leak in ("127.0.0.1", "OperationalError", "Can&#39;t connect", "kairos_gone", "(2003"):
         assert leak not in answer.text
     assert answer.headers["Request-Id"] in answer.text
+
+
+def test_a_job_is_backfilled_from_its_page_and_its_runs_are_marked(
+    console: TestClient, engine: Engine, app_credentials: AppCredentials
+) -> None:
+    job_id = a_job(console, app_credentials.api_key)
+    csrf = sign_in(console, make_operator(engine))
+    page = console.get(f"/console/jobs/{job_id}").text
+    assert f'action="/console/jobs/{job_id}/backfill"' in page
+    form = {"csrf": csrf, "from": "2026-11-01T00:00:00", "to": "2026-11-04T00:00:00"}
+    refused = console.post(f"/console/jobs/{job_id}/backfill", data={**form, "csrf": "guess"})
+    assert refused.status_code == 403
+    done = console.post(f"/console/jobs/{job_id}/backfill", data=form)
+    assert done.status_code == 200
+    assert f"Job {job_id} backfilled from 2026-11-01T00:00:00.000Z" in done.text
+    assert "3 runs created, 0 times had run already." in done.text
+    assert done.text.count('class="badge kind-backfill"') == 3
+    again = console.post(f"/console/jobs/{job_id}/backfill", data=form)
+    assert "0 runs created, 3 times had run already." in again.text
+    empty = console.post(f"/console/jobs/{job_id}/backfill", data={"csrf": csrf, "from": "x"})
+    assert "Give both ends of the range" in empty.text
+    console.post(f"/console/jobs/{job_id}/pause", data={"csrf": csrf})
+    paused = console.post(f"/console/jobs/{job_id}/backfill", data=form)
+    assert f"job {job_id} is PAUSED; only a WAITING or RUNNING job can be backfilled" in (
+        paused.text
+    )
+    assert 'kind-backfill">backfill' in paused.text
+    assert f'action="/console/jobs/{job_id}/backfill"' not in paused.text

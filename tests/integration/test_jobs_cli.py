@@ -273,3 +273,49 @@ def test_jobs_show_and_executions_give_the_traceparent(cli: Any, client: TestCli
     untraced = submit(client, jobName="plain", triggerAt="2100-01-01T00:00:00Z")
     _, out, _ = cli("jobs", "show", str(untraced), "-o", "json")
     assert json.loads(out)["traceparent"] is None
+
+
+def test_jobs_backfill_runs_past_times_once_and_says_so_in_table_and_json(
+    cli: Any, client: TestClient
+) -> None:
+    job = submit(client, jobName="daily", cronExpr="0 3 * * *", timezone="Europe/Paris")
+    status, out, err = cli(
+        "jobs", "backfill", str(job), "--from", "2026-11-01T00:00:00", "--to", "2026-11-04"
+    )
+    assert status == 0, err
+    assert out == (
+        f"Job {job} backfilled from 2026-10-31T23:00:00.000Z to 2026-11-03T23:00:00.000Z: "
+        "3 runs created, 0 times had run already.\n"
+    )
+    status, out, _ = cli(
+        "jobs", "backfill", str(job), "--from", "1793487600000", "--to", "2026-11-05", "-o", "json"
+    )
+    assert status == 0
+    answer = json.loads(out)
+    assert (answer["jobId"], answer["from"], answer["created"], answer["existing"]) == (
+        job,
+        "2026-10-31T23:00:00.000Z",
+        1,
+        3,
+    )
+    status, out, _ = cli("jobs", "executions", str(job), "-o", "json")
+    runs = json.loads(out)["executions"]
+    assert len(runs) == 4 and all(r["backfill"] and r["manual"] for r in runs)
+    status, out, _ = cli("jobs", "executions", str(job))
+    assert out.count("backfill") == 4
+
+
+def test_jobs_backfill_refusals_name_what_to_fix(cli: Any, client: TestClient) -> None:
+    once = submit(client, jobName="once", triggerAt="2100-01-01T00:00:00Z")
+    status, _, err = cli("jobs", "backfill", str(once), "--from", "0", "--to", "60000")
+    assert status == 2 and "one-shot job" in err
+    hourly = submit(client, jobName="hourly", cronExpr="0 * * * *")
+    status, _, err = cli("jobs", "backfill", str(hourly), "--from", "0", "--to", "2026-01-01")
+    assert status == 2 and "KAIROS_BACKFILL_MAX_RUNS" in err
+    cli("jobs", "pause", str(hourly))
+    status, _, err = cli("jobs", "backfill", str(hourly), "--from", "0", "--to", "3600000")
+    assert status == 2
+    assert err.strip() == (
+        f"kairos: job {hourly} is PAUSED; only a WAITING or RUNNING job can be backfilled"
+    )
+    assert client.get(f"/openapi/jobs/{hourly}/executions").json()["executions"] == []

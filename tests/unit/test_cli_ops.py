@@ -32,8 +32,10 @@ def test_the_completion_knows_every_command_flag_and_choice() -> None:
         "resume",
         "trigger",
         "cancel",
+        "backfill",
     }
     assert "PAUSED" in levels[" jobs list"].choices["--status"]
+    assert {"--from", "--to", "--output"} <= set(levels[" jobs backfill"].flags)
     assert levels[" stats"].choices["--output"] == ["table", "json"]
 
 
@@ -55,7 +57,10 @@ def complete(line: str, shell_script: str) -> list[str]:
     ("line", "offered"),
     [
         ("kairos jo", ["jobs"]),
-        ("kairos jobs ", ["list", "show", "executions", "pause", "resume", "trigger", "cancel"]),
+        (
+            "kairos jobs ",
+            ["list", "show", "executions", "pause", "resume", "trigger", "cancel", "backfill"],
+        ),
         ("kairos jobs list --st", ["--status"]),
         ("kairos jobs list --status PA", ["PAUSED"]),
         (

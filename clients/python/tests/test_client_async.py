@@ -144,3 +144,23 @@ def test_wait_and_its_timeout() -> None:
 
     with pytest.raises(WaitTimeoutError):
         run(stuck, gives_up)
+
+
+def test_backfill_is_sent_again_when_its_answer_was_lost() -> None:
+    """A repeat creates nothing more, so a lost answer is retried."""
+    answer = {
+        "jobId": 7,
+        "from": "2026-11-01T00:00:00.000Z",
+        "to": "2026-11-02T00:00:00.000Z",
+        "created": 0,
+        "existing": 24,
+        "leftToSchedule": 0,
+    }
+    api = Scripted([httpx.ReadTimeout("slow"), ok(answer, 202)])
+
+    async def use(kairos: AsyncClient) -> int:
+        return (await kairos.backfill(7, 1_793_491_200_000, 1_793_577_600_000)).existing
+
+    assert run(api, use) == 24
+    assert [r.url.path for r in api.requests] == ["/openapi/jobs/7/backfill"] * 2
+    assert api.body(1) == {"from": 1_793_491_200_000, "to": 1_793_577_600_000}

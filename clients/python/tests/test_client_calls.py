@@ -313,3 +313,33 @@ def test_the_job_and_its_execution_read_their_traceparent() -> None:
     assert traced.last_execution is not None
     assert traced.last_execution.traceparent == TRACEPARENT
     assert untraced.traceparent is None
+
+
+BACKFILLED = {
+    "jobId": 7,
+    "from": "2026-11-01T00:00:00.000Z",
+    "to": "2026-11-02T00:00:00.000Z",
+    "created": 20,
+    "existing": 4,
+    "leftToSchedule": 0,
+}
+
+
+def test_backfill_sends_the_range_and_reads_the_counts() -> None:
+    api = Scripted([ok(BACKFILLED, 202), ok(execution_json(manual=True, backfill=True))])
+    with api.client() as kairos:
+        done = kairos.backfill(7, datetime(2026, 11, 1, tzinfo=UTC), "2026-11-02T00:00:00")
+        execution = kairos.get_execution("e")
+    request = api.requests[0]
+    assert (request.method, request.url.path) == ("POST", "/openapi/jobs/7/backfill")
+    assert api.body(0) == {"from": "2026-11-01T00:00:00+00:00", "to": "2026-11-02T00:00:00"}
+    assert (done.job_id, done.created, done.existing, done.left_to_schedule) == (7, 20, 4, 0)
+    assert done.from_time == datetime(2026, 11, 1, tzinfo=UTC)
+    assert done.to_time == datetime(2026, 11, 2, tzinfo=UTC)
+    assert execution.backfill and execution.manual
+
+
+def test_an_execution_from_a_server_without_backfill_reads_as_not_backfilled() -> None:
+    api = Scripted([ok(execution_json())])
+    with api.client() as kairos:
+        assert not kairos.get_execution("e").backfill

@@ -1,11 +1,12 @@
-"""Pause, resume, trigger (with params for that run, or the job's) and cancel from the
-console: the OpenAPI's own job control, applied as the job's app, with who did it in the
-log (``services.api.operator.jobs``)."""
+"""Pause, resume, trigger (with params for that run, or the job's), backfill and cancel
+from the console: the OpenAPI's own job control, applied as the job's app, with who did
+it in the log (``services.api.operator.jobs``)."""
 
 from __future__ import annotations
 
 import json
 
+import pydantic
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -19,10 +20,37 @@ from services.api.console.session import (
     read_form,
     safe_next,
 )
-from services.api.operator.jobs import ACTIONS, act_on_job
-from services.api.schemas import TriggerRequest
+from services.api.operator.jobs import ACTIONS, act_on_job, backfill_any_job
+from services.api.schemas import BackfillAccepted, BackfillRequest, TriggerRequest
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+
+@router.post("/jobs/{job_id}/backfill")
+async def job_backfill(job_id: int, request: Request, session: SessionDep) -> Response:
+    """Backfill one job over the form's range, then back to the job's page."""
+    form = await read_form(request)
+    check_form(request, form, session)
+    back = safe_next(form.get("back") or f"/console/jobs/{job_id}")
+    try:
+        body = BackfillRequest.model_validate({"from": form.get("from"), "to": form.get("to")})
+        done = await run_in_threadpool(
+            backfill_any_job, console_state(request), job_id, body, session.operator.name
+        )
+    except pydantic.ValidationError:
+        return redirect(back, "Give both ends of the range: From and To.", error=True)
+    except KairosError as e:
+        return redirect(back, str(e), error=True)
+    return redirect(back, backfill_notice(done))
+
+
+def backfill_notice(done: BackfillAccepted) -> str:
+    """What a backfill did, in a sentence."""
+    left = f"; {done.leftToSchedule} left to its schedule" if done.leftToSchedule else ""
+    return (
+        f"Job {done.jobId} backfilled from {done.from_} to {done.to}: {done.created} runs "
+        f"created, {done.existing} times had run already{left}."
+    )
 
 
 @router.post("/jobs/{job_id}/{action}")

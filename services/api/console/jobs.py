@@ -92,6 +92,9 @@ def job_context(state: ApiState, job_id: int) -> PageContext:
         ),
         "callbacks": [(c, detail.attempts_of(c)) for c in detail.callbacks],
         "actions": detail.actions,
+        "backfillable": detail.job.schedule.recurring
+        and detail.job.status in (JobStatus.WAITING, JobStatus.RUNNING),
+        "backfill_max_runs": state.settings.backfill_max_runs,
         "now": state.clock.now_ms(),
     }
 

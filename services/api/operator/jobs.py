@@ -1,5 +1,5 @@
 """Jobs as operators see them, across every app: a filtered list, one job in full, its
-executions, and pause, resume, trigger and cancel applied by the rules the job's app's
+executions, and pause, resume, trigger, backfill and cancel applied by the rules the job's app's
 own calls follow (``services.api.job_control``).
 
 ``kairos jobs`` and the console read and act through here, so both show the same
@@ -38,9 +38,9 @@ from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError,
 from common.jitter import jittered_ms
 from common.keys import RedisKeys
 from common.states import JobStatus
+from services.api import backfill, trigger
 from services.api import job_control as api_control
-from services.api import trigger
-from services.api.schemas import TriggerRequest
+from services.api.schemas import BackfillAccepted, BackfillRequest, TriggerRequest
 from services.api.state import ApiState
 from services.api.views import shown_next_trigger, shown_status
 
@@ -274,6 +274,22 @@ ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
 STARTING_ACTIONS = frozenset({"resume", "trigger"})
 
 
+def _job_and_app(state: ApiState, job_id: int, starts_runs: bool) -> App:
+    """The app of a job of any app; raises ``JobNotFoundError`` for no such job, and
+    ``AppDisabledError`` for an action that would start runs (``starts_runs``) of a
+    disabled app's job."""
+    with state.engine.connect() as conn:
+        job = find_job(conn, job_id)
+        app = apps_by_key(conn).get(job.app_pk) if job is not None else None
+    if job is None or app is None:
+        raise JobNotFoundError(job_id)
+    if app.disabled and starts_runs:
+        # A disabled app runs nothing new, whoever asks; it may still be paused or
+        # cancelled, so an operator can stop what it has.
+        raise AppDisabledError(app.app_id)
+    return app
+
+
 def act_on_job(
     state: ApiState,
     job_id: int,
@@ -284,18 +300,30 @@ def act_on_job(
     """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
     what was done (``trigger_body``: a trigger's params for that run). Raises what the
     OpenAPI answers as 404, 403, 409 or 422."""
-    with state.engine.connect() as conn:
-        job = find_job(conn, job_id)
-        app = apps_by_key(conn).get(job.app_pk) if job is not None else None
-    if job is None or app is None:
-        raise JobNotFoundError(job_id)
-    if app.disabled and action in STARTING_ACTIONS:
-        # A disabled app runs nothing new, whoever asks; it may still be paused or
-        # cancelled, so an operator can stop what it has.
-        raise AppDisabledError(app.app_id)
+    app = _job_and_app(state, job_id, action in STARTING_ACTIONS)
     if action == "trigger":
         done = _trigger(state, app, job_id, trigger_body)
     else:
         done = ACTIONS[action](state, app, job_id)
     log.info("operator %s: %s", operator, done, extra={"job_id": job_id})
+    return done
+
+
+def backfill_any_job(
+    state: ApiState, job_id: int, body: BackfillRequest, operator: str
+) -> BackfillAccepted:
+    """Backfill a job of any app by the rules its app's call follows
+    (``services.api.backfill``). Raises what the OpenAPI answers as 404, 403, 409, 422."""
+    app = _job_and_app(state, job_id, starts_runs=True)
+    done = backfill.backfill_job(state, app, job_id, body)
+    log.info(
+        "operator %s: job %d backfilled from %s to %s: %d runs created, %d existed",
+        operator,
+        job_id,
+        done.from_,
+        done.to,
+        done.created,
+        done.existing,
+        extra={"job_id": job_id},
+    )
     return done

@@ -1,4 +1,4 @@
-"""/openapi/jobs: list, pause, resume, trigger, cancel, update and delete jobs."""
+"""/openapi/jobs: list, pause, resume, trigger, backfill, cancel, update and delete jobs."""
 
 from __future__ import annotations
 
@@ -10,13 +10,22 @@ from fastapi.responses import JSONResponse
 
 from common.db.job_control import JobFilter
 from common.states import JobStatus
-from services.api import job_control, trigger
+from services.api import backfill, job_control, trigger
 from services.api.deps import CallerDep, StateDep
 from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
+from services.api.locations import job_executions_location
 from services.api.openapi_doc import problem_responses
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
-from services.api.schemas import JobList, JobPatch, JobView, TriggerAccepted, TriggerRequest
+from services.api.schemas import (
+    BackfillAccepted,
+    BackfillRequest,
+    JobList,
+    JobPatch,
+    JobView,
+    TriggerAccepted,
+    TriggerRequest,
+)
 from services.api.trace_header import TraceparentHeader
 
 router = APIRouter(prefix="/openapi/jobs", tags=["jobs"])
@@ -123,6 +132,41 @@ def trigger_job(
         status_code=answer.status_code,
         headers=response_headers(answer.location, replayed),
     )
+
+
+@router.post(
+    "/{jobId:int}/backfill",
+    operation_id="backfillJob",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=BackfillAccepted,
+    responses={
+        **_RUN,
+        **problem_responses(
+            409,
+            422,
+            s409="Only a WAITING or RUNNING job can be backfilled (`jobStatus` says which "
+            "it is); nothing changed",
+            s422="A one-shot job; or `from`/`to` invalid, `to` not after `from`, `from` not "
+            "in the past, or more trigger times in range than KAIROS_BACKFILL_MAX_RUNS; "
+            "nothing written",
+        ),
+    },
+)
+def backfill_job(
+    job_id: JobId, body: BackfillRequest, state: StateDep, caller: CallerDep, response: Response
+) -> BackfillAccepted:
+    """Run the cron or fixed-rate job's past trigger times in ``[from, to)`` that have no
+    execution yet, as runs marked ``backfill``.
+
+    Times are the job's own schedule in its timezone; ``to`` later than now counts as
+    now, and times at or after the job's next trigger time are left to the schedule.
+    Each time runs once however often it is backfilled: a repeat creates nothing more.
+    The runs wait for slots in the app's fair share like any other run; ``Location``
+    names the job's executions, where they are listed.
+    """
+    answer = backfill.backfill_job(state, caller, job_id, body)
+    response.headers["Location"] = job_executions_location(job_id)
+    return answer
 
 
 @router.post(

@@ -166,6 +166,7 @@ def _retry(item: _Finished, now: int) -> NewExecution:
         params=item.execution.params,
         # A retry is the same run again: it carries the attempt's traceparent.
         traceparent=item.execution.traceparent,
+        backfill=item.execution.backfill,
     )
 
 

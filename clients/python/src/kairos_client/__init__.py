@@ -42,6 +42,7 @@ from kairos_client.errors import (
     WebhookVerificationError,
 )
 from kairos_client.models import (
+    BackfillAccepted,
     BatchAccepted,
     Execution,
     Job,
@@ -60,6 +61,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "AuthenticationError",
+    "BackfillAccepted",
     "BadRequestError",
     "BatchAccepted",
     "CallbackAttempt",

@@ -73,6 +73,13 @@ class Reader:
             raise self._fail(name, "true or false")
         return value
 
+    def time(self, name: str) -> datetime:
+        """A required ISO 8601 time (or epoch ms)."""
+        parsed = self.time_or_none(name)
+        if parsed is None:
+            raise self._fail(name, "an ISO 8601 date-time")
+        return parsed
+
     def time_or_none(self, name: str) -> datetime | None:
         """An ISO 8601 time (or epoch ms), or null / absent."""
         value = self.body.get(name)

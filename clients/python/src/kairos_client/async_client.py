@@ -22,7 +22,14 @@ from kairos_client._core import (
 )
 from kairos_client.callbacks import CallbackDelivery
 from kairos_client.enums import ExecutionStatus, JobStatus
-from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
+from kairos_client.models import (
+    BackfillAccepted,
+    BatchAccepted,
+    Execution,
+    Job,
+    JobAccepted,
+    TriggerAccepted,
+)
 from kairos_client.retries import RetryPolicy
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
 
@@ -167,6 +174,14 @@ class AsyncClient:
         """Run the job now, keyed so that a retry runs it once; ``params`` replace the
         job's for this run only; ``traceparent`` (W3C) joins the run to the caller's trace."""
         return await self._send(ops.trigger(job_id, idempotency_key, params, traceparent))
+
+    async def backfill(
+        self, job_id: int, from_time: TriggerTime, to_time: TriggerTime
+    ) -> BackfillAccepted:
+        """Run the cron or fixed-rate job's past trigger times in ``[from_time, to_time)``
+        that have no execution yet (``to_time`` after now counts as now); a repeat
+        creates nothing more. A datetime without tzinfo is a wall time in the job's zone."""
+        return await self._send(ops.backfill(job_id, from_time, to_time))
 
     async def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

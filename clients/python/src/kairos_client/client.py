@@ -22,7 +22,14 @@ from kairos_client._core import (
 )
 from kairos_client.callbacks import CallbackDelivery
 from kairos_client.enums import ExecutionStatus, JobStatus
-from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
+from kairos_client.models import (
+    BackfillAccepted,
+    BatchAccepted,
+    Execution,
+    Job,
+    JobAccepted,
+    TriggerAccepted,
+)
 from kairos_client.retries import RetryPolicy
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
 
@@ -169,6 +176,14 @@ class Client:
         caller's trace. Keyed (a random key unless given), so a retry after a lost
         answer runs it once."""
         return self._send(ops.trigger(job_id, idempotency_key, params, traceparent))
+
+    def backfill(
+        self, job_id: int, from_time: TriggerTime, to_time: TriggerTime
+    ) -> BackfillAccepted:
+        """Run the cron or fixed-rate job's past trigger times in ``[from_time, to_time)``
+        that have no execution yet (``to_time`` after now counts as now); a repeat
+        creates nothing more. A datetime without tzinfo is a wall time in the job's zone."""
+        return self._send(ops.backfill(job_id, from_time, to_time))
 
     def update(self, job_id: int, changes: JobChanges) -> Job:
         """Change the fields set in ``changes``; the job as changed."""

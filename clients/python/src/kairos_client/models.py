@@ -40,6 +40,8 @@ class Execution:
     result: Any
     # The params a trigger with params gave this run; None: it ran with the job's.
     params: dict[str, Any] | None = None
+    # Made by a backfill of a past trigger time (``manual`` is true too).
+    backfill: bool = False
     raw: Mapping[str, Any] = _raw()
     # The W3C traceparent the run carried to its handler and callback; None: untraced
     # (or a server older than traces).
@@ -64,6 +66,7 @@ class Execution:
             message=r.text_or_none("message"),
             result=r.body.get("result"),
             params=r.mapping("params") if r.body.get("params") is not None else None,
+            backfill=r.flag("backfill"),
             raw=r.body,
             traceparent=r.text_or_none("traceparent"),
         )
@@ -214,4 +217,31 @@ class TriggerAccepted:
         r = Reader(body, "trigger")
         return cls(
             r.integer("jobId"), r.text("executionId"), r.choice("status", ExecutionStatus), replayed
+        )
+
+
+@dataclass(frozen=True)
+class BackfillAccepted:
+    """The answer to a backfill: the range covered (``to_time`` cut at now), runs
+    created for its times that had none, times that had an execution already, and
+    times left to the job's schedule (at or after its next trigger time)."""
+
+    job_id: int
+    from_time: datetime
+    to_time: datetime
+    created: int
+    existing: int
+    left_to_schedule: int
+
+    @classmethod
+    def from_json(cls, body: Any) -> BackfillAccepted:
+        """Read a ``BackfillAccepted``."""
+        r = Reader(body, "backfill")
+        return cls(
+            r.integer("jobId"),
+            r.time("from"),
+            r.time("to"),
+            r.integer("created"),
+            r.integer("existing"),
+            r.integer("leftToSchedule"),
         )

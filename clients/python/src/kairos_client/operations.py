@@ -19,7 +19,14 @@ import httpx
 from kairos_client.callbacks import CallbackDelivery, deliveries_of
 from kairos_client.enums import ExecutionStatus, JobStatus
 from kairos_client.errors import ApiError, ResponseFormatError, api_error
-from kairos_client.models import BatchAccepted, Execution, Job, JobAccepted, TriggerAccepted
+from kairos_client.models import (
+    BackfillAccepted,
+    BatchAccepted,
+    Execution,
+    Job,
+    JobAccepted,
+    TriggerAccepted,
+)
 from kairos_client.problems import Problem
 from kairos_client.retries import retry_after
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
@@ -102,6 +109,10 @@ def _batch(response: httpx.Response) -> BatchAccepted:
 
 def _triggered(response: httpx.Response) -> TriggerAccepted:
     return TriggerAccepted.from_json(_json(response), _replayed(response))
+
+
+def _backfilled(response: httpx.Response) -> BackfillAccepted:
+    return BackfillAccepted.from_json(_json(response))
 
 
 def _deliveries(response: httpx.Response) -> tuple[list[CallbackDelivery], str | None]:
@@ -260,6 +271,20 @@ def trigger(
         headers=idempotency_header(idempotency_key) | trace_header(traceparent),
         repeatable=True,
     )
+
+
+def backfill(job_id: int, from_time: TriggerTime, to_time: TriggerTime) -> Call[BackfillAccepted]:
+    """``POST /openapi/jobs/{jobId}/backfill``: run the past trigger times in
+    ``[from_time, to_time)`` that have none; a repeat creates nothing more, so it may
+    be sent again."""
+    body = {"from": _time_body(from_time), "to": _time_body(to_time)}
+    return Call("POST", _job_path(job_id, "backfill"), _backfilled, body=body, repeatable=True)
+
+
+def _time_body(value: TriggerTime) -> str | int:
+    """A time as a request body gives it: ISO 8601 for a datetime (a naive one is a
+    wall time in the job's zone), text or epoch ms as given."""
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def update(job_id: int, changes: JobChanges) -> Call[Job]:
