@@ -55,6 +55,8 @@ class DueJob:
     timeout_seconds: int | None
     app_pk: int = 0
     priority: int = 5
+    # Its runs wait for other jobs' (``job_dependencies``): the firer alone sends them.
+    has_dependencies: bool = False
 
 
 def find_due_jobs(
@@ -79,7 +81,7 @@ def find_due_jobs(
     rows = driver.fetch(
         conn,
         "SELECT id, version, handler, next_trigger_time, created_at, params, timeout_seconds, "
-        f"app_pk, priority, {_POLICY_SQL} FROM jobs "
+        f"app_pk, priority, has_dependencies, {_POLICY_SQL} FROM jobs "
         f"WHERE status = %s AND next_trigger_time <= %s {since}"
         f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time"
         + (" DESC" if latest_first else "")
@@ -96,8 +98,10 @@ def find_due_jobs(
     # Unpacked by position (the SELECT's order): by name, the attribute lookups and the
     # policy's conversions weigh on the claim thread.
     return [
-        DueJob(key, version, handler, trigger, _policy(*p), created, params, timeout, app, prio)
-        for key, version, handler, trigger, created, params, timeout, app, prio, *p in rows
+        DueJob(
+            key, version, handler, trigger, _policy(*p), created, params, timeout, app, prio, deps
+        )
+        for key, version, handler, trigger, created, params, timeout, app, prio, deps, *p in rows
     ]
 
 

@@ -43,6 +43,9 @@ class ExecutionWithJob:
     # It waited for a free slot before (``SLOT_WAIT``): its trigger was met by Kairos,
     # so the misfire policy does not judge it late.
     waited: bool = False
+    # Its job waits for other jobs' runs (``job_dependencies``), and when it was made.
+    has_dependencies: bool = False
+    job_created_at: int = 0
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionWithJob:
@@ -70,12 +73,20 @@ class ExecutionWithJob:
             int(row.app_pk),
             int(row.priority),
             bool(row.waited),
+            bool(row.has_dependencies),
+            int(row.job_created_at),
         )
 
     @property
     def first_scheduled_attempt(self) -> bool:
         """A claimed trigger's first attempt: not a retry, not a manual run."""
         return self.attempt == 1 and not self.manual
+
+    @property
+    def waits_for_parents(self) -> bool:
+        """Whether the firer must look up its job's parents before it is sent: a claimed
+        trigger's first attempt of a job with dependencies (a retry already waited)."""
+        return self.has_dependencies and self.first_scheduled_attempt
 
 
 # The message of a due execution that waits for a free slot: the fair share sends it when
@@ -88,7 +99,8 @@ _COLUMNS = (
     "j.overlap_policy, j.misfire_policy, j.misfire_threshold_seconds, "
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
-    f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited"
+    f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited, "
+    "j.has_dependencies, j.created_at AS job_created_at"
 )
 _WITH_JOB = f"SELECT {_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id "
 

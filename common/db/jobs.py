@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db import driver
+from common.db.job_dependencies import After
 from common.db.records import JobRecord
 from common.db.schema import jobs
 from common.documents import JsonObject, stored_text
@@ -71,6 +72,8 @@ class NewJob:
     request_hash: str | None
     policies: JobPolicies = field(default_factory=JobPolicies)
     priority: int = DEFAULT_PRIORITY
+    # The jobs whose runs this one's wait for (``job_dependencies``).
+    after: tuple[After, ...] = ()
 
 
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> JobColumns:
@@ -91,6 +94,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> Job
         "created_at": now_ms,
         "updated_at": now_ms,
         "priority": job.priority,
+        "has_dependencies": bool(job.after),
         **job.policies.columns(),
     }
 

@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import executions
 from common.db import job_control as db
 from common.db.apps import App
+from common.db.job_dependencies import After, check_no_cycle, check_parents, replace_edges
 from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord
 from common.db.retry import retry_conflicts
@@ -53,7 +54,7 @@ from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal
-from services.api.validation import build_job
+from services.api.validation import build_after, build_job
 from services.api.views import job_view
 from services.api.wake import wake_dispatcher
 
@@ -322,7 +323,18 @@ def _update(
         columns = patched_columns(app, job, patch, handlers, max_bytes, now)
         if columns and not _store_update(conn, app.id, job_id, columns, now):
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
+        if patch.after is not None:
+            _replace_parents(conn, app.id, job_id, build_after(patch.after))
         return job, columns
+
+
+def _replace_parents(conn: Connection, app_pk: int, job_id: int, after: tuple[After, ...]) -> None:
+    """Make ``after`` the job's parents, refused (nothing written) when one is missing,
+    another app's or deleted, or when they would close a cycle (the graph is walked in
+    this transaction, with shared locks on the edges read)."""
+    check_parents(conn, app_pk, after)
+    check_no_cycle(conn, job_id, after)
+    replace_edges(conn, job_id, after)
 
 
 def _store_update(

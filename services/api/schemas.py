@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from common.db.job_dependencies import MAX_PARENTS
 from common.db.jobs import DEFAULT_PRIORITY
+from common.dependencies import DependOn
 from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
@@ -39,6 +41,21 @@ def _create_schema(schema: JsonObject) -> None:
         }
     ]
     standard_bounds(schema)
+
+
+class AfterJob(BaseModel):
+    """A parent job: each run of the new job waits until the parent's matching run
+    ended as ``on`` says (README, "Job dependencies")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobId: int = Field(ge=1, le=2**63 - 1, description="a job of the same app, not deleted")
+    on: DependOn = Field(
+        default=DependOn.SUCCEEDED,
+        description="SUCCEEDED: the parent's run succeeded; FINISHED: it ran and ended "
+        "(SUCCEEDED, FAILED, TIMED_OUT or LOST). A parent run that ended otherwise, or a "
+        "parent deleted, settles the waiting run SKIPPED with the reason",
+    )
 
 
 class JobCreate(BaseModel):
@@ -94,6 +111,13 @@ class JobCreate(BaseModel):
     retryBackoffMaxSeconds: WholeNumber = Field(default=3600, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     priority: Priority = DEFAULT_PRIORITY
+    after: list[AfterJob] = Field(
+        default_factory=list,
+        max_length=MAX_PARENTS,
+        description=f"up to {MAX_PARENTS} jobs of this app whose runs this job's runs wait "
+        "for: a one-shot parent's latest run; a recurring parent's run at the same trigger "
+        "time (recurring child) or its first run from the child's creation (one-shot child)",
+    )
 
 
 class JobAccepted(BaseModel):
@@ -310,6 +334,7 @@ _NOT_NULL = (
     "retryBackoffSeconds",
     "retryBackoffMaxSeconds",
     "priority",
+    "after",
 )
 
 
@@ -355,6 +380,12 @@ class JobPatch(BaseModel):
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     callbackUrl: CallbackUrl | None = None
     priority: Priority | None = None
+    after: list[AfterJob] | None = Field(
+        default=None,
+        max_length=MAX_PARENTS,
+        description="the job's parents, replacing those stored ([] removes them); a "
+        "cycle is refused. Runs already held go by the new parents at their next look",
+    )
 
     @field_validator(*_NOT_NULL)
     @classmethod

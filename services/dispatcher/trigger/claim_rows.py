@@ -42,4 +42,6 @@ def held_row(written: Written, job: DueJob, update: ClaimUpdate) -> ExecutionWit
         app_pk=job.app_pk,
         priority=job.priority,
         waited=False,
+        has_dependencies=job.has_dependencies,
+        job_created_at=job.created_at,
     )
