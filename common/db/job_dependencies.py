@@ -134,6 +134,14 @@ def after_of(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[After]]
     return found
 
 
+def parents_of_jobs(
+    conn: Connection, flagged: Iterable[tuple[int, bool]]
+) -> dict[int, list[After]]:
+    """``after_of`` for the jobs (id, has_dependencies) that have parents: no query when
+    none has."""
+    return after_of(conn, [job_id for job_id, has in flagged if has])
+
+
 def edges_for(conn: Connection, child_job_ids: Iterable[int]) -> list[Edge]:
     """The edges of these child jobs, each with its parent's state as it is now."""
     ids = sorted(set(child_job_ids))

@@ -47,6 +47,8 @@ class JobRecord:
     timeout_seconds: int | None
     deleted_at: int | None
     priority: int
+    # It has parents in job_dependencies (migration 0021).
+    has_dependencies: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -80,6 +82,7 @@ class JobRecord:
             timeout_seconds=row.timeout_seconds,
             deleted_at=row.deleted_at,
             priority=int(row.priority),
+            has_dependencies=bool(row.has_dependencies),
         )
 
     @property
@@ -107,6 +110,8 @@ class ExecutionRecord:
     ended_at: int | None
     scheduled_at: int | None
     manual: bool
+    # JSON array of the parent runs it waited for (migration 0021), or None.
+    waited_for: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -127,6 +132,7 @@ class ExecutionRecord:
             ended_at=row.ended_at,
             scheduled_at=row.scheduled_at,
             manual=bool(row.manual),
+            waited_for=row.waited_for,
         )
 
 

@@ -35,7 +35,13 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import executions
 from common.db import job_control as db
 from common.db.apps import App
-from common.db.job_dependencies import After, check_no_cycle, check_parents, replace_edges
+from common.db.job_dependencies import (
+    After,
+    check_no_cycle,
+    check_parents,
+    parents_of_jobs,
+    replace_edges,
+)
 from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord
 from common.db.retry import retry_conflicts
@@ -373,7 +379,8 @@ def read_job_view(state: ApiState, app: App, job_id: int) -> JobView:
             raise JobNotFoundError(job_id)
         last = executions.list_for_job(conn, job_id, 1)
         running = bool(executions.jobs_with_runs(conn, [job_id]))
-    return job_view(job, last[0] if last else None, running)
+        after = parents_of_jobs(conn, [(job.id, job.has_dependencies)]).get(job.id, [])
+    return job_view(job, last[0] if last else None, running, after=after)
 
 
 def encode_cursor(job_id: int) -> str:
@@ -408,6 +415,10 @@ def list_jobs(
         ids = [job.id for job in page]
         last = db.last_executions(conn, ids)
         running = executions.jobs_with_runs(conn, ids)
-    views = [job_view(job, last.get(job.id), job.id in running) for job in page]
+        after = parents_of_jobs(conn, [(job.id, job.has_dependencies) for job in page])
+    views = [
+        job_view(job, last.get(job.id), job.id in running, after=after.get(job.id, []))
+        for job in page
+    ]
     more = len(found) > limit
     return JobList(jobs=views, nextCursor=encode_cursor(ids[-1]) if more else None)

@@ -160,6 +160,14 @@ class JobBatchAccepted(BaseModel):
     jobs: list[JobAccepted]
 
 
+class WaitedForRun(BaseModel):
+    """A parent's run that a child's run waited for (job dependencies)."""
+
+    jobId: int
+    executionId: ExecutionId
+    status: ExecutionStatus = Field(description="as it was when the child's run was settled")
+
+
 class ExecutionView(BaseModel):
     """One attempt at one trigger."""
 
@@ -176,6 +184,11 @@ class ExecutionView(BaseModel):
     endedAt: Timestamp | None
     message: str | None
     result: JsonValue = Field(default=None, description="the handler's return value, as JSON")
+    waitedFor: list[WaitedForRun] | None = Field(
+        default=None,
+        description="the parents' runs this run waited for (its job has `after`); null "
+        "when it waited for none",
+    )
 
 
 class JobPoliciesView(BaseModel):
@@ -213,6 +226,9 @@ class JobView(BaseModel):
     createdAt: Timestamp | None
     updatedAt: Timestamp | None
     lastExecution: ExecutionView | None
+    after: list[AfterJob] = Field(
+        default_factory=list, description="the jobs whose runs this job's runs wait for"
+    )
 
 
 class ExecutionList(BaseModel):

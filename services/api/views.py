@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from common.db.job_dependencies import After, waited_for
 from common.db.records import ExecutionRecord, JobRecord
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.states import JobStatus
 from common.timefmt import iso_ms
-from services.api.schemas import ExecutionView, JobPoliciesView, JobView
+from services.api.schemas import (
+    AfterJob,
+    ExecutionView,
+    JobPoliciesView,
+    JobView,
+    WaitedForRun,
+)
 
 
 def _json_or_text(raw: str | None) -> JsonValue:
@@ -47,7 +56,14 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         endedAt=iso_ms(execution.ended_at),
         message=execution.message,
         result=_json_or_text(execution.result),
+        waitedFor=_waited_for(execution.waited_for),
     )
+
+
+def _waited_for(text: str | None) -> list[WaitedForRun] | None:
+    """The stored parent runs as the API shows them."""
+    runs = waited_for(text)
+    return None if runs is None else [WaitedForRun.model_validate(r) for r in runs]
 
 
 def shown_status(job: JobRecord, running: bool) -> JobStatus:
@@ -91,9 +107,13 @@ def upcoming_triggers(job: JobRecord, count: int) -> list[str] | None:
 
 
 def job_view(
-    job: JobRecord, last: ExecutionRecord | None, running: bool, preview: int = 0
+    job: JobRecord,
+    last: ExecutionRecord | None,
+    running: bool,
+    preview: int = 0,
+    after: Sequence[After] = (),
 ) -> JobView:
-    """A stored job (and its last execution) as the API shows it."""
+    """A stored job (its last execution, its parents) as the API shows it."""
     return JobView(
         jobId=job.id,
         jobName=job.job_name,
@@ -110,4 +130,5 @@ def job_view(
         createdAt=iso_ms(job.created_at),
         updatedAt=iso_ms(job.updated_at),
         lastExecution=execution_view(last) if last is not None else None,
+        after=[AfterJob(jobId=a.job_id, on=a.on) for a in after],
     )
