@@ -14,11 +14,55 @@ from datetime import datetime
 from typing import Any
 
 from kairos_client._reading import Reader
-from kairos_client.enums import ExecutionStatus, JobStatus, MisfirePolicy, OverlapPolicy
+from kairos_client.enums import (
+    DependOn,
+    ExecutionStatus,
+    JobStatus,
+    MisfirePolicy,
+    OverlapPolicy,
+)
+from kairos_client.specs import After
 
 
 def _raw() -> Any:
     return field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class WaitedFor:
+    """A parent job's run that a child's run waited for."""
+
+    job_id: int
+    execution_id: str
+    status: ExecutionStatus | str
+
+    @classmethod
+    def from_json(cls, body: Any, what: str) -> WaitedFor:
+        """Read a ``WaitedForRun``."""
+        r = Reader(body, what)
+        return cls(
+            job_id=r.integer("jobId"),
+            execution_id=r.text("executionId"),
+            status=r.choice("status", ExecutionStatus),
+        )
+
+
+def _waited_for(r: Reader, what: str) -> list[WaitedFor] | None:
+    """``waitedFor`` (None when absent: a server older than dependencies, or none)."""
+    if r.body.get("waitedFor") is None:
+        return None
+    return [WaitedFor.from_json(item, f"{what}.waitedFor") for item in r.items("waitedFor")]
+
+
+def _after(r: Reader, what: str) -> list[After]:
+    """``after`` ([] when absent: a server older than dependencies)."""
+    if r.body.get("after") is None:
+        return []
+    parents = []
+    for item in r.items("after"):
+        parent = Reader(item, f"{what}.after")
+        parents.append(After(parent.integer("jobId"), parent.choice("on", DependOn)))
+    return parents
 
 
 @dataclass(frozen=True)
@@ -38,6 +82,8 @@ class Execution:
     ended_at: datetime | None
     message: str | None
     result: Any
+    # The parents' runs this run waited for (its job has ``after``), else None.
+    waited_for: list[WaitedFor] | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -58,6 +104,7 @@ class Execution:
             ended_at=r.time_or_none("endedAt"),
             message=r.text_or_none("message"),
             result=r.body.get("result"),
+            waited_for=_waited_for(r, what),
             raw=r.body,
         )
 
@@ -124,6 +171,8 @@ class Job:
     created_at: datetime | None
     updated_at: datetime | None
     last_execution: Execution | None
+    # The jobs whose runs this job's runs wait for.
+    after: list[After] = field(default_factory=list)
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -148,6 +197,7 @@ class Job:
             created_at=r.time_or_none("createdAt"),
             updated_at=r.time_or_none("updatedAt"),
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
+            after=_after(r, what),
             raw=r.body,
         )
 
