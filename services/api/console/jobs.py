@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from common.db.job_dependencies import waited_for
 from common.db.operator_reads import JobQuery, apps_by_key
 from common.db.records import ExecutionRecord
 from common.states import JobStatus
@@ -92,6 +93,8 @@ def job_context(state: ApiState, job_id: int) -> PageContext:
         ),
         "callbacks": [(c, detail.attempts_of(c)) for c in detail.callbacks],
         "actions": detail.actions,
+        "after": detail.after,
+        "waited": {e.execution_id: waited_for(e.waited_for) for e in detail.executions},
         "now": state.clock.now_ms(),
     }
 
