@@ -10,7 +10,11 @@ from common.db.job_dependencies import After
 from common.dependencies import DependOn
 from common.schedule import MisfirePolicy
 from common.states import ExecutionStatus
-from services.dispatcher.trigger.fire_dependencies import DEPENDENCY_HOLD_MS
+from services.dispatcher.trigger.fire_dependencies import (
+    DEPENDENCY_HOLD_MAX_MS,
+    DEPENDENCY_HOLD_MS,
+    dependency_hold_ms,
+)
 from tests.unit.fire_stage import NOW, Stage
 
 QUEUED = ExecutionStatus.QUEUED
@@ -84,3 +88,18 @@ def test_a_manual_run_of_a_child_does_not_wait() -> None:
     stage.due(child, "m1", manual=True)
     assert stage.fire() == 1
     assert stage.row("m1").waited_for is None
+
+
+def test_a_long_wait_is_looked_at_less_often_within_bounds() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    parent = stage.job()
+    child = stage.job(after=(After(parent, DependOn.SUCCEEDED),))
+    stage.due(parent, "p1", at=NOW + 3_600_000)  # the parent runs in an hour
+    stage.due(child, "c1", at=NOW - 100_000)  # the child was due 100 s ago
+    stage.fire()
+    assert stage.row("c1").scheduled_at == NOW + 10_000
+    row = stage.row("c1").with_job(stage.store.jobs[child])
+    assert dependency_hold_ms(row, NOW) == 10_000
+    assert dependency_hold_ms(row, NOW + 86_400_000) == DEPENDENCY_HOLD_MAX_MS
+    assert dependency_hold_ms(row, row.trigger_time) == DEPENDENCY_HOLD_MS
