@@ -59,6 +59,8 @@ class DueJob:
     priority: int = 5
     # The W3C traceparent the job was submitted with, or None.
     traceparent: str | None = None
+    # Its runs wait for other jobs' (``job_dependencies``): the firer alone sends them.
+    has_dependencies: bool = False
 
 
 def find_due_jobs(
@@ -83,7 +85,7 @@ def find_due_jobs(
     rows = driver.fetch(
         conn,
         "SELECT id, version, handler, next_trigger_time, created_at, params, timeout_seconds, "
-        f"app_pk, priority, traceparent, {_POLICY_SQL} FROM jobs "
+        f"app_pk, priority, traceparent, has_dependencies, {_POLICY_SQL} FROM jobs "
         f"WHERE status = %s AND next_trigger_time <= %s {since}"
         f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time"
         + (" DESC" if latest_first else "")
@@ -100,8 +102,10 @@ def find_due_jobs(
     # Unpacked by position (the SELECT's order): by name, the attribute lookups and the
     # policy's conversions weigh on the claim thread.
     return [
-        DueJob(key, version, handler, trigger, _policy(*p), created, params, timeout, app, prio, tp)
-        for key, version, handler, trigger, created, params, timeout, app, prio, tp, *p in rows
+        DueJob(
+            key, version, handler, at, _policy(*p), created, params, timeout, app, prio, tp, deps
+        )
+        for key, version, handler, at, created, params, timeout, app, prio, tp, deps, *p in rows
     ]
 
 

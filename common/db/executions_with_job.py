@@ -46,6 +46,9 @@ class ExecutionWithJob:
     waited: bool = False
     # The W3C traceparent the run carries to its worker, or None.
     traceparent: str | None = None
+    # Its job waits for other jobs' runs (``job_dependencies``), and when it was made.
+    has_dependencies: bool = False
+    job_created_at: int = 0
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionWithJob:
@@ -74,12 +77,20 @@ class ExecutionWithJob:
             int(row.priority),
             bool(row.waited),
             row.traceparent,
+            bool(row.has_dependencies),
+            int(row.job_created_at),
         )
 
     @property
     def first_scheduled_attempt(self) -> bool:
         """A claimed trigger's first attempt: not a retry, not a manual run."""
         return self.attempt == 1 and not self.manual
+
+    @property
+    def waits_for_parents(self) -> bool:
+        """Whether the firer must look up its job's parents before it is sent: a claimed
+        trigger's first attempt of a job with dependencies (a retry already waited)."""
+        return self.has_dependencies and self.first_scheduled_attempt
 
 
 # The message of a due execution that waits for a free slot: the fair share sends it when
@@ -94,7 +105,7 @@ _COLUMNS = (
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
     f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited, "
-    "e.traceparent"
+    "e.traceparent, j.has_dependencies, j.created_at AS job_created_at"
 )
 _WITH_JOB = f"SELECT {_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id "
 

@@ -17,10 +17,11 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import app_policies, executions, executions_with_job, jobs
+from common.db import app_policies, executions, executions_with_job, job_dependencies, jobs
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
+from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
@@ -85,6 +86,15 @@ class FireStore(DispatchStore, Protocol):
 
     def mark_queued(self, workers: Mapping[int, str], now_ms: int) -> None:
         """Mark executions (key -> worker id) QUEUED; only those still SCHEDULED change."""
+        ...
+
+    def parents_of_runs(self, children: Sequence[ChildRun]) -> tuple[list[Edge], list[ParentRun]]:
+        """The edges of these child runs' jobs, with their parents' state, and the parent
+        runs they may wait for (``common.dependencies``)."""
+        ...
+
+    def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
+        """Write on each execution (by key) the parent runs it waited for."""
         ...
 
 
@@ -167,6 +177,15 @@ class MySqlFireStore:
     def unmark_queued(self, keys: Iterable[int]) -> None:
         """See ``executions.unmark_queued``."""
         executions.unmark_queued(self._conn, keys)
+
+    def parents_of_runs(self, children: Sequence[ChildRun]) -> tuple[list[Edge], list[ParentRun]]:
+        """See ``job_dependencies.edges_for`` and ``job_dependencies.parent_runs``."""
+        edges = job_dependencies.edges_for(self._conn, [c.job_id for c in children])
+        return edges, job_dependencies.parent_runs(self._conn, children, edges)
+
+    def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
+        """See ``job_dependencies.record_waited_for``."""
+        job_dependencies.record_waited_for(self._conn, waited)
 
 
 class MySqlFireTransactions:

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.db import driver
+from common.db.job_dependencies import After
 from common.db.records import JobRecord
 from common.db.schema import jobs
 from common.documents import JsonObject, stored_text
@@ -75,6 +76,8 @@ class NewJob:
     priority: int = DEFAULT_PRIORITY
     # A valid W3C traceparent (``common.tracing.traceparent``), or None.
     traceparent: str | None = None
+    # The jobs whose runs this one's wait for (``job_dependencies``).
+    after: tuple[After, ...] = ()
 
 
 def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> JobColumns:
@@ -96,6 +99,7 @@ def _job_values(job: NewJob, now_ms: int, claim_token: str | None = None) -> Job
         "updated_at": now_ms,
         "priority": job.priority,
         "traceparent": job.traceparent,
+        "has_dependencies": bool(job.after),
         **job.policies.columns(),
     }
 

@@ -50,6 +50,8 @@ class JobRecord:
     jitter_seconds: int = 0
     # The W3C traceparent the job was submitted with (``common.tracing``), or None.
     traceparent: str | None = None
+    # It has parents in job_dependencies (migration 0019).
+    has_dependencies: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> JobRecord:
@@ -85,6 +87,7 @@ class JobRecord:
             priority=int(row.priority),
             jitter_seconds=int(row.jitter_seconds),
             traceparent=row.traceparent,
+            has_dependencies=bool(row.has_dependencies),
         )
 
     @property
@@ -117,6 +120,8 @@ class ExecutionRecord:
     # The W3C traceparent the run carries to its handler and callback, or None.
     traceparent: str | None = None
     backfill: bool = False
+    # JSON array of the parent runs it waited for (migration 0019), or None.
+    waited_for: str | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionRecord:
@@ -140,6 +145,7 @@ class ExecutionRecord:
             params=row.params,
             traceparent=row.traceparent,
             backfill=bool(row.backfill),
+            waited_for=row.waited_for,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db.job_dependencies import drop_edges_of
 from common.db.schema import callback_deliveries, executions, jobs, workers
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus, WorkerState
 
@@ -74,6 +75,8 @@ def prune_jobs(conn: Connection, before_ms: int, limit: int) -> int:
     have no execution or callback delivery left (those go first, by their own age).
 
     Their ``clientRequestId`` goes with them: a create with it after this makes a new job.
+    Their dependency edges go too, either way: a child whose parent is pruned no longer
+    waits for it (its runs ended long ago, and were pruned before it).
     """
     has_history = sa.or_(
         sa.select(executions.c.id).where(executions.c.job_id == jobs.c.id).exists(),
@@ -91,6 +94,7 @@ def prune_jobs(conn: Connection, before_ms: int, limit: int) -> int:
             ).scalars()
         )
         if keys:
+            drop_edges_of(conn, keys)
             conn.execute(jobs.delete().where(jobs.c.id.in_(sorted(keys))))
             deleted += len(keys)
         if deleted >= limit:

@@ -110,11 +110,27 @@ jobs = Table(
     Column("jitter_seconds", Integer, nullable=False, server_default="0"),
     # The W3C traceparent the job was submitted with, valid or NULL (migration 0017).
     Column("traceparent", String(55), nullable=True),
+    # Set when the job has rows in job_dependencies (migration 0019): the firer looks
+    # edges up only for the runs of such jobs.
+    Column("has_dependencies", Boolean, nullable=False, server_default=sa.false()),
     UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).
     Index("ix_jobs_status_updated", "status", "updated_at"),
     Index("ix_jobs_app_pk_id", "app_pk", "id"),
+)
+
+# A job waits for another's runs: each run of the child job waits until the parent's
+# matching run ended as ``on_outcome`` says (SUCCEEDED, or FINISHED: ran and ended).
+job_dependencies = Table(
+    "job_dependencies",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("child_job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
+    Column("parent_job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
+    Column("on_outcome", String(16), nullable=False),
+    UniqueConstraint("child_job_id", "parent_job_id", name="uq_job_dependencies_edge"),
+    Index("ix_job_dependencies_parent", "parent_job_id"),
 )
 
 executions = Table(
@@ -142,6 +158,8 @@ executions = Table(
     Column("traceparent", String(55), nullable=True),
     # A manual run made by a backfill of past trigger times (migration 0018).
     Column("backfill", Boolean, nullable=False, server_default=sa.false()),
+    # JSON array of the parent runs this run waited for (job dependencies, 0019).
+    Column("waited_for", Text, nullable=True),
     # A manual run never takes a scheduled trigger's slot (migration 0008).
     UniqueConstraint(
         "job_id", "trigger_time", "attempt", "manual", name="uq_executions_trigger_attempt"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from common.db.app_policies import AppPolicy
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
+from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS, in_order
 from common.memory.tables import MemoryTables
 from common.states import ExecutionStatus
@@ -114,3 +116,34 @@ class FireTables(MemoryTables):
                 row.status = ExecutionStatus.SCHEDULED
                 row.worker_id = None
                 row.dispatched_at = None
+
+    def parents_of_runs(self, children: Sequence[ChildRun]) -> tuple[list[Edge], list[ParentRun]]:
+        """The edges of these runs' jobs with their parents' state, and every scheduled
+        run of those parents (a superset of what the MySQL store reads)."""
+        edges: list[Edge] = []
+        for child_id in sorted({c.job_id for c in children}):
+            for after in self.jobs[child_id].after:
+                parent = self.jobs[after.job_id]
+                edges.append(
+                    Edge(
+                        child_id,
+                        after.job_id,
+                        after.on,
+                        parent.deleted,
+                        parent.recurring,
+                        parent.status,
+                        parent.next_trigger_time,
+                    )
+                )
+        parents = {e.parent_job_id for e in edges}
+        runs = [
+            ParentRun(r.job_id, r.execution_id, r.trigger_time, r.attempt, r.status)
+            for r in self.executions.values()
+            if r.job_id in parents and not r.manual
+        ]
+        return edges, runs
+
+    def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
+        """Write on each execution (by key) the parent runs it waited for."""
+        for key, runs in waited.items():
+            self.executions[key].waited_for = json.dumps([r.as_json() for r in runs])

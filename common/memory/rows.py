@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from common.db.deliveries import NewDelivery
 from common.db.executions import LockedExecution
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
+from common.db.job_dependencies import After
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 
@@ -43,6 +44,10 @@ class MemoryJob:
     misfire_policy: str = MisfirePolicy.FIRE_ONCE
     misfire_threshold_seconds: int = 60
     priority: int = 5
+    # Its parents (``job_dependencies``), whether it was deleted, when it was made.
+    after: tuple[After, ...] = ()
+    deleted: bool = False
+    created_at: int = 0
 
 
 @dataclass
@@ -67,6 +72,7 @@ class MemoryExecution:
     params: str | None = None
     traceparent: str | None = None
     backfill: bool = False
+    waited_for: str | None = None
 
     def locked(self) -> LockedExecution:
         """The row as ``lock_unfinished`` returns it."""
@@ -110,6 +116,8 @@ class MemoryExecution:
             job.priority,
             self.message == SLOT_WAIT,
             self.traceparent,
+            bool(job.after),
+            job.created_at,
         )
 
 

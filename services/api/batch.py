@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
+from common.db.job_dependencies import insert_edges
 from common.db.jobs import NewJob, insert_jobs
 from common.documents import stored_size
 from common.errors import (
@@ -28,6 +29,7 @@ from common.states import JobStatus
 from common.tracing.spans import Attributes
 from common.tracing.traceparent import parse_traceparent
 from services.api.callback_screening import refused_callback_urls_from_thread
+from services.api.group_insert import refused_parents
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.keyed_requests import answer_once
 from services.api.locations import job_location
@@ -208,11 +210,16 @@ def _store(conn: Connection, app: App, new_jobs: Sequence[NewJob], now_ms: int) 
     fresh = [index for index, answer in enumerate(answers) if answer is None]
     # Only the jobs the batch adds count: items its clientRequestIds found already do not.
     check_job_quota(conn, app, len(fresh))
+    refused = refused_parents(conn, new_jobs, set(range(len(new_jobs))) - set(fresh))
+    if refused:
+        raise BatchRejectedError(sorted(refused.items()))
     try:
         ids = insert_jobs(conn, [new_jobs[index] for index in fresh], now_ms)
     except Exception as e:
         raise_refused_item(e, fresh)
         raise
+    edges = zip(ids, (new_jobs[index].after for index in fresh), strict=True)
+    insert_edges(conn, [(job_id, a) for job_id, after in edges for a in after])
     for index, job_id in zip(fresh, ids, strict=True):
         answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
     return [answer for answer in answers if answer is not None]

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from common.db.job_dependencies import check_parents, insert_edges
 from common.db.jobs import NewJob, insert_job, insert_jobs
 from common.db.retry import retry_conflicts
-from common.errors import IdempotencyConflictError
+from common.errors import IdempotencyConflictError, ValidationFailedError
 from common.states import JobStatus
 from common.store_errors import is_store_outage
 from services.api.idempotency import Submitted, resolve_earlier
@@ -173,7 +174,10 @@ def _earlier_or_insert(conn: Connection, job: NewJob, now_ms: int) -> Answer:
     earlier = _earlier(conn, job)
     if earlier is not None:
         return earlier
-    return Submitted(insert_job(conn, job, now_ms), JobStatus.WAITING, created=True)
+    check_parents(conn, job.app_pk, job.after)
+    job_id = insert_job(conn, job, now_ms)
+    insert_edges(conn, [(job_id, a) for a in job.after])
+    return Submitted(job_id, JobStatus.WAITING, created=True)
 
 
 def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> list[Answer]:
@@ -189,19 +193,38 @@ def store_group(conn: Connection, new_jobs: Sequence[NewJob], now_ms: int) -> li
     answers: dict[int, Answer] = {
         i: earlier for i, earlier in enumerate(resolve_earlier(conn, new_jobs)) if earlier
     }
+    answers.update(refused_parents(conn, new_jobs, set(answers) | set(repeats)))
     fresh = [i for i in range(len(new_jobs)) if i not in answers and i not in repeats]
     ids = dict(zip(fresh, insert_jobs(conn, [new_jobs[i] for i in fresh], now_ms), strict=True))
+    insert_edges(conn, [(ids[i], a) for i in fresh for a in new_jobs[i].after])
     for index, job_id in ids.items():
         answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
     for index, original in repeats.items():
         job = new_jobs[index]
         if index in answers:
             continue  # stored before this group: answered as its original is
-        if job.request_hash != new_jobs[original].request_hash:
+        if original not in ids:
+            answers[index] = answers[original]  # its original was refused: so is it
+        elif job.request_hash != new_jobs[original].request_hash:
             answers[index] = IdempotencyConflictError(str(job.client_request_id), ids[original])
         else:
             answers[index] = Submitted(ids[original], JobStatus.WAITING, created=False)
     return [answers[i] for i in range(len(new_jobs))]
+
+
+def refused_parents(
+    conn: Connection, new_jobs: Sequence[NewJob], answered: set[int]
+) -> dict[int, ValidationFailedError]:
+    """The jobs (by index, those not ``answered``) whose ``after`` names a job that is
+    missing, another app's or deleted; only jobs with parents cost a query."""
+    refused: dict[int, ValidationFailedError] = {}
+    for index, job in enumerate(new_jobs):
+        if job.after and index not in answered:
+            try:
+                check_parents(conn, job.app_pk, job.after)
+            except ValidationFailedError as e:
+                refused[index] = e
+    return refused
 
 
 def _repeats(new_jobs: Sequence[NewJob]) -> dict[int, int]:

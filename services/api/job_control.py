@@ -35,6 +35,13 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import executions
 from common.db import job_control as db
 from common.db.apps import App
+from common.db.job_dependencies import (
+    After,
+    check_no_cycle,
+    check_parents,
+    parents_of_jobs,
+    replace_edges,
+)
 from common.db.jobs import JobColumns, get_job
 from common.db.records import JobRecord
 from common.db.retry import retry_conflicts
@@ -53,7 +60,7 @@ from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal
-from services.api.validation import build_job
+from services.api.validation import build_after, build_job
 from services.api.views import job_view
 from services.api.wake import wake_dispatcher
 
@@ -323,7 +330,18 @@ def _update(
         columns = patched_columns(app, job, patch, handlers, max_bytes, now)
         if columns and not _store_update(conn, app.id, job_id, columns, now):
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
+        if patch.after is not None:
+            _replace_parents(conn, app.id, job_id, build_after(patch.after))
         return job, columns
+
+
+def _replace_parents(conn: Connection, app_pk: int, job_id: int, after: tuple[After, ...]) -> None:
+    """Make ``after`` the job's parents, refused (nothing written) when one is missing,
+    another app's or deleted, or when they would close a cycle (the graph is walked in
+    this transaction, with shared locks on the edges read)."""
+    check_parents(conn, app_pk, after)
+    check_no_cycle(conn, job_id, after)
+    replace_edges(conn, job_id, after)
 
 
 def _store_update(
@@ -362,7 +380,8 @@ def read_job_view(state: ApiState, app: App, job_id: int) -> JobView:
             raise JobNotFoundError(job_id)
         last = executions.list_for_job(conn, job_id, 1)
         running = bool(executions.jobs_with_runs(conn, [job_id]))
-    return job_view(job, last[0] if last else None, running)
+        after = parents_of_jobs(conn, [(job.id, job.has_dependencies)]).get(job.id, [])
+    return job_view(job, last[0] if last else None, running, after=after)
 
 
 def encode_cursor(job_id: int) -> str:
@@ -397,6 +416,10 @@ def list_jobs(
         ids = [job.id for job in page]
         last = db.last_executions(conn, ids)
         running = executions.jobs_with_runs(conn, ids)
-    views = [job_view(job, last.get(job.id), job.id in running) for job in page]
+        after = parents_of_jobs(conn, [(job.id, job.has_dependencies) for job in page])
+    views = [
+        job_view(job, last.get(job.id), job.id in running, after=after.get(job.id, []))
+        for job in page
+    ]
     more = len(found) > limit
     return JobList(jobs=views, nextCursor=encode_cursor(ids[-1]) if more else None)

@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from common.db.job_dependencies import MAX_PARENTS
 from common.db.jobs import DEFAULT_PRIORITY
+from common.dependencies import DependOn
 from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
@@ -48,6 +50,21 @@ def _create_schema(schema: JsonObject) -> None:
         }
     ]
     standard_bounds(schema)
+
+
+class AfterJob(BaseModel):
+    """A parent job: each run of the new job waits until the parent's matching run
+    ended as ``on`` says (README, "Job dependencies")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobId: int = Field(ge=1, le=2**63 - 1, description="a job of the same app, not deleted")
+    on: DependOn = Field(
+        default=DependOn.SUCCEEDED,
+        description="SUCCEEDED: the parent's run succeeded; FINISHED: it ran and ended "
+        "(SUCCEEDED, FAILED, TIMED_OUT or LOST). A parent run that ended otherwise, or a "
+        "parent deleted, settles the waiting run SKIPPED with the reason",
+    )
 
 
 class JobCreate(BaseModel):
@@ -104,6 +121,13 @@ class JobCreate(BaseModel):
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
     priority: Priority = DEFAULT_PRIORITY
     jitterSeconds: WholeNumber = Field(default=0, ge=0, le=MAX_JITTER_SECONDS, description=JITTER)
+    after: list[AfterJob] = Field(
+        default_factory=list,
+        max_length=MAX_PARENTS,
+        description=f"up to {MAX_PARENTS} jobs of this app whose runs this job's runs wait "
+        "for: a one-shot parent's latest run; a recurring parent's run at the same trigger "
+        "time (recurring child) or its first run from the child's creation (one-shot child)",
+    )
 
 
 class JobAccepted(BaseModel):
@@ -146,6 +170,14 @@ class JobBatchAccepted(BaseModel):
     jobs: list[JobAccepted]
 
 
+class WaitedForRun(BaseModel):
+    """A parent's run that a child's run waited for (job dependencies)."""
+
+    jobId: int
+    executionId: ExecutionId
+    status: ExecutionStatus = Field(description="as it was when the child's run was settled")
+
+
 class ExecutionView(BaseModel):
     """One attempt at one trigger."""
 
@@ -178,6 +210,11 @@ class ExecutionView(BaseModel):
         default=None,
         description="the W3C traceparent this run carries to its handler (`ctx.trace`) and "
         "its callback; null: not traced",
+    )
+    waitedFor: list[WaitedForRun] | None = Field(
+        default=None,
+        description="the parents' runs this run waited for (its job has `after`); null "
+        "when it waited for none",
     )
 
 
@@ -225,6 +262,9 @@ class JobView(BaseModel):
     traceparent: str | None = Field(
         default=None,
         description="the valid W3C traceparent header the job was created with; null: none",
+    )
+    after: list[AfterJob] = Field(
+        default_factory=list, description="the jobs whose runs this job's runs wait for"
     )
 
 
@@ -348,6 +388,7 @@ _NOT_NULL = (
     "retryBackoffMaxSeconds",
     "priority",
     "jitterSeconds",
+    "after",
 )
 
 
@@ -395,6 +436,12 @@ class JobPatch(BaseModel):
     priority: Priority | None = None
     jitterSeconds: WholeNumber | None = Field(
         default=None, ge=0, le=MAX_JITTER_SECONDS, description=JITTER
+    )
+    after: list[AfterJob] | None = Field(
+        default=None,
+        max_length=MAX_PARENTS,
+        description="the job's parents, replacing those stored ([] removes them); a "
+        "cycle is refused. Runs already held go by the new parents at their next look",
     )
 
     @field_validator(*_NOT_NULL)

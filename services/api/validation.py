@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from urllib.parse import urlsplit
 
 import httpx
 
 from common.cron import validate_cron, zone
 from common.db.apps import App
+from common.db.job_dependencies import After
 from common.db.jobs import DEFAULT_PRIORITY, JobPolicies, NewJob
 from common.documents import JsonObject, document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
 from services.api.quotas import check_schedule_interval, shortest_gap_seconds
-from services.api.schemas import JobCreate
+from services.api.schemas import AfterJob, JobCreate
 
 
 def defaulted_fields(body: JobCreate) -> set[str]:
@@ -25,7 +26,11 @@ def defaulted_fields(body: JobCreate) -> set[str]:
     added since digests were first stored, so a retry of a request made before them
     still matches what was stored for it."""
     left_out = {"priority"} if body.priority == DEFAULT_PRIORITY else set()
-    return left_out | ({"jitterSeconds"} if body.jitterSeconds == 0 else set())
+    return (
+        left_out
+        | ({"jitterSeconds"} if body.jitterSeconds == 0 else set())
+        | ({"after"} if not body.after else set())
+    )
 
 
 def request_hash(body: JobCreate) -> str:
@@ -223,4 +228,17 @@ def build_job(
         request_hash=request_hash(body) if body.clientRequestId is not None else None,
         policies=build_policies(body),
         priority=body.priority,
+        after=build_after(body.after),
     )
+
+
+def build_after(after: Sequence[AfterJob]) -> tuple[After, ...]:
+    """The job's parents; one named twice is refused (the store checks the rest)."""
+    seen: set[int] = set()
+    for index, parent in enumerate(after):
+        if parent.jobId in seen:
+            raise ValidationFailedError(
+                f"after[{index}].jobId", f"job {parent.jobId} is named twice; name it once"
+            )
+        seen.add(parent.jobId)
+    return tuple(After(p.jobId, p.on) for p in after)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from common.db.job_dependencies import After, waited_for
 from common.db.records import ExecutionRecord, JobRecord
 from common.documents import JsonObject, JsonValue
 from common.jitter import jittered_ms
 from common.jsontext import read_stored_json
 from common.states import JobStatus
 from common.timefmt import iso_ms
-from services.api.schemas import ExecutionView, JobPoliciesView, JobView
+from services.api.schemas import (
+    AfterJob,
+    ExecutionView,
+    JobPoliciesView,
+    JobView,
+    WaitedForRun,
+)
 
 
 def _json_or_text(raw: str | None) -> JsonValue:
@@ -51,7 +60,14 @@ def execution_view(execution: ExecutionRecord) -> ExecutionView:
         result=_json_or_text(execution.result),
         params=None if execution.params is None else _params(execution.params),
         traceparent=execution.traceparent,
+        waitedFor=_waited_for(execution.waited_for),
     )
+
+
+def _waited_for(text: str | None) -> list[WaitedForRun] | None:
+    """The stored parent runs as the API shows them."""
+    runs = waited_for(text)
+    return None if runs is None else [WaitedForRun.model_validate(r) for r in runs]
 
 
 def shown_status(job: JobRecord, running: bool) -> JobStatus:
@@ -113,9 +129,13 @@ def upcoming_fires(job: JobRecord, count: int) -> list[str] | None:
 
 
 def job_view(
-    job: JobRecord, last: ExecutionRecord | None, running: bool, preview: int = 0
+    job: JobRecord,
+    last: ExecutionRecord | None,
+    running: bool,
+    preview: int = 0,
+    after: Sequence[After] = (),
 ) -> JobView:
-    """A stored job (and its last execution) as the API shows it."""
+    """A stored job (its last execution, its parents) as the API shows it."""
     return JobView(
         jobId=job.id,
         jobName=job.job_name,
@@ -134,4 +154,5 @@ def job_view(
         updatedAt=iso_ms(job.updated_at),
         lastExecution=execution_view(last) if last is not None else None,
         traceparent=job.traceparent,
+        after=[AfterJob(jobId=a.job_id, on=a.on) for a in after],
     )

@@ -163,7 +163,7 @@ def _detail_json(detail: JobDetail) -> JsonObject:
 
     last = detail.executions[0] if detail.executions else None
     running = detail.status != detail.job.status
-    view = job_view(detail.job, last, running).model_dump(mode="json")
+    view = job_view(detail.job, last, running, after=detail.after).model_dump(mode="json")
     return {
         "appId": detail.app.app_id if detail.app else None,
         "appName": detail.app.name if detail.app else None,
@@ -208,9 +208,26 @@ def _facts(detail: JobDetail, now: int) -> list[tuple[str, str]]:
         ("jitter", f"up to {job.jitter_seconds}s" if job.jitter_seconds else "none"),
         ("callback", job.callback_url or "none"),
         ("trace", job.traceparent or "none"),
+        ("after", _after_text(detail)),
         ("created", when_text(job.created_at, now)),
         ("actions", ", ".join(detail.actions) or "none"),
     ]
+
+
+def _after_text(detail: JobDetail) -> str:
+    """The job's parents, and the parent runs its newest run waited for."""
+    if not detail.after:
+        return "none: its runs wait for no other job"
+    text = ", ".join(f"job {a.job_id} ({a.on})" for a in detail.after)
+    last = detail.executions[0] if detail.executions else None
+    if last is not None and last.waited_for:
+        from common.db.job_dependencies import waited_for
+
+        runs = waited_for(last.waited_for) or []
+        text += "\nlast run waited for " + ", ".join(
+            f"job {r['jobId']} run {r['executionId']} {r['status']}" for r in runs
+        )
+    return text
 
 
 def cmd_jobs_show(args: argparse.Namespace) -> int:

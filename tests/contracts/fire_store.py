@@ -8,11 +8,14 @@ contract, ``release_jobs`` by the outcome store contract.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from common.db.app_policies import DEFAULT_POLICY
 from common.db.executions import NewExecution
 from common.db.executions_with_job import ExecutionWithJob
+from common.db.job_dependencies import After
+from common.dependencies import ChildRun, DependOn, ParentRun, matching_run
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from tests.contracts.store_harness import NOW, StoreHarness
@@ -185,3 +188,44 @@ class FireStoreContract(StoreHarness):
         self.fire_store.mark_queued({a: "w2", b: "w2"}, NOW)
         assert self.execution("a").message is None, "sent at last: the wait is over"
         assert self.fire_store.lock_still_scheduled([a, b]) == set()
+
+    # parents_of_runs, record_waited_for
+
+    def test_parents_of_runs_give_the_edges_and_the_runs_each_child_run_matches(self) -> None:
+        once = self.a_job(status=JobStatus.SUCCEEDED)
+        cron = self.a_job(recurring=True, next_trigger_time=9_000, status=JobStatus.WAITING)
+        self.runs(once, ("o1", ExecutionStatus.FAILED))
+        self.store.insert_executions([NewExecution("o2", once, 2, 1_000, 2_000)], 1_000)
+        self.store.insert_executions(
+            [NewExecution(f"c{t}", cron, 1, t, t) for t in (1_000, 2_000, 3_000)], 1_000
+        )
+        after = (After(once, DependOn.FINISHED), After(cron, DependOn.SUCCEEDED))
+        child = self.a_job(recurring=True, after=after, created_at=1_500)
+        lone = self.a_job(after=(After(cron, DependOn.SUCCEEDED),), created_at=1_500)
+        children = [ChildRun(1, child, 2_000, True, 1_500), ChildRun(2, lone, 5_000, False, 1_500)]
+        edges, runs = self.fire_store.parents_of_runs(children)
+        assert sorted(
+            (e.child_job_id, e.parent_job_id, e.on, e.parent_recurring) for e in edges
+        ) == sorted(
+            [
+                (child, once, DependOn.FINISHED, False),
+                (child, cron, DependOn.SUCCEEDED, True),
+                (lone, cron, DependOn.SUCCEEDED, True),
+            ]
+        )
+        matched = {
+            (c.job_id, e.parent_job_id): getattr(matching_run(c, e, runs), "execution_id", None)
+            for c in children
+            for e in edges
+            if e.child_job_id == c.job_id
+        }
+        assert matched == {(child, once): "o2", (child, cron): "c2000", (lone, cron): "c2000"}
+
+    def test_record_waited_for_writes_the_parent_runs_on_the_execution(self) -> None:
+        job = self.a_job()
+        [key] = self.due(job, ("e1", 1_000))
+        run = ParentRun(7, "p-1", 1_000, 1, ExecutionStatus.SUCCEEDED)
+        self.fire_store.record_waited_for({key: [run]})
+        assert json.loads(self.execution("e1").waited_for or "") == [
+            {"jobId": 7, "executionId": "p-1", "status": "SUCCEEDED"}
+        ]

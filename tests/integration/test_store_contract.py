@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 from common.db.deliveries import NewDelivery
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.fire_store import FireStore, MySqlFireStore
+from common.db.job_dependencies import insert_edges
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.rescue_store import MySqlRescueStore, RescueStore
 from common.db.schema import callback_deliveries, jobs, workers
@@ -80,8 +81,10 @@ class TestMySqlStore(
             "version": job.version,
             "callback_url": job.callback_url,
             "client_request_id": job.client_request_id,
-            "created_at": 0,
+            "created_at": job.created_at,
             "updated_at": job.updated_at,
+            "has_dependencies": bool(job.after),
+            "deleted_at": 1 if job.deleted else None,
             "max_retries": job.max_retries,
             "retry_backoff_seconds": job.retry_backoff_seconds,
             "retry_backoff_max_seconds": job.retry_backoff_max_seconds,
@@ -93,6 +96,7 @@ class TestMySqlStore(
         }
         key = self._conn.execute(jobs.insert(), values).inserted_primary_key
         assert key is not None
+        insert_edges(self._conn, [(int(key[0]), a) for a in job.after])
         return int(key[0])
 
     def job(self, job_id: int) -> MemoryJob:
@@ -141,6 +145,9 @@ class TestMySqlStore(
             r.started_at,
             r.ended_at,
             r.params,
+            r.traceparent,
+            bool(r.backfill),
+            r.waited_for,
         )
 
     def deliveries(self) -> list[MemoryDelivery]:

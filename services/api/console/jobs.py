@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from common.db.job_dependencies import waited_for
 from common.db.operator_reads import JobQuery, apps_by_key
 from common.db.records import ExecutionRecord
 from common.states import JobStatus
@@ -95,6 +96,8 @@ def job_context(state: ApiState, job_id: int) -> PageContext:
         "backfillable": detail.job.schedule.recurring
         and detail.job.status in (JobStatus.WAITING, JobStatus.RUNNING),
         "backfill_max_runs": state.settings.backfill_max_runs,
+        "after": detail.after,
+        "waited": {e.execution_id: waited_for(e.waited_for) for e in detail.executions},
         "now": state.clock.now_ms(),
     }
 

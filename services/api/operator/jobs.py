@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import redis
@@ -26,6 +26,7 @@ from common.db.apps import App
 from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job
 from common.db.engine import make_engine
 from common.db.executions import jobs_with_runs, list_for_job
+from common.db.job_dependencies import After, parents_of_jobs
 from common.db.operator_reads import (
     JobQuery,
     apps_by_key,
@@ -186,6 +187,8 @@ class JobDetail:
     callbacks: list[DeliveryRecord]
     # Each shown callback's attempts, oldest first, by its delivery row id.
     callback_attempts: dict[int, list[AttemptRecord]]
+    # The jobs whose runs this job's runs wait for.
+    after: list[After] = field(default_factory=list)
 
     def attempts_of(self, delivery: DeliveryRecord) -> list[AttemptRecord]:
         """The attempts of one of the shown callbacks, oldest first."""
@@ -215,6 +218,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
         tried = attempts_of(conn, [d.delivery_pk for d in sent])
+        after = parents_of_jobs(conn, [(job.id, job.has_dependencies)]).get(job.id, [])
     return JobDetail(
         job,
         app,
@@ -224,6 +228,7 @@ def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) ->
         runs,
         sent,
         tried,
+        after,
     )
 
 

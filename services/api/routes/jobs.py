@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from common.db import executions, jobs
+from common.db.job_dependencies import parents_of_jobs
 from common.errors import JobNotFoundError
 from common.states import ExecutionStatus
 from services.api import execution_reads
@@ -156,7 +157,8 @@ def get_job(
             raise JobNotFoundError(job_id)
         last = executions.list_for_job(conn, job_id, 1)
         running = bool(executions.jobs_with_runs(conn, [job_id]))
-    return job_view(row, last[0] if last else None, running, preview)
+        after = parents_of_jobs(conn, [(row.id, row.has_dependencies)]).get(row.id, [])
+    return job_view(row, last[0] if last else None, running, preview, after)
 
 
 @router.get(

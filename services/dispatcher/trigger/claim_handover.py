@@ -269,8 +269,10 @@ class ClaimSender:
 
 
 def _sendable(job: DueJob, apps: Mapping[int, AppPolicy]) -> bool:
-    """Whether the job's app lets a claim send its run: no cap to count against, no
-    fence (the firer applies both)."""
+    """Whether a claim may send the job's run: its app has no cap to count against and
+    no fence, and the job waits for no other job's runs (the firer applies all three)."""
+    if job.has_dependencies:
+        return False
     policy = apps.get(job.app_pk, DEFAULT_POLICY)
     return policy.max_running is None and app_fence(job.handler, policy) is None
 

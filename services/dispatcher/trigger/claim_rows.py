@@ -43,4 +43,6 @@ def held_row(written: Written, job: DueJob, update: ClaimUpdate) -> ExecutionWit
         priority=job.priority,
         waited=False,
         traceparent=row.traceparent,
+        has_dependencies=job.has_dependencies,
+        job_created_at=job.created_at,
     )

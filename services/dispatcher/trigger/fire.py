@@ -35,6 +35,7 @@ from common.stores import Stores
 from common.tracing.spans import NO_TRACING, Tracing
 from services.dispatcher.routing.dispatch import Assignment, pack_dispatches, send_packs
 from services.dispatcher.routing.route import Router
+from services.dispatcher.trigger.fire_dependencies import settle_dependencies
 from services.dispatcher.trigger.fire_rules import (
     FireDecisions,
     decide,
@@ -446,9 +447,11 @@ class Firer:
             rows = [r.row for r in chosen if r.row.id in still]
             busy = store.jobs_with_runs(forbid_candidates(rows))
             decisions = decide(rows, now, busy, self._apps, self._marked)
+            on_parents = settle_dependencies(store, decisions, now)
             _skip_later_if_job_held(store, rows, decisions)
             assignments, held = self._assign(decisions, {r.row.id: r.assignment for r in chosen})
             self._settle_unsent(store, rows, decisions, held, now)
+            held.update(on_parents)
             # Marked before the publish, while the workers are still idle: written after
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).

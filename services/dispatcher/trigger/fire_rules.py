@@ -168,11 +168,15 @@ def _late_reason(row: ExecutionWithJob, now_ms: int, latest: dict[int, int]) -> 
     Lateness counts from the time the claim set to fire it (``scheduled_at``): the claim
     applied the policy to the time before that, so a trigger stored long ago and claimed
     just now is not judged twice. A run that waited for a free slot, or was held, is not
-    late either: Kairos met its trigger, a slot (or the hold) did not.
+    late either: Kairos met its trigger, a slot (or the hold) did not; nor is the run of
+    a job with parents once held for them (its time is its parents' end, however long a
+    dispatcher was away meanwhile).
     """
     threshold = row.misfire_threshold_seconds * 1000
     late_ms = now_ms - max(row.trigger_time, row.scheduled_at)
     if late_ms <= threshold or not row.first_scheduled_attempt or row.waited:
+        return None
+    if row.has_dependencies and row.scheduled_at > row.trigger_time:
         return None
     later_overdue = latest[row.job_id] > row.trigger_time or (
         row.job_status is JobStatus.WAITING

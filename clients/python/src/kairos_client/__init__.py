@@ -18,6 +18,7 @@ from kairos_client.callbacks import (
 from kairos_client.client import Client
 from kairos_client.enums import (
     CallbackState,
+    DependOn,
     ExecutionStatus,
     JobStatus,
     MisfirePolicy,
@@ -49,15 +50,17 @@ from kairos_client.models import (
     JobAccepted,
     JobPolicies,
     TriggerAccepted,
+    WaitedFor,
 )
 from kairos_client.problems import FieldError, Problem
 from kairos_client.retries import RetryPolicy
-from kairos_client.specs import UNSET, JobChanges, JobSpec
+from kairos_client.specs import UNSET, After, JobChanges, JobSpec
 from kairos_client.webhooks import sign_webhook, verify_webhook
 
 __all__ = [
     "EXECUTION_FINISHED",
     "UNSET",
+    "After",
     "ApiError",
     "AsyncClient",
     "AuthenticationError",
@@ -71,6 +74,7 @@ __all__ = [
     "Client",
     "ConflictError",
     "ConnectionFailedError",
+    "DependOn",
     "Execution",
     "ExecutionStatus",
     "FieldError",
@@ -95,6 +99,7 @@ __all__ = [
     "TriggerAccepted",
     "UnprocessableEntityError",
     "WaitTimeoutError",
+    "WaitedFor",
     "WebhookVerificationError",
     "__version__",
     "sign_webhook",

@@ -55,6 +55,14 @@ class OverlapPolicy(StrEnum):
     QUEUE = "QUEUE"
 
 
+class DependOn(StrEnum):
+    """The outcome of a parent job's run that a child job's run waits for: SUCCEEDED,
+    or FINISHED (it ran and ended, whatever its outcome)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FINISHED = "FINISHED"
+
+
 class CallbackState(StrEnum):
     """Where one callback delivery stands."""
 

@@ -14,11 +14,55 @@ from datetime import datetime
 from typing import Any
 
 from kairos_client._reading import Reader
-from kairos_client.enums import ExecutionStatus, JobStatus, MisfirePolicy, OverlapPolicy
+from kairos_client.enums import (
+    DependOn,
+    ExecutionStatus,
+    JobStatus,
+    MisfirePolicy,
+    OverlapPolicy,
+)
+from kairos_client.specs import After
 
 
 def _raw() -> Any:
     return field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class WaitedFor:
+    """A parent job's run that a child's run waited for."""
+
+    job_id: int
+    execution_id: str
+    status: ExecutionStatus | str
+
+    @classmethod
+    def from_json(cls, body: Any, what: str) -> WaitedFor:
+        """Read a ``WaitedForRun``."""
+        r = Reader(body, what)
+        return cls(
+            job_id=r.integer("jobId"),
+            execution_id=r.text("executionId"),
+            status=r.choice("status", ExecutionStatus),
+        )
+
+
+def _waited_for(r: Reader, what: str) -> list[WaitedFor] | None:
+    """``waitedFor`` (None when absent: a server older than dependencies, or none)."""
+    if r.body.get("waitedFor") is None:
+        return None
+    return [WaitedFor.from_json(item, f"{what}.waitedFor") for item in r.items("waitedFor")]
+
+
+def _after(r: Reader, what: str) -> list[After]:
+    """``after`` ([] when absent: a server older than dependencies)."""
+    if r.body.get("after") is None:
+        return []
+    parents = []
+    for item in r.items("after"):
+        parent = Reader(item, f"{what}.after")
+        parents.append(After(parent.integer("jobId"), parent.choice("on", DependOn)))
+    return parents
 
 
 @dataclass(frozen=True)
@@ -42,6 +86,8 @@ class Execution:
     params: dict[str, Any] | None = None
     # Made by a backfill of a past trigger time (``manual`` is true too).
     backfill: bool = False
+    # The parents' runs this run waited for (its job has ``after``), else None.
+    waited_for: list[WaitedFor] | None = None
     raw: Mapping[str, Any] = _raw()
     # The W3C traceparent the run carried to its handler and callback; None: untraced
     # (or a server older than traces).
@@ -67,6 +113,7 @@ class Execution:
             result=r.body.get("result"),
             params=r.mapping("params") if r.body.get("params") is not None else None,
             backfill=r.flag("backfill"),
+            waited_for=_waited_for(r, what),
             raw=r.body,
             traceparent=r.text_or_none("traceparent"),
         )
@@ -139,6 +186,8 @@ class Job:
     last_execution: Execution | None
     # With ``preview``: when each of ``next_trigger_times`` fires, its jitter added.
     next_fire_times: list[datetime] | None = None
+    # The jobs whose runs this job's runs wait for.
+    after: list[After] = field(default_factory=list)
     raw: Mapping[str, Any] = _raw()
     # The valid W3C traceparent the job was created with; None: none.
     traceparent: str | None = None
@@ -166,6 +215,7 @@ class Job:
             updated_at=r.time_or_none("updatedAt"),
             last_execution=None if last is None else Execution.from_json(last, f"{what}.last"),
             next_fire_times=r.times_or_none("nextFireTimes"),
+            after=_after(r, what),
             raw=r.body,
             traceparent=r.text_or_none("traceparent"),
         )

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from kairos_client.enums import MisfirePolicy, OverlapPolicy
+from kairos_client.enums import DependOn, MisfirePolicy, OverlapPolicy
 
 TriggerTime = datetime | str | int
 """A trigger time: a datetime (without tzinfo it is a wall time in the job's timezone),
@@ -30,7 +31,24 @@ def camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
+@dataclass(frozen=True)
+class After:
+    """A parent job: each run of the job waits until the parent's matching run ended
+    as ``on`` says (the README's "Job dependencies")."""
+
+    job_id: int
+    on: DependOn | str = DependOn.SUCCEEDED
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``after`` item as the API takes it."""
+        return {"jobId": self.job_id, "on": _json_value(self.on)}
+
+
 def _json_value(value: Any) -> Any:
+    if isinstance(value, After):
+        return value.to_json()
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Enum):
@@ -63,6 +81,7 @@ class JobSpec:
     timeout_seconds: int | None = None
     priority: int | None = None
     jitter_seconds: int | None = None
+    after: Sequence[After] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request body: every field that is not None, by its API name."""
@@ -92,6 +111,8 @@ class JobChanges:
     timeout_seconds: int | Unset | None = UNSET
     priority: int | Unset = UNSET
     jitter_seconds: int | Unset = UNSET
+    # The job's parents, replacing those stored ([] removes them).
+    after: Sequence[After] | Unset = UNSET
 
     def to_json(self) -> dict[str, Any]:
         """The PATCH body: every field that is not ``UNSET``, by its API name."""

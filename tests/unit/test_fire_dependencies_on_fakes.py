@@ -1,0 +1,105 @@
+"""The firer's dependency rule on the in-memory store: a child's due run is held while
+its parent's run goes, sent once it succeeded (recording what it waited for), and
+SKIPPED with the reason when the parent's run failed; a long wait is no misfire."""
+
+from __future__ import annotations
+
+import json
+
+from common.db.job_dependencies import After
+from common.dependencies import DependOn
+from common.schedule import MisfirePolicy
+from common.states import ExecutionStatus
+from services.dispatcher.trigger.fire_dependencies import (
+    DEPENDENCY_HOLD_MAX_MS,
+    DEPENDENCY_HOLD_MS,
+    dependency_hold_ms,
+)
+from tests.unit.fire_stage import NOW, Stage
+
+QUEUED = ExecutionStatus.QUEUED
+SCHEDULED = ExecutionStatus.SCHEDULED
+
+
+def _chain(stage: Stage, on: DependOn = DependOn.SUCCEEDED) -> tuple[int, int]:
+    parent = stage.job()
+    child = stage.job(
+        after=(After(parent, on),), created_at=NOW - 1, misfire_policy=MisfirePolicy.SKIP
+    )
+    stage.due(parent, "p1")
+    stage.due(child, "c1")
+    return parent, child
+
+
+def test_a_child_waits_for_its_parent_and_goes_once_it_succeeded() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    _chain(stage)
+    assert stage.fire() == 1
+    assert stage.row("p1").status is QUEUED
+    held = stage.row("c1")
+    assert (held.status, held.scheduled_at) == (SCHEDULED, NOW + DEPENDENCY_HOLD_MS)
+    assert held.message == "waiting: parent job 1 run p1 is SCHEDULED"
+    # Ten minutes later (far past the misfire threshold: the dispatcher was away, say)
+    # the parent succeeds; the child's policy SKIP does not judge its wait a misfire.
+    stage.later(600_000)
+    stage.workers.start("w1", frozenset({"demo.noop"}))
+    stage.row("p1").status = ExecutionStatus.SUCCEEDED
+    assert stage.fire() == 1
+    sent = stage.row("c1")
+    assert sent.status is QUEUED
+    assert json.loads(sent.waited_for or "") == [
+        {"jobId": 1, "executionId": "p1", "status": "SUCCEEDED"}
+    ]
+
+
+def test_a_failed_parent_skips_the_child_with_the_reason() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    _chain(stage)
+    stage.fire()
+    stage.row("p1").status = ExecutionStatus.FAILED
+    stage.later(DEPENDENCY_HOLD_MS)
+    assert stage.fire() == 0
+    skipped = stage.row("c1")
+    assert (skipped.status, skipped.message) == (
+        ExecutionStatus.SKIPPED,
+        "skipped: parent job 1 run p1 FAILED",
+    )
+    assert json.loads(skipped.waited_for or "")[0]["executionId"] == "p1"
+
+
+def test_finished_lets_a_failed_parent_through() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    _chain(stage, DependOn.FINISHED)
+    stage.fire()
+    stage.row("p1").status = ExecutionStatus.FAILED
+    stage.later(DEPENDENCY_HOLD_MS)
+    assert stage.fire() == 1
+    assert stage.row("c1").status is QUEUED
+
+
+def test_a_manual_run_of_a_child_does_not_wait() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    parent = stage.job()
+    child = stage.job(after=(After(parent, DependOn.SUCCEEDED),))
+    stage.due(child, "m1", manual=True)
+    assert stage.fire() == 1
+    assert stage.row("m1").waited_for is None
+
+
+def test_a_long_wait_is_looked_at_less_often_within_bounds() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    parent = stage.job()
+    child = stage.job(after=(After(parent, DependOn.SUCCEEDED),))
+    stage.due(parent, "p1", at=NOW + 3_600_000)  # the parent runs in an hour
+    stage.due(child, "c1", at=NOW - 100_000)  # the child was due 100 s ago
+    stage.fire()
+    assert stage.row("c1").scheduled_at == NOW + 10_000
+    row = stage.row("c1").with_job(stage.store.jobs[child])
+    assert dependency_hold_ms(row, NOW) == 10_000
+    assert dependency_hold_ms(row, NOW + 86_400_000) == DEPENDENCY_HOLD_MAX_MS
+    assert dependency_hold_ms(row, row.trigger_time) == DEPENDENCY_HOLD_MS
