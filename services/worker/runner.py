@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,7 @@ from common.started_marks import RedisStartedMarks
 from common.states import ExecutionStatus
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
+from services.worker.log_writer import RunLogWriter
 from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
@@ -57,6 +59,7 @@ class ExecutionRunner:
         clock: ClusterClock,
         idempotency_ttl_seconds: int,
         rows: RowStatuses | None = None,
+        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._worker_id = worker_id
         self._handlers = handlers
@@ -66,6 +69,7 @@ class ExecutionRunner:
         self._local = LocalRuns()
         self._guard = StartGuard(rows)
         self._redelivered: set[str] = set()
+        self._run_logs = run_logs
         self.overruns = Overruns()
 
     def note_redelivered(self, units: Sequence[Unit]) -> None:
@@ -258,9 +262,22 @@ class ExecutionRunner:
                 f"handler {message.handler!r} is not registered here",
                 None,
             )
+        writer = self._run_logs
+        run_log = writer.open(message.execution_id) if writer is not None else None
         context = HandlerContext(
-            message.job_id, message.execution_id, message.attempt, message.trigger_time
+            message.job_id, message.execution_id, message.attempt, message.trigger_time, run_log
         )
+        try:
+            return self._call_handler(fn, message, context)
+        finally:
+            if writer is not None:
+                # Its last lines are written before its result goes: whoever sees the
+                # run ended sees its whole log.
+                writer.finish(run_log)
+
+    def _call_handler(
+        self, fn: HandlerFn, message: DispatchMessage, context: HandlerContext
+    ) -> tuple[Outcome, str | None, str | None]:
         try:
             value = call_handler(
                 fn, message.params, context, message.timeout_seconds, self.overruns
@@ -275,6 +292,8 @@ class ExecutionRunner:
                 exc_info=e,
                 extra={"job_id": message.job_id, "execution_id": message.execution_id},
             )
+            if context.run_log is not None:
+                context.run_log.append("ERROR", "".join(traceback.format_exception(e)).rstrip())
             return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
         return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result
