@@ -4,6 +4,7 @@ coroutines and timeouts), the size bound, and the writer that stores them in bat
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -12,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from common.states import ExecutionStatus
+from services.api.run_logs import RunLogLine, RunLogPage
+from services.cli.run_logs import follow_log
 from services.worker.calling import call_handler
 from services.worker.demo import log_lines
 from services.worker.log_writer import RunLogWriter
@@ -19,6 +23,7 @@ from services.worker.registry import HandlerContext
 from services.worker.run_logs import LogLine, RunLog, RunLogCapture, install_capture
 
 handler_log = logging.getLogger("tests.handler")
+EXECUTION = "0b7e5f1c-2d5a-4b1e-9a43-8c1f0f6d2a10"
 
 
 @pytest.fixture
@@ -213,3 +218,32 @@ def test_demo_log_logs_one_line_per_string(capture: RunLogCapture) -> None:
     value = call_handler(log_lines, {"lines": ["a", "b", "c"]}, _context("ex-10", run_log), None)
     assert value == {"logged": 3}
     assert _texts(run_log) == ["a", "kairos.demo: b", "c"]
+
+
+def _page(lines: list[str], after: int, ended: bool) -> RunLogPage:
+    return RunLogPage(
+        executionId=EXECUTION,
+        status=ExecutionStatus.SUCCEEDED if ended else ExecutionStatus.QUEUED,
+        lines=[
+            RunLogLine(seq=after + n + 1, at="2026-12-01T10:00:00.000Z", level="INFO", line=t)
+            for n, t in enumerate(lines)
+        ],
+        nextAfter=after + len(lines),
+        ended=ended,
+    )
+
+
+def test_the_cli_follows_until_the_run_ended_and_no_line_is_left(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pages = [_page(["a"], 0, False), _page([], 1, False), _page(["b"], 1, True), _page([], 2, True)]
+    asked: list[int] = []
+
+    def read(after: int) -> RunLogPage:
+        asked.append(after)
+        return pages[len(asked) - 1]
+
+    sleeps: list[float] = []
+    assert follow_log(read, json_lines=True, sleep=sleeps.append) == 2
+    out = [json.loads(line)["line"] for line in capsys.readouterr().out.splitlines()]
+    assert out == ["a", "b"] and asked == [0, 1, 1, 2] and len(sleeps) == 1

@@ -51,6 +51,7 @@ from kairos_client.models import (
 )
 from kairos_client.problems import FieldError, Problem
 from kairos_client.retries import RetryPolicy
+from kairos_client.run_logs import RunLogLine, RunLogPage
 from kairos_client.specs import UNSET, JobChanges, JobSpec
 from kairos_client.webhooks import sign_webhook, verify_webhook
 
@@ -89,6 +90,8 @@ __all__ = [
     "RateLimitError",
     "ResponseFormatError",
     "RetryPolicy",
+    "RunLogLine",
+    "RunLogPage",
     "ServiceUnavailableError",
     "TriggerAccepted",
     "UnprocessableEntityError",

@@ -83,6 +83,13 @@ class Reader:
             raise self._fail(name, "an ISO 8601 date-time")
         return parsed
 
+    def time(self, name: str) -> datetime:
+        """A required ISO 8601 time (or epoch ms)."""
+        parsed = self.time_or_none(name)
+        if parsed is None:
+            raise self._fail(name, "an ISO 8601 date-time")
+        return parsed
+
     def times_or_none(self, name: str) -> list[datetime] | None:
         """An array of ISO 8601 times, or null / absent."""
         if self.body.get(name) is None:
