@@ -150,6 +150,15 @@ class RunLogCapture(logging.Handler):
         super().__init__(logging.NOTSET)
         self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
 
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Emit without the handler's lock: every record the process writes passes here,
+        and those of runs on other threads must not wait for each other (each run's log
+        has a lock of its own)."""
+        if _CURRENT.get() is None:
+            return False
+        self.emit(record)
+        return True
+
     def emit(self, record: logging.LogRecord) -> None:
         """Append the record's text (with its traceback, if any) to the current run."""
         run_log = _CURRENT.get()

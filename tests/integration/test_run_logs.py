@@ -9,11 +9,13 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from common.config import ApiSettings, StoreSettings
 from common.db.executions import NewExecution, insert_executions
 from common.db.retention import prune_executions
 from common.states import ExecutionStatus
 from services.worker.log_writer import RunLogWriter, mysql_store
 from services.worker.run_logs import LogLine
+from tests.integration.console_helpers import make_operator, sign_in
 from tests.integration.helpers import make_app
 
 FAR = "2100-01-01T00:00:00Z"
@@ -133,3 +135,26 @@ def test_retention_deletes_logs_with_their_executions(client: TestClient, engine
     with engine.begin() as conn:
         assert prune_executions(conn, 1_000, limit=10) == 1
     assert log_rows(engine) == {young: 4, waiting: 4}
+
+
+def test_the_console_run_view_shows_the_log_and_follows_a_running_run(
+    namespace: StoreSettings, client: TestClient, engine: Engine
+) -> None:
+    from services.api.app import create_app
+
+    job_id = job(client)
+    running = add_execution(engine, job_id, ExecutionStatus.QUEUED, attempt=1)
+    ended = add_execution(engine, job_id, ExecutionStatus.SUCCEEDED, attempt=2)
+    write_lines(engine, running, 2)
+    write_lines(engine, ended, 3)
+    with TestClient(create_app(ApiSettings(namespace=namespace.namespace))) as console:
+        sign_in(console, make_operator(engine))
+        following = console.get(f"/console/executions/{running}")
+        assert following.status_code == 200
+        assert 'http-equiv="refresh"' in following.text
+        assert f"{running[:8]} line 1" in following.text
+        done = console.get(f"/console/executions/{ended}").text
+        assert 'http-equiv="refresh"' not in done and f"{ended[:8]} line 2" in done
+        assert f'href="/console/executions/{ended}"' in console.get(f"/console/jobs/{job_id}").text
+        assert console.get(f"/console/executions/{uuid.uuid4()}").status_code == 404
+        assert console.get("/console/executions/stuck").status_code == 200
