@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -21,6 +22,15 @@ LOGGING_JOBS = 40  # per app
 QUIET_JOBS = 20  # per app
 LINES = 12
 MAX_BYTES = 4096
+
+# A dozen processes on a shared small machine, and a few hundred calls.
+pytestmark = pytest.mark.timeout(300)
+
+
+def http(api: Api) -> httpx.Client:
+    """One connection pool per app: a fresh client per call costs a TLS context each."""
+    headers = {"Authorization": f"Bearer {api.api_key}"}
+    return httpx.Client(base_url=api.base, headers=headers, timeout=30)
 
 
 def start(processes: Processes) -> list[Api]:
@@ -48,16 +58,17 @@ def submit_all(apis: list[Api]) -> tuple[dict[int, tuple[Api, list[str]]], list[
     """Every app's logging and quiet jobs, posted from a thread per app at once."""
 
     def post(app: int) -> tuple[list[tuple[int, list[str]]], list[int]]:
-        api = apis[app]
         logging_jobs, quiet = [], []
-        for n in range(LOGGING_JOBS):
-            lines = lines_for(app, n)
-            body = {"jobName": f"log-{n}", "jobHandler": "demo.log", "params": {"lines": lines}}
-            logging_jobs.append((api.post_job(body).json()["jobId"], lines))
-            if n < QUIET_JOBS:
-                quiet.append(
-                    api.post_job({"jobName": f"q-{n}", "jobHandler": "demo.noop"}).json()["jobId"]
+        with http(apis[app]) as client:
+            for n in range(LOGGING_JOBS):
+                lines = lines_for(app, n)
+                body = {"jobName": f"log-{n}", "jobHandler": "demo.log", "params": {"lines": lines}}
+                logging_jobs.append(
+                    (client.post("/openapi/jobs", json=body).json()["jobId"], lines)
                 )
+                if n < QUIET_JOBS:
+                    body = {"jobName": f"q-{n}", "jobHandler": "demo.noop"}
+                    quiet.append(client.post("/openapi/jobs", json=body).json()["jobId"])
         return logging_jobs, quiet
 
     with ThreadPoolExecutor(APPS) as pool:
@@ -69,16 +80,14 @@ def submit_all(apis: list[Api]) -> tuple[dict[int, tuple[Api, list[str]]], list[
     return logging_jobs, quiet_jobs
 
 
-def run_log(api: Api, execution_id: str, after: int = 0) -> httpx.Response:
-    return httpx.get(
-        f"{api.base}/openapi/executions/{execution_id}/logs?after={after}&limit=1000",
-        headers={"Authorization": f"Bearer {api.api_key}"},
-        timeout=10,
-    )
+def run_log(client: httpx.Client, execution_id: str, after: int = 0) -> httpx.Response:
+    return client.get(f"/openapi/executions/{execution_id}/logs?after={after}&limit=1000")
 
 
-def only_execution(api: Api, job_id: int) -> dict[str, Any]:
-    runs = api.executions(job_id)
+def only_execution(client: httpx.Client, job_id: int) -> dict[str, Any]:
+    response = client.get(f"/openapi/jobs/{job_id}/executions")
+    response.raise_for_status()
+    runs: list[dict[str, Any]] = response.json()["executions"]
     assert len(runs) == 1
     return runs[0]
 
@@ -95,17 +104,23 @@ def test_each_runs_lines_land_in_its_own_execution_only(
     logging_jobs, quiet_jobs = submit_all(apis)
     everything = list(logging_jobs) + [job_id for _, job_id in quiet_jobs]
     assert_books(engine, Expectation(everything, execution_statuses={"SUCCEEDED"}), timeout=120)
+    clients = {api.api_key: http(api) for api in apis}
     stored = 0
     for job_id, (api, lines) in logging_jobs.items():
-        execution = only_execution(api, job_id)
-        page = run_log(api, execution["executionId"]).json()
+        client = clients[api.api_key]
+        execution = only_execution(client, job_id)
+        page = run_log(client, execution["executionId"]).json()
         assert page["ended"] and page["status"] == "SUCCEEDED"
         assert [x["line"] for x in page["lines"]] == expected(lines), job_id
         assert [x["seq"] for x in page["lines"]] == list(range(1, LINES + 1))
         stored += len(page["lines"])
         stranger = apis[(apis.index(api) + 1) % APPS]
-        assert run_log(stranger, execution["executionId"]).status_code == 404
-    quiet_ids = {only_execution(api, job_id)["executionId"] for api, job_id in quiet_jobs}
+        assert run_log(clients[stranger.api_key], execution["executionId"]).status_code == 404
+    quiet_ids = {
+        only_execution(clients[api.api_key], job_id)["executionId"] for api, job_id in quiet_jobs
+    }
+    for client in clients.values():
+        client.close()
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT execution_id FROM execution_logs")).scalars().all()
     assert len(rows) == stored == APPS * LOGGING_JOBS * LINES
@@ -116,6 +131,11 @@ def test_a_running_run_is_followed_and_a_long_log_is_cut_and_marked(
     processes: Processes, engine: Engine
 ) -> None:
     api = start(processes)[0]
+    with http(api) as client:
+        follow_and_cut(processes, api, client)
+
+
+def follow_and_cut(processes: Processes, api: Api, client: httpx.Client) -> None:
     steps = [f"step {k}" for k in range(8)]
     slow = {"lines": steps, "seconds": 4}
     job_id = api.post_job({"jobName": "slow", "jobHandler": "demo.log", "params": slow}).json()[
@@ -131,7 +151,10 @@ def test_a_running_run_is_followed_and_a_long_log_is_cut_and_marked(
     )
     # Lines show while it runs, not only once it has ended.
     mid = wait_until(
-        lambda: (page := run_log(api, execution_id).json())["lines"] and page, 10, what="a line"
+        lambda: (page := run_log(client, execution_id).json())["lines"] and page,
+        10,
+        interval=0.2,
+        what="a line",
     )
     assert mid["ended"] is False
     out, _ = follow.communicate(timeout=60)
@@ -141,8 +164,8 @@ def test_a_running_run_is_followed_and_a_long_log_is_cut_and_marked(
     long_lines = {"lines": [f"{k:04d} " + "y" * 95 for k in range(200)]}
     long_job = api.post_job({"jobName": "long", "jobHandler": "demo.log", "params": long_lines})
     api.wait_status(long_job.json()["jobId"], {"SUCCEEDED"})
-    long_run = only_execution(api, long_job.json()["jobId"])
-    page = run_log(api, long_run["executionId"]).json()
+    long_run = only_execution(client, long_job.json()["jobId"])
+    page = run_log(client, long_run["executionId"]).json()
     texts = [x["line"] for x in page["lines"]]
     assert sum(len(t.encode()) for t in texts[:-1]) <= MAX_BYTES
     assert texts[0] == long_lines["lines"][0]
