@@ -300,6 +300,13 @@ class WorkerSettings(StoreSettings):
     handlers: str = ""
     heartbeat_seconds: float = 5.0
     ack_deadline_seconds: float = 20 * 60.0
+    run_log_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=0,
+        le=16 * 1024 * 1024,
+        description="bytes of log lines kept per run (ctx.log and logging in a handler); "
+        "past it the rest is dropped and a last line says how much; 0: capture nothing",
+    )
     metrics_port: int | None = Field(default=None, description=METRICS_PORT_HELP)
     metrics_host: str = "127.0.0.1"
 

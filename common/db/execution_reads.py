@@ -60,3 +60,11 @@ def find_for_app(conn: Connection, app_pk: int, execution_id: str) -> ExecutionR
     )
     row = conn.execute(query).first()
     return ExecutionRecord.from_row(row) if row is not None else None
+
+
+def find(conn: Connection, execution_id: str) -> ExecutionRecord | None:
+    """The execution with this id, whichever app's job it is (for operators)."""
+    row = conn.execute(
+        sa.select(executions).where(executions.c.execution_id == execution_id)
+    ).first()
+    return ExecutionRecord.from_row(row) if row is not None else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db.execution_logs import delete_for_executions
 from common.db.job_dependencies import drop_edges_of
 from common.db.schema import callback_deliveries, executions, jobs, workers
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus, WorkerState
@@ -28,19 +29,21 @@ ENDED_JOBS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def prune_executions(conn: Connection, before_ms: int, limit: int) -> int:
-    """Delete up to ``limit`` finished executions scheduled before ``before_ms``."""
+    """Delete up to ``limit`` finished executions scheduled before ``before_ms``, with
+    their run logs."""
     deleted = 0
     for status in FINISHED:
-        keys = list(
-            conn.execute(
-                sa.select(executions.c.id)
-                .where(executions.c.status == status, executions.c.scheduled_at < before_ms)
-                .limit(limit - deleted)
-            ).scalars()
-        )
-        if keys:
-            conn.execute(executions.delete().where(executions.c.id.in_(sorted(keys))))
-            deleted += len(keys)
+        rows = conn.execute(
+            sa.select(executions.c.id, executions.c.execution_id)
+            .where(executions.c.status == status, executions.c.scheduled_at < before_ms)
+            .limit(limit - deleted)
+        ).all()
+        if rows:
+            # Their run logs go with them, in the same transaction.
+            delete_for_executions(conn, [str(r.execution_id) for r in rows])
+            keys = sorted(int(r.id) for r in rows)
+            conn.execute(executions.delete().where(executions.c.id.in_(keys)))
+            deleted += len(rows)
         if deleted >= limit:
             break
     return deleted

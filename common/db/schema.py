@@ -169,6 +169,18 @@ executions = Table(
     Index("ix_executions_worker_status", "worker_id", "status"),
 )
 
+# A run's log lines (``services/worker/run_logs.py``), written by its worker while it
+# runs and deleted with the execution (migration 0020). A run that logs nothing has none.
+execution_logs = Table(
+    "execution_logs",
+    metadata,
+    Column("execution_id", String(36), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("at", BigInteger, nullable=False),
+    Column("level", String(8), nullable=False),
+    Column("line", MEDIUMTEXT, nullable=False),
+)
+
 workers = Table(
     "workers",
     metadata,

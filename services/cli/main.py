@@ -24,6 +24,7 @@ from services.cli.callbacks import add_callbacks_parsers
 from services.cli.cluster import add_cluster_parsers
 from services.cli.completion import add_completion_parser
 from services.cli.jobs import add_jobs_parser
+from services.cli.run_logs import add_logs_parser
 from services.cli.stuck import cmd_executions_stuck
 from services.cli.types import Subcommands
 
@@ -281,7 +282,7 @@ def _add_operator_parser(sub: Subcommands) -> None:
 
 def _add_execution_parsers(sub: Subcommands) -> None:
     executions = sub.add_parser(
-        "executions", help="stuck executions: list, fail or requeue them"
+        "executions", help="executions: a run's log; stuck ones: list, fail or requeue them"
     ).add_subparsers(dest="executions_cmd", required=True)
     stuck = executions.add_parser(
         "stuck", help="executions QUEUED, or SCHEDULED past due, for longer than --older-than"
@@ -305,6 +306,7 @@ def _add_execution_parsers(sub: Subcommands) -> None:
     )
     requeue.add_argument("execution_id")
     requeue.set_defaults(func=cmd_executions_requeue)
+    add_logs_parser(executions)
 
 
 def build_parser() -> argparse.ArgumentParser:

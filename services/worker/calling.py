@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from common.documents import JsonObject
 from services.worker.registry import HandlerContext, HandlerFn
+from services.worker.run_logs import bind_run_log
 
 if TYPE_CHECKING:
     from services.worker.overruns import Overruns
@@ -90,10 +91,15 @@ class HandlerCall:
         self.started = time.monotonic()
 
     def run_here(self) -> object:
-        """Call the handler in this thread and return its value, awaited if need be."""
-        value = self.fn(self.params, self.context)
-        if inspect.isawaitable(value):
-            return self._run_to_completion(value)
+        """Call the handler in this thread and return its value, awaited if need be.
+
+        What it logs goes to its run's log: the run is bound here, in the thread that
+        runs it (a new thread starts with an empty context), and the event loop of a
+        coroutine copies it into its tasks."""
+        with bind_run_log(self.context.run_log):
+            value = self.fn(self.params, self.context)
+            if inspect.isawaitable(value):
+                return self._run_to_completion(value)
         if inspect.isgenerator(value) or inspect.isasyncgen(value):
             raise HandlerReturnError(
                 f"the handler returned a {type(value).__name__}, so its body never ran; "

@@ -27,8 +27,10 @@ from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.id_guard import refuse_if_running
 from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
+from services.worker.log_writer import RunLogWriter, mysql_store
 from services.worker.packs import DispatchPacking, Unit, handler_of
 from services.worker.registry import collect_handlers
+from services.worker.run_logs import install_capture
 from services.worker.runner import Admitted, ExecutionRunner
 from services.worker.start_guard import MySQLRows
 
@@ -69,6 +71,8 @@ def run_worker(settings: WorkerSettings) -> None:
     handlers = collect_handlers(handler_modules(settings.handlers))
     stores = open_stores(settings, pool_size=2)
     refuse_if_running(stores, worker_id)
+    install_capture()
+    run_logs = RunLogWriter(mysql_store(stores.engine), settings.run_log_max_bytes)
     runner = ExecutionRunner(
         worker_id,
         handlers,
@@ -78,6 +82,7 @@ def run_worker(settings: WorkerSettings) -> None:
         settings.idempotency_ttl_seconds,
         rows=MySQLRows(stores.engine),
         tracing=start_tracing("worker", settings.otel_endpoint),
+        run_logs=run_logs,
     )
     fence = Fence(settings.heartbeat_seconds)
     serving = _Serving(settings, worker_id, runner, ConsumerStats(), fence, stores)
@@ -90,6 +95,7 @@ def run_worker(settings: WorkerSettings) -> None:
     heartbeat = Heartbeater(identity, serving, stores, settings.heartbeat_seconds, hooks, fence)
     freeze_startup_heap()
     heartbeat.start()
+    run_logs.start()
     log.info(
         "worker %s (incarnation %s) runs handlers %s",
         worker_id,
@@ -99,6 +105,7 @@ def run_worker(settings: WorkerSettings) -> None:
     )
     keep_serving("worker", lambda: serving.serve(stop, heartbeat), stop)
     heartbeat.stop(WorkerState.STOPPED)
+    run_logs.stop()
     stores.engine.dispose()
     log.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from common.documents import JsonObject
 from common.errors import ConfigurationError
+from services.worker.run_logs import RunLog, level_name
 
 _MARK = "__kairos_handler__"
 
@@ -33,6 +34,13 @@ class HandlerContext:
     # The W3C traceparent of the run (the run's span when spans are sent), to pass to the
     # handler's own calls; None when the job was not submitted with one.
     trace: str | None = None
+    run_log: RunLog | None = field(default=None, repr=False, compare=False)
+
+    def log(self, message: object, level: int | str = "INFO") -> None:
+        """Add a line to this run's log (``GET /openapi/executions/{id}/logs``), from any
+        thread; the same log that standard ``logging`` calls in the handler write to."""
+        if self.run_log is not None:
+            self.run_log.append(level_name(level), str(message))
 
 
 def handler(name: str) -> Callable[[F], F]:

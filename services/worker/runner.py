@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -23,10 +24,12 @@ from common.states import ExecutionStatus
 from common.tracing.spans import NO_TRACING, Tracing
 from services.worker.calling import HandlerTimeoutError, call_handler
 from services.worker.local_runs import LocalRuns
+from services.worker.log_writer import RunLogWriter
 from services.worker.overruns import Overruns
 from services.worker.packs import Unit, Unreadable
 from services.worker.registry import HandlerContext, HandlerFn
 from services.worker.rendering import describe_error, render_result
+from services.worker.run_logs import RunLog
 from services.worker.start_guard import Fresh, RowStatuses, StartGuard, Verdict
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,7 @@ class ExecutionRunner:
         idempotency_ttl_seconds: int,
         rows: RowStatuses | None = None,
         tracing: Tracing = NO_TRACING,
+        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._worker_id = worker_id
         self._tracing = tracing
@@ -69,6 +73,7 @@ class ExecutionRunner:
         self._local = LocalRuns()
         self._guard = StartGuard(rows)
         self._redelivered: set[str] = set()
+        self._run_logs = run_logs
         self.overruns = Overruns()
 
     def note_redelivered(self, units: Sequence[Unit]) -> None:
@@ -261,16 +266,24 @@ class ExecutionRunner:
                 f"handler {message.handler!r} is not registered here",
                 None,
             )
-        if message.traceparent is None:  # most runs: nothing to trace
-            return self._call_with(fn, message, _context(message, None))
-        attributes = {
-            "kairos.execution_id": message.execution_id,
-            "kairos.handler": message.handler,
-        }
-        with self._tracing.span("kairos run", message.traceparent, attributes) as trace:
-            return self._call_with(fn, message, _context(message, trace))
+        writer = self._run_logs
+        run_log = writer.open(message.execution_id) if writer is not None else None
+        try:
+            if message.traceparent is None:  # most runs: nothing to trace
+                return self._call_handler(fn, message, _context(message, None, run_log))
+            attributes = {
+                "kairos.execution_id": message.execution_id,
+                "kairos.handler": message.handler,
+            }
+            with self._tracing.span("kairos run", message.traceparent, attributes) as trace:
+                return self._call_handler(fn, message, _context(message, trace, run_log))
+        finally:
+            if writer is not None:
+                # Its last lines are written before its result goes: whoever sees the
+                # run ended sees its whole log.
+                writer.finish(run_log)
 
-    def _call_with(
+    def _call_handler(
         self, fn: HandlerFn, message: DispatchMessage, context: HandlerContext
     ) -> tuple[Outcome, str | None, str | None]:
         try:
@@ -287,12 +300,14 @@ class ExecutionRunner:
                 exc_info=e,
                 extra={"job_id": message.job_id, "execution_id": message.execution_id},
             )
+            if context.run_log is not None:
+                context.run_log.append("ERROR", "".join(traceback.format_exception(e)).rstrip())
             return ExecutionStatus.FAILED, describe_error(e), None
         rendered = render_result(value)
         return ExecutionStatus.SUCCEEDED, rendered.note, rendered.result
 
 
-def _context(message: DispatchMessage, trace: str | None) -> HandlerContext:
+def _context(message: DispatchMessage, trace: str | None, run_log: RunLog | None) -> HandlerContext:
     return HandlerContext(
-        message.job_id, message.execution_id, message.attempt, message.trigger_time, trace
+        message.job_id, message.execution_id, message.attempt, message.trigger_time, trace, run_log
     )

@@ -11,7 +11,7 @@ from common.db.workers import Heartbeat, upsert_heartbeat
 from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.states import WorkerState
 
-DEMO_HANDLERS = ("demo.echo", "demo.fail", "demo.noop", "demo.sleep")
+DEMO_HANDLERS = ("demo.echo", "demo.fail", "demo.log", "demo.noop", "demo.sleep")
 
 # A public address the callback URL names of the tests resolve to (the test machine may
 # have no DNS at all).

@@ -55,6 +55,7 @@ def test_collects_every_demo_handler_by_name() -> None:
         "demo.echo": demo.echo,
         "demo.sleep": demo.sleep,
         "demo.fail": demo.fail,
+        "demo.log": demo.log_lines,
     }
 
 
@@ -124,7 +125,7 @@ def test_a_handler_imported_into_another_module_counts_once(write_module: Module
     name = write_module("reexport", "from services.worker.demo import echo\n")
     handlers = collect_handlers(["services.worker.demo", name])
     assert handlers["demo.echo"] is demo.echo
-    assert len(handlers) == 4
+    assert len(handlers) == 5
 
 
 @pytest.mark.parametrize(

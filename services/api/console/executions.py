@@ -1,21 +1,25 @@
-"""Stuck executions (``services.api.operator.execution_control``, as ``kairos executions`` uses it):
-list them, fail one with a reason, requeue one that never started."""
+"""The run view (one execution and its log, reloading while it runs), and stuck
+executions (``services.api.operator.execution_control``, as ``kairos executions`` uses
+it): list them, fail one with a reason, requeue one that never started."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from types import MappingProxyType
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.errors import KairosError, ValidationFailedError
+from common.db import execution_reads
+from common.errors import ExecutionNotFoundError, KairosError, ValidationFailedError
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
 from services.api.operator.commands import fail_stuck
 from services.api.operator.execution_control import ExecutionStores, list_stuck, requeue_execution
+from services.api.run_logs import run_log_page
 from services.api.state import ApiState
 
 log = logging.getLogger(__name__)
@@ -108,3 +112,31 @@ async def requeue(execution_id: str, request: Request, session: SessionDep) -> R
     except KairosError as e:
         return redirect(back, str(e), error=True)
     return redirect(back, done)
+
+
+RUN_LINES_SHOWN = 5000
+RUN_REFRESH_SECONDS = 2
+
+
+def run_context(state: ApiState, execution_id: str) -> PageContext:
+    """One run of any app's job: its facts and the first lines of its log."""
+    with state.engine.connect() as conn:
+        execution = execution_reads.find(conn, execution_id)
+        if execution is None:
+            raise ExecutionNotFoundError(execution_id)
+        log_page = run_log_page(conn, execution, 0, RUN_LINES_SHOWN + 1)
+    more = len(log_page.lines) > RUN_LINES_SHOWN
+    shown = log_page.model_copy(update={"lines": log_page.lines[:RUN_LINES_SHOWN]})
+    return {
+        "execution": execution,
+        "log": shown,
+        "more": more,
+        "refresh_seconds": RUN_REFRESH_SECONDS,
+    }
+
+
+@router.get("/executions/{execution_id}")
+def run_page(execution_id: uuid.UUID, request: Request, session: SessionDep) -> Response:
+    """The run view: an execution and its log, reloading itself while the run goes on."""
+    context = run_context(console_state(request), str(execution_id))
+    return page(request, "run.html", session=session, nav="jobs", **context)

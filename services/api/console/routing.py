@@ -17,6 +17,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from common.errors import (
     AuthThrottledError,
+    ExecutionNotFoundError,
     ExecutionNotStuckError,
     JobNotFoundError,
     KairosError,
@@ -39,7 +40,9 @@ _STORE_ERRORS = (
 
 
 def _status(error: KairosError) -> int:
-    if isinstance(error, JobNotFoundError | ExecutionNotStuckError | UnknownAppError):
+    if isinstance(
+        error, JobNotFoundError | ExecutionNotFoundError | ExecutionNotStuckError | UnknownAppError
+    ):
         return 404
     if isinstance(error, FormRefusedError):
         return 403

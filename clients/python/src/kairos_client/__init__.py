@@ -54,6 +54,7 @@ from kairos_client.models import (
 )
 from kairos_client.problems import FieldError, Problem
 from kairos_client.retries import RetryPolicy
+from kairos_client.run_logs import RunLogLine, RunLogPage
 from kairos_client.specs import UNSET, After, JobChanges, JobSpec
 from kairos_client.webhooks import sign_webhook, verify_webhook
 
@@ -95,6 +96,8 @@ __all__ = [
     "RateLimitError",
     "ResponseFormatError",
     "RetryPolicy",
+    "RunLogLine",
+    "RunLogPage",
     "ServiceUnavailableError",
     "TriggerAccepted",
     "UnprocessableEntityError",

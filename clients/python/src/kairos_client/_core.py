@@ -29,6 +29,8 @@ PageCall = Callable[[str | None], ops.Call[Page[T]]]
 
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 DEFAULT_PAGE_SIZE = 100
+LOG_PAGE_SIZE = 200
+"""Lines per page of a run log: the API serves 1 to 1,000, 200 when not told."""
 
 
 def client_headers(api_key: str) -> dict[str, str]:

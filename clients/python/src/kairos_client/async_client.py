@@ -14,6 +14,7 @@ from kairos_client import operations as ops
 from kairos_client._core import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
+    LOG_PAGE_SIZE,
     Exchange,
     PageCall,
     Retry,
@@ -31,6 +32,7 @@ from kairos_client.models import (
     TriggerAccepted,
 )
 from kairos_client.retries import RetryPolicy
+from kairos_client.run_logs import RunLogLine, RunLogPage
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
 
 T = TypeVar("T")
@@ -150,6 +152,29 @@ class AsyncClient:
     async def get_execution(self, execution_id: str) -> Execution:
         """One execution of the app's jobs."""
         return await self._send(ops.get_execution(execution_id))
+
+    async def execution_logs(
+        self, execution_id: str, *, after: int = 0, limit: int = LOG_PAGE_SIZE
+    ) -> RunLogPage:
+        """One page of the lines the execution's handler logged, past seq ``after``."""
+        return await self._send(ops.get_execution_logs(execution_id, after, limit))
+
+    async def iter_execution_logs(
+        self, execution_id: str, *, follow: bool = False, poll_interval: float = 1.0
+    ) -> AsyncIterator[RunLogLine]:
+        """Every line of the execution's log, oldest first, page by page; with
+        ``follow``, new lines as they come until the execution has ended."""
+        after = 0
+        while True:
+            page = await self.execution_logs(execution_id, after=after)
+            for line in page.lines:
+                yield line
+            after = page.next_after
+            if page.lines:
+                continue
+            if not follow or page.ended:
+                return
+            await self._sleep(poll_interval)
 
     async def pause(self, job_id: int) -> Job:
         """Stop claiming the job's triggers; the job as paused."""

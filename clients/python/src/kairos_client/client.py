@@ -14,6 +14,7 @@ from kairos_client import operations as ops
 from kairos_client._core import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_TIMEOUT,
+    LOG_PAGE_SIZE,
     Exchange,
     PageCall,
     Retry,
@@ -31,6 +32,7 @@ from kairos_client.models import (
     TriggerAccepted,
 )
 from kairos_client.retries import RetryPolicy
+from kairos_client.run_logs import RunLogLine, RunLogPage
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
 
 T = TypeVar("T")
@@ -150,6 +152,30 @@ class Client:
     def get_execution(self, execution_id: str) -> Execution:
         """One execution of the app's jobs."""
         return self._send(ops.get_execution(execution_id))
+
+    def execution_logs(
+        self, execution_id: str, *, after: int = 0, limit: int = LOG_PAGE_SIZE
+    ) -> RunLogPage:
+        """One page (``limit``, 1 to 1,000 lines) of the lines the execution's handler
+        logged, past seq ``after``; ``next_after`` is where the next page starts."""
+        return self._send(ops.get_execution_logs(execution_id, after, limit))
+
+    def iter_execution_logs(
+        self, execution_id: str, *, follow: bool = False, poll_interval: float = 1.0
+    ) -> Iterator[RunLogLine]:
+        """Every line of the execution's log, oldest first, page by page; with
+        ``follow``, new lines as the running handler logs them (polled every
+        ``poll_interval`` s) until the execution has ended."""
+        after = 0
+        while True:
+            page = self.execution_logs(execution_id, after=after)
+            yield from page.lines
+            after = page.next_after
+            if page.lines:
+                continue
+            if not follow or page.ended:
+                return
+            self._sleep(poll_interval)
 
     def pause(self, job_id: int) -> Job:
         """Stop claiming the job's triggers; the job as paused."""

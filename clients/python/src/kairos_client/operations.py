@@ -29,6 +29,7 @@ from kairos_client.models import (
 )
 from kairos_client.problems import Problem
 from kairos_client.retries import retry_after
+from kairos_client.run_logs import RunLogPage
 from kairos_client.specs import JobChanges, JobSpec, TriggerTime
 
 T = TypeVar("T")
@@ -245,6 +246,17 @@ def get_execution(execution_id: str) -> Call[Execution]:
     """``GET /openapi/executions/{executionId}``."""
     path = f"/openapi/executions/{quote(str(execution_id), safe='')}"
     return Call("GET", path, _execution, repeatable=True)
+
+
+def get_execution_logs(execution_id: str, after: int, limit: int) -> Call[RunLogPage]:
+    """``GET /openapi/executions/{executionId}/logs``: lines past seq ``after``."""
+    path = f"/openapi/executions/{quote(str(execution_id), safe='')}/logs"
+    query = [("after", str(after)), ("limit", str(limit))]
+    return Call("GET", path, _run_log_page, query=query, repeatable=True)
+
+
+def _run_log_page(response: httpx.Response) -> RunLogPage:
+    return RunLogPage.from_json(_json(response))
 
 
 def job_action(job_id: int, action: str) -> Call[Job]:
