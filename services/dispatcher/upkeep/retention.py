@@ -50,13 +50,15 @@ class BatchSize:
     rows: int = FIRST_BATCH
     behind: bool = False
     """A batch stopped by the time budget came back full: more is due now."""
+    target_s: float = BATCH_TARGET_S
+    """A full batch quicker than this grows; one slower than twice this shrinks."""
 
     def adapt(self, full: bool, took_s: float) -> None:
         """Grow after a quick full batch, shrink after a slow one."""
         self.behind = full
-        if took_s > 2 * BATCH_TARGET_S:
+        if took_s > 2 * self.target_s:
             self.rows = max(MIN_BATCH, self.rows // 2)
-        elif full and took_s < BATCH_TARGET_S:
+        elif full and took_s < self.target_s:
             self.rows = min(MAX_BATCH, self.rows * 2)
 
 
