@@ -265,7 +265,7 @@ def test_concurrent_overlapping_backfills_of_several_apps_create_each_time_once(
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(pool.map(call, calls))
-    for _, job_id in jobs:
+    for _, job_id in made:
         rows = executions_of(engine, job_id)
         times = [r["trigger_time"] for r in rows]
         assert sorted(times) == [start + k * MINUTE for k in range(120)]
