@@ -13,8 +13,13 @@ import redis
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.config import StoreSettings
+from common.config import ApiSettings, StoreSettings
+from common.db.backfill import backfill_execution
+from common.db.executions import NewExecution, insert_executions, insert_missing_executions
+from common.db.records import JobRecord
+from common.db.schema import jobs
 from common.execution_ids import trigger_execution_id
+from common.timefmt import iso_ms
 from services.api.app import create_app
 from services.api.schemas import BackfillAccepted
 from tests.integration.control_helpers import (
@@ -24,6 +29,7 @@ from tests.integration.control_helpers import (
     create,
     executions_of,
     job_row,
+    record,
     wake_length,
 )
 from tests.integration.helpers import make_app, public_names
@@ -96,8 +102,6 @@ def test_a_time_the_schedule_ran_is_not_run_again(client: TestClient, engine: En
     end = minute_floor(client)
     job = job_row(engine, job_id)
     ran = end - 3 * MINUTE
-    from common.db.executions import NewExecution, insert_executions
-
     with engine.begin() as conn:
         scheduled = NewExecution(
             trigger_execution_id(job_id, job["created_at"], ran), job_id, 1, ran, ran
@@ -142,8 +146,6 @@ def test_iso_times_without_offset_are_wall_times_in_the_jobs_zone(
     assert answer["from"] == "2026-03-27T23:00:00.000Z"
     assert answer["created"] == 3
     times = [r["trigger_time"] for r in executions_of(engine, job_id)]
-    from common.timefmt import iso_ms
-
     assert [iso_ms(t) for t in times] == [
         "2026-03-28T02:00:00.000Z",
         "2026-03-29T01:00:00.000Z",  # summer time from that night on
@@ -227,12 +229,10 @@ def test_concurrent_overlapping_backfills_of_several_apps_create_each_time_once(
 ) -> None:
     """Eight callers per job, two apps, three jobs each: random overlapping ranges of the
     last 120 minutes at once; every time exists once, and the answers add up."""
-    from common.config import ApiSettings
-
     apps = [make_app(engine, "backfill-a"), make_app(engine, "backfill-b")]
     settings = ApiSettings(namespace=namespace.namespace)
     with TestClient(create_app(settings, public_names)) as api:
-        jobs: list[tuple[str, int]] = []
+        made: list[tuple[str, int]] = []
         for app in apps:
             for k in range(3):
                 response = api.post(
@@ -241,12 +241,12 @@ def test_concurrent_overlapping_backfills_of_several_apps_create_each_time_once(
                     headers={"Authorization": f"Bearer {app.api_key}"},
                 )
                 assert response.status_code == 202, response.text
-                jobs.append((app.api_key, response.json()["jobId"]))
+                made.append((app.api_key, response.json()["jobId"]))
         end = minute_floor(api)
         start = end - 120 * MINUTE
         rng = random.Random(29)
         calls = []
-        for key, job_id in jobs:
+        for key, job_id in made:
             calls.append((key, job_id, start, end))  # one call covers the whole range
             for _ in range(7):
                 a, b = sorted(rng.sample(range(121), 2))
@@ -265,7 +265,7 @@ def test_concurrent_overlapping_backfills_of_several_apps_create_each_time_once(
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(pool.map(call, calls))
-    for _, job_id in jobs:
+    for _, job_id in made:
         rows = executions_of(engine, job_id)
         times = [r["trigger_time"] for r in rows]
         assert sorted(times) == [start + k * MINUTE for k in range(120)]
@@ -282,11 +282,6 @@ def test_the_insert_itself_creates_a_time_once_without_the_job_lock(
 ) -> None:
     """Two transactions that both read a time as missing (no job lock between them):
     the second insert creates nothing and fails nothing."""
-    from common.db.backfill import backfill_execution
-    from common.db.executions import insert_missing_executions
-    from common.db.records import JobRecord
-    from common.db.schema import jobs
-
     job_id = create(client, **EVERY_MINUTE)
     end = minute_floor(client)
     with engine.connect() as conn:
@@ -302,8 +297,6 @@ def test_the_insert_itself_creates_a_time_once_without_the_job_lock(
 def test_a_failed_backfill_run_is_retried_as_a_backfill_run_and_leaves_the_job_alone(
     client: TestClient, engine: Engine, redis_client: redis.Redis
 ) -> None:
-    from tests.integration.control_helpers import record
-
     job_id = create(client, maxRetries=1, retryBackoffSeconds=1, **EVERY_MINUTE)
     end = minute_floor(client)
     backfill(client, job_id, end - MINUTE, end)
