@@ -156,6 +156,12 @@ def _without_null(parameter: Document) -> None:
 def _complete_operation(path: str, operation: Document) -> None:
     for parameter in operation.get("parameters", []):
         _without_null(parameter)
+    body = operation.get("requestBody")
+    if body is not None and not body.get("required", False):
+        # An optional body is left out, as an optional parameter is (a trigger without
+        # params): a generated client then sends none instead of a null.
+        for media in body.get("content", {}).values():
+            _without_null(media)
     responses: Document = operation["responses"]
     for status in _universal(path, operation):
         responses.setdefault(str(status), problem_responses(status)[status])

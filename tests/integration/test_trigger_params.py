@@ -89,6 +89,24 @@ def test_bad_trigger_params_are_a_422_and_nothing_is_written(
     assert executions_of(engine, job_id) == []
 
 
+def test_a_null_body_is_refused_as_the_document_says_and_nothing_is_written(
+    client: TestClient, engine: Engine
+) -> None:
+    job_id = create(client, triggerAt=FUTURE)
+    response = client.post(
+        f"/openapi/jobs/{job_id}/trigger",
+        content=b" null ",
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "body"
+    assert executions_of(engine, job_id) == []
+    empty = client.post(
+        f"/openapi/jobs/{job_id}/trigger", headers={"Content-Type": "application/json"}
+    )
+    assert empty.status_code == 202, "no body at all runs the job's params"
+
+
 def test_params_nested_too_deep_are_refused_naming_where(
     client: TestClient, engine: Engine
 ) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from common.db.job_control import JobFilter
+from common.errors import ValidationFailedError
 from common.states import JobStatus
 from services.api import backfill, job_control, trigger
 from services.api.deps import CallerDep, StateDep
@@ -89,9 +90,19 @@ def resume_job(job_id: JobId, state: StateDep, caller: CallerDep) -> JobView:
     return job_control.read_job_view(state, caller, job_id)
 
 
+async def refuse_null_body(request: Request) -> None:
+    """Refuse a trigger whose body is JSON null: the document says a body is an object
+    or absent, and FastAPI alone would read null as no body."""
+    if (await request.body()).strip() == b"null":
+        raise ValidationFailedError(
+            "body", 'send a JSON object ({"params": {...}}), or no body for the job\'s params'
+        )
+
+
 @router.post(
     "/{jobId:int}/trigger",
     operation_id="triggerJob",
+    dependencies=[Depends(refuse_null_body)],
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TriggerAccepted,
     responses={
