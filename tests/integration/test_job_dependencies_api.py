@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from common.db.retention import prune_jobs
 from tests.integration.control_helpers import body, create, job_row
 from tests.integration.helpers import make_app
 
@@ -131,3 +132,20 @@ def test_concurrent_creates_of_children_each_store_their_own_edges(
         + [(c, parents[(i + 1) % 3], "FINISHED") for i, c in enumerate(children)]
     )
     assert _edges(engine) == expected
+
+
+def test_pruning_old_jobs_takes_their_edges_with_them(client: TestClient, engine: Engine) -> None:
+    parent = create(client)
+    child = create(client, after=[{"jobId": parent}])
+    keeper = create(client)
+    other = create(client, after=[{"jobId": keeper}])
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE jobs SET status = 'SUCCEEDED', updated_at = 0 "
+                f"WHERE id IN ({parent}, {child})"
+            ),
+        )
+        # A foreign key from job_dependencies would refuse the DELETE of the jobs.
+        assert prune_jobs(conn, before_ms=1, limit=10) == 2
+    assert _edges(engine) == [(other, keeper, "SUCCEEDED")]
