@@ -141,13 +141,24 @@ def _never_runs(child: ChildRun, edge: Edge) -> bool:
     return False
 
 
-def judge(child: ChildRun, edges: Sequence[Edge], runs: Sequence[ParentRun]) -> Verdict:
-    """The verdict on a child's due run: SKIPPED if any parent settles it so, held while
-    any parent has not ended as named, else ready."""
+def runs_by_job(runs: Iterable[ParentRun]) -> dict[int, list[ParentRun]]:
+    """The runs grouped by their job, as ``judge`` takes them."""
+    grouped: dict[int, list[ParentRun]] = {}
+    for run in runs:
+        grouped.setdefault(run.job_id, []).append(run)
+    return grouped
+
+
+def judge(
+    child: ChildRun, edges: Sequence[Edge], runs: Mapping[int, Sequence[ParentRun]]
+) -> Verdict:
+    """The verdict on a child's due run (``runs``: the parents' runs by job, as
+    ``runs_by_job`` groups them): SKIPPED if any parent settles it so, held while any
+    parent has not ended as named, else ready."""
     waited: list[ParentRun] = []
     waiting: str | None = None
     for edge in sorted(edges, key=lambda e: e.parent_job_id):
-        run = matching_run(child, edge, runs)
+        run = matching_run(child, edge, runs.get(edge.parent_job_id, ()))
         if run is not None:
             waited.append(run)
         outcome, why = judge_edge(child, edge, run)

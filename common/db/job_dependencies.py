@@ -55,9 +55,16 @@ def check_parents(conn: Connection, app_pk: int, after: Sequence[After]) -> None
             )
 
 
-def check_no_cycle(conn: Connection, child: int, after: Sequence[After]) -> None:
+def check_no_cycle(conn: Connection, app_pk: int, child: int, after: Sequence[After]) -> None:
     """Refuse edges from ``child`` to ``after`` that would close a cycle: the graph is
-    walked upwards from the parents, in the caller's transaction."""
+    walked upwards from the parents, in the caller's transaction.
+
+    The app's row is locked first: edges join only jobs of one app, and at READ
+    COMMITTED two changes walking at once would each miss the other's new edge (A after
+    B and B after A both pass). Only a change of a job's parents takes this lock; a
+    create cannot close a cycle (nothing waits for a job not yet made).
+    """
+    driver.fetch(conn, "SELECT id FROM apps WHERE id = %s FOR UPDATE", (app_pk,))
     graph: dict[int, set[int]] = {child: {a.job_id for a in after}}
     frontier = set(graph[child])
     while frontier:

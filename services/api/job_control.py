@@ -340,7 +340,7 @@ def _replace_parents(conn: Connection, app_pk: int, job_id: int, after: tuple[Af
     another app's or deleted, or when they would close a cycle (the graph is walked in
     this transaction, with shared locks on the edges read)."""
     check_parents(conn, app_pk, after)
-    check_no_cycle(conn, job_id, after)
+    check_no_cycle(conn, app_pk, job_id, after)
     replace_edges(conn, job_id, after)
 
 

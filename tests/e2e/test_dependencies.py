@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from tests.books import Expectation, assert_books
+from tests.books import CANCELLED_CRON, Expectation, assert_books
 from tests.e2e.harness import Api, Processes, connect_api, free_port, wait_until
 
 GROUPS = 6  # chains per app
@@ -146,3 +146,56 @@ def _all_skipped(engine: Engine, job_ids: list[int]) -> bool:
     """Whether each of these jobs has one run, SKIPPED."""
     runs = _runs(engine, job_ids)
     return all([r["status"] for r in rs] == ["SKIPPED"] for rs in runs.values())
+
+
+def _trigger_runs(engine: Engine, job_id: int) -> dict[int, dict[str, Any]]:
+    """The job's runs by trigger time."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT trigger_time, execution_id, status, started_at, ended_at, message, "
+                "waited_for FROM executions WHERE job_id = :j AND manual = 0"
+            ),
+            {"j": job_id},
+        ).all()
+    return {int(r.trigger_time): dict(r._mapping) for r in rows}
+
+
+def test_cron_children_wait_for_the_parents_run_at_their_own_trigger_time(
+    processes: Processes, engine: Engine
+) -> None:
+    api, _ = _start(processes)
+    every = {"cronExpr": "*/3 * * * * *", "overlapPolicy": "ALLOW"}
+    parent = _submit_all(api, [_job("parent", **every)])[0]
+    failing = _submit_all(api, [_job("failing", "demo.fail", **every)])[0]
+    child, finished = _submit_all(
+        api,
+        [
+            _job("child", "demo.noop", after=_after(parent), **every),
+            _job("finished", "demo.noop", after=_after(failing, on="FINISHED"), **every),
+        ],
+    )
+
+    def three_child_runs() -> bool:
+        runs = _trigger_runs(engine, child).values()
+        return len([r for r in runs if r["status"] == "SUCCEEDED"]) >= 3
+
+    wait_until(three_child_runs, 40, what="three runs of the cron child")
+    for job_id in (child, finished, parent, failing):
+        assert api.act(job_id, "cancel").status_code == 200
+    jobs = [parent, failing, child, finished]
+    assert_books(engine, Expectation(jobs, {"CANCELLED"}, {*CANCELLED_CRON, "FAILED"}), timeout=30)
+    problems: list[str] = []
+    for kid, mother in ((child, parent), (finished, failing)):
+        theirs = _trigger_runs(engine, mother)
+        for trigger, run in _trigger_runs(engine, kid).items():
+            if run["status"] != "SUCCEEDED":
+                continue
+            matched = theirs.get(trigger)
+            waited = [w["executionId"] for w in json.loads(run["waited_for"] or "[]")]
+            if matched is None or waited != [matched["execution_id"]]:
+                problems.append(f"job {kid} run at {trigger} waited for {waited}")
+            elif run["started_at"] < matched["ended_at"]:
+                problems.append(f"job {kid} run at {trigger} started before its parent's ended")
+    assert problems == [], problems
+    assert sum(r["status"] == "SUCCEEDED" for r in _trigger_runs(engine, finished).values()) >= 2

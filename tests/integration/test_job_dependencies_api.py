@@ -4,6 +4,8 @@ a 422 that writes nothing; concurrent creates of children all stored with their 
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -11,6 +13,10 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
+from common.db.job_dependencies import After, check_no_cycle, replace_edges
+from common.db.retention import prune_jobs
+from common.dependencies import DependOn
+from common.errors import ValidationFailedError
 from tests.integration.control_helpers import body, create, job_row
 from tests.integration.helpers import make_app
 
@@ -131,3 +137,71 @@ def test_concurrent_creates_of_children_each_store_their_own_edges(
         + [(c, parents[(i + 1) % 3], "FINISHED") for i, c in enumerate(children)]
     )
     assert _edges(engine) == expected
+
+
+def test_pruning_old_jobs_takes_their_edges_with_them(client: TestClient, engine: Engine) -> None:
+    parent = create(client)
+    child = create(client, after=[{"jobId": parent}])
+    keeper = create(client)
+    other = create(client, after=[{"jobId": keeper}])
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE jobs SET status = 'SUCCEEDED', updated_at = 0 "
+                f"WHERE id IN ({parent}, {child})"
+            ),
+        )
+        # A foreign key from job_dependencies would refuse the DELETE of the jobs.
+        assert prune_jobs(conn, before_ms=1, limit=10) == 2
+    assert _edges(engine) == [(other, keeper, "SUCCEEDED")]
+
+
+def test_two_changes_walking_at_once_cannot_close_a_cycle(
+    client: TestClient, engine: Engine
+) -> None:
+    a, b = create(client), create(client)
+    app_pk = _app_pk(engine, a)
+    outcome: list[str] = []
+
+    def b_after_a() -> None:
+        try:
+            with engine.begin() as conn:
+                check_no_cycle(conn, app_pk, b, [After(a, DependOn.SUCCEEDED)])
+                replace_edges(conn, b, [After(a, DependOn.SUCCEEDED)])
+            outcome.append("stored")
+        except ValidationFailedError as e:
+            outcome.append(e.message)
+
+    with engine.begin() as conn:
+        check_no_cycle(conn, app_pk, a, [After(b, DependOn.SUCCEEDED)])
+        # The other change walks after this one walked and before it stores its edge:
+        # it must wait for this one, else each walk misses the other's edge.
+        other = threading.Thread(target=b_after_a)
+        other.start()
+        time.sleep(0.5)
+        replace_edges(conn, a, [After(b, DependOn.SUCCEEDED)])
+    other.join(10)
+    assert len(outcome) == 1 and "would close a cycle" in outcome[0], outcome
+    assert {(c, p) for c, p, _ in _edges(engine)} == {(a, b)}
+
+
+def _app_pk(engine: Engine, job_id: int) -> int:
+    return int(job_row(engine, job_id)["app_pk"])
+
+
+def test_concurrent_patches_cannot_close_a_cycle_between_them(
+    client: TestClient, engine: Engine
+) -> None:
+    pairs = [(create(client), create(client)) for _ in range(6)]
+
+    def patch(child: int, parent: int) -> int:
+        response = client.patch(f"/openapi/jobs/{child}", json={"after": [{"jobId": parent}]})
+        return response.status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda p: patch(*p), [*pairs, *((b, a) for a, b in pairs)]))
+    stored = {(c, p) for c, p, _ in _edges(engine)}
+    for index, (a, b) in enumerate(pairs):
+        # One of the two patches of the pair wins; the other is told it closes a cycle.
+        assert sorted([answers[index], answers[index + len(pairs)]]) == [200, 422]
+        assert ((a, b) in stored) != ((b, a) in stored)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.fire_store import FireStore
-from common.dependencies import ChildRun, ParentRun, judge
+from common.dependencies import ChildRun, Edge, ParentRun, judge, runs_by_job
 from services.dispatcher.trigger.fire_rules import FireDecisions
 
 # How long a run that waits for its parents is left before the firer looks again: a
@@ -37,10 +37,14 @@ def settle_dependencies(store: FireStore, decisions: FireDecisions, now_ms: int)
         ChildRun(r.id, r.job_id, r.trigger_time, r.recurring, r.job_created_at) for r in children
     ]
     edges, parent_runs = store.parents_of_runs(runs)
+    by_child: dict[int, list[Edge]] = {}
+    for edge in edges:
+        by_child.setdefault(edge.child_job_id, []).append(edge)
+    by_parent = runs_by_job(parent_runs)
     held: dict[int, str] = {}
     waited: dict[int, tuple[ParentRun, ...]] = {}
     for child in runs:
-        verdict = judge(child, [e for e in edges if e.child_job_id == child.job_id], parent_runs)
+        verdict = judge(child, by_child.get(child.job_id, []), by_parent)
         if verdict.skip:
             decisions.skipped[child.key] = verdict.reason
         elif not verdict.ready:
