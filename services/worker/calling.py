@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from common.documents import JsonObject
 from services.worker.registry import HandlerContext, HandlerFn
-from services.worker.run_logs import bind_run_log
+from services.worker.run_logs import bind_run_log, release_run_log
 
 if TYPE_CHECKING:
     from services.worker.overruns import Overruns
@@ -96,10 +96,13 @@ class HandlerCall:
         What it logs goes to its run's log: the run is bound here, in the thread that
         runs it (a new thread starts with an empty context), and the event loop of a
         coroutine copies it into its tasks."""
-        with bind_run_log(self.context.run_log):
+        token = bind_run_log(self.context.run_log)
+        try:
             value = self.fn(self.params, self.context)
             if inspect.isawaitable(value):
                 return self._run_to_completion(value)
+        finally:
+            release_run_log(token)
         if inspect.isgenerator(value) or inspect.isasyncgen(value):
             raise HandlerReturnError(
                 f"the handler returned a {type(value).__name__}, so its body never ran; "

@@ -71,6 +71,8 @@ class RunLogWriter:
         if run_log is None:
             return True
         run_log.close()
+        if not run_log.lines:
+            return True  # it never logged: the writer never saw it
         with self._lock:
             if run_log.execution_id not in self._logging:
                 return True  # it never logged

@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from common.jsontext import clip_utf8
@@ -126,15 +125,16 @@ class RunLog:
 _CURRENT: ContextVar[RunLog | None] = ContextVar("kairos_run_log", default=None)
 
 
-@contextmanager
-def bind_run_log(run_log: RunLog | None) -> Iterator[None]:
+def bind_run_log(run_log: RunLog | None) -> Token[RunLog | None]:
     """Route the log lines written in this context (this thread, and the coroutines it
-    runs) to ``run_log`` until the block ends; None routes nothing."""
-    token = _CURRENT.set(run_log)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+    runs) to ``run_log`` until ``release_run_log`` with the token; None routes nothing.
+    A token rather than a context manager: this runs for every run, logging or not."""
+    return _CURRENT.set(run_log)
+
+
+def release_run_log(token: Token[RunLog | None]) -> None:
+    """The run's handler returned: its lines no longer go to it."""
+    _CURRENT.reset(token)
 
 
 def current_run_log() -> RunLog | None:

@@ -231,3 +231,12 @@ def test_the_handlers_granted_migration_keeps_what_apps_made_before_could_call(
         found = {str(row[0]): row[1] for row in conn.execute(query)}
     # NULL meant every handler before 0013; from 0013 on it means none.
     assert found == {"old": '["*"]', "narrow": '["report.*"]', "none": "[]"}
+
+
+def test_the_run_logs_migration_goes_down_and_up_again(engine: Engine) -> None:
+    assert "execution_logs" in sa.inspect(engine).get_table_names()
+    downgrade(engine, "0015")
+    assert "execution_logs" not in sa.inspect(engine).get_table_names()
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    assert "execution_logs" in sa.inspect(engine).get_table_names()

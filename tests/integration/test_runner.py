@@ -418,3 +418,37 @@ def test_with_spans_the_handler_gets_its_run_spans_traceparent(
     assert span.name == "kairos run"
     assert given == f"00-{TRACEPARENT[3:35]}-{span.context.span_id:016x}-01"
     assert span.parent is not None and f"{span.parent.span_id:016x}" == TRACEPARENT[36:52]
+
+
+def test_a_runs_log_is_stored_before_its_result_and_a_failure_adds_its_traceback(
+    redis_client: redis.Redis, namespace: StoreSettings
+) -> None:
+    from services.worker.log_writer import RunLogWriter
+    from services.worker.run_logs import LogLine, install_capture
+
+    stored: list[LogLine] = []
+    writer = RunLogWriter(stored.extend, 10_000)
+    handlers = dict(collect_handlers(["services.worker.demo"]))
+    keys, clock = RedisKeys(namespace.namespace), ClusterClock(redis_client)
+    runner = ExecutionRunner("w-logs", handlers, redis_client, keys, clock, 60, run_logs=writer)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)  # as the worker's KAIROS_LOG_LEVEL sets it
+    capture = install_capture(root)
+    writer.start()
+    try:
+        said = runner.run(message("demo.log", {"lines": ["one", "two"]}, "e-log"))
+        assert said is not None and said.status == "SUCCEEDED"
+        assert [x.line for x in stored] == ["one", "kairos.demo: two"]  # before the result
+        failed = runner.run(message("demo.fail", {"message": "no such account"}, "e-fail"))
+        assert failed is not None and failed.status == "FAILED"
+        last = stored[-1]
+        assert last.execution_id == "e-fail" and last.level == "ERROR"
+        assert "Traceback" in last.line and "DemoFailure: no such account" in last.line
+        count = len(stored)
+        assert runner.run(message("demo.noop", {}, "e-quiet")) is not None
+        assert len(stored) == count, "a run that logs nothing stores nothing"
+    finally:
+        writer.stop()
+        root.removeHandler(capture)
+        root.setLevel(level)
