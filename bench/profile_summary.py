@@ -29,7 +29,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics", ("prometheus_client",)),
     ("JSON and message models", ("read_message", "model_dump_json", "model_copy", "json/")),
     ("HTTP client (httpx/httpcore/anyio on the loop thread)", ("httpx/", "httpcore/", "anyio/")),
-    ("waiting on the loop from a pool thread", ("CallbackPoster.post",)),
+    ("waiting on the loop from a pool thread", ("CallbackPoster.post (",)),
     ("consumer: publish and tx.commit per flush", ("BatchPublisher.publish",)),
     ("consumer: acks", ("_settle_flushed",)),
     ("consumer: admit to and collect from the pool", ("PooledConsumer._admit", "_collect")),
