@@ -43,7 +43,7 @@ def with_capture(runs: int, writer: RunLogWriter) -> float:
     for n in range(runs):
         execution_id = str(n)
         run_log = writer.open(execution_id)
-        call_handler(noop, {}, HandlerContext(1, execution_id, 1, 0, run_log), None)
+        call_handler(noop, {}, HandlerContext(1, execution_id, 1, 0, run_log=run_log), None)
         writer.finish(run_log)
     return time.perf_counter() - began
 
