@@ -103,3 +103,18 @@ def test_a_long_wait_is_looked_at_less_often_within_bounds() -> None:
     assert dependency_hold_ms(row, NOW) == 10_000
     assert dependency_hold_ms(row, NOW + 86_400_000) == DEPENDENCY_HOLD_MAX_MS
     assert dependency_hold_ms(row, row.trigger_time) == DEPENDENCY_HOLD_MS
+
+
+def test_a_parent_deleted_while_the_child_waits_skips_it_with_the_reason() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    parent, _ = _chain(stage)
+    stage.fire()
+    stage.store.jobs[parent].deleted = True  # its run, already sent, goes on
+    stage.later(DEPENDENCY_HOLD_MS)
+    assert stage.fire() == 0
+    skipped = stage.row("c1")
+    assert (skipped.status, skipped.message) == (
+        ExecutionStatus.SKIPPED,
+        "skipped: parent job 1 was deleted",
+    )

@@ -45,7 +45,8 @@ Cursor = Annotated[
 _INVALID = (
     "Invalid request (a handler outside the app's handler patterns too; a callbackUrl "
     "reaching an address that is not public, unless KAIROS_CALLBACK_ALLOWED_NETWORKS "
-    "admits it; a key reused with another body: `urn:kairos:problem:idempotency-conflict`); "
+    "admits it; a job in `after` that is missing, another app's or deleted, or named twice; "
+    "a key reused with another body: `urn:kairos:problem:idempotency-conflict`); "
     "nothing was written"
 )
 
