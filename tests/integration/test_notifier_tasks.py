@@ -27,18 +27,21 @@ DELAY = 0.5
 
 
 class ThreadNames:
-    """Every thread name seen in this process while it runs, sampled every 20 ms."""
+    """Every thread name seen in this process while it runs, sampled every 20 ms; threads
+    already there when it starts (left by earlier tests in the same process) are not
+    counted."""
 
     def __init__(self) -> None:
         self.seen: set[str] = set()
         self.most_stores = 0
+        self._before = {t.ident for t in threading.enumerate()}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
-            names = [t.name for t in threading.enumerate()]
+            names = [t.name for t in threading.enumerate() if t.ident not in self._before]
             self.seen.update(names)
             self.most_stores = max(self.most_stores, sum(n.startswith("store") for n in names))
 
