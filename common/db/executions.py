@@ -133,17 +133,20 @@ def _values(rows: Sequence[NewExecution], now_ms: int) -> tuple[str, list[Any]]:
     for r in rows:
         ended = "NULL" if r.status in UNFINISHED else now
         dispatched = now if r.status is ExecutionStatus.QUEUED else "NULL"
-        # A run's own params are rare (a trigger with params): the rest send no parameter.
+        # A run's own params and a traceparent are rare (a trigger with params, a traced
+        # job): the rest send no parameter, which the driver would escape one by one.
         own = "NULL" if r.params is None else "%s"
+        trace = "NULL" if r.traceparent is None else "%s"
         values.append(
             f"(%s, {index(r.job_id)}, {index(r.attempt)}, {index(r.trigger_time)}, "
             f"{index(r.scheduled_at)}, %s, %s, {index(r.manual)}, {index(r.backfill)}, %s, {now}, "
-            f"{dispatched}, {ended}, {own}, %s)"
+            f"{dispatched}, {ended}, {own}, {trace})"
         )
         params += (r.execution_id, r.status.value, r.message, r.worker_id)
         if r.params is not None:
             params.append(r.params)
-        params.append(r.traceparent)
+        if r.traceparent is not None:
+            params.append(r.traceparent)
     return f"({_EXECUTION_COLUMNS}) VALUES {', '.join(values)}", params
 
 
