@@ -6,8 +6,9 @@ a load balancer, ``curl``).
 - ``/readyz``: 200 when MySQL and Redis answer within ``PROBE_TIMEOUT_SECONDS`` (each
   probed on a connection of its own, so a busy pool does not read as an outage), every
   loop the service keeps (``common.runtime.keep_serving``) is running rather than
-  waiting to try again after a failure, and the service is not stopping; else 503 with
-  what is not. The body names the check, never a host or a password.
+  waiting to try again after a failure, every check the service adds (``add_check``; a
+  dispatcher's ``leadership``) says ``ok``, and the service is not stopping; else 503
+  with what is not. The body names the check, never a host or a password.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_SECONDS = 2.0
 Probe = Callable[[], object]
+Check = Callable[[], str]
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
@@ -44,6 +46,7 @@ class Health:
     def __init__(self, stopping: threading.Event) -> None:
         self._stopping = stopping
         self._probes: dict[str, Probe] = {}
+        self._checks: dict[str, Check] = {}
         self._loops: dict[str, str] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe")
@@ -51,6 +54,11 @@ class Health:
     def add_probe(self, name: str, probe: Probe) -> None:
         """Probe a store on every ``/readyz``: ``probe`` raises when it does not answer."""
         self._probes[name] = probe
+
+    def add_check(self, name: str, check: Check) -> None:
+        """Ask ``check`` on every ``/readyz``: it answers ``ok``, or why the service is not
+        ready, from what the process knows (no store is called)."""
+        self._checks[name] = check
 
     def loop_running(self, name: str) -> None:
         """A loop of the service (re)started its work."""
@@ -76,6 +84,7 @@ class Health:
     def readiness(self) -> tuple[bool, dict[str, str]]:
         """Whether the service is ready, and each check's word (``ok`` or why not)."""
         checks = {name: self._probe(name, probe) for name, probe in self._probes.items()}
+        checks.update((name, check()) for name, check in self._checks.items())
         with self._lock:
             checks.update(self._loops)
         if self._stopping.is_set():

@@ -18,7 +18,7 @@ from common.config import DispatcherSettings
 from common.gc_freeze import freeze_startup_heap
 from common.loadbalance import Strategy, WorkerChooser
 from common.metrics import clear_worker_gauges
-from common.runtime import keep_serving, open_stores, start_service
+from common.runtime import ServiceStop, keep_serving, open_stores, start_service
 from common.slots import ResultsLag
 from common.topology import declare_core
 from common.tracing.spans import start_tracing
@@ -45,6 +45,8 @@ SLOT_POLL_SECONDS = 0.05
 LOAD_SHARE_INVERSE = 10
 # The dispatch loop's name among the loops whose progress keeps the lease.
 DISPATCH_LOOP = "dispatch"
+# The check ``/readyz`` reports this dispatcher's leadership under.
+LEADERSHIP_CHECK = "leadership"
 
 
 @dataclass
@@ -59,6 +61,10 @@ class _Leading:
     firer: Firer
     upkeep: Upkeep
     retention: RetentionLoop
+    leading_still: Callable[[], bool]
+    """False from the moment this lead ends (the lease stepped down or the process
+    stops): every stage of a pass asks it, so what is left of the pass is the next
+    lead's, and this process winds down to try for the lease again."""
 
 
 @dataclass
@@ -86,6 +92,8 @@ class Dispatcher:
         self.leadership = Leadership(lease, stall_ms=settings.leader_stall_ms or None)
         self.progress = self.leadership.progress
         self.stop = stop
+        if isinstance(stop, ServiceStop):
+            stop.health.add_check(LEADERSHIP_CHECK, self.leadership.readiness)
         self.wake = WakeListener(self.redis, self.keys.wake, self.stop)
         self.results_lag = ResultsLag()
 
@@ -120,13 +128,17 @@ class Dispatcher:
         """Dispatch while this dispatcher holds the lease; return while it does not."""
         self.leadership.ready.set()
         if self.leadership.is_leader.wait(0.2):
+            # Until the last lead has wound down (threads joined, connection closed) no
+            # lease is taken: it would be held with nothing dispatching.
             self.leadership.ready.clear()
             try:
                 self._lead()
-            finally:
-                # Until the last lead has wound down (threads joined, connection closed)
-                # no lease is taken: it would be held with nothing dispatching.
-                self.leadership.ready.set()
+            except BaseException as e:
+                # The lead failed (a store lost): a standby takes it at once, and this
+                # process, not ready meanwhile, tries again after its back-off.
+                self.leadership.step_down(f"the dispatch loop failed ({type(e).__name__})")
+                raise
+            self.leadership.ready.set()
 
     def _lead(self) -> None:
         # Counted from before the broker connection: a connect that hangs is a stall.
@@ -146,24 +158,41 @@ class Dispatcher:
 
         self.progress.beat(DISPATCH_LOOP)
         try:
-            leading = self._build(connection)
+            leading = self._build(connection, leading_still)
             self._share_workers(leading)
             leading.claims.start(leading_still)
             leading.retention.start(leading_still)
-            self._loop(leading, leading_still)
+            self._loop(leading)
         finally:
             self.progress.forget(DISPATCH_LOOP)
             ended.set()
             if leading is not None:
-                leading.claims.join()
-                leading.retention.join()
-                # Rolls back what is queued, and any claim handed over later.
-                leading.sender.close()
+                self._wind_down(leading)
             clear_worker_gauges()
             if connection.is_open:
                 connection.close()
 
-    def _build(self, connection: BlockingConnection) -> _Leading:
+    def _wind_down(self, leading: _Leading) -> None:
+        """Stop the lead's threads, waiting for them no longer than a lease's lifetime.
+
+        A thread still in a statement by then is left to end by itself (it stops at its
+        next look at ``leading_still``): the claim thread keeps this dispatcher from
+        taking the lease until it has (its progress beat grows old), which ``/readyz``
+        reports.
+        """
+        deadline = time.monotonic() + self.settings.lease_ttl_ms / 1000
+        for name, join in (("claim", leading.claims.join), ("retention", leading.retention.join)):
+            if not join(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "the %s thread of the last lead has not stopped within %.1f s; it stops "
+                    "once its statement ends",
+                    name,
+                    self.settings.lease_ttl_ms / 1000,
+                )
+        # Rolls back what is queued, and any claim handed over later.
+        leading.sender.close()
+
+    def _build(self, connection: BlockingConnection, leading_still: Callable[[], bool]) -> _Leading:
         s = self.settings
         channel = connection.channel()
         declare_core(channel)
@@ -190,27 +219,40 @@ class Dispatcher:
         claims = ClaimLoop(
             claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000, self.progress
         )
-        return _Leading(connection, directory, claims, sender, publisher, firer, upkeep, retention)
+        return _Leading(
+            connection,
+            directory,
+            claims,
+            sender,
+            publisher,
+            firer,
+            upkeep,
+            retention,
+            leading_still,
+        )
 
     def _leading(self) -> bool:
         return not self.stop.is_set() and self.leadership.is_leader.is_set()
 
-    def _loop(self, leading: _Leading, leading_still: Callable[[], bool]) -> None:
+    def _loop(self, leading: _Leading) -> None:
         timers = _Timers()
-        while leading_still():
+        while leading.leading_still():
             self.progress.beat(DISPATCH_LOOP)
             wait = self._step(leading, timers)
             self.progress.beat(DISPATCH_LOOP)
             leading.claims.claimed.wait(max(0.0, wait))
 
     def _step(self, leading: _Leading, timers: _Timers) -> float:
-        """One pass of the dispatch loop; returns how long it may sleep."""
+        """One pass of the dispatch loop; returns how long it may sleep. The pass stops
+        between its stages once this dispatcher no longer leads."""
         # A batch due now goes before the upkeep, the worker view's reload and the load,
         # each of which can take milliseconds (tens with a backlog held).
         self._fire_newly_due(leading)
-        if time.monotonic() >= timers.next_sweep:
-            leading.upkeep.sweep()
+        if time.monotonic() >= timers.next_sweep and leading.leading_still():
+            leading.upkeep.sweep(leading.leading_still)
             timers.next_sweep = time.monotonic() + UPKEEP_INTERVAL_SECONDS
+        if not leading.leading_still():
+            return 0.0
         self._share_workers(leading)
         # Cleared before the claim count is read and the open claims are taken: a claim
         # thread counts a pass, queues what it sends, then sets the event, so a pass
@@ -221,6 +263,21 @@ class Dispatcher:
         # that waits, runs on its timer or when an app's held runs are running low.
         leading.firer.add(leading.sender.take_scheduled())
         self._fire_newly_due(leading)
+        self._load_on_time(leading, timers)
+        # What the load brought that is due, and a second batch due at the same instant.
+        self._fire_due(leading)
+        if not leading.leading_still():
+            return 0.0
+        leading.firer.warm_up()
+        # After the warm-up: a choice it made ahead of an instant holds claims off too.
+        leading.sender.contended = leading.firer.claims_hold_off()
+        leading.connection.process_data_events(0)
+        return self._rest(leading, timers)
+
+    def _load_on_time(self, leading: _Leading, timers: _Timers) -> None:
+        """Load what waits, on the load's timer or when an app's held runs run low."""
+        if not leading.leading_still():
+            return
         if time.monotonic() >= timers.next_load or leading.firer.needs_load():
             began = time.monotonic()
             leading.firer.load()
@@ -230,12 +287,10 @@ class Dispatcher:
             timers.next_load = ended + max(
                 self.settings.scan_interval_ms / 1000, LOAD_SHARE_INVERSE * (ended - began)
             )
-        # What the load brought that is due, and a second batch due at the same instant.
-        self._fire_due(leading)
-        leading.firer.warm_up()
-        # After the warm-up: a choice it made ahead of an instant holds claims off too.
-        leading.sender.contended = leading.firer.claims_hold_off()
-        leading.connection.process_data_events(0)
+
+    def _rest(self, leading: _Leading, timers: _Timers) -> float:
+        """How long the loop may sleep after a pass: until the next timer, the next due
+        run, or (while runs wait for slots) the next look for room."""
         wait = min(timers.next_load, timers.next_sweep) - time.monotonic()
         due = leading.firer.next_wake()
         if due is not None:
@@ -246,8 +301,9 @@ class Dispatcher:
         return wait
 
     def _fire_due(self, leading: _Leading) -> None:
-        """Fire everything due now, one batch after another."""
-        while leading.firer.fire_due():
+        """Fire everything due now, one batch after another, while this dispatcher leads:
+        with a backlog the batches come back to back for as long as slots free up."""
+        while leading.leading_still() and leading.firer.fire_due():
             self.progress.beat(DISPATCH_LOOP)
 
     def _fire_newly_due(self, leading: _Leading) -> None:

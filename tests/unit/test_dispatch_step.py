@@ -13,7 +13,7 @@ from services.dispatcher.main import Dispatcher, _Leading, _Timers
 class Nothing:
     """Stands in for every part of the loop that has no work in this test."""
 
-    def sweep(self) -> None: ...
+    def sweep(self, _leading_still: Any = None) -> None: ...
     def live(self) -> list[Any]:
         return []
 
@@ -146,6 +146,7 @@ def leading_with(claims: Claims, sender: Any, firer: Any) -> _Leading:
         firer=cast(Any, firer),
         upkeep=cast(Any, nothing),
         retention=cast(Any, nothing),
+        leading_still=lambda: True,
     )
 
 
@@ -204,7 +205,7 @@ class DueAtALoad(Nothing):
     def newly_due(self) -> bool:
         return self.due > 0
 
-    def sweep(self) -> None:
+    def sweep(self, _leading_still: Any = None) -> None:
         self.calls.append("sweep")
 
 
@@ -219,3 +220,29 @@ def test_a_batch_due_now_is_fired_before_the_upkeep_and_a_load_due_too() -> None
     made._step(leading, timers)
     assert firer.calls[:2] == ["fire:1", "fire:0"], "fired first, until nothing is due"
     assert "sweep" in firer.calls and "load" in firer.calls
+
+
+class Backlog(Nothing):
+    """A backlog that fires batch after batch for as long as the loop asks."""
+
+    def __init__(self) -> None:
+        self.fires = 0
+
+    def newly_due(self) -> bool:
+        return True
+
+    def fire_due(self) -> int:
+        self.fires += 1
+        return 1 if self.fires < 1_000 else 0
+
+
+def test_a_pass_stops_firing_once_this_dispatcher_no_longer_leads() -> None:
+    claims = Claims()
+    firer = Backlog()
+    made = dispatcher()
+    made.progress = cast(Any, type("Beats", (), {"beat": lambda self, _name: None})())
+    leading = leading_with(claims, QuietSender(claims), firer)
+    leading.leading_still = lambda: firer.fires < 3  # the lease steps down mid-backlog
+    leading.upkeep = cast(Any, firer)
+    made._step(leading, _Timers(next_sweep=0.0, next_load=0.0))
+    assert firer.fires == 3, "the pass went on firing for a lead it no longer held"

@@ -61,12 +61,15 @@ class ClaimLoop:
         )
         self._thread.start()
 
-    def join(self) -> None:
-        """Wait for the thread to notice it should stop."""
-        if self._thread is not None:
-            self._wake.event.set()
-            self._thread.join(timeout=30)
-            self._thread = None
+    def join(self, timeout: float = 30.0) -> bool:
+        """Wait up to ``timeout`` seconds for the thread to notice it should stop; True
+        once it has (or never ran), False while it is still in a pass."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        self._wake.event.set()
+        thread.join(timeout=timeout)
+        return not thread.is_alive()
 
     def _run(self, keep_going: Callable[[], bool]) -> None:
         try:

@@ -83,8 +83,9 @@ class Upkeep:
         self._timeouts = Timeouts(stores, publisher, settings.timeouts)
         self._gauges = LeaderGauges(stores.engine, directory, stores.clock)
 
-    def sweep(self) -> None:
-        """Run every step once (the reconciler at its own, slower pace).
+    def sweep(self, leading_still: Callable[[], bool] = lambda: True) -> None:
+        """Run every step once (the reconciler at its own, slower pace), stopping between
+        steps once ``leading_still()`` says this dispatcher no longer leads.
 
         A step that fails for a reason of its own is logged and the others still run;
         a store outage stops the sweep, and the dispatch loop starts again.
@@ -94,16 +95,26 @@ class Upkeep:
         # First: the started epoch must date from before anything this leader sends, or
         # a fresh (or flushed) Redis makes the first executions look dispatched before
         # a loss of their started keys (common/started_marks.py).
-        self._run("epoch", lambda: self._marks.epoch(clock.now_ms()))
-        self._run("rescue", self.rescue.rescue_dead_workers)
-        self._run("draining", self.rescue.move_off_draining_workers)
-        self._run("timeouts", self._timeouts.sweep)
-        self._run(
-            "callbacks",
-            lambda: republish_stale_deliveries(engine, publisher, clock, s.pending_republish_ms),
-        )
-        self._run("gauges", self._gauges.refresh)
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("epoch", lambda: self._marks.epoch(clock.now_ms())),
+            ("rescue", self.rescue.rescue_dead_workers),
+            ("draining", self.rescue.move_off_draining_workers),
+            ("timeouts", self._timeouts.sweep),
+            (
+                "callbacks",
+                lambda: republish_stale_deliveries(
+                    engine, publisher, clock, s.pending_republish_ms
+                ),
+            ),
+            ("gauges", self._gauges.refresh),
+        ]
+        for name, step in steps:
+            if not leading_still():
+                return
+            self._run(name, step)
         if self._reconciler is not None and time.monotonic() >= self._next_reconcile:
+            if not leading_still():
+                return
             self._next_reconcile = time.monotonic() + s.reconcile_interval_s
             self._run("reconcile", self._reconciler.sweep)
 
