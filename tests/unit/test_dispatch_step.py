@@ -6,6 +6,8 @@ import threading
 import time
 from typing import Any, cast
 
+import pytest
+
 from common.config import DispatcherSettings
 from services.dispatcher.main import Dispatcher, _Leading, _Timers
 
@@ -246,3 +248,36 @@ def test_a_pass_stops_firing_once_this_dispatcher_no_longer_leads() -> None:
     leading.upkeep = cast(Any, firer)
     made._step(leading, _Timers(next_sweep=0.0, next_load=0.0))
     assert firer.fires == 3, "the pass went on firing for a lead it no longer held"
+
+
+class Thread:
+    """A lead's thread: ``join`` says whether it stopped within the time it was given."""
+
+    def __init__(self, stops: bool) -> None:
+        self.stops = stops
+        self.given: list[float] = []
+
+    def join(self, timeout: float = 30.0) -> bool:
+        self.given.append(timeout)
+        return self.stops
+
+
+class Closing:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_lead_winds_down_within_a_lease_life_even_when_a_thread_does_not_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    made = dispatcher()
+    made.settings = DispatcherSettings(lease_ttl_ms=3_000)
+    leading = leading_with(Claims(), Closing(), Nothing())
+    claims, retention = Thread(stops=False), Thread(stops=True)
+    leading.claims, leading.retention = cast(Any, claims), cast(Any, retention)
+    made._wind_down(leading)
+    assert claims.given[0] <= 3.0 and retention.given[0] <= 3.0
+    assert cast(Closing, leading.sender).closed, "queued claims are rolled back all the same"
+    assert "the claim thread of the last lead has not stopped" in caplog.text
