@@ -41,6 +41,11 @@ class StoreSettings(BaseSettings):
     )
     log_level: str = "INFO"
     log_json: bool = False
+    metrics_fd: int | None = Field(
+        default=None,
+        description="a listening socket, inherited from `kairos up`, to serve metrics on "
+        "instead of binding KAIROS_METRICS_PORT (set by `kairos up` for its children)",
+    )
     database_read_timeout_seconds: float = Field(
         default=60.0,
         gt=0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -144,14 +145,34 @@ class _QuietHandler(WSGIRequestHandler):
         """Probes come every few seconds: no line each."""
 
 
-def serve_probes(health: Health, port: int, host: str) -> None:
-    """Serve metrics and probes at ``http://host:port/`` from a daemon thread."""
-    try:
-        server = make_server(host, port, probe_app(health), _Server, _QuietHandler)
-    except OSError as e:
-        raise ConfigurationError(
-            f"cannot serve metrics on {host}:{port} ({e.strerror or e}); "
-            "pick another KAIROS_METRICS_PORT (--metrics-port)"
-        ) from e
+def _server_on(listening: socket.socket, host: str, port: int, app: Any) -> WSGIServer:
+    """The metrics server on a socket already bound to ``host:port`` and listening:
+    nothing else can have taken its port between the parent's choice and this start."""
+    server = _Server((host, port), _QuietHandler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listening
+    server.server_address = (host, port)
+    server.server_name, server.server_port = host, port
+    server.setup_environ()
+    server.set_app(app)
+    return server
+
+
+def serve_probes(health: Health, port: int, host: str, inherited_fd: int | None = None) -> None:
+    """Serve metrics and probes at ``http://host:port/`` from a daemon thread; on the
+    listening socket ``inherited_fd`` instead, when the parent (``kairos up``) bound it."""
+    app = probe_app(health)
+    if inherited_fd is not None:
+        listening = socket.socket(fileno=inherited_fd)
+        host, port = listening.getsockname()[:2]
+        server = _server_on(listening, host, port, app)
+    else:
+        try:
+            server = make_server(host, port, app, _Server, _QuietHandler)
+        except OSError as e:
+            raise ConfigurationError(
+                f"cannot serve metrics on {host}:{port} ({e.strerror or e}); "
+                "pick another KAIROS_METRICS_PORT (--metrics-port)"
+            ) from e
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     log.info("metrics at http://%s:%d/metrics, probes at /healthz and /readyz", host, port)

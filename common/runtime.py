@@ -54,7 +54,7 @@ def start_service(
     if metrics_port is not None:
         for store, probe in store_probes(settings):
             stop.health.add_probe(store, probe)
-        serve_probes(stop.health, metrics_port, metrics_host)
+        serve_probes(stop.health, metrics_port, metrics_host, settings.metrics_fd)
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         log.info("received signal %d; stopping", signum)

@@ -58,8 +58,27 @@ class Child:
         return True
 
     metrics_port: int | None = None
+    metrics_socket: socket.socket | None = None
+    """The metrics port, bound and listening in ``kairos up`` for as long as it runs:
+    every start of the child serves on it (``KAIROS_METRICS_FD``), and no other program
+    can take the port between the choice and the child's start."""
     worker_id: str | None = None
     """The id a worker child runs under (``--id``); None for other services."""
+
+    def start(self) -> None:
+        """Start the child's process, handing it its metrics socket."""
+        env = _child_env()
+        fds: tuple[int, ...] = ()
+        if self.metrics_socket is not None:
+            fds = (self.metrics_socket.fileno(),)
+            env["KAIROS_METRICS_FD"] = str(fds[0])
+        self.process = subprocess.Popen(self.argv, env=env, pass_fds=fds)
+
+    def release(self) -> None:
+        """Close the metrics socket kept for the child (the stack stops)."""
+        if self.metrics_socket is not None:
+            self.metrics_socket.close()
+            self.metrics_socket = None
 
 
 def worker_handlers(setting: str, demo: bool) -> str:
@@ -108,29 +127,48 @@ def _children(
 
 def _with_metrics(child: Child, port: int, taken: set[int]) -> Child:
     """Give the child the first free metrics port from ``port`` on that no other child of
-    the stack has (another stack or program may hold ``port``), and say when it moved."""
-    free = _next_free_port(port, taken)
-    if free is None:
+    the stack has (another stack or program may hold ``port``), bound here and kept for
+    the child (``Child.metrics_socket``), and say when it moved."""
+    reserved = _reserve_port(port, taken)
+    if reserved is None:
         print(
             f"kairos up: ports {port}-{port + PORT_SEARCH - 1} are in use; {child.name} "
             "serves no metrics"
         )
         return child
+    free = reserved.getsockname()[1]
     if free != port:
         print(f"kairos up: port {port} is in use; {child.name} serves metrics on {free}")
     taken.add(free)
     child.argv += ["--metrics-port", str(free)]
     child.metrics_port = free
+    child.metrics_socket = reserved
     return child
 
 
-def _next_free_port(port: int, taken: set[int]) -> int | None:
-    """The first port from ``port`` on that is free and not in ``taken``; None past
-    ``PORT_SEARCH`` of them."""
+def _reserve_port(port: int, taken: set[int]) -> socket.socket | None:
+    """A socket listening on the first port from ``port`` on that is free and not in
+    ``taken``; None past ``PORT_SEARCH`` of them. Bound and listening at once, so two
+    stacks starting together cannot both take a port (a check, then a bind by the child
+    seconds later, would let them)."""
     for candidate in range(port, port + PORT_SEARCH):
-        if candidate not in taken and port_free(candidate):
-            return candidate
+        if candidate not in taken and (listening := listen_on(candidate)) is not None:
+            return listening
     return None
+
+
+def listen_on(port: int, host: str = "127.0.0.1") -> socket.socket | None:
+    """A socket bound to ``port`` and listening, as the services' metrics servers bind
+    (SO_REUSEADDR); None when the port is in use."""
+    listening = socket.socket()
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+        listening.listen(64)
+    except OSError:
+        listening.close()
+        return None
+    return listening
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -145,23 +183,10 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def _restart(child: Child, taken: set[int]) -> None:
-    """Start the child again, on another metrics port if another program holds its own
-    now: a stack starting at the same moment may have seen it free too, and a service
-    that cannot bind its port exits, as it would on every restart."""
-    port = child.metrics_port
-    if port is not None and not port_free(port):
-        at = child.argv.index("--metrics-port")
-        child.argv = child.argv[:at] + child.argv[at + 2 :]
-        child.metrics_port = None
-        taken.discard(port)
-        _with_metrics(child, port, taken)
-    child.process = subprocess.Popen(child.argv, env=_child_env())
-
-
 def _child_env() -> dict[str, str]:
-    """The environment, less a metrics port that every child would try to bind."""
-    return {k: v for k, v in os.environ.items() if k != "KAIROS_METRICS_PORT"}
+    """The environment, less a metrics port (or socket) that every child would take."""
+    inherited = ("KAIROS_METRICS_PORT", "KAIROS_METRICS_FD")
+    return {k: v for k, v in os.environ.items() if k not in inherited}
 
 
 def banner(settings: StoreSettings, base: str, children: list[Child]) -> list[str]:
@@ -226,13 +251,13 @@ def _stop_all(children: list[Child]) -> None:
             child.process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     for child in children:
-        if child.process is None:
-            continue
-        try:
-            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
+        if child.process is not None:
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        child.release()
 
 
 def run_stack(
@@ -267,12 +292,12 @@ def run_stack(
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    children, taken = _children(port, workers, modules, notifiers)
-    _refuse_running_workers(settings, [c.worker_id for c in children if c.worker_id])
-    for child in children:
-        child.process = subprocess.Popen(child.argv, env=_child_env())
+    children, _ = _children(port, workers, modules, notifiers)
     base = f"http://127.0.0.1:{port}"
     try:
+        _refuse_running_workers(settings, [c.worker_id for c in children if c.worker_id])
+        for child in children:
+            child.start()
         if not _wait_healthy(base, API_START_SECONDS):
             print(
                 f"kairos up: the API did not answer /healthz within {API_START_SECONDS} s",
@@ -283,7 +308,7 @@ def run_stack(
         if demo:
             _submit_demo(settings, base)
         print("press Ctrl-C to stop", flush=True)
-        return _supervise(children, taken, lambda: stopping)
+        return _supervise(children, lambda: stopping)
     finally:
         _stop_all(children)
 
@@ -305,9 +330,10 @@ def _refuse_running_workers(settings: StoreSettings, worker_ids: list[str]) -> N
         stores.engine.dispose()
 
 
-def _supervise(children: list[Child], taken: set[int], stopping: Callable[[], bool]) -> int:
-    """Restart a child that exits on its own (a store restart can end a service); give up
-    on one that keeps failing, so a broken set-up is not restarted forever."""
+def _supervise(children: list[Child], stopping: Callable[[], bool]) -> int:
+    """Restart a child that exits on its own (a store restart can end a service), on
+    the metrics socket kept for it; give up on one that keeps failing, so a broken
+    set-up is not restarted forever."""
     while not stopping():
         for child in children:
             assert child.process is not None
@@ -318,6 +344,6 @@ def _supervise(children: list[Child], taken: set[int], stopping: Callable[[], bo
                 print(f"kairos up: {child.name} keeps exiting ({code}); stopping", file=sys.stderr)
                 return 1
             print(f"kairos up: {child.name} exited with {code}; restarting it", file=sys.stderr)
-            _restart(child, taken)
+            child.start()
         time.sleep(0.2)
     return 0

@@ -30,7 +30,7 @@ def serve_metrics(settings: ApiSettings) -> None:
     health = Health(threading.Event())
     for store, probe in store_probes(settings):
         health.add_probe(store, probe)
-    serve_probes(health, settings.metrics_port, settings.metrics_host)
+    serve_probes(health, settings.metrics_port, settings.metrics_host, settings.metrics_fd)
 
 
 def run_api(settings: ApiSettings) -> None:

@@ -7,6 +7,7 @@ import re
 import signal
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 from sqlalchemy.engine import Engine
@@ -173,6 +174,18 @@ def test_up_restarts_a_child_that_dies(processes: Processes, engine: Engine) -> 
     first.send_signal(signal.SIGKILL)  # a child this test's `kairos up` started
     wait_until(lambda: [w for w in workers() if w.pid != first.pid], 20, what="a new worker")
     assert "worker-1 exited with -9; restarting it" in processes.log("up")
+    # The restarted worker serves metrics on the port `kairos up` kept bound for it.
+    metrics = re.search(r"http://127\.0\.0\.1:(\d+)/metrics \(\S+-w1;", processes.log("up"))
+    assert metrics is not None, processes.log("up")
+    healthz = f"http://127.0.0.1:{metrics.group(1)}/healthz"
+    assert wait_until(lambda: _answers(healthz), 30, what="the restarted worker's /healthz")
     job_id = api.post_job({"jobName": "after", "jobHandler": "demo.noop"}).json()["jobId"]
     assert api.wait_status(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)["status"] == "SUCCEEDED"
     assert_books(engine, Expectation([job_id], execution_statuses={"SUCCEEDED"}), timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

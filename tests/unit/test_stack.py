@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
 from common.errors import ConfigurationError
+from common.probes import Health, serve_probes
 from services.cli import build_parser, main
 from services.stack import (
     DEMO_HANDLERS,
@@ -16,6 +20,7 @@ from services.stack import (
     _children,
     _supervise,
     _with_metrics,
+    listen_on,
     run_stack,
     worker_handlers,
 )
@@ -33,8 +38,9 @@ def test_no_module_at_all_is_refused_with_the_fix() -> None:
         worker_handlers(" , ", demo=False)
 
 
-def test_every_worker_is_started_with_the_handlers() -> None:
-    workers = [c for c in _children(8000, 3, "app.jobs")[0] if c.name.startswith("worker-")]
+def test_every_worker_is_started_with_the_handlers(released: list[Child]) -> None:
+    released += _children(8000, 3, "app.jobs")[0]
+    workers = [c for c in released if c.name.startswith("worker-")]
     assert len(workers) == 3
     for child in workers:
         at = child.argv.index("--handlers")
@@ -54,12 +60,18 @@ def test_up_without_handlers_stops_before_starting_anything(
     assert "--demo" in capsys.readouterr().err
 
 
-# Exits 2 as a service does when it cannot bind its metrics port (the one named in
-# argv[1]); serves on any other.
-SERVES_IF_PORT_FREE = (
-    "import sys, time\n"
-    "at = sys.argv.index('--metrics-port')\n"
-    "sys.exit(2) if sys.argv[at + 1] == sys.argv[1] else time.sleep(60)"
+# A service that dies at its first start and serves on its inherited metrics socket
+# at the next (argv[1] is a file that says it started before): answers "ok" to the
+# first connection.
+DIES_ONCE_THEN_SERVES = (
+    "import os, socket, sys, time\n"
+    "if not os.path.exists(sys.argv[1]):\n"
+    "    open(sys.argv[1], 'w').close()\n"
+    "    sys.exit(2)\n"
+    "listening = socket.socket(fileno=int(os.environ['KAIROS_METRICS_FD']))\n"
+    "conn, _ = listening.accept()\n"
+    "conn.sendall(b'ok')\n"
+    "time.sleep(60)\n"
 )
 
 
@@ -70,46 +82,67 @@ def _listening() -> socket.socket:
     return taken
 
 
-def test_a_child_whose_metrics_port_was_taken_meanwhile_restarts_on_the_next_free_one(
-    capsys: pytest.CaptureFixture[str],
+@pytest.fixture
+def released() -> Iterator[list[Child]]:
+    """Children whose metrics sockets the test closes at its end."""
+    children: list[Child] = []
+    yield children
+    for child in children:
+        child.release()
+
+
+def test_a_restarted_child_serves_on_the_metrics_socket_kept_for_it(
+    tmp_path: Path, released: list[Child]
 ) -> None:
-    # Another stack starting at the same moment saw the port free too, and bound it first.
-    with _listening() as taken:
-        port = taken.getsockname()[1]
-        child = Child("notifier", [sys.executable, "-c", SERVES_IF_PORT_FREE, str(port)])
-        child.argv += ["--metrics-port", str(port)]
-        child.metrics_port = port
-        child.process = subprocess.Popen(child.argv)
-        try:
-            assert _supervise([child], {port}, lambda: child.metrics_port != port) == 0
-            assert child.metrics_port is not None and child.metrics_port > port
-            assert child.argv[-2:] == ["--metrics-port", str(child.metrics_port)]
-            assert wait_running(child), "restarted, and running"
-        finally:
-            child.process.kill()
-            child.process.wait()
-    moved = f"port {port} is in use; notifier serves metrics on {child.metrics_port}"
-    assert moved in capsys.readouterr().out
-
-
-def wait_running(child: Child) -> bool:
-    """The restarted child is still running a moment later (it did not exit on its port)."""
-    assert child.process is not None
+    with _listening() as free:
+        port = free.getsockname()[1]
+    child = Child("notifier", [sys.executable, "-c", DIES_ONCE_THEN_SERVES, str(tmp_path / "ran")])
+    released.append(_with_metrics(child, port, set()))
+    assert child.metrics_port == port and child.metrics_socket is not None
+    child.start()
     try:
-        child.process.wait(timeout=1)
-    except subprocess.TimeoutExpired:
-        return True
-    return False
+        assert _supervise([child], lambda: bool(child.restarts)) == 0
+        assert listen_on(port) is None, "the port stayed held between the two starts"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.settimeout(10)
+            assert conn.recv(2) == b"ok", "the restarted child serves on the same port"
+    finally:
+        assert child.process is not None
+        child.process.kill()
+        child.process.wait()
+
+
+def test_two_stacks_starting_together_never_get_the_same_metrics_port(
+    released: list[Child],
+) -> None:
+    with _listening() as free:
+        port = free.getsockname()[1]
+    # Each stack has its own view of what it gave; the port is held from the choice on.
+    first = _with_metrics(Child("dispatcher", ["kairos"]), port, set())
+    second = _with_metrics(Child("dispatcher", ["kairos"]), port, set())
+    released += [first, second]
+    assert first.metrics_port == port
+    assert second.metrics_port is not None and second.metrics_port != port
+
+
+def test_a_service_serves_probes_on_a_socket_it_inherited() -> None:
+    listening = listen_on(0)
+    assert listening is not None
+    port = listening.getsockname()[1]
+    serve_probes(Health(threading.Event()), 1, "127.0.0.1", listening.detach())
+    answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+    assert answer.status_code == 200 and answer.json() == {"status": "ok"}
 
 
 def test_a_metrics_port_in_use_moves_the_child_to_the_next_free_one_and_says_so(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], released: list[Child]
 ) -> None:
     with _listening() as taken:
         port = taken.getsockname()[1]
         given: set[int] = set()
         first = _with_metrics(Child("dispatcher", ["kairos"]), port, given)
         second = _with_metrics(Child("notifier", ["kairos"]), port, given)
+        released += [first, second]
     assert first.metrics_port is not None and second.metrics_port is not None
     assert port < first.metrics_port < second.metrics_port, "each its own free port"
     assert first.argv[-2:] == ["--metrics-port", str(first.metrics_port)]
@@ -140,7 +173,9 @@ def test_up_reads_its_port_from_kairos_port(
     assert f"port {port} is in use" in capsys.readouterr().err
 
 
-def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids() -> None:
+def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids(
+    released: list[Child],
+) -> None:
     from common.config import StoreSettings
     from services.stack import banner
 
@@ -148,6 +183,7 @@ def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids() 
         namespace="shop", amqp_management_url="https://ops:s3cret@mq.internal:15671"
     )
     children, _ = _children(8000, 2, "app.jobs")
+    released += children
     ids = [c.worker_id for c in children if c.name.startswith("worker-")]
     assert all(ids) and len(set(ids)) == 2
     lines = banner(settings, "http://127.0.0.1:8000", children)
@@ -164,8 +200,11 @@ def test_the_banner_names_the_real_management_ui_and_the_workers_by_their_ids() 
             assert child.argv[at + 1] == child.worker_id
 
 
-def test_up_runs_as_many_notifiers_as_asked_each_with_its_metrics_port() -> None:
+def test_up_runs_as_many_notifiers_as_asked_each_with_its_metrics_port(
+    released: list[Child],
+) -> None:
     children, _ = _children(8000, 2, "app.jobs", notifiers=3)
+    released += children
     notifiers = [c for c in children if "notifier" in c.argv]
     assert [c.name for c in notifiers] == ["notifier", "notifier-2", "notifier-3"]
     ports = [c.metrics_port for c in notifiers]
