@@ -21,6 +21,7 @@ from common.db.jobs import NewJob, insert_job
 from common.runtime import ServiceStop
 from common.topology import declare_core, declare_worker_queue, worker_queue
 from services.dispatcher import main as dispatcher_main
+from services.dispatcher.leadership.lease_thread import Leadership
 from services.dispatcher.main import Dispatcher
 from services.dispatcher.trigger.fire import Firer
 from tests.e2e.harness import wait_until
@@ -38,15 +39,15 @@ HOLD_MAX_S = 60.0
 class LongPass:
     """The first lead's dispatch pass goes on long past the stall bound.
 
-    Its first fire is held until ``hold_s`` has passed or ``released`` is set (a
-    statement waiting that long); with ``trickle`` the fires after it each report a
-    run sent, as a backlog trickling out batch after batch would, until ``released``.
-    Every later lead fires as usual.
+    Its first fire is held (a statement waiting) until ``released`` is set; with
+    ``trickle``, only until the dispatcher has stepped down, and the fires after it
+    each report a run sent, as a backlog trickling out batch after batch would, until
+    ``released``. Every later lead fires as usual.
     """
 
-    hold_s: float = HOLD_MAX_S
     trickle: bool = False
     released: threading.Event = field(default_factory=threading.Event)
+    leadership: Leadership | None = None
     first: object | None = None
     held_fires: int = 0
 
@@ -57,12 +58,21 @@ class LongPass:
             return fire_due()
         self.held_fires += 1
         if self.held_fires == 1:
-            self.released.wait(self.hold_s)
+            self._hold()
             return 1 if self.trickle else 0
         if not self.trickle:
             return fire_due()
         time.sleep(0.05)
         return 1
+
+    def _hold(self) -> None:
+        deadline = time.monotonic() + HOLD_MAX_S
+        while not self.released.wait(0.01) and time.monotonic() < deadline:
+            if self.trickle and self._stepped_down():
+                return
+
+    def _stepped_down(self) -> bool:
+        return self.leadership is not None and not self.leadership.is_leader.is_set()
 
 
 def firer_with(long_pass: LongPass) -> type[Firer]:
@@ -111,6 +121,7 @@ def start(
     )
     stop = ServiceStop()
     dispatcher = Dispatcher(settings, stop)
+    long_pass.leadership = dispatcher.leadership
     thread = threading.Thread(target=dispatcher.run, name="dispatcher", daemon=True)
     thread.start()
     try:
@@ -131,9 +142,7 @@ def trickling(
     worker_queue_consumed: BlockingConnection,
 ) -> Iterator[Running]:
     """A dispatcher whose first lead stalls in one fire, then fires on and on."""
-    yield from start(
-        namespace, engine, redis_client, monkeypatch, LongPass(hold_s=3.0, trickle=True)
-    )
+    yield from start(namespace, engine, redis_client, monkeypatch, LongPass(trickle=True))
 
 
 @pytest.fixture
