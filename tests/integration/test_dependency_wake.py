@@ -59,13 +59,13 @@ def _scheduled_at(engine: Engine) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in rows}
 
 
-def _result(job_id: int, status: ExecutionStatus) -> ExecutionResult:
+def _result(job_id: int, failed: bool) -> ExecutionResult:
     return ExecutionResult(
         execution_id=f"e-{job_id}",
         job_id=job_id,
         worker_id="w1",
-        status=status,
-        message=None if status is ExecutionStatus.SUCCEEDED else "boom",
+        status=ExecutionStatus.FAILED if failed else ExecutionStatus.SUCCEEDED,
+        message="boom" if failed else None,
         started_at=1_100,
         ended_at=1_200,
     )
@@ -94,9 +94,9 @@ def test_ended_parents_wake_their_held_children_and_nothing_else(
         (retried,) = _jobs(engine, app_pk, ["retried"], retries=2)
         _queued(engine, [done, failed, retried, running])
         ending += [
-            _result(done, ExecutionStatus.SUCCEEDED),
-            _result(failed, ExecutionStatus.FAILED),
-            _result(retried, ExecutionStatus.FAILED),
+            _result(done, failed=False),
+            _result(failed, failed=True),
+            _result(retried, failed=True),
         ]
         for parent in (done, failed, retried, running):
             (child,) = _jobs(engine, app_pk, [f"child-of-{parent}"])
@@ -123,8 +123,9 @@ def test_creating_a_child_flags_its_parents(engine: Engine) -> None:
     parent, other, child = _jobs(engine, 1, ["parent", "other", "child"])
     _edge(engine, child, parent)
     with engine.connect() as conn:
-        flags = dict(conn.execute(sa.text("SELECT id, has_children FROM jobs")).all())
-    assert {job: bool(flag) for job, flag in flags.items()} == {
+        rows = conn.execute(sa.text("SELECT id, has_children FROM jobs")).all()
+    flags = {int(r[0]): bool(r[1]) for r in rows}
+    assert flags == {
         parent: True,
         other: False,
         child: False,
