@@ -202,6 +202,15 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
         description="the window failed authentications are counted in; an address over "
         "the limit waits for the window to end",
     )
+    auth_tarpit_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="a request refused because its address is over the failed "
+        "authentications limit waits this long before its 429, so a flood from a few "
+        "connections sends a few requests a second (at most 256 wait at once per API "
+        "process; more are answered at once); 0 answers at once",
+    )
 
 
 class DispatcherSettings(StoreSettings):

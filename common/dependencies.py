@@ -98,6 +98,13 @@ class Verdict:
     waited: tuple[ParentRun, ...]
 
 
+PARENT = "parent job"
+WAITING = "waiting:"
+# How a run held for its parents' runs begins its message: a parent's run end finds the
+# runs to look at again by it (``common.db.job_dependencies.wake_children``).
+HELD_FOR_PARENTS = f"{WAITING} {PARENT} "
+
+
 def matching_run(child: ChildRun, edge: Edge, runs: Iterable[ParentRun]) -> ParentRun | None:
     """The parent run ``child`` waits for under ``edge`` (module docstring), or None if
     there is none yet."""
@@ -113,15 +120,15 @@ def matching_run(child: ChildRun, edge: Edge, runs: Iterable[ParentRun]) -> Pare
 
 def judge_edge(child: ChildRun, edge: Edge, run: ParentRun | None) -> tuple[str, str | None]:
     """``("ok", None)``, ``("wait", why)`` or ``("skip", why)`` for one parent."""
-    parent = f"parent job {edge.parent_job_id}"
+    parent = f"{PARENT} {edge.parent_job_id}"
     if edge.parent_deleted:
         return "skip", f"skipped: {parent} was deleted"
     if run is None:
         if _never_runs(child, edge):
             return "skip", f"skipped: {parent} will have no run for this one to wait for"
-        return "wait", f"waiting: {parent} has no matching run yet"
+        return "wait", f"{WAITING} {parent} has no matching run yet"
     if run.status in UNFINISHED:
-        return "wait", f"waiting: {parent} run {run.execution_id} is {run.status}"
+        return "wait", f"{WAITING} {parent} run {run.execution_id} is {run.status}"
     if run.status is ExecutionStatus.SUCCEEDED or (
         edge.on is DependOn.FINISHED and run.status in RAN_AND_ENDED
     ):

@@ -201,8 +201,8 @@ def insert_manual_execution(
     """Insert a SCHEDULED manual execution of the locked ``job``, due now; return it.
     ``params``: JSON text of params for this run only, in place of the job's.
 
-    The run carries ``traceparent`` (the trigger's own), else the job's trace id under a
-    fresh parent id, else none.
+    The run carries ``traceparent`` (the trigger's own, or a branch of the job's trace
+    the caller made), else the job's trace id under a fresh parent id, else none.
 
     The unique key (job, trigger time, attempt) gives every trigger time one first
     attempt, so a manual run takes the first free trigger time from now on: triggers of

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from common.db import driver
-from common.dependencies import ChildRun, DependOn, Edge, ParentRun, find_cycle
+from common.dependencies import (
+    HELD_FOR_PARENTS,
+    ChildRun,
+    DependOn,
+    Edge,
+    ParentRun,
+    find_cycle,
+)
 from common.errors import ValidationFailedError
 from common.states import ExecutionStatus, JobStatus
 
@@ -93,8 +100,8 @@ def check_no_cycle(conn: Connection, app_pk: int, child: int, after: Sequence[Af
 
 
 def insert_edges(conn: Connection, edges: Iterable[tuple[int, After]]) -> None:
-    """Store each (child job, parent) edge; the children were inserted flagged
-    (``jobs.has_dependencies``)."""
+    """Store each (child job, parent) edge and flag the parents (``jobs.has_children``);
+    the children were inserted flagged (``jobs.has_dependencies``)."""
     rows = [(child, a.job_id, a.on.value) for child, a in edges]
     if not rows:
         return
@@ -103,6 +110,30 @@ def insert_edges(conn: Connection, edges: Iterable[tuple[int, After]]) -> None:
         "INSERT INTO job_dependencies (child_job_id, parent_job_id, on_outcome) VALUES "
         + ", ".join(["(%s, %s, %s)"] * len(rows)),
         [v for row in rows for v in row],
+    )
+    # Never cleared: a parent left without children costs one UPDATE of no row per run end.
+    parents = driver.ints(sorted({parent for _, parent, _ in rows}))
+    driver.execute(
+        conn, f"UPDATE jobs SET has_children = 1 WHERE id IN ({parents}) AND has_children = 0"
+    )
+
+
+def wake_children(conn: Connection, parent_job_ids: Sequence[int], now_ms: int) -> int:
+    """Bring forward to ``now_ms`` the SCHEDULED runs of these jobs' children that are
+    held for later (for their parents, most often), so that the firer's next load looks
+    at them; returns how many moved. Those still not ready are held again."""
+    if not parent_job_ids:
+        return 0
+    ids = driver.ints(sorted(set(parent_job_ids)))
+    # Only runs the firer held for their parents: a retry's backoff, a jittered or a
+    # claimed-ahead trigger also waits SCHEDULED for a later time, and keeps it.
+    return driver.execute(
+        conn,
+        "UPDATE executions e JOIN job_dependencies d ON d.child_job_id = e.job_id "
+        "SET e.scheduled_at = %s "
+        f"WHERE d.parent_job_id IN ({ids}) AND e.status = %s AND e.scheduled_at > %s "
+        "AND e.message LIKE %s",
+        (now_ms, ExecutionStatus.SCHEDULED.value, now_ms, HELD_FOR_PARENTS + "%"),
     )
 
 

@@ -233,6 +233,8 @@ class TriggerSettings:
     retry_backoff_max_seconds: int
     # The app's public id (``app_...``), for the per-app metrics.
     app_id: str = ""
+    # Some job waits for this one's runs (``jobs.has_children``).
+    has_children: bool = False
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
@@ -244,7 +246,8 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
         conn,
         "SELECT j.id, j.app_pk, j.status, j.cron_expr, j.fixed_rate_seconds, "
         "j.next_trigger_time, j.callback_url, j.max_retries, j.retry_backoff_seconds, "
-        "j.retry_backoff_max_seconds, a.app_id FROM jobs j JOIN apps a ON a.id = j.app_pk "
+        "j.retry_backoff_max_seconds, a.app_id, j.has_children "
+        "FROM jobs j JOIN apps a ON a.id = j.app_pk "
         f"WHERE j.id IN ({driver.ints(ids)})",
     )
     return {
@@ -259,6 +262,7 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
             int(r.retry_backoff_seconds),
             int(r.retry_backoff_max_seconds),
             str(r.app_id),
+            bool(r.has_children),
         )
         for r in rows
     }

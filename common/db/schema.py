@@ -113,6 +113,8 @@ jobs = Table(
     # Set when the job has rows in job_dependencies (migration 0019): the firer looks
     # edges up only for the runs of such jobs.
     Column("has_dependencies", Boolean, nullable=False, server_default=sa.false()),
+    # Some job waits for this one's runs: its run ends wake them (migration 0021).
+    Column("has_children", Boolean, nullable=False, server_default=sa.false()),
     UniqueConstraint("app_pk", "client_request_id", name="uq_jobs_app_client_request"),
     Index("ix_jobs_status_next_trigger", "status", "next_trigger_time"),
     # Retention finds finished jobs past their age by it (migration 0009).

@@ -27,6 +27,7 @@ class OutcomeTables(MemoryTables):
 
     def trigger_settings(self, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
         """What recording needs of each job that exists."""
+        parents = {a.job_id for j in self.jobs.values() for a in j.after}
         return {
             j.id: TriggerSettings(
                 j.id,
@@ -39,6 +40,7 @@ class OutcomeTables(MemoryTables):
                 j.retry_backoff_seconds,
                 j.retry_backoff_max_seconds,
                 self.apps[j.app_pk].app_id if j.app_pk in self.apps else "",
+                j.id in parents,
             )
             for j in (self.jobs.get(i) for i in sorted(set(job_ids)))
             if j is not None

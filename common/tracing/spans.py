@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Protocol
 
+from common.tracing.traceparent import fresh_parent
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -48,6 +50,21 @@ class NoTracing:
 
 
 NO_TRACING: Tracing = NoTracing()
+
+# The span a run of a recurring job (a claimed trigger, or a manual run) starts its own
+# branch of the job's trace with.
+TRIGGER_SPAN = "kairos trigger"
+
+
+def branch(tracing: Tracing, traceparent: str, attributes: Attributes) -> str:
+    """The traceparent a run that is its own branch of a job's trace carries: that of a
+    ``TRIGGER_SPAN`` opened (and closed) under the job's ``traceparent``, so the run's
+    spans hang under a span the collector has; with no spans sent, the job's trace id
+    under a fresh parent id."""
+    with tracing.span(TRIGGER_SPAN, traceparent, attributes) as handed:
+        if handed is None or handed == traceparent:
+            return fresh_parent(traceparent)
+        return handed
 
 
 class OtelTracing:

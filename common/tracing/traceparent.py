@@ -55,12 +55,3 @@ def fresh_parent(traceparent: str) -> str:
     while parent == _ZERO_PARENT:  # pragma: no cover - one chance in 2**64
         parent = secrets.token_hex(8)
     return with_parent(traceparent, parent)
-
-
-def run_traceparent(job_traceparent: str | None, recurring: bool) -> str | None:
-    """The traceparent a scheduled run of a job carries: a one-shot job's run continues
-    its submit (the job's own); each run of a recurring job gets the job's trace id
-    with a fresh parent id; a job without one gives its runs none."""
-    if job_traceparent is None:
-        return None
-    return fresh_parent(job_traceparent) if recurring else job_traceparent

@@ -19,7 +19,7 @@ from common.keys import RedisKeys
 from common.tracing.spans import start_tracing
 from services.api.allow import AllowedMethods
 from services.api.auth_failures import build_failed_authentications
-from services.api.auth_gate import AuthGate
+from services.api.auth_gate import AuthGate, Tarpit
 from services.api.body_limit import BodyLimit
 from services.api.callback_screening import ResolverPerApp, system_resolver
 from services.api.console import install_console
@@ -91,7 +91,13 @@ class GatedApi(FastAPI):
         if self.gate is None:
             state: ApiState = self.state.kairos
             routes = self.router.routes
-            self.gate = AuthGate(super().__call__, state.failed_auth, state.known_key, routes)
+            self.gate = AuthGate(
+                super().__call__,
+                state.failed_auth,
+                state.known_key,
+                routes,
+                Tarpit(state.settings.auth_tarpit_seconds),
+            )
         await self.gate(scope, receive, send)
 
 

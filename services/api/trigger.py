@@ -18,6 +18,7 @@ from common.db import job_control as db
 from common.db.apps import App
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
 from common.documents import stored_text
+from common.tracing.spans import Tracing, branch
 from common.tracing.traceparent import parse_traceparent
 from services.api.job_control import TRIGGER, applies, check_may_run, status_of
 from services.api.keyed_requests import answer_once
@@ -63,11 +64,15 @@ def _insert(
     now: int,
     params: str | None,
     traceparent: str | None,
+    tracing: Tracing,
 ) -> tuple[StoredAnswer, int]:
     job = db.lock_job(conn, app.id, job_id)
     applies(TRIGGER, job_id, status_of(job))
     assert job is not None
     check_may_run(app, job, "triggered")
+    if traceparent is None and job.traceparent is not None:
+        # No trace of its own: a branch of the job's trace, under a trigger span.
+        traceparent = branch(tracing, job.traceparent, {"kairos.job_id": job_id})
     execution = db.insert_manual_execution(conn, job, now, params, traceparent)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
@@ -114,7 +119,7 @@ def _trigger(
     scheduled: list[int] = []
 
     def work(conn: Connection) -> StoredAnswer:
-        answer, at = _insert(conn, app, job_id, now, params, traceparent)
+        answer, at = _insert(conn, app, job_id, now, params, traceparent, state.tracing)
         scheduled[:] = [at]
         return answer
 

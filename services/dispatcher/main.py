@@ -209,7 +209,9 @@ class Dispatcher:
         sender = ClaimSender(
             WorkerChooser(Strategy(s.strategy)), directory.sent, tracing=self.tracing
         )
-        claimer = TriggerClaimer(self.engine, self.clock, s.batch_size, s.claim_window_ms, sender)
+        claimer = TriggerClaimer(
+            self.engine, self.clock, s.batch_size, s.claim_window_ms, sender, self.tracing
+        )
         fire = FireSettings(
             s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms
         )

@@ -116,3 +116,23 @@ def test_with_spans_a_batch_keeps_its_submit_spans_traceparent(client: TestClien
     expected = f"00-{trace_id(TP)}-{span.context.span_id:016x}-01"
     for item in answer.json()["jobs"]:
         assert client.get(f"/openapi/jobs/{item['jobId']}").json()["traceparent"] == expected
+
+
+def test_with_spans_a_trigger_without_a_header_hangs_under_a_trigger_span(
+    client: TestClient,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    client.app.state.kairos.tracing = OtelTracing(provider)  # type: ignore[attr-defined]
+    job_id = create(client, "traced", TP)
+    kept = client.get(f"/openapi/jobs/{job_id}").json()["traceparent"]
+    runs = [execution_trace(client, trigger(client, job_id)) for _ in range(3)]
+    submit, *triggers = exporter.get_finished_spans()
+    assert submit.name == "kairos submit" and [s.name for s in triggers] == ["kairos trigger"] * 3
+    # Each run's parent is its own trigger span, which hangs under the job's submit span.
+    assert [parent_id(r or "") for r in runs] == [f"{s.context.span_id:016x}" for s in triggers]
+    assert all(
+        s.parent is not None and f"{s.parent.span_id:016x}" == parent_id(kept) for s in triggers
+    )
+    assert {trace_id(r or "") for r in runs} == {trace_id(TP)}

@@ -15,7 +15,7 @@ from starlette.types import Message, Receive, Scope, Send
 from common.errors import AuthThrottledError
 from common.keys import RedisKeys
 from services.api.auth_failures import FailedAuthentications
-from services.api.auth_gate import AuthGate
+from services.api.auth_gate import AuthGate, Tarpit
 from services.api.http_metrics import RouteTemplates
 
 ATTACKER = "203.0.113.7"
@@ -209,3 +209,66 @@ def test_templates_of_unrouted_requests_are_remembered_per_method_and_path() -> 
     assert CountingRoute.matched == 1
     assert templates.of({**scope, "path": "/nowhere"}) == "<unmatched>"
     assert CountingRoute.matched == 2
+
+
+class Sleeps:
+    """``asyncio.sleep`` for the tarpit: records each wait and lets the test decide when
+    the waits end."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await self.release.wait()
+
+
+def test_a_refusal_is_held_back_by_the_tarpit_and_only_so_many_at_once(
+    failures: FailedAuthentications, inner: InnerApp
+) -> None:
+    sleeps = Sleeps()
+    tarpit = Tarpit(1.5, most_held=2, sleep=sleeps)
+    gate = AuthGate(inner, failures, lambda key: key == GOOD_KEY, ROUTES, tarpit)
+    _throttle(failures, ATTACKER)
+
+    async def flood() -> list[list[Message]]:
+        tasks = [asyncio.create_task(_served(gate, _scope(ATTACKER))) for _ in range(4)]
+        await asyncio.sleep(0)
+        # Two are held; the two past the bound are answered at once.
+        assert sleeps.waits == [1.5, 1.5] and tarpit.held == 2
+        assert sum(t.done() for t in tasks) == 2
+        # A good key from the same address is not held.
+        assert _status(await _served(gate, _scope(ATTACKER, key=GOOD_KEY))) == 200
+        sleeps.release.set()
+        return list(await asyncio.gather(*tasks))
+
+    answers = asyncio.run(flood())
+    assert [_status(a) for a in answers] == [429] * 4
+    assert tarpit.held == 0
+
+
+def test_no_tarpit_answers_at_once(failures: FailedAuthentications, inner: InnerApp) -> None:
+    sleeps = Sleeps()
+    gate = AuthGate(inner, failures, lambda key: False, ROUTES, Tarpit(0, sleep=sleeps))
+    _throttle(failures, ATTACKER)
+    assert _serve(gate, _scope(ATTACKER))[0] == 429
+    assert sleeps.waits == []
+
+
+async def _served(gate: AuthGate, scope: Scope) -> list[Message]:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        raise AssertionError("the gate never reads a body")
+
+    await gate(scope, receive, send)
+    return sent
+
+
+def _status(sent: list[Message]) -> int:
+    status: int = sent[0]["status"]
+    return status

@@ -13,10 +13,20 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from common.db.due_jobs import DueJob
 from common.messages import DispatchMessage
-from common.tracing.spans import NO_TRACING, OtelTracing, otlp_endpoint, start_tracing
+from common.schedule import Schedule, TriggerPolicy, plan_trigger
+from common.tracing.spans import (
+    NO_TRACING,
+    TRIGGER_SPAN,
+    OtelTracing,
+    branch,
+    otlp_endpoint,
+    start_tracing,
+)
 from common.tracing.traceparent import parent_id, parse_traceparent, trace_id
 from services.dispatcher.routing.dispatch import Assignment, pack_dispatches
+from services.dispatcher.trigger.claim import trigger_execution
 
 SUBMITTED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -63,6 +73,54 @@ def test_an_untraced_job_gets_no_span(exported: tuple[OtelTracing, InMemorySpanE
     with tracing.span("kairos run", None, {}) as handed:
         assert handed is None
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_branch_hangs_under_a_trigger_span_the_collector_gets(
+    exported: tuple[OtelTracing, InMemorySpanExporter],
+) -> None:
+    tracing, exporter = exported
+    runs = [branch(tracing, SUBMITTED, {"kairos.job_id": 7}) for _ in range(3)]
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == [TRIGGER_SPAN] * 3
+    # Each run's parent id is its own trigger span's, which hangs under the job's submit.
+    assert [parent_id(r) for r in runs] == [format(s.context.span_id, "016x") for s in spans]
+    assert {trace_id(r) for r in runs} == {trace_id(SUBMITTED)}
+    assert all(
+        s.parent is not None and s.parent.span_id == int(parent_id(SUBMITTED), 16) for s in spans
+    )
+
+
+def test_without_tracing_a_branch_is_a_fresh_parent_of_the_same_trace() -> None:
+    runs = {branch(NO_TRACING, SUBMITTED, {}) for _ in range(10)}
+    assert len(runs) == 10 and SUBMITTED not in runs
+    assert {trace_id(r) for r in runs} == {trace_id(SUBMITTED)}
+
+
+def test_a_claimed_cron_run_gets_a_trigger_span_and_a_one_shot_run_none(
+    exported: tuple[OtelTracing, InMemorySpanExporter],
+) -> None:
+    tracing, exporter = exported
+
+    def claimed(schedule: Schedule) -> str | None:
+        job = DueJob(
+            42,
+            0,
+            "demo.noop",
+            60_000,
+            TriggerPolicy(schedule),
+            0,
+            "{}",
+            None,
+            traceparent=SUBMITTED,
+        )
+        return trigger_execution(job, plan_trigger(job.policy, 60_000, 60_000), tracing).traceparent
+
+    assert claimed(Schedule(None, "UTC", None)) == SUBMITTED
+    assert exporter.get_finished_spans() == ()
+    run = claimed(Schedule("* * * * *", "UTC", None))
+    (span,) = exporter.get_finished_spans()
+    assert run is not None and parent_id(run) == format(span.context.span_id, "016x")
+    assert dict(span.attributes or {}) == {"kairos.job_id": 42, "kairos.trigger_time": 60_000}
 
 
 def test_without_tracing_the_traceparent_is_handed_on_as_it_came() -> None:

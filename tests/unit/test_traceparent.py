@@ -7,13 +7,7 @@ import pytest
 from common.db.due_jobs import DueJob
 from common.errors import CallbackRequestError
 from common.schedule import Schedule, TriggerPolicy, plan_trigger
-from common.tracing.traceparent import (
-    fresh_parent,
-    parent_id,
-    parse_traceparent,
-    run_traceparent,
-    trace_id,
-)
+from common.tracing.traceparent import fresh_parent, parent_id, parse_traceparent, trace_id
 from services.dispatcher.trigger.claim import trigger_execution
 from services.notifier.http_wire import request_bytes
 
@@ -55,13 +49,6 @@ def test_a_fresh_parent_keeps_the_trace_and_flags() -> None:
     assert trace_id(fresh) == trace_id(VALID) and fresh[-2:] == VALID[-2:]
     assert parent_id(fresh) != parent_id(VALID)
     assert len({parent_id(fresh_parent(VALID)) for _ in range(100)}) == 100
-
-
-def test_a_one_shot_run_continues_its_submit_and_each_recurring_run_branches() -> None:
-    assert run_traceparent(VALID, recurring=False) == VALID
-    runs = {run_traceparent(VALID, recurring=True) for _ in range(10)}
-    assert len(runs) == 10 and {trace_id(r) for r in runs if r} == {trace_id(VALID)}
-    assert run_traceparent(None, recurring=True) is None
 
 
 def test_the_callback_wire_still_refuses_a_header_that_breaks_a_line() -> None:

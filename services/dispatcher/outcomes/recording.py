@@ -23,6 +23,7 @@ from common.schedule import retry_delay_ms
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
+from services.dispatcher.outcomes.children import wake_children_of
 from services.dispatcher.trigger_end import JobEnd, job_end
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ def _record(
         waits = lock_waits_of(conn, lock_wait_s) if lock_wait_s is not None else None
         with waits or contextlib.nullcontext():
             finished, wanted = _record_in(MySqlOutcomeStore(conn), clock, results)
+    wake_children_of(engine, clock, [f.job.id for f in finished if _ends_parent_run(f)])
     _log(finished)
     observe_finished([f.result.status for f in finished])
     observe_app_start_lags(
@@ -125,6 +127,11 @@ def _record_in(
         if f.job.callback_url
     ]
     return finished, create_deliveries(store, ends, now)
+
+
+def _ends_parent_run(item: _Finished) -> bool:
+    """Whether the run ended (no retry follows) and some job waits for its job's runs."""
+    return item.job.has_children and not item.retry_due
 
 
 def _lock_and_match(store: OutcomeStore, results: Sequence[ExecutionResult]) -> list[_Finished]:

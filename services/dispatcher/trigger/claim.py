@@ -19,7 +19,7 @@ from common.metrics import observe_claim
 from common.schedule import TriggerPlan, plan_trigger
 from common.states import ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
-from common.tracing.traceparent import run_traceparent
+from common.tracing.spans import NO_TRACING, Tracing, branch
 from services.dispatcher.outcomes.callbacks import record_claim_failures
 from services.dispatcher.trigger.claim_handover import ClaimSender, OpenClaim
 from services.dispatcher.trigger.claim_rows import held_row
@@ -77,9 +77,11 @@ def _plan(job: DueJob, now_ms: int) -> TriggerPlan | Unplannable:
     return plan
 
 
-def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecution:
+def trigger_execution(
+    job: DueJob, plan: TriggerPlan | Unplannable, tracing: Tracing = NO_TRACING
+) -> NewExecution:
     """The execution row a claimed trigger becomes: SCHEDULED, or SKIPPED with its reason
-    (FAILED when its plan could not be computed)."""
+    (FAILED when its plan could not be computed). It carries ``run_trace``."""
     if isinstance(plan, Unplannable):
         fire_at, status, message = job.trigger_time, ExecutionStatus.FAILED, plan.reason
     elif plan.run:
@@ -87,12 +89,20 @@ def trigger_execution(job: DueJob, plan: TriggerPlan | Unplannable) -> NewExecut
     else:
         fire_at, status, message = plan.fire_at, ExecutionStatus.SKIPPED, plan.reason
     execution_id = trigger_execution_id(job)
-    trace = None
-    if job.traceparent is not None:
-        trace = run_traceparent(job.traceparent, job.policy.schedule.recurring)
+    trace = run_trace(job, tracing)
     return NewExecution(
         execution_id, job.id, 1, job.trigger_time, fire_at, status, message, traceparent=trace
     )
+
+
+def run_trace(job: DueJob, tracing: Tracing = NO_TRACING) -> str | None:
+    """The traceparent a claimed trigger's run carries: a one-shot job's run continues its
+    submit (the job's own); each run of a recurring job is a branch of the job's trace
+    under a trigger span of its own (``spans.branch``); a job without one gives none."""
+    if job.traceparent is None or not job.policy.schedule.recurring:
+        return job.traceparent
+    attributes = {"kairos.job_id": job.id, "kairos.trigger_time": job.trigger_time}
+    return branch(tracing, job.traceparent, attributes)
 
 
 class TriggerClaimer:
@@ -111,12 +121,14 @@ class TriggerClaimer:
         batch_size: int,
         window_ms: int,
         sender: ClaimSender,
+        tracing: Tracing = NO_TRACING,
     ):
         self._engine = engine
         self._clock = clock
         self._batch_size = batch_size
         self._window_ms = window_ms
         self._sender = sender
+        self._tracing = tracing
         self._backlog_idle_until = 0
 
     def claim(self, handlers: Iterable[str], keep_going: Callable[[], bool] = lambda: True) -> int:
@@ -178,7 +190,7 @@ class TriggerClaimer:
             plans = {job.id: _plan(job, now) for job in due}
             updates = {job_id: claim_update(plan) for job_id, plan in plans.items()}
             won = claim_jobs(conn, due, updates, now)
-            created = [trigger_execution(j, plans[j.id]) for j in due if j.id in won]
+            created = [trigger_execution(j, plans[j.id], self._tracing) for j in due if j.id in won]
             if skip_taken:
                 created = _without_taken(conn, created)
             record_claim_failures(conn, created, now)
