@@ -121,7 +121,12 @@ class RunLogQuota:
         granted = self._grant(wanted, quotas)
         if granted is None:
             return taken
-        budgets = {app: _Budget(granted[app], quotas[app]) for app in wanted}
+        # Only the apps granted less than they asked have lines to drop.
+        budgets = {
+            app: _Budget(granted[app], quotas[app]) for app in wanted if granted[app] < wanted[app]
+        }
+        if not budgets:
+            return taken
         return [(run, _kept(run, lines, _budget_of(run, budgets))) for run, lines in taken]
 
     def _current_quotas(self) -> Mapping[int, int]:
@@ -156,7 +161,7 @@ class RunLogQuota:
 
 
 def _size(line: LogLine) -> int:
-    return len(line.line.encode("utf-8", "replace"))
+    return line.size or len(line.line.encode("utf-8", "replace"))
 
 
 def _wanted(taken: Taken, quotas: Mapping[int, int]) -> dict[int, int]:

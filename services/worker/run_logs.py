@@ -27,7 +27,8 @@ MIN_CLIPPED_BYTES = 16
 class LogLine:
     """One line of a run's log: its place in the run (``seq`` from 1), when (epoch ms),
     its level name and its text; ``admitted`` once its app's run-log quota counted it
-    (a line written again after a failed write is not counted twice)."""
+    (a line written again after a failed write is not counted twice); ``size``, its
+    text's bytes in UTF-8 when known (0: not counted yet)."""
 
     execution_id: str
     seq: int
@@ -35,6 +36,7 @@ class LogLine:
     level: str
     line: str
     admitted: bool = False
+    size: int = 0
 
 
 class RunLog:
@@ -85,7 +87,8 @@ class RunLog:
             self._kept_bytes += size
             self._seq += 1
             first = self._seq == 1
-            self._pending.append(LogLine(self.execution_id, self._seq, at, level, text))
+            line = LogLine(self.execution_id, self._seq, at, level, text, size=size)
+            self._pending.append(line)
         if first and self._on_first_line is not None:
             self._on_first_line(self)
 
