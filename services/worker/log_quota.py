@@ -10,9 +10,11 @@ before and, in place of the first it drops, one line saying the quota was reache
 keeps no more lines after that. The run itself goes on unaffected.
 
 The quotas are read from MySQL every ``QUOTA_REFRESH_SECONDS`` (one query for all apps),
-so an operator's change applies within that. When Redis does not answer, lines are kept
-as if no quota were set: the quota protects storage and must not lose logs of its own
-accord while Redis is away.
+so an operator's change applies within that. When Redis does not answer (within
+``REDIS_TIMEOUT_SECONDS``, on a client of its own), lines are kept as if no quota were
+set, and Redis is not asked again for ``RETRY_AFTER_SECONDS``: the quota protects
+storage, and must neither lose logs of its own accord nor hold up the writes (whose
+last lines a finishing run waits for) while Redis is away.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from redis import Redis
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.retry import Retry
 from sqlalchemy.engine import Engine
 
 from common.db.app_grants import run_log_quotas
@@ -36,6 +40,10 @@ log = logging.getLogger(__name__)
 QUOTA_REFRESH_SECONDS = 30.0
 # At most one warning this often while Redis or MySQL stay away.
 WARN_EVERY_SECONDS = 10.0
+# How long a Redis call may take before the write goes on without the quota.
+REDIS_TIMEOUT_SECONDS = 0.5
+# How long lines go uncounted after Redis did not answer, before it is asked again.
+RETRY_AFTER_SECONDS = 10.0
 HOUR_MS = 3_600_000
 
 # KEYS: one bucket per app. ARGV: the quota (bytes per hour) and the bytes wanted, per
@@ -71,6 +79,18 @@ def quota_note(quota: int) -> str:
         "the run's later lines are dropped (the run goes on). An operator raises it with "
         "`kairos app limits APP_ID --run-log-bytes-per-hour N|none`"
     )
+
+
+def build_run_log_quota(redis_url: str, keys: RedisKeys, engine: Engine) -> RunLogQuota:
+    """A quota on its own Redis client with short timeouts and no retries, reading the
+    quotas from MySQL through ``engine``."""
+    client = Redis.from_url(
+        redis_url,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 0),
+    )
+    return RunLogQuota(client, keys, mysql_quotas(engine))
 
 
 def mysql_quotas(engine: Engine) -> Callable[[], Mapping[int, int]]:
@@ -109,6 +129,7 @@ class RunLogQuota:
         self._quotas: Mapping[int, int] = {}
         self._read_at = -float("inf")
         self._warned_at = -float("inf")
+        self._redis_failed_at = -float("inf")
         self._script = client.register_script(GRANT)
 
     def admit(self, taken: Taken) -> Taken:
@@ -141,7 +162,9 @@ class RunLogQuota:
 
     def _grant(self, wanted: Mapping[int, int], quotas: Mapping[int, int]) -> dict[int, int] | None:
         """The bytes each app may keep now (one script call for all); None when Redis
-        does not answer."""
+        does not answer, or did not a moment ago."""
+        if time.monotonic() - self._redis_failed_at < RETRY_AFTER_SECONDS:
+            return None
         apps = sorted(wanted)
         args: list[int] = []
         for app in apps:
@@ -149,6 +172,7 @@ class RunLogQuota:
         try:
             answer = self._script(keys=[self._keys.run_log_quota(a) for a in apps], args=args)
         except (RedisError, OSError) as e:
+            self._redis_failed_at = time.monotonic()
             self._warn("run-log quotas not applied, Redis did not answer", e)
             return None
         return {app: int(grant) for app, grant in zip(apps, answer, strict=True)}

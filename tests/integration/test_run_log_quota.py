@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis
@@ -21,7 +22,7 @@ from common.db.apps import find_app_by_key
 from common.db.records import AppLimits
 from common.keys import RedisKeys
 from common.messages import DispatchMessage
-from services.worker.log_quota import RunLogQuota, mysql_quotas
+from services.worker.log_quota import RunLogQuota, build_run_log_quota, mysql_quotas
 from services.worker.log_writer import RunLogWriter, mysql_store
 from services.worker.registry import collect_handlers
 from services.worker.run_logs import LogLine, install_capture
@@ -189,16 +190,28 @@ def test_lines_written_again_after_a_failed_write_are_not_counted_twice(
     assert writer.write_once() == 0
 
 
-def test_without_redis_the_quota_lets_lines_through(
-    engine: Engine, namespace: StoreSettings
+def test_without_redis_the_quota_lets_lines_through_and_waits_before_asking_again(
+    engine: Engine, namespace: StoreSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     noisy = with_quota(engine, "noisy", 100)
-    away = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
-    writer = RunLogWriter(mysql_store(engine), 64 * 1024, quota=quota_of(away, namespace, engine))
+    keys = RedisKeys(namespace.namespace)
+    quota = build_run_log_quota("redis://127.0.0.1:1/0", keys, engine)
+    script: Any = quota._script
+    calls: list[object] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return script(*args, **kwargs)
+
+    monkeypatch.setattr(quota, "_script", counted)
+    writer = RunLogWriter(mysql_store(engine), 64 * 1024, quota=quota)
     run_log = writer.open("noisy-0", noisy)
     assert run_log is not None
     for n in range(5):
         run_log.append("INFO", f"line {n} " + "x" * 100)
-    run_log.close()
     assert writer.write_once() == 5
-    assert len(stored_logs(engine)["noisy-0"]) == 5
+    run_log.append("INFO", "one more")
+    run_log.close()
+    assert writer.write_once() == 1
+    assert len(stored_logs(engine)["noisy-0"]) == 6
+    assert len(calls) == 1  # the second write did not wait for Redis again
