@@ -122,7 +122,6 @@ class RunLogQuota:
         read_quotas: Callable[[], Mapping[int, int]],
         refresh_seconds: float = QUOTA_REFRESH_SECONDS,
     ) -> None:
-        self._client = client
         self._keys = keys
         self._read_quotas = read_quotas
         self._refresh_seconds = refresh_seconds
@@ -153,9 +152,9 @@ class RunLogQuota:
     def _current_quotas(self) -> Mapping[int, int]:
         now = time.monotonic()
         if now - self._read_at >= self._refresh_seconds:
+            self._read_at = now  # after a failure too: MySQL is asked again next refresh
             try:
                 self._quotas = dict(self._read_quotas())
-                self._read_at = now
             except Exception as e:  # keep the quotas known; the writer must go on
                 self._warn("run-log quotas not read again, MySQL did not answer", e)
         return self._quotas
