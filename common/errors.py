@@ -304,7 +304,7 @@ class RateLimitedError(KairosError):
         super().__init__(
             f"app {app_id!r} sent more requests than its rate limit allows; retry after "
             f"{retry_after_seconds} s, or spread requests out (a batch create counts one per "
-            "job)"
+            "job, a backfill one per run it creates)"
         )
         self.app_id = app_id
         self.retry_after_seconds = retry_after_seconds

@@ -61,6 +61,11 @@ class RedisKeys:
         """A hash with one app's token bucket (tokens left, when last counted)."""
         return self._key("ratelimit", "app", app_id)
 
+    def run_log_quota(self, app_pk: int) -> str:
+        """A hash with one app's run-log byte bucket (bytes left, when last counted),
+        shared by every worker."""
+        return self._key("runlogquota", "app", str(app_pk))
+
     def notifier_standing(self, notifier_id: str) -> str:
         """One notifier's last report of its receiving hosts and apps
         (``common.notifier_standing``), expiring unless renewed."""

@@ -28,6 +28,11 @@ class DispatchMessage(BaseModel):
     traceparent: str | None = Field(
         default=None, description="the run's W3C traceparent; absent when it has none"
     )
+    app: int | None = Field(
+        default=None,
+        description="the job's app, by primary key: the worker counts the run's log against "
+        "the app's run-log quota; absent from a dispatcher older than the quota",
+    )
 
 
 class DispatchPack(BaseModel):

@@ -3,7 +3,8 @@ and its limits (share weight, cap on runs at once, quotas).
 
 Both live on the ``apps`` row (schema 0012). The API reads them with the app when it
 authenticates a key (``find_app_by_key``), the notifier reads an app's networks before
-it sends, the dispatcher its weight and cap (``app_limits``).
+it sends, the dispatcher its weight and cap (``app_limits``), workers the run-log
+quotas (``run_log_quotas``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ LIMIT_COLUMNS = (
     apps.c.max_running,
     apps.c.max_jobs,
     apps.c.min_cron_interval_seconds,
+    apps.c.run_log_bytes_per_hour,
 )
 
 
@@ -63,6 +65,13 @@ def all_app_limits(conn: Connection) -> dict[int, AppLimits]:
     """Every app's limits by its primary key, for a dispatcher sharing slots out."""
     rows = conn.execute(sa.select(apps.c.id, *LIMIT_COLUMNS))
     return {int(row.id): AppLimits.from_row(row) for row in rows}
+
+
+def run_log_quotas(conn: Connection) -> dict[int, int]:
+    """The run-log quota (bytes per hour) of every app that has one, by primary key."""
+    column = apps.c.run_log_bytes_per_hour
+    rows = conn.execute(sa.select(apps.c.id, column).where(column.is_not(None)))
+    return {int(row.id): int(row.run_log_bytes_per_hour) for row in rows}
 
 
 def stored_job_count(conn: Connection, app_pk: int) -> int:

@@ -9,7 +9,7 @@ a race the read before it did not see.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -48,20 +48,38 @@ def _taken(conn: Connection, execution_ids: Sequence[str]) -> set[str]:
     return {str(r.execution_id) for r in found}
 
 
-def insert_backfill(
+def missing_backfill_runs(
     conn: Connection, job: JobRecord, times: Sequence[int], now_ms: int
+) -> list[NewExecution]:
+    """The backfill runs of ``job`` at ``times`` that no execution holds yet, read
+    without locking (so the insert after meets no existing row, and locks none after
+    the job row, as ``common.db.job_control`` orders locks)."""
+    missing: list[NewExecution] = []
+    for start in range(0, len(times), CHUNK):
+        rows = [backfill_execution(job, t, now_ms) for t in times[start : start + CHUNK]]
+        taken = _taken(conn, [r.execution_id for r in rows])
+        missing.extend(r for r in rows if r.execution_id not in taken)
+    return missing
+
+
+def insert_backfill(
+    conn: Connection,
+    job: JobRecord,
+    times: Sequence[int],
+    now_ms: int,
+    before_insert: Callable[[int], None] | None = None,
 ) -> BackfillCount:
     """Create the backfill runs of the locked ``job`` at ``times`` that have no
     execution yet; count what was created and what existed.
 
-    The ids taken are read first, without locking, so the insert meets no existing
-    row (and so locks none after the job row, as ``common.db.job_control`` orders
-    locks); ``INSERT IGNORE`` covers what was created meanwhile.
+    ``before_insert(n)`` hears how many runs are about to be created before any is
+    written (the API charges them to the app's rate limit); what it raises writes
+    nothing. ``INSERT IGNORE`` covers what was created meanwhile.
     """
+    missing = missing_backfill_runs(conn, job, times, now_ms)
+    if before_insert is not None:
+        before_insert(len(missing))
     created = 0
-    for start in range(0, len(times), CHUNK):
-        rows = [backfill_execution(job, t, now_ms) for t in times[start : start + CHUNK]]
-        taken = _taken(conn, [r.execution_id for r in rows])
-        missing = [r for r in rows if r.execution_id not in taken]
-        created += insert_missing_executions(conn, missing, now_ms)
+    for start in range(0, len(missing), CHUNK):
+        created += insert_missing_executions(conn, missing[start : start + CHUNK], now_ms)
     return BackfillCount(created, len(times) - created)

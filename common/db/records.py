@@ -153,14 +153,16 @@ class ExecutionRecord:
 class AppLimits:
     """What an operator lets one app consume (``kairos app limits``): its ``weight`` in
     the share of slots (1 by default), the most runs it may have going at once, the
-    most jobs it may keep stored and the shortest interval a schedule of its may have
-    (None: no such limit). The dispatcher reads weight and max_running; the API refuses
-    what the quotas forbid."""
+    most jobs it may keep stored, the shortest interval a schedule of its may have and
+    the bytes of run log its runs may store per hour (None: no such limit). The
+    dispatcher reads weight and max_running; the API refuses what the job quotas
+    forbid; workers drop run-log lines past the run-log quota."""
 
     weight: int = 1
     max_running: int | None = None
     max_jobs: int | None = None
     min_cron_interval_seconds: int | None = None
+    run_log_bytes_per_hour: int | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> AppLimits:
@@ -170,6 +172,7 @@ class AppLimits:
             max_running=_whole_or_none(row.max_running),
             max_jobs=_whole_or_none(row.max_jobs),
             min_cron_interval_seconds=_whole_or_none(row.min_cron_interval_seconds),
+            run_log_bytes_per_hour=_whole_or_none(row.run_log_bytes_per_hour),
         )
 
 

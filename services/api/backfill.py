@@ -8,6 +8,10 @@ cancel, pause, edits and the claim of the job's next trigger; the execution ids 
 from each trigger time make a repeat, or a concurrent overlapping backfill, create
 each time once.
 
+Each run an app's call creates counts one request against the app's rate limit, charged
+before any is written (``RowCharge``): a call in a loop cannot queue runs faster than
+the app may make requests.
+
 Allowed for a WAITING or RUNNING job; a PAUSED, CANCELLED or finished one is refused
 (409), so a job someone stopped never starts running old times; a one-shot job has no
 series to backfill (422).
@@ -28,6 +32,7 @@ from common.db.retry import retry_conflicts
 from common.states import JobStatus
 from common.timefmt import iso_ms
 from services.api.job_control import STAGE, Rule, applies, check_may_run, status_of
+from services.api.rate_limit import RowCharge
 from services.api.schemas import BackfillAccepted, BackfillRequest
 from services.api.state import ApiState
 from services.api.validation import parse_time_field
@@ -50,7 +55,13 @@ class _Done:
 
 @retry_conflicts(STAGE)
 def _backfill(
-    engine: Engine, app: App, job_id: int, body: BackfillRequest, now: int, limit: int
+    engine: Engine,
+    app: App,
+    job_id: int,
+    body: BackfillRequest,
+    now: int,
+    limit: int,
+    charge: RowCharge | None,
 ) -> _Done:
     with engine.begin() as conn:
         job = db.lock_job(conn, app.id, job_id)
@@ -61,17 +72,27 @@ def _backfill(
         from_ms = parse_time_field(body.from_, zone, "from")
         to_ms = parse_time_field(body.to, zone, "to")
         plan = plan_backfill(job.schedule, job.next_trigger_time, from_ms, to_ms, now, limit)
-        count = insert_backfill(conn, job, plan.times, now)
+        count = insert_backfill(conn, job, plan.times, now, charge)
         return _Done(from_ms, min(to_ms, now), count, plan.left_to_schedule)
 
 
-def backfill_job(state: ApiState, app: App, job_id: int, body: BackfillRequest) -> BackfillAccepted:
+def backfill_job(
+    state: ApiState,
+    app: App,
+    job_id: int,
+    body: BackfillRequest,
+    charge: RowCharge | None = None,
+) -> BackfillAccepted:
     """Create the runs of the job's trigger times in ``[from, to)`` (``to`` cut at now,
     and before the job's next trigger time) that have no execution yet, and wake the
-    dispatcher; say how many were created and how many existed."""
+    dispatcher; say how many were created and how many existed.
+
+    ``charge`` (the app's own call) is paid the runs to be created before any is
+    written (a repeat that creates none costs the request alone); with too few tokens
+    left, ``RateLimitedError`` and nothing written. An operator's backfill pays none."""
     now = state.clock.now_ms()
     limit = state.settings.backfill_max_runs
-    done = _backfill(state.engine, app, job_id, body, now, limit)
+    done = _backfill(state.engine, app, job_id, body, now, limit, charge)
     if done.count.created:
         wake_dispatcher(state, now, now)
     log.info(

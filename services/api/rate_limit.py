@@ -1,13 +1,15 @@
 """A per-app rate limit for the API: a token bucket in Redis, shared by every API process.
 
 Each app's bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a second;
-a request takes one, a batch create one per job (``take_more`` takes the rest once the
-body is read; never more than the bucket holds, so every batch can pass a full bucket),
-and a request that finds too few is answered 429 with the seconds until there are
-enough in ``Retry-After``. Manual triggers and callback replays take one each, as every
-call with an API key does. One Lua script reads, refills and takes in a
-single round trip, on Redis's own clock (TIME), so API hosts with skewed clocks share a
-bucket correctly.
+a request takes one, and a call that creates many rows one per row it creates: a batch
+create one per job, a backfill one per run it creates (``take_more`` takes the rest once
+the count is known). A request that finds too few is answered 429 with the seconds until
+there are enough in ``Retry-After``, and takes none. A call larger than the bucket
+passes when the bucket is full and leaves it in debt for the rest, so it is never
+refused for good and the app's long-run rate still holds. Manual triggers and callback
+replays take one each, as every call with an API key does. One Lua script reads,
+refills and takes in a single round trip, on Redis's own clock (TIME), so API hosts
+with skewed clocks share a bucket correctly.
 
 When Redis does not answer, the request goes through as if no limit were set: the limit
 protects the stores from floods, and must not become an outage of its own. The calls
@@ -32,12 +34,14 @@ from common.keys import RedisKeys
 
 log = logging.getLogger(__name__)
 
-# KEYS[1]: the app's bucket. ARGV: rate (tokens/s), burst, cost (tokens to take).
-# Returns {allowed, wait_ms}.
+# KEYS[1]: the app's bucket. ARGV: rate (tokens/s), burst, cost (tokens to take), need
+# (tokens the bucket must hold for the cost to pass: the cost, or less for a call larger
+# than the bucket, which then leaves it below zero). Returns {allowed, wait_ms}.
 TOKEN_BUCKET = """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
+local need = tonumber(ARGV[4])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -46,14 +50,14 @@ local at = tonumber(bucket[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
 local allowed = 0
 local wait_ms = 0
-if tokens >= cost then
+if tokens >= need then
   tokens = tokens - cost
   allowed = 1
 else
-  wait_ms = math.ceil((cost - tokens) * 1000 / rate)
+  wait_ms = math.ceil((need - tokens) * 1000 / rate)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1000)
 return {allowed, wait_ms}
 """
 
@@ -69,7 +73,8 @@ def retry_after_seconds(wait_ms: int) -> int:
 
 
 class RateLimiter:
-    """Takes one token from the calling app's bucket per request, or refuses it."""
+    """Takes one token from the calling app's bucket per request (more for a call that
+    creates many rows), or refuses it."""
 
     def __init__(self, client: aioredis.Redis, keys: RedisKeys, rate: float, burst: int) -> None:
         self._client = client
@@ -79,13 +84,15 @@ class RateLimiter:
         self._script = client.register_script(TOKEN_BUCKET)
         self._warned_at = -math.inf
 
-    async def take(self, app: App, cost: int = 1) -> None:
-        """Count ``cost`` requests of ``app`` (at most the bucket's size); raise
-        ``RateLimitedError`` when it has not that many left (and take none)."""
-        cost = max(1, min(cost, self.burst))
+    async def take(self, app: App, cost: int = 1, need: int | None = None) -> None:
+        """Count ``cost`` requests of ``app``; raise ``RateLimitedError`` (and take none)
+        when its bucket holds fewer than ``need`` tokens (``cost``, at most the bucket's
+        size, unless given)."""
+        cost = max(1, cost)
+        need = min(cost, self.burst) if need is None else max(0, min(need, cost, self.burst))
         try:
             allowed, wait_ms = await self._script(
-                keys=[self._keys.rate_limit(app.app_id)], args=[self._rate, self.burst, cost]
+                keys=[self._keys.rate_limit(app.app_id)], args=[self._rate, self.burst, cost, need]
             )
         except (RedisError, OSError) as e:
             self._warn(e)
@@ -93,13 +100,16 @@ class RateLimiter:
         if not int(allowed):
             raise RateLimitedError(app.app_id, retry_after_seconds(int(wait_ms)))
 
-    def take_rest_of_batch(self, app: App, jobs: int) -> None:
-        """From a synchronous route's worker thread: a batch of ``jobs`` counts one per
-        job, of which the request itself took one already (at most the bucket's size
-        in all). Raises ``RateLimitedError``."""
-        extra = min(jobs, self.burst) - 1
+    def take_more(self, app: App, units: int, paid: int = 1) -> None:
+        """From a synchronous route's worker thread: a call that counts ``units``
+        requests (the jobs of a batch, the runs a backfill creates), of which it has
+        ``paid`` already (the request's own token), takes the rest. Past the bucket's
+        size it passes if the bucket was full and leaves the bucket in debt. Raises
+        ``RateLimitedError``."""
+        extra = units - paid
         if extra > 0:
-            anyio.from_thread.run(self.take, app, extra)
+            need = max(0, min(extra, self.burst - paid))
+            anyio.from_thread.run(self.take, app, extra, need)
 
     def _warn(self, error: Exception) -> None:
         now = time.monotonic()
@@ -126,3 +136,21 @@ def build_rate_limiter(
         retry=Retry(NoBackoff(), 0),
     )
     return RateLimiter(client, keys, rate, burst)
+
+
+class RowCharge:
+    """What a call that creates many rows pays against its app's rate limit: one token
+    per row it creates, of which the request's own token paid one. Called again (a
+    transaction run again after a lock conflict), it takes only what was not paid yet."""
+
+    def __init__(self, limiter: RateLimiter | None, app: App) -> None:
+        self._limiter = limiter
+        self._app = app
+        self._paid = 1
+
+    def __call__(self, rows: int) -> None:
+        """Pay for ``rows`` rows before they are written; raises ``RateLimitedError``."""
+        if self._limiter is None or rows <= self._paid:
+            return
+        self._limiter.take_more(self._app, rows, self._paid)
+        self._paid = rows

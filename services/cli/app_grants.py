@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 # Bounds an operator may set: past them a typo, not a decision.
 MAX_WEIGHT = 1000
 MAX_LIMIT = 1_000_000_000
+MAX_RUN_LOG_BYTES_PER_HOUR = 10**12
 
 
 def limit_or_none(low: int, high: int) -> Callable[[str], int | None]:
@@ -60,6 +61,7 @@ def app_view(app: AppRecord, default_networks: str) -> dict[str, object]:
             "maxRunning": limits.max_running,
             "maxJobs": limits.max_jobs,
             "minCronIntervalSeconds": limits.min_cron_interval_seconds,
+            "runLogBytesPerHour": limits.run_log_bytes_per_hour,
         },
     }
 
@@ -89,6 +91,7 @@ def app_text(view: dict[str, object]) -> str:
         ("max running", shown(limits["maxRunning"])),
         ("max jobs", shown(limits["maxJobs"])),
         ("min cron interval", shown(limits["minCronIntervalSeconds"])),
+        ("run log bytes/hour", shown(limits["runLogBytesPerHour"])),
     ]
     return "\n".join(f"{name + ':':19} {value}" for name, value in rows)
 
@@ -142,11 +145,7 @@ def cmd_app_limits(args: argparse.Namespace) -> int:
     from common.db.records import AppLimits
     from services.api.operator.app_access import app_details, change_app_limits
 
-    given = {
-        name: getattr(args, name)
-        for name in ("weight", "max_running", "max_jobs", "min_cron_interval_seconds")
-        if getattr(args, name) is not UNSET
-    }
+    given = {name: getattr(args, name) for name in LIMIT_NAMES if getattr(args, name) is not UNSET}
 
     def update(limits: AppLimits) -> AppLimits:
         return replace(limits, **given)
@@ -163,6 +162,13 @@ def cmd_app_limits(args: argparse.Namespace) -> int:
 
 
 UNSET = object()
+LIMIT_NAMES = (
+    "weight",
+    "max_running",
+    "max_jobs",
+    "min_cron_interval_seconds",
+    "run_log_bytes_per_hour",
+)
 
 
 def add_app_grant_parsers(app: Subcommands) -> None:
@@ -196,7 +202,8 @@ def _add_limits_parser(app: Subcommands) -> None:
     limits = app.add_parser(
         "limits",
         help="print or set an app's share weight, its cap on runs at once and its quotas "
-        "(most jobs stored, shortest schedule interval); 'none' lifts one",
+        "(most jobs stored, shortest schedule interval, run-log bytes per hour); 'none' "
+        "lifts one",
     )
     limits.add_argument("app_id")
     limits.add_argument(
@@ -222,4 +229,14 @@ def _add_limits_parser(app: Subcommands) -> None:
             metavar="N|none",
             help=f"{what}; 'none': no limit",
         )
+    limits.add_argument(
+        "--run-log-bytes-per-hour",
+        type=limit_or_none(1, MAX_RUN_LOG_BYTES_PER_HOUR),
+        default=UNSET,
+        dest="run_log_bytes_per_hour",
+        metavar="N|none",
+        help="the bytes of run log its runs may store per hour, counted by every worker; "
+        "past it a run's later lines are dropped with one line saying so (the run goes "
+        "on); 'none': no limit",
+    )
     limits.set_defaults(func=cmd_app_limits)

@@ -13,10 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from sqlalchemy.engine import Engine
 
 from common.db.execution_logs import insert_lines
+from services.worker.log_quota import RunLogQuota
 from services.worker.run_logs import LogLine, RunLog
 
 log = logging.getLogger(__name__)
@@ -46,11 +48,16 @@ class RunLogWriter:
     its own."""
 
     def __init__(
-        self, store: Store, max_bytes: int, interval: float = FLUSH_INTERVAL_SECONDS
+        self,
+        store: Store,
+        max_bytes: int,
+        interval: float = FLUSH_INTERVAL_SECONDS,
+        quota: RunLogQuota | None = None,
     ) -> None:
         self._store = store
         self.max_bytes = max_bytes
         self._interval = interval
+        self._quota = quota
         self._lock = threading.Lock()
         self._logging: dict[str, RunLog] = {}
         self._ended_at: dict[str, float] = {}
@@ -59,11 +66,12 @@ class RunLogWriter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def open(self, execution_id: str) -> RunLog | None:
-        """A run's log; None when capture is off (a bound of 0 bytes)."""
+    def open(self, execution_id: str, app: int | None = None) -> RunLog | None:
+        """A run's log (of ``app``'s job, whose run-log quota it counts against); None
+        when capture is off (a bound of 0 bytes)."""
         if self.max_bytes <= 0:
             return None
-        return RunLog(execution_id, self.max_bytes, self._joined)
+        return RunLog(execution_id, self.max_bytes, self._joined, app)
 
     def finish(self, run_log: RunLog | None, wait: float = FINISH_WAIT_SECONDS) -> bool:
         """The run ended: close its log and wait (up to ``wait`` s) until every line of
@@ -103,10 +111,13 @@ class RunLogWriter:
     def write_once(self) -> int:
         """Write every line logged since the last write, in one statement; how many.
 
+        Lines past their app's run-log quota are dropped first (``RunLogQuota``).
         Lines that MySQL refused go back to their runs to be tried next time."""
         with self._lock:
             logs = list(self._logging.values())
         taken = [(r, r.take()) for r in logs]
+        if self._quota is not None:
+            taken = self._quota.admit(taken)
         lines = [line for _, batch in taken for line in batch]
         if lines:
             try:
@@ -114,7 +125,8 @@ class RunLogWriter:
             except Exception as e:
                 log.warning("could not write %d run log lines (%r); trying again", len(lines), e)
                 for run_log, batch in taken:
-                    run_log.give_back(batch)
+                    # Counted once: a quota does not count them again when retried.
+                    run_log.give_back([replace(x, admitted=True) for x in batch])
                 self._give_up_stale()
                 return 0
         self._forget_drained(logs)

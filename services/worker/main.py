@@ -27,6 +27,7 @@ from services.worker.fence import Fence
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from services.worker.id_guard import refuse_if_running
 from services.worker.incarnation import new_incarnation, settle_previous, wait_for_no_consumer
+from services.worker.log_quota import build_run_log_quota
 from services.worker.log_writer import RunLogWriter, mysql_store
 from services.worker.packs import DispatchPacking, Unit, handler_of
 from services.worker.registry import collect_handlers
@@ -72,7 +73,8 @@ def run_worker(settings: WorkerSettings) -> None:
     stores = open_stores(settings, pool_size=2)
     refuse_if_running(stores, worker_id)
     install_capture()
-    run_logs = RunLogWriter(mysql_store(stores.engine), settings.run_log_max_bytes)
+    quota = build_run_log_quota(settings.redis_url, stores.keys, stores.engine)
+    run_logs = RunLogWriter(mysql_store(stores.engine), settings.run_log_max_bytes, quota=quota)
     runner = ExecutionRunner(
         worker_id,
         handlers,

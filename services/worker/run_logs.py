@@ -26,27 +26,34 @@ MIN_CLIPPED_BYTES = 16
 @dataclass(frozen=True)
 class LogLine:
     """One line of a run's log: its place in the run (``seq`` from 1), when (epoch ms),
-    its level name and its text."""
+    its level name and its text; ``admitted`` once its app's run-log quota counted it
+    (a line written again after a failed write is not counted twice); ``size``, its
+    text's bytes in UTF-8 when known (0: not counted yet)."""
 
     execution_id: str
     seq: int
     at: int
     level: str
     line: str
+    admitted: bool = False
+    size: int = 0
 
 
 class RunLog:
     """The lines of one run, up to ``max_bytes`` of text; safe to append to from any
     thread. Past the bound, lines are counted, not kept; ``close`` adds the line that
-    says how much was dropped."""
+    says how much was dropped. Once its app's run-log quota cuts it (``cut``), it keeps
+    no more lines: the quota's own mark says why."""
 
     def __init__(
         self,
         execution_id: str,
         max_bytes: int,
         on_first_line: Callable[[RunLog], None] | None = None,
+        app: int | None = None,
     ) -> None:
         self.execution_id = execution_id
+        self.app = app
         self._max_bytes = max_bytes
         self._on_first_line = on_first_line
         self._lock = threading.Lock()
@@ -55,6 +62,7 @@ class RunLog:
         self._kept_bytes = 0
         self._dropped_lines = 0
         self._dropped_bytes = 0
+        self._cut = False
         self.closed = False
 
     def append(self, level: str, text: str, at_ms: int | None = None) -> None:
@@ -66,7 +74,7 @@ class RunLog:
                 return
             size = len(text.encode("utf-8", "replace"))
             room = self._max_bytes - self._kept_bytes
-            if self._dropped_lines or (size > room and room < MIN_CLIPPED_BYTES):
+            if self._dropped_lines or self._cut or (size > room and room < MIN_CLIPPED_BYTES):
                 self._dropped_lines += 1
                 self._dropped_bytes += size
                 return
@@ -79,7 +87,8 @@ class RunLog:
             self._kept_bytes += size
             self._seq += 1
             first = self._seq == 1
-            self._pending.append(LogLine(self.execution_id, self._seq, at, level, text))
+            line = LogLine(self.execution_id, self._seq, at, level, text, size=size)
+            self._pending.append(line)
         if first and self._on_first_line is not None:
             self._on_first_line(self)
 
@@ -89,7 +98,7 @@ class RunLog:
             if self.closed:
                 return
             self.closed = True
-            if self._dropped_lines:
+            if self._dropped_lines and not self._cut:
                 self._seq += 1
                 note = (
                     f"[kairos] log truncated: {self._dropped_bytes} bytes in "
@@ -104,6 +113,14 @@ class RunLog:
         with self._lock:
             lines, self._pending = self._pending, []
         return lines
+
+    def cut(self) -> None:
+        """Keep no more lines: its app's run-log quota is spent (the lines not taken
+        yet go too; the quota's mark, written in place of the first dropped line, is
+        the run's last)."""
+        with self._lock:
+            self._cut = True
+            self._pending = []
 
     def give_back(self, lines: list[LogLine]) -> None:
         """Lines ``take`` returned that could not be written: they go first next time."""

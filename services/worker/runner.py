@@ -267,7 +267,7 @@ class ExecutionRunner:
                 None,
             )
         writer = self._run_logs
-        run_log = writer.open(message.execution_id) if writer is not None else None
+        run_log = None if writer is None else writer.open(message.execution_id, message.app)
         try:
             if message.traceparent is None:  # most runs: nothing to trace
                 return self._call_handler(fn, message, _context(message, None, run_log))

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.app_grants import app_limits, callback_networks
+from common.db.app_grants import app_limits, callback_networks, run_log_quotas
 from common.db.apps import find_app_by_key
 from common.db.records import AppLimits
 from services.cli import main
@@ -87,6 +87,7 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         "maxRunning": None,
         "maxJobs": None,
         "minCronIntervalSeconds": None,
+        "runLogBytesPerHour": None,
     }
     code, out, _ = run(
         capsys,
@@ -101,22 +102,34 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         "1000",
         "--min-cron-interval",
         "60",
+        "--run-log-bytes-per-hour",
+        "50000000000",
     )
     assert code == 0
     assert json.loads(out)["limits"]["maxRunning"] == 50
+    assert json.loads(out)["limits"]["runLogBytesPerHour"] == 50_000_000_000
     with engine.connect() as conn:
         found = find_app_by_key(conn, app.api_key)
         assert found is not None
-        assert app_limits(conn, found.id) == AppLimits(3, 50, 1000, 60) == found.limits
+        expected = AppLimits(3, 50, 1000, 60, 50_000_000_000)
+        assert app_limits(conn, found.id) == expected == found.limits
+        assert run_log_quotas(conn) == {found.id: 50_000_000_000}
     code, out, _ = run(capsys, "app", "limits", app.app_id, "--max-jobs", "none")
     assert code == 0
     with engine.connect() as conn:
-        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60)
-    for bad in (["--weight", "0"], ["--weight", "none"], ["--max-running", "-1"]):
+        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, 50_000_000_000)
+    for bad in (
+        ["--weight", "0"],
+        ["--weight", "none"],
+        ["--max-running", "-1"],
+        ["--run-log-bytes-per-hour", "0"],
+    ):
         with pytest.raises(SystemExit):
             main(["app", "limits", app.app_id, *bad])
+    run(capsys, "app", "limits", app.app_id, "--run-log-bytes-per-hour", "none")
     with engine.connect() as conn:
         assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60)
+        assert run_log_quotas(conn) == {}
 
 
 def test_show_prints_everything_an_operator_granted(
@@ -137,5 +150,6 @@ def test_show_prints_everything_an_operator_granted(
     assert code == 0
     assert "handlers:           report.*" in out and "max running:        5" in out
     assert "disabled since" in out and "127.0.0.0/8" in out
+    assert "run log bytes/hour: none" in out
     code, _, err = run(capsys, "app", "show", "app_nope")
     assert code == 2 and "app_nope" in err

@@ -41,7 +41,7 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     bare = make_app(engine, "bare", NO_HANDLER)
     with engine.begin() as conn:
         set_callback_networks(conn, app_credentials.app_id, parse_networks("127.0.0.0/8"))
-        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60))
+        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
         set_disabled(conn, bare.app_id, 1)
     sign_in(console, make_operator(engine))
     listed = console.get("/console/apps")
@@ -55,6 +55,8 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     assert own.status_code == 200
     assert "<code>*</code>" in own.text and "Jobs stored</dt><dd>0 of 500" in own.text
     assert "Max running</dt><dd>40" in own.text and "60 s" in own.text
+    assert "Run log per hour</dt><dd>1000000 bytes" in own.text
+    assert 'data-label="Run log bytes/h">1000000<' in html
     assert console.get("/console/apps/app_nope").status_code == 404
 
 

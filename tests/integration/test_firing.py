@@ -146,6 +146,9 @@ def test_an_execution_the_broker_cannot_route_stays_scheduled_and_unassigned(
         rows = executions_with_job.scheduled_until(conn, 2_000, 10)
     targets = {"e-routed": "w1", "e-lost": "nobody"}
     assignments = [Assignment.of(r, targets[r.execution_id]) for r in rows]
+    with engine.connect() as conn:
+        apps = {int(x) for x in conn.execute(sa.text("SELECT app_pk FROM jobs")).scalars()}
+    assert {a.app_pk for a in assignments} == apps  # sent on for the run-log quota
     with engine.begin() as conn:
         executions.lock_still_scheduled(conn, [int(r.id) for r in rows])
         executions.mark_queued(conn, {a.execution_key: a.worker_id for a in assignments}, 1_500)

@@ -19,6 +19,7 @@ from common.db.executions import NewExecution, insert_executions, insert_missing
 from common.db.records import JobRecord
 from common.db.schema import jobs
 from common.execution_ids import trigger_execution_id
+from common.keys import RedisKeys
 from common.timefmt import iso_ms
 from services.api.app import create_app
 from services.api.schemas import BackfillAccepted
@@ -311,3 +312,88 @@ def test_a_failed_backfill_run_is_retried_as_a_backfill_run_and_leaves_the_job_a
     assert rows[1]["trigger_time"] == first["trigger_time"]
     assert job_row(engine, job_id)["status"] == before["status"]
     assert job_row(engine, job_id)["next_trigger_time"] == before["next_trigger_time"]
+
+
+# the rate limit: a backfill counts one request per run it creates
+
+
+# One token every 100 s: no test depends on how fast its requests go.
+SLOW_RATE = 0.01
+
+
+def limited_client(namespace: StoreSettings, api_key: str, burst: int) -> TestClient:
+    """The API with a slow rate limit of ``burst`` tokens, calling with ``api_key``."""
+    settings = ApiSettings(
+        namespace=namespace.namespace, rate_limit_per_second=SLOW_RATE, rate_limit_burst=burst
+    )
+    client = TestClient(create_app(settings, public_names))
+    client.headers["Authorization"] = f"Bearer {api_key}"
+    return client
+
+
+def post_backfill(client: TestClient, job_id: int, from_ms: int, to_ms: int) -> Any:
+    return client.post(f"/openapi/jobs/{job_id}/backfill", json={"from": from_ms, "to": to_ms})
+
+
+def test_a_backfill_loop_meets_429_and_stops_creating_while_another_app_goes_on(
+    namespace: StoreSettings, app_credentials: Any, engine: Engine
+) -> None:
+    other = make_app(engine, "other")
+    with (
+        limited_client(namespace, app_credentials.api_key, 30) as client,
+        limited_client(namespace, other.api_key, 30) as other_client,
+    ):
+        job_id = create(client, **EVERY_MINUTE)  # 29 tokens left
+        other_job = create(other_client, **EVERY_MINUTE)
+        end = minute_floor(client)
+        codes = []
+        for k in range(8):  # ten runs a call, walking back in time: each would create ten
+            to_ms = end - k * 10 * MINUTE
+            response = post_backfill(client, job_id, to_ms - 10 * MINUTE, to_ms)
+            codes.append(response.status_code)
+            if response.status_code == 429:
+                refused = response
+        # 29 tokens: two calls of ten pay 20; the third has 9 left after its own token.
+        assert codes[:3] == [202, 202, 429]
+        assert set(codes[3:]) == {429}
+        assert len(executions_of(engine, job_id)) == 20
+        assert int(refused.headers["retry-after"]) >= 1
+        assert refused.json()["type"] == "urn:kairos:problem:rate-limited"
+        assert "one per run it creates" in refused.json()["detail"]
+        # Another app's bucket is its own: its backfill within its budget still works.
+        answer = post_backfill(other_client, other_job, end - 10 * MINUTE, end)
+        assert answer.status_code == 202 and answer.json()["created"] == 10
+        assert len(executions_of(engine, other_job)) == 10
+
+
+def test_a_repeat_that_creates_nothing_costs_only_its_request(
+    namespace: StoreSettings, app_credentials: Any, engine: Engine
+) -> None:
+    with limited_client(namespace, app_credentials.api_key, 8) as client:
+        job_id = create(client, **EVERY_MINUTE)  # 7 left
+        end = minute_floor(client)
+        first = post_backfill(client, job_id, end - 4 * MINUTE, end)  # 3 left
+        assert first.status_code == 202 and first.json()["created"] == 4
+        for _ in range(3):
+            again = post_backfill(client, job_id, end - 4 * MINUTE, end)
+            assert again.status_code == 202 and again.json()["created"] == 0
+        assert post_backfill(client, job_id, end - 4 * MINUTE, end).status_code == 429
+    assert len(executions_of(engine, job_id)) == 4
+
+
+def test_a_backfill_larger_than_the_bucket_passes_a_full_one_and_leaves_it_in_debt(
+    namespace: StoreSettings, app_credentials: Any, engine: Engine, redis_client: redis.Redis
+) -> None:
+    with limited_client(namespace, app_credentials.api_key, 5) as client:
+        job_id = create(client, **EVERY_MINUTE)
+        # Wait out the create's token by moving the bucket's last count 100 s back.
+        key = RedisKeys(namespace.namespace).rate_limit(app_credentials.app_id)
+        redis_client.hset(key, "at", str(int(redis_client.hget(key, "at") or 0) - 100_000))
+        end = minute_floor(client)
+        answer = post_backfill(client, job_id, end - 8 * MINUTE, end)
+        assert answer.status_code == 202 and answer.json()["created"] == 8
+        # 5 tokens paid 8 runs: 3 owed, so the next call waits for 4 tokens (400 s).
+        refused = client.get(f"/openapi/jobs/{job_id}")
+        assert refused.status_code == 429
+        assert 390 <= int(refused.headers["retry-after"]) <= 400
+    assert len(executions_of(engine, job_id)) == 8

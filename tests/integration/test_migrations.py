@@ -240,3 +240,23 @@ def test_the_run_logs_migration_goes_down_and_up_again(engine: Engine) -> None:
     migrate(engine)
     assert current_revision(engine) == HEAD
     assert "execution_logs" in sa.inspect(engine).get_table_names()
+
+
+def test_the_run_log_quota_migration_goes_down_and_up_again_keeping_apps(
+    engine: Engine,
+) -> None:
+    assert "run_log_bytes_per_hour" in app_columns(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('app_q', 'q', 'h', 's', 0)"
+            )
+        )
+    downgrade(engine, "0020")
+    assert "run_log_bytes_per_hour" not in app_columns(engine)
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        query = sa.text("SELECT run_log_bytes_per_hour FROM apps WHERE app_id = 'app_q'")
+        assert conn.execute(query).one() == (None,)

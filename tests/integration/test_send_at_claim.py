@@ -110,6 +110,9 @@ def test_a_due_trigger_goes_queued_in_its_claim_and_commits_after_the_publish(
             sa.text("SELECT id FROM executions WHERE job_id = :j"), {"j": due}
         ).scalar()
     assert message["ref"] == key
+    with engine.connect() as conn:
+        app = conn.execute(sa.text("SELECT app_pk FROM jobs WHERE id = :j"), {"j": due}).scalar()
+    assert message["app"] == app  # for the worker's run-log quota
 
 
 def claimed_twice(

@@ -150,6 +150,18 @@ def test_one_line_longer_than_the_bound_is_clipped_not_lost() -> None:
     assert "log truncated" in note.line
 
 
+def test_a_run_cut_by_its_apps_quota_keeps_no_more_lines_and_adds_no_note_of_its_own() -> None:
+    run_log = RunLog("ex-cut", 20, app=7)
+    run_log.append("INFO", "taken before the cut")
+    taken = run_log.take()
+    assert [x.size for x in taken] == [len(b"taken before the cut")] and run_log.app == 7
+    run_log.append("INFO", "pending at the cut")
+    run_log.cut()
+    run_log.append("INFO", "after the cut " * 5)  # past the per-run bound too
+    run_log.close()
+    assert run_log.take() == [] and run_log.drained
+
+
 def test_lines_after_the_run_ended_are_not_kept() -> None:
     run_log = RunLog("ex-6", 1000)
     run_log.append("INFO", "during")

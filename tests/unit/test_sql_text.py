@@ -40,6 +40,7 @@ def assignment(**changes: object) -> Assignment:
         {"handler": 'odd "name" ü'},
         {"params_json": "{}"},
         {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+        {"app_pk": 42},
     ],
 )
 def test_the_hand_written_dispatch_body_is_what_the_model_writes(
@@ -57,13 +58,15 @@ def test_the_hand_written_dispatch_body_is_what_the_model_writes(
         timeout_seconds=a.timeout_seconds,
         ref=a.execution_key,
         traceparent=a.traceparent,
+        app=a.app_pk,
     )
     body = dispatch_body(a, 1_700_000_000_123)
     assert DispatchMessage.model_validate_json(body) == model
     # A run without a traceparent carries no field for it: most runs pay nothing.
     expected = json.loads(model.model_dump_json())
-    if expected["traceparent"] is None:
-        del expected["traceparent"]
+    for optional in ("traceparent", "app"):
+        if expected[optional] is None:
+            del expected[optional]
     assert json.loads(body) == expected
 
 

@@ -17,6 +17,7 @@ from services.api.idempotency_header import parse_key
 from services.api.keyed_requests import response_headers
 from services.api.locations import job_executions_location
 from services.api.openapi_doc import problem_responses
+from services.api.rate_limit import RowCharge
 from services.api.routes.jobs import Cursor, IdempotencyKeyHeader, JobId
 from services.api.schemas import (
     BackfillAccepted,
@@ -173,9 +174,12 @@ def backfill_job(
     now, and times at or after the job's next trigger time are left to the schedule.
     Each time runs once however often it is backfilled: a repeat creates nothing more.
     The runs wait for slots in the app's fair share like any other run; ``Location``
-    names the job's executions, where they are listed.
+    names the job's executions, where they are listed. Each run created counts one
+    request against the app's rate limit: with too few left, 429 with `Retry-After`
+    and nothing written (a repeat that creates nothing counts as one request).
     """
-    answer = backfill.backfill_job(state, caller, job_id, body)
+    charge = RowCharge(state.rate_limiter, caller)
+    answer = backfill.backfill_job(state, caller, job_id, body, charge)
     response.headers["Location"] = job_executions_location(job_id)
     return answer
 

@@ -130,7 +130,7 @@ def create_jobs_batch(
     first job. The batch counts one request per job against the app's rate limit.
     """
     if state.rate_limiter is not None:
-        state.rate_limiter.take_rest_of_batch(caller, len(body.jobs))
+        state.rate_limiter.take_more(caller, len(body.jobs))
     done = submit_batch(state, caller, body.jobs, parse_key(idempotency_key), traceparent)
     return JSONResponse(
         json.loads(done.answer.response),

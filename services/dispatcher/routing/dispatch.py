@@ -38,6 +38,8 @@ class Assignment:
     timeout_seconds: int | None = None
     # The run's W3C traceparent; written into the message only when present.
     traceparent: str | None = None
+    # The job's app (primary key), for the worker's run-log quota.
+    app_pk: int | None = None
 
     @classmethod
     def of(cls, row: ExecutionWithJob, worker_id: str) -> Assignment:
@@ -53,6 +55,7 @@ class Assignment:
             worker_id=worker_id,
             timeout_seconds=row.timeout_seconds,
             traceparent=row.traceparent,
+            app_pk=row.app_pk,
         )
 
 
@@ -128,12 +131,13 @@ def dispatch_body(a: Assignment, now_ms: int) -> bytes:
     timeout = "null" if a.timeout_seconds is None else int(a.timeout_seconds)
     # Most runs carry no traceparent: they pay nothing for the field.
     trace = "" if a.traceparent is None else f',"traceparent":{json.dumps(a.traceparent)}'
+    app = "" if a.app_pk is None else f',"app":{int(a.app_pk)}'
     return (
         f'{{"v":1,"execution_id":{json.dumps(a.execution_id)},"job_id":{int(a.job_id)},'
         f'"attempt":{int(a.attempt)},"trigger_time":{int(a.trigger_time)},'
         f'"handler":{json.dumps(a.handler)},"params":{a.params_json},'
         f'"dispatched_at":{int(now_ms)},"timeout_seconds":{timeout},"ref":{int(a.execution_key)}'
-        f"{trace}}}"
+        f"{trace}{app}}}"
     ).encode()
 
 

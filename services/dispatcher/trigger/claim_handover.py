@@ -299,4 +299,5 @@ def _assignment(row: NewExecution, execution_key: int, job: DueJob) -> Assignmen
         worker_id=row.worker_id,
         timeout_seconds=job.timeout_seconds,
         traceparent=row.traceparent,
+        app_pk=job.app_pk,
     )
