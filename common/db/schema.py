@@ -54,7 +54,7 @@ apps = Table(
     # Quotas: the most jobs stored, the shortest schedule interval; NULL: none.
     Column("max_jobs", Integer, nullable=True),
     Column("min_cron_interval_seconds", Integer, nullable=True),
-    # Bytes of run-log text the app's runs may store per hour; NULL: no quota (0021).
+    # Bytes of run-log text the app's runs may store per hour; NULL: no quota (0022).
     Column("run_log_bytes_per_hour", BigInteger, nullable=True),
     # JSON array of CIDRs the app's callbacks may reach; NULL: the cluster's default.
     Column("callback_networks", Text, nullable=True),
