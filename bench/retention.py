@@ -23,6 +23,7 @@ from common.db.apps import create_app
 from common.db.engine import ensure_database, make_engine, migrate
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
+from common.db.workers import MySqlWorkerTransactions
 from common.handler_patterns import EVERY_HANDLER
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.retention import BatchSize, prune
@@ -60,9 +61,10 @@ def main() -> None:
         migrate(engine)
         fill(engine, args.rows)
         size, gone, passes = BatchSize(), 0, 0
+        workers = MySqlWorkerTransactions(engine)
         began = time.monotonic()
         while gone < args.rows:
-            gone += prune(engine, StoppedClock(), 1_000, size=size)  # type: ignore[arg-type]
+            gone += prune(engine, workers, StoppedClock(), 1_000, size=size)  # type: ignore[arg-type]
             passes += 1
         seconds = time.monotonic() - began
         figures = {"rows": args.rows, "passes": passes, "seconds": round(seconds, 2)}

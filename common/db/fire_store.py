@@ -10,8 +10,7 @@ of the same name on the caller's connection (no query of its own), and
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -21,6 +20,7 @@ from common.db import app_policies, executions, executions_with_job, job_depende
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
+from common.db.store_transactions import EngineStores
 from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
@@ -188,24 +188,10 @@ class MySqlFireStore:
         job_dependencies.record_waited_for(self._conn, waited)
 
 
-class MySqlFireTransactions:
+class MySqlFireTransactions(EngineStores[FireStore]):
     """``FireTransactions`` on an engine: one ``MySqlFireStore`` per connection."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ()
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def reading(self) -> AbstractContextManager[FireStore]:
-        """A connection without a transaction of its own, closed on leaving."""
-        return _on(self._engine.connect())
-
-    def transaction(self) -> AbstractContextManager[FireStore]:
-        """A transaction committed on leaving, rolled back if it raises."""
-        return _on(self._engine.begin())
-
-
-@contextlib.contextmanager
-def _on(opened: AbstractContextManager[Connection]) -> Iterator[FireStore]:
-    with opened as conn:
-        yield MySqlFireStore(conn)
+        super().__init__(engine, MySqlFireStore)
