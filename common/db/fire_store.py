@@ -11,8 +11,7 @@ of the same name on the caller's connection (no query of its own), and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -20,7 +19,7 @@ from common.db import app_policies, executions, executions_with_job, job_depende
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
-from common.db.store_transactions import EngineStores
+from common.db.store_transactions import EngineStores, StoreTransactions
 from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
@@ -98,17 +97,8 @@ class FireStore(DispatchStore, Protocol):
         ...
 
 
-class FireTransactions(Protocol):
-    """Where the firer gets its ``FireStore``: a plain read, or a transaction."""
-
-    def reading(self) -> AbstractContextManager[FireStore]:
-        """The store for reads outside a transaction (``engine.connect()``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[FireStore]:
-        """The store in a transaction committed on leaving, rolled back if it raises
-        (``engine.begin()``)."""
-        ...
+# Where the firer gets its ``FireStore``: a plain read, or a transaction.
+FireTransactions: TypeAlias = StoreTransactions[FireStore]
 
 
 class MySqlFireStore:

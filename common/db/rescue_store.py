@@ -12,15 +12,14 @@ engine, ``MemoryStore`` itself in unit tests.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
 
 from common.db import executions, executions_with_job, worker_moves
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
-from common.db.store_transactions import EngineStores
+from common.db.store_transactions import EngineStores, StoreTransactions
 
 
 class RescueStore(DispatchStore, Protocol):
@@ -47,17 +46,8 @@ class RescueStore(DispatchStore, Protocol):
         ...
 
 
-class RescueTransactions(Protocol):
-    """Where the rescue gets its ``RescueStore``: a plain read, or a transaction."""
-
-    def reading(self) -> AbstractContextManager[RescueStore]:
-        """The store for reads outside a transaction (``engine.connect()``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[RescueStore]:
-        """The store in a transaction committed on leaving, rolled back if it raises
-        (``engine.begin()``)."""
-        ...
+# Where the rescue gets its ``RescueStore``: a plain read, or a transaction.
+RescueTransactions: TypeAlias = StoreTransactions[RescueStore]
 
 
 class MySqlRescueStore:

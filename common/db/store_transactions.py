@@ -1,10 +1,11 @@
-"""Where a stage gets a store bound to a MySQL connection: a plain read, or a
-transaction, each on a connection of its own from the engine's pool.
+"""Where a stage gets its store: a plain read, or a transaction.
 
-Each MySQL store (``MySqlWorkerStore``, ``MySqlFireStore``, ``MySqlRescueStore``) is a
-thin object over one connection whose transaction its caller holds; ``EngineStores``
-hands one out per connection, as ``MemoryStore.reading`` and ``transaction`` hand out
-the in-memory twin.
+``StoreTransactions`` is that port for any store (``WorkerTransactions``,
+``FireTransactions``, ``RescueTransactions`` name it for theirs). Each MySQL store
+(``MySqlWorkerStore``, ``MySqlFireStore``, ``MySqlRescueStore``) is a thin object over
+one connection whose transaction its caller holds; ``EngineStores`` hands one out per
+connection of an engine, as ``MemoryStore.reading`` and ``transaction`` hand out the
+in-memory twin.
 """
 
 from __future__ import annotations
@@ -12,11 +13,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
 S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
+
+
+class StoreTransactions(Protocol[S_co]):
+    """Where a stage gets its store: a plain read, or a transaction."""
+
+    def reading(self) -> AbstractContextManager[S_co]:
+        """The store for reads outside a transaction (``engine.connect()``)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[S_co]:
+        """The store in a transaction committed on leaving, rolled back if it raises
+        (``engine.begin()``)."""
+        ...
 
 
 class EngineStores(Generic[S]):

@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -29,7 +28,7 @@ from common.db.engine import lock_waits_of
 from common.db.retry import is_lock_conflict
 from common.db.rows import AnyRow
 from common.db.schema import executions, workers
-from common.db.store_transactions import EngineStores
+from common.db.store_transactions import EngineStores, StoreTransactions
 from common.states import ExecutionStatus, WorkerState
 
 log = logging.getLogger(__name__)
@@ -174,17 +173,8 @@ class WorkerStore(Protocol):
         ...
 
 
-class WorkerTransactions(Protocol):
-    """Where a stage gets its ``WorkerStore``: a plain read, or a transaction."""
-
-    def reading(self) -> AbstractContextManager[WorkerStore]:
-        """The store for reads outside a transaction (``engine.connect()``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[WorkerStore]:
-        """The store in a transaction committed on leaving, rolled back if it raises
-        (``engine.begin()``)."""
-        ...
+# Where a stage gets its ``WorkerStore``: a plain read, or a transaction.
+WorkerTransactions: TypeAlias = StoreTransactions[WorkerStore]
 
 
 class MySqlWorkerStore:
