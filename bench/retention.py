@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import time
 
 import sqlalchemy as sa
+from harness import scratch_engine
 
-from common.config import StoreSettings
 from common.db.apps import create_app
-from common.db.engine import ensure_database, make_engine, migrate
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.db.workers import MySqlWorkerTransactions
@@ -54,11 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     args = parser.parse_args()
-    settings = StoreSettings(namespace="bench_retention_" + secrets.token_hex(4))
-    ensure_database(settings)
-    engine = make_engine(settings)
-    try:
-        migrate(engine)
+    with scratch_engine("bench_retention_") as engine:
         fill(engine, args.rows)
         size, gone, passes = BatchSize(), 0, 0
         workers = MySqlWorkerTransactions(engine)
@@ -70,10 +64,6 @@ def main() -> None:
         figures = {"rows": args.rows, "passes": passes, "seconds": round(seconds, 2)}
         figures["rows_per_s"] = round(args.rows / seconds)
         print(json.dumps(figures))
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"DROP DATABASE `{settings.namespace}`"))
-        engine.dispose()
 
 
 if __name__ == "__main__":

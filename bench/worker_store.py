@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import secrets
 import statistics
 import time
 from collections.abc import Callable
 from typing import cast
 
 import sqlalchemy as sa
+from harness import scratch_engine
 
-from common.config import StoreSettings
-from common.db.engine import ensure_database, make_engine, migrate
 from common.db.workers import Heartbeat, MySqlWorkerStore, MySqlWorkerTransactions
 from common.states import WorkerState
 
@@ -136,18 +134,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=50)
     parser.add_argument("--calls", type=int, default=2_000)
     args = parser.parse_args()
-    settings = StoreSettings(namespace="bench_worker_store_" + secrets.token_hex(4))
-    ensure_database(settings)
-    engine = make_engine(settings)
-    try:
-        migrate(engine)
+    with scratch_engine("bench_worker_store_") as engine:
         figures = measure(engine, args.workers, args.calls)
-        figures["no_io"] = wrapper_us(100_000)
-        print(json.dumps(figures))
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"DROP DATABASE `{settings.namespace}`"))
-        engine.dispose()
+    figures["no_io"] = wrapper_us(100_000)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
