@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
+from common.db.engine import ensure_database, make_engine, migrate
 from common.db.schema import executions, workers
 from common.namespace import prepare_namespace
 from common.states import ExecutionStatus
@@ -353,6 +354,22 @@ def stop_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handle)
+
+
+@contextmanager
+def scratch_engine(prefix: str) -> Iterator[Engine]:
+    """An engine on a migrated database of its own (``<prefix><random hex>``), dropped
+    on leaving: for benchmarks that need MySQL alone."""
+    settings = StoreSettings(namespace=prefix + secrets.token_hex(4))
+    ensure_database(settings)
+    engine = make_engine(settings)
+    try:
+        migrate(engine)
+        yield engine
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP DATABASE `{settings.namespace}`"))
+        engine.dispose()
 
 
 def bench_namespace() -> tuple[StoreSettings, Path]:

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import time
 
 import sqlalchemy as sa
+from harness import scratch_engine
 
-from common.config import StoreSettings
 from common.db.apps import create_app
-from common.db.engine import ensure_database, make_engine, migrate
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
+from common.db.workers import MySqlWorkerTransactions
 from common.handler_patterns import EVERY_HANDLER
 from common.states import ExecutionStatus
 from services.dispatcher.upkeep.retention import BatchSize, prune
@@ -53,25 +52,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     args = parser.parse_args()
-    settings = StoreSettings(namespace="bench_retention_" + secrets.token_hex(4))
-    ensure_database(settings)
-    engine = make_engine(settings)
-    try:
-        migrate(engine)
+    with scratch_engine("bench_retention_") as engine:
         fill(engine, args.rows)
         size, gone, passes = BatchSize(), 0, 0
+        workers = MySqlWorkerTransactions(engine)
         began = time.monotonic()
         while gone < args.rows:
-            gone += prune(engine, StoppedClock(), 1_000, size=size)  # type: ignore[arg-type]
+            gone += prune(engine, workers, StoppedClock(), 1_000, size=size)  # type: ignore[arg-type]
             passes += 1
         seconds = time.monotonic() - began
         figures = {"rows": args.rows, "passes": passes, "seconds": round(seconds, 2)}
         figures["rows_per_s"] = round(args.rows / seconds)
         print(json.dumps(figures))
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"DROP DATABASE `{settings.namespace}`"))
-        engine.dispose()
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
-from common.db.workers import Heartbeat, upsert_heartbeat
+from common.db.workers import Heartbeat, MySqlWorkerTransactions
 from common.loadbalance import WorkerChooser
 from common.namespace import prepare_namespace
 from common.states import WorkerState
@@ -83,12 +83,11 @@ def measure(settings: StoreSettings, workers: int, sweeps: int) -> dict[str, obj
         channel = connection.channel()
         declare_core(channel)
         heard = clock.now_ms() - TWO_HOURS_MS
-        with engine.begin() as conn:
+        with MySqlWorkerTransactions(engine).transaction() as store:
             for n in range(workers):
                 worker_id = f"gone-{n}"
                 declare_worker_queue(channel, worker_id)
-                upsert_heartbeat(
-                    conn,
+                store.upsert_heartbeat(
                     Heartbeat(
                         worker_id,
                         "bench",
@@ -109,7 +108,10 @@ def measure(settings: StoreSettings, workers: int, sweeps: int) -> dict[str, obj
             return Rescue.on_stores(
                 Stores.build(settings, engine, client),
                 BatchPublisher(connection.channel()),
-                Router(WorkerDirectory(engine, connection, clock, 15_000), WorkerChooser()),
+                Router(
+                    WorkerDirectory(MySqlWorkerTransactions(engine), connection, clock, 15_000),
+                    WorkerChooser(),
+                ),
                 RescueSettings(stale_ms=15_000, forget_ms=forget_ms),
             )
 

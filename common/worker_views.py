@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
-
-from common.db.executions import inflight_by_worker
-from common.db.workers import WorkerRecord, all_workers
+from common.db.workers import WorkerRecord, WorkerStore
 from common.loadbalance import WorkerLoad, load_score
 from common.states import WorkerState
 
@@ -74,10 +71,10 @@ class WorkerView:
         return load_score(load)
 
 
-def worker_views(conn: Connection, now_ms: int, stale_ms: int) -> list[WorkerView]:
+def worker_views(store: WorkerStore, now_ms: int, stale_ms: int) -> list[WorkerView]:
     """Every worker, by id, with its heartbeat age and the executions QUEUED on it."""
-    queued = inflight_by_worker(conn)
-    return [_view(w, queued.get(w.worker_id, 0), now_ms, stale_ms) for w in all_workers(conn)]
+    queued = store.queued_by_worker()
+    return [_view(w, queued.get(w.worker_id, 0), now_ms, stale_ms) for w in store.all_workers()]
 
 
 def _view(worker: WorkerRecord, queued: int, now_ms: int, stale_ms: int) -> WorkerView:

@@ -297,16 +297,6 @@ def mark_skipped(
         )
 
 
-def inflight_by_worker(conn: Connection) -> dict[str, int]:
-    """How many executions each worker has in its queue or running."""
-    rows = conn.execute(
-        sa.select(executions.c.worker_id, sa.func.count())
-        .where(executions.c.status == ExecutionStatus.QUEUED)
-        .group_by(executions.c.worker_id)
-    ).all()
-    return {str(worker): int(count) for worker, count in rows}
-
-
 @dataclass(frozen=True, slots=True)
 class LockedExecution:
     """An execution locked for recording its outcome."""

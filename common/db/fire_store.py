@@ -10,10 +10,8 @@ of the same name on the caller's connection (no query of its own), and
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -21,6 +19,7 @@ from common.db import app_policies, executions, executions_with_job, job_depende
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
+from common.db.store_transactions import EngineStores, StoreTransactions
 from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
@@ -98,17 +97,8 @@ class FireStore(DispatchStore, Protocol):
         ...
 
 
-class FireTransactions(Protocol):
-    """Where the firer gets its ``FireStore``: a plain read, or a transaction."""
-
-    def reading(self) -> AbstractContextManager[FireStore]:
-        """The store for reads outside a transaction (``engine.connect()``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[FireStore]:
-        """The store in a transaction committed on leaving, rolled back if it raises
-        (``engine.begin()``)."""
-        ...
+# Where the firer gets its ``FireStore``: a plain read, or a transaction.
+FireTransactions: TypeAlias = StoreTransactions[FireStore]
 
 
 class MySqlFireStore:
@@ -188,24 +178,10 @@ class MySqlFireStore:
         job_dependencies.record_waited_for(self._conn, waited)
 
 
-class MySqlFireTransactions:
+class MySqlFireTransactions(EngineStores[FireStore]):
     """``FireTransactions`` on an engine: one ``MySqlFireStore`` per connection."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ()
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def reading(self) -> AbstractContextManager[FireStore]:
-        """A connection without a transaction of its own, closed on leaving."""
-        return _on(self._engine.connect())
-
-    def transaction(self) -> AbstractContextManager[FireStore]:
-        """A transaction committed on leaving, rolled back if it raises."""
-        return _on(self._engine.begin())
-
-
-@contextlib.contextmanager
-def _on(opened: AbstractContextManager[Connection]) -> Iterator[FireStore]:
-    with opened as conn:
-        yield MySqlFireStore(conn)
+        super().__init__(engine, MySqlFireStore)

@@ -1,47 +1,30 @@
-"""The store as the rescue sees it: gone and draining workers, and moving what is QUEUED
-on one of them.
+"""The store as the rescue sees it: what is QUEUED on a worker, and moving it.
 
-``RescueStore`` is the port ``services.dispatcher.upkeep.rescue`` reads and writes
-through; ``MySqlRescueStore`` passes each call to the repository function of the same
-name on the caller's connection (no query of its own), and
-``common.memory.store.MemoryStore`` keeps the same contract in memory
-(``tests/contracts/rescue_store.py``). ``RescueTransactions`` is where the rescue gets
-one: ``MySqlRescueTransactions`` on an engine, ``MemoryStore`` itself in unit tests.
+``RescueStore`` is the port ``services.dispatcher.upkeep.rescue`` reads and writes the
+executions through (the workers themselves it reads through ``WorkerStore``);
+``MySqlRescueStore`` passes each call to the repository function of the same name on
+the caller's connection (no query of its own), and ``common.memory.store.MemoryStore``
+keeps the same contract in memory (``tests/contracts/rescue_store.py``).
+``RescueTransactions`` is where the rescue gets one: ``MySqlRescueTransactions`` on an
+engine, ``MemoryStore`` itself in unit tests.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
-from typing import Protocol
+from collections.abc import Iterable
+from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import executions, executions_with_job, worker_moves, workers
+from common.db import executions, executions_with_job, worker_moves
 from common.db.dispatch_store import DispatchStore
 from common.db.executions_with_job import ExecutionWithJob
-from common.db.workers import WorkerRecord
+from common.db.store_transactions import EngineStores, StoreTransactions
 
 
 class RescueStore(DispatchStore, Protocol):
-    """What the rescue reads of the workers and their executions, and the moves it
+    """What the rescue reads of the executions QUEUED on a worker, and the moves it
     writes; what sending the moved executions puts back (``DispatchStore``)."""
-
-    def gone_workers(self, heard_before_ms: int) -> list[WorkerRecord]:
-        """Workers that said they stopped or were last heard before the cut-off, not
-        forgotten; longest gone first."""
-        ...
-
-    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
-        """DRAINING workers heard since the cut-off."""
-        ...
-
-    def forget_worker_unless_held(self, worker_id: str, heard_before_ms: int) -> bool:
-        """Mark a worker last heard before the cut-off, with nothing QUEUED on it,
-        FORGOTTEN; False (nothing changed) if it spoke since, has work, or another
-        transaction holds a row this needs."""
-        ...
 
     def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
         """Up to ``limit`` executions QUEUED on the worker, with their job's data."""
@@ -63,17 +46,8 @@ class RescueStore(DispatchStore, Protocol):
         ...
 
 
-class RescueTransactions(Protocol):
-    """Where the rescue gets its ``RescueStore``: a plain read, or a transaction."""
-
-    def reading(self) -> AbstractContextManager[RescueStore]:
-        """The store for reads outside a transaction (``engine.connect()``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[RescueStore]:
-        """The store in a transaction committed on leaving, rolled back if it raises
-        (``engine.begin()``)."""
-        ...
+# Where the rescue gets its ``RescueStore``: a plain read, or a transaction.
+RescueTransactions: TypeAlias = StoreTransactions[RescueStore]
 
 
 class MySqlRescueStore:
@@ -83,18 +57,6 @@ class MySqlRescueStore:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-
-    def gone_workers(self, heard_before_ms: int) -> list[WorkerRecord]:
-        """See ``workers.gone_workers``."""
-        return workers.gone_workers(self._conn, heard_before_ms)
-
-    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
-        """See ``workers.draining_workers``."""
-        return workers.draining_workers(self._conn, heard_since_ms)
-
-    def forget_worker_unless_held(self, worker_id: str, heard_before_ms: int) -> bool:
-        """See ``workers.forget_worker_unless_held``."""
-        return workers.forget_worker_unless_held(self._conn, worker_id, heard_before_ms)
 
     def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
         """See ``executions_with_job.unfinished_on_worker``."""
@@ -117,24 +79,10 @@ class MySqlRescueStore:
         executions.unmark_queued(self._conn, keys)
 
 
-class MySqlRescueTransactions:
+class MySqlRescueTransactions(EngineStores[RescueStore]):
     """``RescueTransactions`` on an engine: one ``MySqlRescueStore`` per connection."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ()
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def reading(self) -> AbstractContextManager[RescueStore]:
-        """A connection without a transaction of its own, closed on leaving."""
-        return _on(self._engine.connect())
-
-    def transaction(self) -> AbstractContextManager[RescueStore]:
-        """A transaction committed on leaving, rolled back if it raises."""
-        return _on(self._engine.begin())
-
-
-@contextlib.contextmanager
-def _on(opened: AbstractContextManager[Connection]) -> Iterator[RescueStore]:
-    with opened as conn:
-        yield MySqlRescueStore(conn)
+        super().__init__(engine, MySqlRescueStore)

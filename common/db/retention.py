@@ -1,5 +1,6 @@
 """Retention: delete finished history past an age: executions, settled callback
-deliveries, finished (or deleted) jobs left with no history, forgotten workers.
+deliveries, finished (or deleted) jobs left with no history (forgotten workers go
+through ``WorkerStore.prune_forgotten``).
 
 Deletes go in batches through indexes that lead with the status, so a batch costs
 about the same whatever the table size; the caller sizes the batches.
@@ -12,8 +13,8 @@ from sqlalchemy.engine import Connection
 
 from common.db.execution_logs import delete_for_executions
 from common.db.job_dependencies import drop_edges_of
-from common.db.schema import callback_deliveries, executions, jobs, workers
-from common.states import DeliveryStatus, ExecutionStatus, JobStatus, WorkerState
+from common.db.schema import callback_deliveries, executions, jobs
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 
 FINISHED = (
     ExecutionStatus.SUCCEEDED,
@@ -103,27 +104,3 @@ def prune_jobs(conn: Connection, before_ms: int, limit: int) -> int:
         if deleted >= limit:
             break
     return deleted
-
-
-def prune_workers(conn: Connection, before_ms: int, limit: int) -> list[str]:
-    """Delete up to ``limit`` forgotten workers last heard before ``before_ms``; their ids.
-
-    A worker that comes back after this registers afresh with its first heartbeat.
-    """
-    ids = list(
-        conn.execute(
-            sa.select(workers.c.worker_id)
-            .where(
-                workers.c.state == WorkerState.FORGOTTEN,
-                workers.c.last_heartbeat < before_ms,
-            )
-            .limit(limit)
-        ).scalars()
-    )
-    if ids:
-        conn.execute(
-            workers.delete().where(
-                workers.c.worker_id.in_(ids), workers.c.state == WorkerState.FORGOTTEN
-            )
-        )
-    return [str(i) for i in ids]

@@ -2,7 +2,8 @@
 
 ``MemoryWorkers`` keeps the contracts of ``common.loadbalance.LiveWorkers`` and
 ``WorkerQueues`` as the dispatcher's ``WorkerDirectory`` does on MySQL and RabbitMQ: a
-worker is live when its last heartbeat (a row of the store's workers table) is fresh on
+worker is live when its last heartbeat (a row of the store's workers table, read through
+``WorkerStore`` as the real directory reads it) is fresh on
 the given clock, it said ACTIVE, and a consumer is on its queue (in the memory broker);
 its load is what its heartbeat reported plus what the store has QUEUED on it.
 ``tests/contracts/live_workers.py`` runs one test class against both. Its heartbeats
@@ -15,8 +16,6 @@ depths and the gauges.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from pika.exceptions import ChannelClosedByBroker
 
 from common.clock import Clock
@@ -24,7 +23,7 @@ from common.db.workers import Heartbeat
 from common.loadbalance import UNBOUNDED, WorkerLoad
 from common.memory.broker import NOT_FOUND, MemoryBroker
 from common.memory.store import MemoryStore
-from common.states import ExecutionStatus, WorkerState
+from common.states import WorkerState
 from common.topology import declare_worker_queue, worker_queue
 
 CAPACITY = 8
@@ -83,22 +82,22 @@ class MemoryWorkers:
         self.set_consuming(worker_id)
 
     def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
-        """Live workers by id, with their load: reported plus QUEUED on them in the store."""
-        heard_since = self._clock.now_ms() - self._stale_ms
-        inflight = self._inflight()
+        """Live workers by id, with their load: reported plus QUEUED on them in the store
+        (read through ``WorkerStore``, as the real directory reads it)."""
+        with self._store.reading() as store:
+            fresh = store.fresh_workers(self._clock.now_ms() - self._stale_ms)
+            queued = store.queued_by_worker()
         return [
             WorkerLoad(
                 w.worker_id,
-                w.active + inflight[w.worker_id],
+                w.active + queued.get(w.worker_id, 0),
                 float(w.avg_ms),
                 float(w.cpu_idle),
                 frozenset(w.handlers),
-                self._room(inflight[w.worker_id]),
+                self._room(queued.get(w.worker_id, 0)),
             )
-            for _, w in sorted(self._store.workers.items())
-            if w.state is WorkerState.ACTIVE
-            and w.last_heartbeat >= heard_since
-            and self.consumer_count(w.worker_id) > 0
+            for w in fresh
+            if self.consumer_count(w.worker_id) > 0
         ]
 
     def _room(self, queued: int) -> int:
@@ -116,7 +115,3 @@ class MemoryWorkers:
         except ChannelClosedByBroker as e:
             return bool(e.reply_code == NOT_FOUND)
         return True
-
-    def _inflight(self) -> Counter[str | None]:
-        queued = ExecutionStatus.QUEUED
-        return Counter(r.worker_id for r in self._store.executions.values() if r.status is queued)

@@ -7,8 +7,10 @@ so the logic above it can be tested without a server. ``tests/contracts/outcome_
 runs one test class against it and against MySQL.
 
 It keeps ``DispatchStore`` (``unmark_queued``), ``FireStore`` (what is due, and the
-writes that settle it) and ``RescueStore`` (gone and draining workers, forgetting one,
-moving what is QUEUED on it) too, and ``FireTransactions`` and ``RescueTransactions``:
+writes that settle it), ``RescueStore`` (moving what is QUEUED on a worker) and
+``WorkerStore`` (the workers aggregate: heartbeats, live, gone and draining workers,
+forgetting one, listings, pruning) too, and ``FireTransactions``,
+``RescueTransactions`` and ``WorkerTransactions``:
 a ``transaction`` that undoes what it changed when it raises, as a rolled-back one
 does, and a plain ``reading``. What it leaves out: locks and isolation (one caller at a
 time: nothing is ever held by another transaction, so ``skip_locked`` passes nothing
@@ -20,9 +22,9 @@ from __future__ import annotations
 
 from common.memory.firing import FireTables
 from common.memory.outcomes import OutcomeTables
-from common.memory.workers import WorkerTables
+from common.memory.worker_moves import MoveTables
 
 
-class MemoryStore(OutcomeTables, FireTables, WorkerTables):
+class MemoryStore(OutcomeTables, FireTables, MoveTables):
     """The jobs, executions, deliveries and workers tables: ``OutcomeStore``,
-    ``FireStore``, ``RescueStore``, their transactions, and seeding."""
+    ``FireStore``, ``RescueStore``, ``WorkerStore``, their transactions, and seeding."""

@@ -1,12 +1,11 @@
-"""The in-memory store as the rescue sees it: the workers table, and the executions
-QUEUED on a worker (``RescueStore``)."""
+"""The workers aggregate in memory: ``WorkerStore``'s twin (``common.db.workers``) over
+the in-memory workers table and the executions QUEUED on each worker."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections import Counter
 
-from common.db.executions_with_job import ExecutionWithJob
 from common.db.workers import Heartbeat, WorkerRecord
 from common.memory.rows import MemoryExecution
 from common.memory.tables import MemoryTables
@@ -14,10 +13,10 @@ from common.states import ExecutionStatus, WorkerState
 
 
 class WorkerTables(MemoryTables):
-    """``RescueStore`` in memory (``unmark_queued`` is firing's), and heartbeats."""
+    """``WorkerStore`` in memory."""
 
     def upsert_heartbeat(self, heartbeat: Heartbeat) -> None:
-        """Insert or refresh the worker's row, as ``workers.upsert_heartbeat`` does."""
+        """Insert or refresh the worker's row with all it says of itself."""
         h = heartbeat
         self.workers[h.worker_id] = WorkerRecord(
             h.worker_id,
@@ -32,7 +31,23 @@ class WorkerTables(MemoryTables):
             h.started_at,
             h.sent_at,
             h.overrun,
+            {name: max(1, ms) for name, ms in h.handler_ms.items()},
         )
+
+    def fresh_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
+        """ACTIVE workers heard since the cut-off, by id."""
+        return self._heard_since(WorkerState.ACTIVE, heard_since_ms)
+
+    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
+        """DRAINING workers heard since the cut-off, by id."""
+        return self._heard_since(WorkerState.DRAINING, heard_since_ms)
+
+    def _heard_since(self, state: WorkerState, heard_since_ms: int) -> list[WorkerRecord]:
+        return [
+            w
+            for _, w in sorted(self.workers.items())
+            if w.state is state and w.last_heartbeat >= heard_since_ms
+        ]
 
     def gone_workers(self, heard_before_ms: int) -> list[WorkerRecord]:
         """Workers that said they stopped or were last heard before the cut-off, not
@@ -45,15 +60,6 @@ class WorkerTables(MemoryTables):
         ]
         return sorted(gone, key=lambda w: (w.last_heartbeat, w.worker_id))
 
-    def draining_workers(self, heard_since_ms: int) -> list[WorkerRecord]:
-        """DRAINING workers heard since the cut-off, by id."""
-        draining = WorkerState.DRAINING
-        return [
-            w
-            for _, w in sorted(self.workers.items())
-            if w.state is draining and w.last_heartbeat >= heard_since_ms
-        ]
-
     def forget_worker_unless_held(self, worker_id: str, heard_before_ms: int) -> bool:
         """Mark the worker FORGOTTEN if it was last heard before the cut-off and nothing is
         QUEUED on it (no other transaction ever holds its row here)."""
@@ -65,45 +71,37 @@ class WorkerTables(MemoryTables):
         self.workers[worker_id] = dataclasses.replace(worker, state=WorkerState.FORGOTTEN)
         return True
 
-    def unfinished_on_worker(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
-        """Executions QUEUED on the worker, with their job's data, by key, up to ``limit``."""
-        rows = self._queued_on(worker_id)[:limit]
-        return [r.with_job(self.jobs[r.job_id]) for r in rows]
+    def all_workers(self) -> list[WorkerRecord]:
+        """Every worker row, by id."""
+        return [w for _, w in sorted(self.workers.items())]
 
-    def lock_queued_on(self, execution_ids: Iterable[str], worker_id: str) -> set[str]:
-        """The ids of these executions still QUEUED on the worker (none is ever held)."""
-        wanted = set(execution_ids)
-        return {r.execution_id for r in self._queued_on(worker_id) if r.execution_id in wanted}
+    def registered_handlers(self) -> set[str]:
+        """Every handler name any worker has registered."""
+        return {name for w in self.workers.values() for name in w.handlers}
 
-    def reassign(self, execution_id: str, from_worker: str, to_worker: str, now_ms: int) -> bool:
-        """Point an execution QUEUED on ``from_worker`` at ``to_worker``, dispatched now;
-        False if it is no longer QUEUED there."""
-        row = self._queued_row(execution_id, from_worker)
-        if row is None:
-            return False
-        row.worker_id, row.dispatched_at = to_worker, now_ms
-        return True
+    def queued_by_worker(self) -> dict[str, int]:
+        """How many executions are QUEUED on each worker."""
+        queued = ExecutionStatus.QUEUED
+        counts = Counter(str(r.worker_id) for r in self.executions.values() if r.status is queued)
+        return dict(counts)
 
-    def unassign(self, execution_id: str, from_worker: str, message: str, now_ms: int) -> bool:
-        """Give an execution QUEUED on ``from_worker`` back to the firer: SCHEDULED, due
-        now, with why; False if it is no longer QUEUED there."""
-        row = self._queued_row(execution_id, from_worker)
-        if row is None:
-            return False
-        row.status, row.worker_id, row.dispatched_at = ExecutionStatus.SCHEDULED, None, None
-        row.scheduled_at, row.message = now_ms, message
-        return True
+    def prune_forgotten(self, before_ms: int, limit: int) -> list[str]:
+        """Delete up to ``limit`` forgotten workers last heard before ``before_ms``, by
+        id; their ids."""
+        gone = [
+            worker_id
+            for worker_id, w in sorted(self.workers.items())
+            if w.state is WorkerState.FORGOTTEN and w.last_heartbeat < before_ms
+        ][:limit]
+        for worker_id in gone:
+            del self.workers[worker_id]
+        return gone
 
     def _queued_on(self, worker_id: str) -> list[MemoryExecution]:
+        """The executions QUEUED on the worker, by key."""
         queued = ExecutionStatus.QUEUED
         return [
             r
             for _, r in sorted(self.executions.items())
             if r.worker_id == worker_id and r.status is queued
         ]
-
-    def _queued_row(self, execution_id: str, worker_id: str) -> MemoryExecution | None:
-        found = self._by_execution_id([execution_id])
-        if found and found[0].worker_id == worker_id and found[0].status is ExecutionStatus.QUEUED:
-            return found[0]
-        return None

@@ -14,7 +14,7 @@ from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.db.apps import App, find_app_by_key
-from common.db.workers import registered_handlers
+from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.tracing.spans import NO_TRACING, Tracing
 from services.api.auth_failures import FailedAuthentications
@@ -58,12 +58,16 @@ class ApiState:
         default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``) when it has none."""
         return self.callback_policy.for_app(app.callback_networks)
 
+    def workers(self) -> MySqlWorkerTransactions:
+        """The workers aggregate on the engine (``common/db/workers.py``)."""
+        return MySqlWorkerTransactions(self.engine)
+
     def known_handlers(self) -> frozenset[str]:
         """Handler names some worker has registered, re-read every few seconds."""
         with self._lock:
             if self.monotonic() - self._handlers_at > self.settings.handler_cache_seconds:
-                with self.engine.connect() as conn:
-                    self._handlers = frozenset(registered_handlers(conn))
+                with self.workers().reading() as workers:
+                    self._handlers = frozenset(workers.registered_handlers())
                 self._handlers_at = self.monotonic()
             return self._handlers
 

@@ -117,8 +117,8 @@ def cmd_workers(args: argparse.Namespace) -> int:
     settings = ApiSettings()
     with operator_state(settings) as state:
         now = state.clock.now_ms()
-        with state.engine.connect() as conn:
-            workers = worker_views(conn, now, settings.heartbeat_stale_ms)
+        with state.workers().reading() as store:
+            workers = worker_views(store, now, settings.heartbeat_stale_ms)
         ids = [w.worker_id for w in workers]
         drains = drains_requested(state.redis, state.keys, ids)
         standing = drained(state.redis, state.keys, ids)
@@ -236,15 +236,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     from common.config import ApiSettings
     from common.db.engine import make_engine
+    from common.db.workers import MySqlWorkerTransactions
     from services.api.operator.cluster_stats import read_cluster_stats
 
     settings = ApiSettings()
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
     engine = make_engine(settings, pool_size=1)
     try:
-        stats = read_cluster_stats(
-            settings, engine, client, settings.heartbeat_stale_ms, args.minutes
-        )
+        workers = MySqlWorkerTransactions(engine)
+        stale_ms = settings.heartbeat_stale_ms
+        stats = read_cluster_stats(settings, engine, workers, client, stale_ms, args.minutes)
     finally:
         engine.dispose()
         client.close()

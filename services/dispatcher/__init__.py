@@ -40,7 +40,8 @@ Read it in the order a trigger travels:
 connection): it sends handed-over claims, fires what is due and runs the sweep.
 
 Recording, dispatch, firing and rescue reach their stores through ports (``common/db/
-outcome_store.py``, ``dispatch_store.py``, ``fire_store.py``, ``rescue_store.py``;
+outcome_store.py``, ``dispatch_store.py``, ``fire_store.py``, ``rescue_store.py``, and
+the workers aggregate's ``workers.py``;
 ``common.broker.Publisher``; ``common.loadbalance.LiveWorkers`` and ``WorkerQueues``;
 ``common.started_marks.StartedMarks``), each with a MySQL, RabbitMQ or Redis
 implementation and an in-memory twin (``common/memory/``: ``store.py``, ``broker.py``,

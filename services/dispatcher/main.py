@@ -198,7 +198,7 @@ class Dispatcher:
         declare_core(channel)
         publisher = BatchPublisher(channel)
         directory = WorkerDirectory(
-            self.engine,
+            self.stores.workers(),
             connection,
             self.clock,
             s.heartbeat_stale_ms,
@@ -217,7 +217,8 @@ class Dispatcher:
         )
         firer = Firer.on_stores(self.stores, publisher, router, fire, self.tracing)
         upkeep = Upkeep(self.stores, publisher, router, UpkeepSettings.of(s))
-        retention = RetentionLoop(self.engine, self.clock, int(s.retention_days * 86_400_000))
+        retention_ms = int(s.retention_days * 86_400_000)
+        retention = RetentionLoop(self.engine, self.stores.workers(), self.clock, retention_ms)
         claims = ClaimLoop(
             claimer, self.wake, s.batch_size, s.scan_interval_ms / 1000, self.progress
         )

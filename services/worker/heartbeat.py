@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 import psutil
 
 from common.consumer.stats import ConsumerStats
-from common.db.workers import Heartbeat, upsert_heartbeat
+from common.db.workers import Heartbeat
 from common.keys import WORKER_HELD, WORKER_HELD_AT, WORKER_INCARNATION
 from common.states import WorkerState
 from common.stores import Stores
@@ -155,7 +155,7 @@ class Heartbeater:
         self._capacity = identity.capacity
         self._handlers = identity.handlers
         self._source = source
-        self._redis, self._engine = stores.redis, stores.engine
+        self._redis, self._workers = stores.redis, stores.workers()
         self._keys, self._clock = stores.keys, stores.clock
         self._interval = interval
         self._on_drain = hooks.on_drain
@@ -225,8 +225,8 @@ class Heartbeater:
         pipe.get(self._keys.worker_drained(self._worker_id))
         replies = pipe.execute()
         requested_by, drained_by = replies[2], replies[4]
-        with self._engine.begin() as conn:
-            upsert_heartbeat(conn, heartbeat)
+        with self._workers.transaction() as workers:
+            workers.upsert_heartbeat(heartbeat)
         self._landed()
         self._take_drained(drained_by)
         if requested_by is not None and self.state is WorkerState.ACTIVE:

@@ -15,7 +15,7 @@ from common.db.executions import LockedExecution, NewExecution
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
 from common.db.rescue_store import RescueStore
-from common.db.workers import Heartbeat, WorkerRecord
+from common.db.workers import Heartbeat, WorkerRecord, WorkerStore
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import ExecutionStatus, WorkerState
 
@@ -45,6 +45,11 @@ class StoreHarness(ABC):
     def rescue_store(self) -> RescueStore:
         """The same store as the rescue sees it."""
 
+    @property
+    @abstractmethod
+    def worker_store(self) -> WorkerStore:
+        """The same store as the workers aggregate (``WorkerStore``)."""
+
     @abstractmethod
     def undone_on_error(self) -> AbstractContextManager[object]:
         """A transaction (nested in the test's) whose changes go if it raises."""
@@ -71,10 +76,6 @@ class StoreHarness(ABC):
         """Every delivery row, in insertion order."""
 
     @abstractmethod
-    def heartbeat(self, heartbeat: Heartbeat) -> None:
-        """Write a worker's heartbeat as ``workers.upsert_heartbeat`` does."""
-
-    @abstractmethod
     def worker(self, worker_id: str) -> WorkerRecord:
         """The worker's row."""
 
@@ -97,7 +98,7 @@ class StoreHarness(ABC):
         self, worker_id: str, heard_ms: int, state: WorkerState = WorkerState.ACTIVE
     ) -> None:
         """A worker of ``demo.noop`` last heard at ``heard_ms``, saying ``state``."""
-        self.heartbeat(
+        self.worker_store.upsert_heartbeat(
             Heartbeat(worker_id, "h", 1, 4, 0, 90, 5, ("demo.noop",), state, 100, heard_ms)
         )
 

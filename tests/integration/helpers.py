@@ -7,7 +7,7 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import TableResolver
 from common.db.apps import AppCredentials, create_app
-from common.db.workers import Heartbeat, upsert_heartbeat
+from common.db.workers import Heartbeat, MySqlWorkerTransactions
 from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.states import WorkerState
 
@@ -41,9 +41,8 @@ def register_worker(
     capacity: int = 4,
 ) -> None:
     """Write a worker heartbeat row as a running worker would."""
-    with engine.begin() as conn:
-        upsert_heartbeat(
-            conn,
+    with MySqlWorkerTransactions(engine).transaction() as workers:
+        workers.upsert_heartbeat(
             Heartbeat(
                 worker_id=worker_id,
                 hostname="test",

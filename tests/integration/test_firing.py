@@ -20,6 +20,7 @@ from common.db import executions, executions_with_job, job_control
 from common.db.engine import make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import JobPolicies, NewJob, insert_job
+from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.schedule import MisfirePolicy, OverlapPolicy
@@ -46,7 +47,7 @@ def firer(
     declare_core(channel)
     declare_worker_queue(channel, "w1")
     channel.basic_consume("kairos.worker.w1", lambda *args: None)  # w1 looks alive
-    directory = WorkerDirectory(engine, connection, clock, 60_000)
+    directory = WorkerDirectory(MySqlWorkerTransactions(engine), connection, clock, 60_000)
     publisher = BatchPublisher(connection.channel())
     stores = Stores(StoreSettings(), engine, client, RedisKeys("unused"), clock)
     settings = FireSettings(1_000, batch_size, fire_batch_size)
@@ -171,7 +172,9 @@ def test_worker_view_is_refreshed_when_it_would_go_stale_within_fresh_for(
     clock = ClusterClock(redis_client)
     channel = connection.channel()
     declare_core(channel)
-    directory = WorkerDirectory(engine, connection, clock, 60_000, ttl=30.0)
+    directory = WorkerDirectory(
+        MySqlWorkerTransactions(engine), connection, clock, 60_000, ttl=30.0
+    )
     for worker_id in ("w1", "w2"):
         declare_worker_queue(channel, worker_id)
         channel.basic_consume(f"kairos.worker.{worker_id}", lambda *args: None)

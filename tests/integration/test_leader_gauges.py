@@ -15,6 +15,7 @@ from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
+from common.db.workers import MySqlWorkerTransactions
 from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, clear_worker_gauges
 from common.states import WorkerState
 from common.topology import RESULTS_DEAD_QUEUE, declare_core, declare_worker_queue
@@ -51,7 +52,7 @@ def test_queue_depths_and_live_workers_per_handler(
     BatchPublisher(channel).publish(
         [OutgoingMessage("", RESULTS_DEAD_QUEUE, b"{}", f"m{n}") for n in range(2)]
     )
-    directory = WorkerDirectory(engine, connection, clock, 15_000)
+    directory = WorkerDirectory(MySqlWorkerTransactions(engine), connection, clock, 15_000)
 
     app = make_app(engine, "flood")
     with engine.begin() as conn:
@@ -60,7 +61,7 @@ def test_queue_depths_and_live_workers_per_handler(
         insert_executions(conn, runs, 0)
         mark_queued(conn, dict.fromkeys(primary_keys(conn, ["e0"]), "w1"), 10)
 
-    gauges = LeaderGauges(engine, directory, clock, every=0.0)
+    gauges = LeaderGauges(engine, MySqlWorkerTransactions(engine), directory, clock, every=0.0)
     gauges.refresh()
 
     standing = {

@@ -16,7 +16,7 @@ from common.clock import ClusterClock
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.db.schema import executions
-from common.db.workers import Heartbeat, upsert_heartbeat
+from common.db.workers import Heartbeat, MySqlWorkerTransactions
 from common.loadbalance import WorkerChooser, WorkerLoad, WorkerQueues
 from common.states import ExecutionStatus, WorkerState
 from common.topology import declare_core, declare_worker_queue, worker_queue
@@ -34,12 +34,13 @@ class TestWorkerDirectory(LiveWorkersContract):
     ) -> None:
         make_app(engine)
         self._engine = engine
+        self._workers = MySqlWorkerTransactions(engine)
         self._clock = ClusterClock(redis_client)
         self._connection = connection
         self._channel = connection.channel()
         declare_core(self._channel)
         self._directory = WorkerDirectory(
-            engine, connection, self._clock, STALE_MS, ttl=0.0, scarce_ttl=0.0
+            self._workers, connection, self._clock, STALE_MS, ttl=0.0, scarce_ttl=0.0
         )
 
     @property
@@ -71,8 +72,8 @@ class TestWorkerDirectory(LiveWorkersContract):
             at_ms,
             at_ms,
         )
-        with self._engine.begin() as conn:
-            upsert_heartbeat(conn, beat)
+        with self._workers.transaction() as workers:
+            workers.upsert_heartbeat(beat)
 
     def consume(self, worker_id: str) -> None:
         declare_worker_queue(self._channel, worker_id)
@@ -137,8 +138,8 @@ class TestWorkerDirectory(LiveWorkersContract):
         beat = Heartbeat(
             worker_id, "test", 1, 4, 0, 100, 1, handlers, WorkerState.ACTIVE, at_ms, at_ms
         )
-        with self._engine.begin() as conn:
-            upsert_heartbeat(conn, dataclasses.replace(beat, handler_ms=handler_ms))
+        with self._workers.transaction() as workers:
+            workers.upsert_heartbeat(dataclasses.replace(beat, handler_ms=handler_ms))
 
 
 SLOW = "demo.slow"

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db.workers import MySqlWorkerTransactions
 from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.messages import ExecutionResult
 from common.started_marks import RECONCILER, parse_started
@@ -53,7 +54,7 @@ class Stack:
         self.client = client
         self.keys = RedisKeys(ns)
         self.clock = ClusterClock(client)
-        directory = WorkerDirectory(engine, connection, self.clock, 60_000)
+        directory = WorkerDirectory(MySqlWorkerTransactions(engine), connection, self.clock, 60_000)
         self.reconciler = Reconciler(
             Stores(StoreSettings(namespace=ns), engine, client, self.keys, self.clock),
             BatchPublisher(connection.channel()),

@@ -20,7 +20,7 @@ from common.db.executions import (
 )
 from common.db.jobs import NewJob, insert_job
 from common.db.worker_moves import reassign
-from common.db.workers import gone_workers
+from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.loadbalance import WorkerChooser
 from common.messages import ExecutionResult, ResultBatch
@@ -78,7 +78,9 @@ def make_recovery(
         stores,
         BatchPublisher(connection.channel()),
         Router(
-            directory or WorkerDirectory(engine, connection, stores.clock, 60_000), WorkerChooser()
+            directory
+            or WorkerDirectory(MySqlWorkerTransactions(engine), connection, stores.clock, 60_000),
+            WorkerChooser(),
         ),
         RescueSettings(stale_ms=1_000, forget_ms=forget_ms),
     )
@@ -142,7 +144,7 @@ def test_work_moved_to_a_worker_the_broker_cannot_route_to_goes_back_to_the_fire
     gone_queue = declare_worker_queue(channel, "gone")
     channel.basic_consume(gone_queue, lambda *_: None)
     queued_on(engine, "e-waiting", "dead")
-    directory = WorkerDirectory(engine, connection, clock, 60_000, ttl=60)
+    directory = WorkerDirectory(MySqlWorkerTransactions(engine), connection, clock, 60_000, ttl=60)
     assert [w.worker_id for w in directory.live()] == ["gone"]
     # The queue goes between the directory's look and the move (the view is cached).
     connection.channel().queue_delete(gone_queue)
@@ -236,8 +238,8 @@ def test_a_worker_gone_long_with_nothing_on_it_is_forgotten_and_its_queue_delete
     assert not queue_exists(connection, "old")
     assert worker_state(engine, "recent") == "ACTIVE"  # gone, not for long enough
     assert queue_exists(connection, "recent")
-    with engine.connect() as conn:
-        assert [w.worker_id for w in gone_workers(conn, now)] == ["recent"]
+    with MySqlWorkerTransactions(engine).reading() as workers:
+        assert [w.worker_id for w in workers.gone_workers(now)] == ["recent"]
     register_worker(engine, "old", now_ms=now)  # it comes back
     assert worker_state(engine, "old") == "ACTIVE"
 
@@ -256,7 +258,9 @@ def test_a_worker_consuming_again_keeps_its_queue(
     ).rescue_dead_workers()
     assert worker_state(engine, "back") == "ACTIVE"
     assert queue_exists(connection, "back")
-    directory = WorkerDirectory(engine, connection, ClusterClock(redis_client), 60_000)
+    directory = WorkerDirectory(
+        MySqlWorkerTransactions(engine), connection, ClusterClock(redis_client), 60_000
+    )
     assert not directory.delete_queue("back")  # the broker keeps a queue in use
     assert queue_exists(connection, "back")
 

@@ -15,6 +15,7 @@ from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.db.retention import prune_deliveries, prune_executions
+from common.db.workers import MySqlWorkerTransactions
 from common.metrics import EXECUTIONS_DISPATCHED
 from common.states import ExecutionStatus, WorkerState
 from services.dispatcher.upkeep.retention import FIRST_BATCH, BatchSize, RetentionLoop, prune
@@ -111,9 +112,9 @@ def test_a_backlog_is_worked_off_in_batches_that_grow(
     # keeps deleting, in growing batches, while they come back full (the timing rule
     # itself has its own test below).
     size = BatchSize(target_s=60.0)
-    gone = prune(
-        engine, cast(ClusterClock, FixedClock(10_000)), retention_ms=1_000, budget_s=30.0, size=size
-    )
+    clock = cast(ClusterClock, FixedClock(10_000))
+    workers = MySqlWorkerTransactions(engine)
+    gone = prune(engine, workers, clock, retention_ms=1_000, budget_s=30.0, size=size)
     assert gone == 30_000
     assert count(engine, "executions") == 0
     assert size.rows > FIRST_BATCH
@@ -150,7 +151,7 @@ def test_old_finished_jobs_and_forgotten_workers_go_once_their_history_has(
     register_worker(engine, "gone", now_ms=100, state=WorkerState.FORGOTTEN)
     register_worker(engine, "quiet", now_ms=100)
     EXECUTIONS_DISPATCHED.labels(worker_id="gone").inc()
-    prune(engine, cast(ClusterClock, FixedClock(2_000)), retention_ms=1_000)
+    prune(engine, MySqlWorkerTransactions(engine), cast(ClusterClock, FixedClock(2_000)), 1_000)
     with engine.connect() as conn:
         left = set(conn.execute(sa.text("SELECT id FROM jobs")).scalars())
         workers = set(conn.execute(sa.text("SELECT worker_id FROM workers")).scalars())
@@ -176,7 +177,8 @@ def test_the_leaders_retention_thread_works_a_backlog_off_back_to_back(
     engine: Engine, redis_client: redis.Redis
 ) -> None:
     old_finished_executions(engine, 20_000)
-    loop = RetentionLoop(engine, cast(ClusterClock, FixedClock(10_000)), retention_ms=1_000)
+    workers = MySqlWorkerTransactions(engine)
+    loop = RetentionLoop(engine, workers, cast(ClusterClock, FixedClock(10_000)), 1_000)
     leading = threading.Event()
     leading.set()
     loop.start(leading.is_set)

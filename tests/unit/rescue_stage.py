@@ -72,7 +72,9 @@ class Stage:
         self.marks.epoch(NOW - 3_600_000)
         router = Router(self.workers, WorkerChooser())
         settings = RescueSettings(STALE_MS, self.forget_ms)
-        self.rescue = Rescue(self.store, self.marks, self.clock, self.publisher, router, settings)
+        self.rescue = Rescue(
+            self.store, self.store, self.marks, self.clock, self.publisher, router, settings
+        )
 
     # Workers.
 

@@ -74,7 +74,7 @@ def test_a_hanging_heartbeat_is_logged_once_per_change_of_the_fence(
     clock = mock.Mock()
     clock.now_ms.return_value = 0
     stores = cast(
-        Stores, mock.Mock(redis=client, engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock)
+        Stores, mock.Mock(redis=client, workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock)
     )
     beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.noop",)), Source(), stores, INTERVAL)
     caplog.set_level(logging.INFO)
@@ -127,7 +127,7 @@ def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
     stores = cast(
         Stores,
         mock.Mock(
-            redis=mock.MagicMock(), engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
+            redis=mock.MagicMock(), workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
         ),
     )
     source = Source()
@@ -156,7 +156,7 @@ def test_a_run_that_outgrows_its_handlers_time_is_sent_at_once_then_not_again_at
     stores = cast(
         Stores,
         mock.Mock(
-            redis=mock.MagicMock(), engine=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
+            redis=mock.MagicMock(), workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
         ),
     )
     going: dict[str, float] = {}

@@ -3,67 +3,18 @@ tests/integration)."""
 
 from __future__ import annotations
 
-import dataclasses
-from contextlib import AbstractContextManager
-
-from common.db.dispatch_store import DispatchStore
-from common.db.fire_store import FireStore
-from common.db.outcome_store import OutcomeStore
-from common.db.rescue_store import RescueStore
-from common.db.workers import Heartbeat, WorkerRecord
-from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
-from common.memory.store import MemoryStore
 from tests.contracts.dispatch_store import DispatchStoreContract
 from tests.contracts.fire_store import FireStoreContract
 from tests.contracts.outcome_store import OutcomeStoreContract
 from tests.contracts.rescue_store import RescueStoreContract
+from tests.unit.memory_store_harness import MemoryStoreHarness
 
 
 class TestMemoryStore(
-    OutcomeStoreContract, DispatchStoreContract, FireStoreContract, RescueStoreContract
+    MemoryStoreHarness,
+    OutcomeStoreContract,
+    DispatchStoreContract,
+    FireStoreContract,
+    RescueStoreContract,
 ):
-    """The contract on a new ``MemoryStore`` (rows read back as copies, as from MySQL)."""
-
-    def setup_method(self) -> None:
-        self.memory = MemoryStore()
-
-    @property
-    def store(self) -> OutcomeStore:
-        return self.memory
-
-    @property
-    def dispatch_store(self) -> DispatchStore:
-        return self.memory
-
-    @property
-    def fire_store(self) -> FireStore:
-        return self.memory
-
-    @property
-    def rescue_store(self) -> RescueStore:
-        return self.memory
-
-    def undone_on_error(self) -> AbstractContextManager[object]:
-        return self.memory.transaction()
-
-    @property
-    def app_pk(self) -> int:
-        return 7
-
-    def add_job(self, job: MemoryJob) -> int:
-        return self.memory.add_job(job)
-
-    def job(self, job_id: int) -> MemoryJob:
-        return dataclasses.replace(self.memory.jobs[job_id])
-
-    def execution(self, execution_id: str) -> MemoryExecution:
-        return dataclasses.replace(self.memory.execution(execution_id))
-
-    def deliveries(self) -> list[MemoryDelivery]:
-        return list(self.memory.deliveries)
-
-    def heartbeat(self, heartbeat: Heartbeat) -> None:
-        self.memory.upsert_heartbeat(heartbeat)
-
-    def worker(self, worker_id: str) -> WorkerRecord:
-        return self.memory.workers[worker_id]
+    """The contracts on a new ``MemoryStore`` (rows read back as copies, as from MySQL)."""

@@ -36,7 +36,7 @@ def test_a_pass_that_meets_a_conflict_runs_again_in_place_and_is_counted(
         return 0
 
     monkeypatch.setattr(retention_module, "prune", prune)
-    loop = RetentionLoop(cast(Any, None), cast(ClusterClock, None), retention_ms=1_000)
+    loop = RetentionLoop(cast(Any, None), cast(Any, None), cast(ClusterClock, None), 1_000)
     loop._wake.set()  # no rest between passes
     leading = iter([True, False])
     before = counted()

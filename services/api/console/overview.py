@@ -85,8 +85,9 @@ def overview_context(state: ApiState) -> PageContext:
     now = state.clock.now_ms()
     minutes = read_activity(state.redis, state.keys, now, CHART_MINUTES)
     recent = minutes[-RECENT_MINUTES:]  # the current minute, still filling, is the last
+    with state.workers().reading() as store:
+        workers = worker_views(store, now, state.settings.heartbeat_stale_ms)
     with state.engine.connect() as conn:
-        workers = worker_views(conn, now, state.settings.heartbeat_stale_ms)
         dead = count_dead(conn)
         apps = [a for a in app_activity(conn, now) if a.waiting or a.running]
     present = [w for w in workers if w.state is not WorkerState.FORGOTTEN]

@@ -39,8 +39,8 @@ router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schem
 def workers_context(state: ApiState) -> PageContext:
     """Every worker, with its queue as the broker sees it when the management API answers."""
     now = state.clock.now_ms()
-    with state.engine.connect() as conn:
-        workers = worker_views(conn, now, state.settings.heartbeat_stale_ms)
+    with state.workers().reading() as store:
+        workers = worker_views(store, now, state.settings.heartbeat_stale_ms)
     try:
         queues = {str(q["name"]): q for q in vhost_queues(state.settings)}
         queue_error = None

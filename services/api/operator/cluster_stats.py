@@ -24,6 +24,7 @@ from common.activity import (
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.deliveries import count_dead
+from common.db.workers import WorkerTransactions
 from common.errors import StoreUnavailableError
 from common.keys import RedisKeys
 from common.states import WorkerState
@@ -66,17 +67,24 @@ def _finished(minutes: list[MinuteActivity]) -> dict[str, int]:
 
 
 def read_cluster_stats(
-    settings: StoreSettings, engine: Engine, client: redis.Redis, stale_ms: int, minutes: int
+    settings: StoreSettings,
+    engine: Engine,
+    workers: WorkerTransactions,
+    client: redis.Redis,
+    stale_ms: int,
+    minutes: int,
 ) -> ClusterStats:
-    """The cluster's figures over the last ``minutes`` minutes (this one included)."""
+    """The cluster's figures over the last ``minutes`` minutes (this one included);
+    ``engine`` for the dead callbacks, ``workers`` for the workers."""
     clock = ClusterClock(client)
     now = clock.now_ms()
     activity = read_activity(client, RedisKeys(settings.namespace), now, minutes)
     buckets = merged_buckets(activity)
-    with engine.connect() as conn:
-        workers = [
-            w for w in worker_views(conn, now, stale_ms) if w.state is not WorkerState.FORGOTTEN
+    with workers.reading() as store:
+        present = [
+            w for w in worker_views(store, now, stale_ms) if w.state is not WorkerState.FORGOTTEN
         ]
+    with engine.connect() as conn:
         dead = count_dead(conn)
     try:
         queues, queue_error = vhost_queues(settings), None
@@ -88,9 +96,9 @@ def read_cluster_stats(
         seconds=((minutes - 1) * MINUTE_MS + now % MINUTE_MS) / 1000,
         finished=_finished(activity),
         lag={q: quantile(q, buckets) for q in QUANTILES},
-        workers_live=sum(1 for w in workers if w.takes_work),
-        workers_stale=sum(1 for w in workers if w.stale),
-        workers_known=len(workers),
+        workers_live=sum(1 for w in present if w.takes_work),
+        workers_stale=sum(1 for w in present if w.stale),
+        workers_known=len(present),
         dead_callbacks=dead,
         queues=queues,
         queue_error=queue_error,

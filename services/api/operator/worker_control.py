@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import redis
-from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
+from common.db.workers import WorkerTransactions
 from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
 from common.states import WorkerState
@@ -30,8 +30,7 @@ DRAIN_REQUEST_SECONDS = 600
 class WorkerStores(Protocol):
     """The stores an operator's drain reaches (``Stores`` and the API's state have them)."""
 
-    @property
-    def engine(self) -> Engine: ...
+    def workers(self) -> WorkerTransactions: ...
 
     @property
     def redis(self) -> redis.Redis: ...
@@ -57,8 +56,8 @@ def request_drain(
 def _live_worker(stores: WorkerStores, worker_id: str, stale_ms: int) -> WorkerView:
     """The worker, if it is ACTIVE and heard from within ``stale_ms``; else
     ``WorkerNotLiveError`` saying why not."""
-    with stores.engine.connect() as conn:
-        found = {w.worker_id: w for w in worker_views(conn, stores.clock.now_ms(), stale_ms)}
+    with stores.workers().reading() as workers:
+        found = {w.worker_id: w for w in worker_views(workers, stores.clock.now_ms(), stale_ms)}
     worker = found.get(worker_id)
     if worker is None:
         raise WorkerNotLiveError(worker_id, "no worker has that id")

@@ -8,11 +8,9 @@ import time
 
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 from pika.exceptions import ChannelClosedByBroker
-from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db.executions import inflight_by_worker
-from common.db.workers import WorkerRecord, fresh_workers
+from common.db.workers import WorkerRecord, WorkerTransactions
 from common.loadbalance import WorkerLoad
 from common.metrics import set_queue_depth, set_worker_loads
 from common.slots import (
@@ -30,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class WorkerDirectory:
-    """Live workers: fresh heartbeat, ACTIVE, and a consumer on their queue.
+    """Live workers: fresh heartbeat, ACTIVE, and a consumer on their queue; the
+    heartbeats and what is QUEUED on each worker are read through ``WorkerStore``.
 
     The view is cached for ``ttl`` seconds: the chooser counts each pick as one more
     active task and one slot less of the worker's room, so within that time the view
@@ -40,7 +39,7 @@ class WorkerDirectory:
 
     def __init__(
         self,
-        engine: Engine,
+        workers: WorkerTransactions,
         connection: BlockingConnection,
         clock: ClusterClock,
         stale_ms: int,
@@ -49,7 +48,7 @@ class WorkerDirectory:
         scarce_ttl: float = 0.05,
         results_lag: ResultsLag | None = None,
     ) -> None:
-        self._engine = engine
+        self._workers = workers
         self._connection = connection
         self._channel: BlockingChannel = connection.channel()
         self._clock = clock
@@ -136,9 +135,9 @@ class WorkerDirectory:
             load.picked = load.picked_extra = 0
 
     def _load(self) -> list[WorkerLoad]:
-        with self._engine.connect() as conn:
-            fresh = fresh_workers(conn, self._clock.now_ms() - self._stale_ms)
-            inflight = inflight_by_worker(conn)
+        with self._workers.reading() as workers:
+            fresh = workers.fresh_workers(self._clock.now_ms() - self._stale_ms)
+            inflight = workers.queued_by_worker()
         self.sent(self._cached)
         at_s = time.monotonic()
         loads = []

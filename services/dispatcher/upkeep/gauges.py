@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from common.clock import Clock
 from common.db.app_activity import app_activity
-from common.db.workers import all_workers
+from common.db.workers import WorkerTransactions
 from common.metrics import (
     APP_LABELS,
     EXECUTIONS_DISPATCHED,
@@ -42,11 +42,13 @@ class LeaderGauges:
     def __init__(
         self,
         engine: Engine,
+        workers: WorkerTransactions,
         directory: WorkerDirectory,
         clock: Clock,
         every: float = REFRESH_SECONDS,
     ) -> None:
         self._engine = engine
+        self._workers = workers
         self._clock = clock
         self._directory = directory
         self._every = every
@@ -74,8 +76,8 @@ class LeaderGauges:
 
     def _handler_counts(self) -> dict[str, int]:
         """Every handler a worker not yet forgotten registered, with its live workers."""
-        with self._engine.connect() as conn:
-            known_workers = all_workers(conn)
+        with self._workers.reading() as workers:
+            known_workers = workers.all_workers()
         forget_worker_series(w.worker_id for w in known_workers if w.state is WorkerState.FORGOTTEN)
         known = {
             name

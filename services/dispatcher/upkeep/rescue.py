@@ -6,9 +6,10 @@ one it was running is recorded LOST (retried if the job allows); the ones it nev
 started move to a live worker. Workers long gone, with nothing left on them, are
 forgotten: their queue is deleted and the sweep stops looking at them.
 
-The rescue reads and writes through ports: ``RescueStore`` (MySQL, or ``MemoryStore``
-in unit tests), ``WorkerQueues`` (the worker directory on RabbitMQ, or
-``MemoryWorkers``) and ``StartedMarks`` (Redis, or ``MemoryStartedMarks``).
+The rescue reads and writes through ports: ``WorkerStore`` (the workers aggregate) and
+``RescueStore`` (what is QUEUED on a worker; both MySQL, or ``MemoryStore`` in unit
+tests), ``WorkerQueues`` (the worker directory on RabbitMQ, or ``MemoryWorkers``) and
+``StartedMarks`` (Redis, or ``MemoryStartedMarks``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from common.broker import Publisher
 from common.clock import Clock
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.db.rescue_store import MySqlRescueTransactions, RescueStore, RescueTransactions
+from common.db.workers import WorkerTransactions
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
@@ -63,6 +65,7 @@ class Rescue:
     def __init__(
         self,
         transactions: RescueTransactions,
+        workers: WorkerTransactions,
         marks: StartedMarks,
         clock: Clock,
         publisher: Publisher,
@@ -70,6 +73,7 @@ class Rescue:
         settings: RescueSettings,
     ) -> None:
         self._transactions = transactions
+        self._workers = workers
         self._marks = marks
         self._clock = clock
         self._publisher = publisher
@@ -91,14 +95,14 @@ class Rescue:
         their own instead."""
         transactions = MySqlRescueTransactions(stores.engine)
         marks = stores.started_marks()
-        return cls(transactions, marks, stores.clock, publisher, router, settings)
+        return cls(transactions, stores.workers(), marks, stores.clock, publisher, router, settings)
 
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their
         queue; forget those gone longer than ``forget_ms`` once nothing is left on them."""
         now = self._clock.now_ms()
-        with self._transactions.reading() as store:
-            stale = store.gone_workers(now - self._stale_ms)
+        with self._workers.reading() as workers:
+            stale = workers.gone_workers(now - self._stale_ms)
         forgettable = FORGET_PER_SWEEP if self._forget_ms > 0 else 0
         for worker in stale:
             if self._directory.consumer_count(worker.worker_id) != 0:
@@ -126,8 +130,8 @@ class Rescue:
         the worker consume again, and is dropped.
         """
         now = self._clock.now_ms()
-        with self._transactions.reading() as store:
-            draining = store.draining_workers(now - self._stale_ms)
+        with self._workers.reading() as workers:
+            draining = workers.draining_workers(now - self._stale_ms)
         for worker in draining:
             if self._directory.consumer_count(worker.worker_id) != 0:
                 continue
@@ -163,10 +167,10 @@ class Rescue:
         mark's row lock makes a heartbeat of the worker coming back wait, then win.
         """
         try:
-            with self._transactions.transaction() as store:
+            with self._workers.transaction() as workers:
                 # A paused ex-leader stopped inside its own forget holds the row: pass
                 # over it rather than wait (a later sweep forgets the worker).
-                if not store.forget_worker_unless_held(worker_id, now_ms - self._forget_ms):
+                if not workers.forget_worker_unless_held(worker_id, now_ms - self._forget_ms):
                     return False
                 if not self._directory.delete_queue(worker_id):
                     raise _QueueInUse(worker_id)  # leaving the transaction rolls it back

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
-from common.db.retention import prune_deliveries, prune_executions, prune_jobs, prune_workers
+from common.db.retention import prune_deliveries, prune_executions, prune_jobs
 from common.db.retry import ConflictRetry
+from common.db.workers import WorkerTransactions
 from common.runtime import backoff_seconds
 from services.dispatcher.upkeep.gauges import forget_worker_series
 
@@ -64,6 +65,7 @@ class BatchSize:
 
 def prune(
     engine: Engine,
+    workers: WorkerTransactions,
     clock: ClusterClock,
     retention_ms: int,
     budget_s: float = BUDGET_S,
@@ -71,7 +73,7 @@ def prune(
 ) -> int:
     """Delete history past the retention period (if one is set) within ``budget_s``;
     returns how many rows went. Executions and deliveries go before jobs, which go only
-    once their history has."""
+    once their history has; forgotten workers go through ``workers``."""
     if retention_ms <= 0:
         return 0
     size = size or BatchSize()
@@ -82,7 +84,7 @@ def prune(
         gone += _catch_up(engine, pruner, cutoff, deadline, size)
         behind = behind or size.behind
     size.behind = behind
-    gone += _prune_workers(engine, cutoff)
+    gone += _prune_workers(workers, cutoff)
     if gone:
         log.info("retention: deleted %d rows past %d days", gone, retention_ms // 86_400_000)
     return gone
@@ -102,9 +104,9 @@ def _catch_up(engine: Engine, pruner: Pruner, cutoff: int, deadline: float, size
             return gone
 
 
-def _prune_workers(engine: Engine, cutoff: int) -> int:
-    with engine.begin() as conn:
-        gone = prune_workers(conn, cutoff, WORKERS_PER_CALL)
+def _prune_workers(workers: WorkerTransactions, cutoff: int) -> int:
+    with workers.transaction() as store:
+        gone = store.prune_forgotten(cutoff, WORKERS_PER_CALL)
     forget_worker_series(gone)
     return len(gone)
 
@@ -113,8 +115,11 @@ class RetentionLoop:
     """Prunes in a thread of its own while this dispatcher leads: back to back while a
     backlog lasts, once every ``IDLE_S`` after it caught up."""
 
-    def __init__(self, engine: Engine, clock: ClusterClock, retention_ms: int) -> None:
+    def __init__(
+        self, engine: Engine, workers: WorkerTransactions, clock: ClusterClock, retention_ms: int
+    ) -> None:
         self._engine = engine
+        self._workers = workers
         self._clock = clock
         self._retention_ms = retention_ms
         self._wake = threading.Event()
@@ -157,4 +162,6 @@ class RetentionLoop:
     def _prune(self, size: BatchSize) -> None:
         """One pass; run again in place after a lock conflict, which is counted, as every
         stage does (``common.db.retry``): a conflict is no failure to back off from."""
-        ConflictRetry(STAGE).run(prune, self._engine, self._clock, self._retention_ms, size=size)
+        ConflictRetry(STAGE).run(
+            prune, self._engine, self._workers, self._clock, self._retention_ms, size=size
+        )

@@ -1,0 +1,62 @@
+"""The worker store on its hot paths costs what the SQL it replaced did: one statement
+per heartbeat (an upsert), two per reload of the dispatcher's worker directory (the
+fresh workers, and what is QUEUED on each)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingConnection
+from sqlalchemy.engine import Engine
+
+from common.clock import ClusterClock
+from common.config import StoreSettings
+from common.db.workers import MySqlWorkerTransactions
+from common.stores import Stores
+from common.topology import declare_core, declare_worker_queue
+from services.dispatcher.routing.workers import WorkerDirectory
+from services.worker.heartbeat import Heartbeater, WorkerIdentity
+from tests.integration.test_worker_drain import Idle
+
+
+@pytest.fixture
+def statements(engine: Engine) -> Iterator[list[str]]:
+    """The SQL statements the engine sends, in order, while the test runs."""
+    sent: list[str] = []
+
+    def record(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    yield sent
+    sa.event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_heartbeat_writes_one_upsert_and_a_reload_reads_twice(
+    namespace: StoreSettings,
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    statements: list[str],
+) -> None:
+    stores = Stores.build(namespace, engine, redis_client)
+    beat = Heartbeater(WorkerIdentity("w1", 2, ("demo.noop",)), Idle(), stores, 60)
+    statements.clear()
+    beat.send()
+    assert len(statements) == 1
+    assert statements[0].startswith("INSERT INTO workers")
+    assert "ON DUPLICATE KEY UPDATE" in statements[0]
+
+    channel = connection.channel()
+    declare_core(channel)
+    channel.basic_consume(declare_worker_queue(channel, "w1"), lambda *_: None)
+    workers = MySqlWorkerTransactions(engine)
+    directory = WorkerDirectory(workers, connection, ClusterClock(redis_client), 60_000, ttl=0.0)
+    statements.clear()
+    assert [w.worker_id for w in directory.live()] == ["w1"]
+    assert len(statements) == 2
+    assert statements[0].startswith("SELECT workers.")
+    assert "count(*)" in statements[1].lower() and "GROUP BY executions.worker_id" in statements[1]
