@@ -92,7 +92,9 @@ def test_a_jobs_later_callback_waits_for_its_earlier_one_and_others_pass() -> No
     assert [u.job_id for _, u in line.take(8)] == [7]
 
 
-def test_a_stalled_backlog_past_its_bound_is_parked_newest_first_then_its_arrivals_at_once() -> None:
+def test_a_stalled_backlog_past_its_bound_is_parked_newest_first_then_its_arrivals_at_once() -> (
+    None
+):
     clock = Clock()
     line = FairLine(scheduler(slots=4, app_share=1), Backlog(app=2, host=100), clock=clock)
     fill(line, [callback(1, "slow.example") for _ in range(8)])
