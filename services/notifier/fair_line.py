@@ -62,7 +62,10 @@ class Backlog:
 
 
 class FairLine:
-    """A ``WaitingLine`` of pending callbacks for one consumer (its delivery tags)."""
+    """A ``WaitingLine`` of pending callbacks for one consumer (its delivery tags).
+
+    ``on_waiting``, when given, is handed the callbacks that came to wait in the line
+    since the last ``take``, at its start (the deliverer reads their rows ahead)."""
 
     def __init__(
         self,
@@ -70,8 +73,12 @@ class FairLine:
         backlog: Backlog,
         max_wait: float = MAX_WAIT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        on_waiting: Callable[[list[PendingCallback]], object] | None = None,
     ) -> None:
         self._scheduler = scheduler
+        self._on_waiting = on_waiting
+        # Callbacks that came to wait since the last ``take``, for ``on_waiting``.
+        self._arrived: list[PendingCallback] = []
         self._backlog = backlog
         self._max_wait = max_wait
         self._clock = clock
@@ -109,6 +116,8 @@ class FairLine:
             self._quick.append((tag, replace(unit, park=True)))
         else:
             self._enqueue((tag, unit), last=True)
+            if self._on_waiting is not None:
+                self._arrived.append(unit)
 
     def _parks_at_once(self, unit: PendingCallback) -> bool:
         app, host = unit.app_pk, unit.hosts.domain
@@ -137,6 +146,9 @@ class FairLine:
         has run slots beyond the scheduler's attempts, so the parked still go while
         every attempt is taken.
         """
+        if self._arrived and self._on_waiting is not None:
+            arrived, self._arrived = self._arrived, []
+            self._on_waiting(arrived)
         self._sweep()
         taken: list[Entry] = []
         while len(taken) < slots:

@@ -169,7 +169,9 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
     consumer = None
     try:
         _declare(connection, settings)
-        line = FairLine(parts.scheduler, line_backlog(settings))
+        line = FairLine(
+            parts.scheduler, line_backlog(settings), on_waiting=parts.deliverer.read_ahead
+        )
         consumer = PooledConsumer(
             connection,
             _consumer_settings(settings),

@@ -92,9 +92,7 @@ def test_a_jobs_later_callback_waits_for_its_earlier_one_and_others_pass() -> No
     assert [u.job_id for _, u in line.take(8)] == [7]
 
 
-def test_a_stalled_backlog_past_its_bound_is_parked_newest_first_then_its_arrivals_at_once() -> (
-    None
-):
+def test_a_stalled_backlog_is_parked_past_its_bound_newest_first_then_at_arrival() -> None:
     clock = Clock()
     line = FairLine(scheduler(slots=4, app_share=1), Backlog(app=2, host=100), clock=clock)
     fill(line, [callback(1, "slow.example") for _ in range(8)])
@@ -262,3 +260,23 @@ def test_a_posted_attempt_frees_its_slot_and_shares_but_its_job_waits_for_its_re
     assert attempts.free == 0, "finishing a posted attempt gives back its job alone"
     attempts.finish(other)
     assert attempts.try_start(same_job)
+
+
+def test_callbacks_that_come_to_wait_are_handed_on_at_the_next_take_the_parked_not() -> None:
+    handed: list[list[int | None]] = []
+    clock = Clock()
+    line = FairLine(
+        scheduler(slots=4, app_share=1),
+        Backlog(app=2, host=100),
+        clock=clock,
+        on_waiting=lambda units: handed.append([u.job_id for u in units]),
+    )
+    fill(line, [callback(1, "slow.example", job=n) for n in range(6)])
+    line.take(4)
+    assert handed == [[0, 1, 2, 3, 4, 5]], "all of them, before any is taken"
+    clock.now = STALL_SECONDS
+    line.take(4)
+    line.add(7, callback(1, "slow.example", job=7, arrived=clock.now))  # parked at once
+    line.add(8, callback(2, "other.example", job=8, arrived=clock.now))
+    line.take(4)
+    assert handed == [[0, 1, 2, 3, 4, 5], [8]]
