@@ -272,6 +272,7 @@ class CallbackDeliverer:
         """Send the callback through the first retry tier unattempted: its app's or its
         receiving host's backlog in this notifier is past its bound (a slow receiver)."""
         CALLBACKS_DEFERRED.labels(reason="backlog").inc()
+        self.counts.add("parked unattempted")
         log.debug(
             "callback parked: the backlog of its host or of app %d is past its bound",
             message.app_pk,
