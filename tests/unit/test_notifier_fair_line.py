@@ -6,9 +6,11 @@ full and that backlog stalls."""
 
 from __future__ import annotations
 
+from common.config import NotifierSettings
 from common.messages import CallbackMessage
 from services.notifier.fair_line import STALL_SECONDS, Backlog, FairLine
 from services.notifier.host_limits import HostLimits
+from services.notifier.main import line_backlog
 from services.notifier.pending import PendingCallback, read_pending
 from services.notifier.posting import PostOutcome
 from services.notifier.scheduler import AttemptScheduler
@@ -280,3 +282,9 @@ def test_callbacks_that_come_to_wait_are_handed_on_at_the_next_take_the_parked_n
     line.add(8, callback(2, "other.example", job=8, arrived=clock.now))
     line.take(4)
     assert handed == [[0, 1, 2, 3, 4, 5], [8]]
+
+
+def test_the_line_is_full_short_of_the_prefetch_by_what_the_attempts_hold() -> None:
+    assert line_backlog(NotifierSettings()) == Backlog(app=400, host=400, full=900)
+    small = NotifierSettings(held_callbacks=30, concurrency=16, app_backlog=5)
+    assert line_backlog(small) == Backlog(app=5, host=400, full=0), "always full"
