@@ -87,6 +87,8 @@ def pipeline_figures(found: PipelineRun) -> dict[str, Any]:
         "receiver_cpu_share": found.receiver_cpu_share,
         "cpu_s": found.cpu_s,
         "reconciled": found.reconciled,
+        "recorded_s": found.recorded_s,
+        "lag_ms": found.lag_ms,
     }
 
 

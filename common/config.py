@@ -352,14 +352,16 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
     app_backlog: int = Field(
         default=400,
         ge=1,
-        description="callbacks of one app that may wait in a notifier; past it, the next "
-        "ones wait in the first retry delay without an attempt (parked)",
+        description="callbacks of one app that may wait in a notifier once its line is full "
+        "and that app's oldest has waited 2 s; past it, the rest wait in the first retry "
+        "delay without an attempt (parked)",
     )
     host_backlog: int = Field(
         default=400,
         ge=1,
-        description="callbacks to one receiving host that may wait in a notifier; past "
-        "it, the next ones are parked as past the app's backlog",
+        description="callbacks to one receiving host that may wait in a notifier once its "
+        "line is full and that host's oldest has waited 2 s; past it, the rest are parked "
+        "as past the app's backlog",
     )
     host_slow_seconds: float = Field(
         default=1.0,

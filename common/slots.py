@@ -206,6 +206,10 @@ def handler_paces(workers_ms: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return paces
 
 
+# Runs left to settle below this are rounding, not runs.
+SETTLED = 1e-6
+
+
 @dataclass
 class _Held:
     # (runs, ms beyond a place each) per batch of sends, oldest first.
@@ -246,9 +250,11 @@ class SlowRuns:
             if held is None:
                 return 0.0
             gone = held.runs - inflight
-            while gone > 0 and held.sends:
+            # Parts of sends leave float remainders: one too small to take a part of
+            # (gone / runs rounds to 0) would loop for good.
+            while gone > SETTLED and held.sends:
                 runs, extra = held.sends[0]
-                part = min(1.0, gone / runs)
+                part = 1.0 if runs <= gone else gone / runs
                 held.sends[0] = [runs * (1 - part), extra * (1 - part)]
                 held.runs -= runs * part
                 held.extra_ms -= extra * part

@@ -2,10 +2,10 @@
 attempt, and decide what comes next.
 
 An attempt is a task on the poster's event loop (``start_pending``), not a thread: it
-awaits its delivery's read, its POST and its record. The reads and records of the
-attempts going at once are gathered into one statement set each and run in the
-deliverer's store threads, so the loop never waits for MySQL (or for the cluster clock's
-Redis read).
+awaits its delivery's read (mostly done ahead, while its callback waited in the line:
+``read_ahead``), its POST and its record. The reads and records of the attempts going
+at once are gathered into one statement set each and run in the deliverer's store
+threads, so the loop never waits for MySQL (or for the cluster clock's Redis read).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from services.notifier.gathering import Gathered
 from services.notifier.outages import StoreBackoff
 from services.notifier.pending import PendingCallback, read_pending
 from services.notifier.posting import Networks, Poster, PostOutcome
+from services.notifier.read_ahead import DeliveryReads
 from services.notifier.schedule import RetrySchedule
 from services.notifier.scheduler import AttemptScheduler
 from services.notifier.shares import ShareKeys
@@ -105,9 +106,7 @@ class CallbackDeliverer:
         self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
         self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
-        self._reads: Gathered[str, DeliveryToSend | None] = Gathered(
-            self._read_deliveries, self._store
-        )
+        self._reads = DeliveryReads(Gathered(self._read_deliveries, self._store))
         self._records: Gathered[PendingRecord, None] = Gathered(self._record_attempts, self._store)
         self.counts = AttemptCounts()
         # Called (on the loop, once for the POSTs that end together) when POSTs end and
@@ -166,6 +165,16 @@ class CallbackDeliverer:
         finally:
             place.finish()
 
+    def read_ahead(self, units: Sequence[PendingCallback]) -> None:
+        """Read the delivery rows of these callbacks, waiting in the line, ahead of
+        their attempts (from any thread)."""
+        ids = [u.message.delivery_id for u in units if u.message is not None and not u.park]
+        if ids:
+            self._poster.submit(self._read_ahead(ids))
+
+    async def _read_ahead(self, delivery_ids: Sequence[str]) -> None:
+        self._reads.read_ahead(delivery_ids)
+
     def _posted(self) -> None:
         """A POST freed its place: wake the line once for the POSTs ending together."""
         if self.on_posted is None or self._wake_due:
@@ -180,7 +189,7 @@ class CallbackDeliverer:
 
     async def _attempt(self, message: CallbackMessage, place: _Place) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
-        found = await self._reads.call(message.delivery_id)
+        found = await self._reads.read(message.delivery_id)
         if found is None:
             CALLBACKS_ORPHANED.inc()
             log.warning(
@@ -263,6 +272,7 @@ class CallbackDeliverer:
         """Send the callback through the first retry tier unattempted: its app's or its
         receiving host's backlog in this notifier is past its bound (a slow receiver)."""
         CALLBACKS_DEFERRED.labels(reason="backlog").inc()
+        self.counts.add("parked unattempted")
         log.debug(
             "callback parked: the backlog of its host or of app %d is past its bound",
             message.app_pk,

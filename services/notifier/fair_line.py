@@ -8,12 +8,17 @@ receiver's backlog never holds up another app's callbacks, or another host's. Me
 stay unacked while they wait; a delivery is acked once its attempt is recorded.
 
 The notifier holds many messages (a large prefetch) so that other apps' callbacks reach
-the line while one host's backlog waits. So that its backlog alone never fills the
-prefetch, a callback that arrives while its app already has ``app_backlog`` waiting, or
-its host ``host_backlog``, is parked: it goes through the first retry delay without an
-attempt and comes back to the queue's end. So is one that waited ``max_wait`` seconds
-(a host that fails every attempt, its limit down to one): RabbitMQ closes a channel
-that keeps a delivery unacked past its consumer timeout (30 minutes by default).
+the line while one host's backlog waits. A burst past an app's ``app_backlog`` or a
+host's ``host_backlog`` still waits here, in turn, as long as its line moves: parked
+through the first retry delay, a fast receiver's burst would wait seconds for nothing.
+Only when the line is full (``Backlog.full``: the prefetch is nearly used, so whatever
+else the queue holds cannot reach the line) and an app's or host's oldest waiting
+callback has waited ``STALL_SECONDS`` is its backlog past the bound parked (through the
+first retry delay without an attempt, back to the queue's end), newest first; while it
+stays past its bound its next arrivals are parked at once, so the queue behind it flows
+to the line. A callback that waited ``max_wait`` seconds is parked too (a host that
+fails every attempt, its limit down to one): RabbitMQ closes a channel that keeps a
+delivery unacked past its consumer timeout (30 minutes by default).
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ Entry = tuple[int, PendingCallback]
 # looked at.
 MAX_WAIT_SECONDS = 300.0
 SWEEP_SECONDS = 1.0
+# A backlog past its bound whose oldest callback waited this long while the line is full
+# is parked: a line that moves slower than this drains a full prefetch more slowly than
+# the first retry delay would bring the parked back.
+STALL_SECONDS = 2.0
 # How far into one app's line to one host a job's later callbacks are looked past, when
 # the job's earlier one is being attempted.
 SCAN_DEPTH = 16
@@ -40,15 +49,23 @@ SCAN_DEPTH = 16
 
 @dataclass(frozen=True)
 class Backlog:
-    """How many callbacks of one app, or to one host, may wait in the line; past
-    either, the next one is parked."""
+    """How many callbacks of one app, or to one host, may wait in the line when it is
+    full and that app's or host's line stalls; past either, the rest is parked.
+
+    ``full``: the line is full with this many callbacks waiting (the notifier's
+    prefetch less what its attempts hold); 0, always.
+    """
 
     app: int
     host: int
+    full: int = 0
 
 
 class FairLine:
-    """A ``WaitingLine`` of pending callbacks for one consumer (its delivery tags)."""
+    """A ``WaitingLine`` of pending callbacks for one consumer (its delivery tags).
+
+    ``on_waiting``, when given, is handed the callbacks that came to wait in the line
+    since the last ``take``, at its start (the deliverer reads their rows ahead)."""
 
     def __init__(
         self,
@@ -56,8 +73,12 @@ class FairLine:
         backlog: Backlog,
         max_wait: float = MAX_WAIT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        on_waiting: Callable[[list[PendingCallback]], object] | None = None,
     ) -> None:
         self._scheduler = scheduler
+        self._on_waiting = on_waiting
+        # Callbacks that came to wait since the last ``take``, for ``on_waiting``.
+        self._arrived: list[PendingCallback] = []
         self._backlog = backlog
         self._max_wait = max_wait
         self._clock = clock
@@ -69,6 +90,10 @@ class FairLine:
         self._by_host: Counter[str] = Counter()
         self._served: dict[Hashable, int] = {}
         self._turns = count(1)
+        # Apps and hosts whose backlog was parked, while it stays past its bound: their
+        # next arrivals past it are parked at once.
+        self._stalled_apps: set[int] = set()
+        self._stalled_hosts: set[str] = set()
 
     def __len__(self) -> int:
         """How many callbacks wait."""
@@ -83,18 +108,21 @@ class FairLine:
         return dict(self._by_host)
 
     def add(self, tag: int, unit: PendingCallback) -> None:
-        """The callback waits with its app's and host's others, or is parked."""
+        """The callback waits with its app's and host's others, or is parked (its app's
+        or host's stalled backlog is past its bound)."""
         if unit.goes_at_once:
             self._quick.append((tag, unit))
-        elif self._over_backlog(unit):
+        elif self._parks_at_once(unit):
             self._quick.append((tag, replace(unit, park=True)))
         else:
             self._enqueue((tag, unit), last=True)
+            if self._on_waiting is not None:
+                self._arrived.append(unit)
 
-    def _over_backlog(self, unit: PendingCallback) -> bool:
-        return (
-            self._by_app[unit.app_pk] >= self._backlog.app
-            or self._by_host[unit.hosts.domain] >= self._backlog.host
+    def _parks_at_once(self, unit: PendingCallback) -> bool:
+        app, host = unit.app_pk, unit.hosts.domain
+        return (app in self._stalled_apps and self._by_app[app] >= self._backlog.app) or (
+            host in self._stalled_hosts and self._by_host[host] >= self._backlog.host
         )
 
     def _enqueue(self, entry: Entry, last: bool) -> None:
@@ -118,7 +146,10 @@ class FairLine:
         has run slots beyond the scheduler's attempts, so the parked still go while
         every attempt is taken.
         """
-        self._park_overdue()
+        if self._arrived and self._on_waiting is not None:
+            arrived, self._arrived = self._arrived, []
+            self._on_waiting(arrived)
+        self._sweep()
         taken: list[Entry] = []
         while len(taken) < slots:
             picked = self._pick()
@@ -129,18 +160,55 @@ class FairLine:
             taken.append(self._quick.popleft())
         return taken
 
-    def _park_overdue(self) -> None:
-        """Park the callbacks that waited ``max_wait`` (looked at once a second)."""
+    def _sweep(self) -> None:
+        """Park what waited too long, and stalled backlogs (looked at once a second)."""
         now = self._clock()
         if now - self._swept < SWEEP_SECONDS:
             return
         self._swept = now
+        self._park_overdue(now)
+        self._park_stalled(now)
+
+    def _park_overdue(self, now: float) -> None:
+        """Park the callbacks that waited ``max_wait``."""
         for app, hosts in list(self._queues.items()):
             for host, queue in list(hosts.items()):
                 while queue and now - queue[0][1].arrived >= self._max_wait:
                     tag, unit = queue.popleft()
                     self._quick.append((tag, replace(unit, park=True)))
                     self._leave(app, host)
+
+    def _park_stalled(self, now: float) -> None:
+        """While the line is full, park the newest callbacks past the bound of each app
+        and host whose oldest waited ``STALL_SECONDS``."""
+        bound = self._backlog
+        self._stalled_apps = {a for a in self._stalled_apps if self._by_app[a] >= bound.app}
+        self._stalled_hosts = {h for h in self._stalled_hosts if self._by_host[h] >= bound.host}
+        if len(self) < bound.full:
+            return
+        for app, waiting in list(self._by_app.items()):
+            lines = list(self._queues[app].values())
+            if waiting > bound.app and self._stalled(lines, now):
+                self._stalled_apps.add(app)
+                self._park_newest(lines, waiting - bound.app)
+        for host, waiting in list(self._by_host.items()):
+            lines = [hosts[host] for hosts in self._queues.values() if host in hosts]
+            if waiting > bound.host and self._stalled(lines, now):
+                self._stalled_hosts.add(host)
+                self._park_newest(lines, waiting - bound.host)
+
+    @staticmethod
+    def _stalled(lines: list[deque[Entry]], now: float) -> bool:
+        oldest = min(line[0][1].arrived for line in lines if line)
+        return now - oldest >= STALL_SECONDS
+
+    def _park_newest(self, lines: list[deque[Entry]], excess: int) -> None:
+        """Park ``excess`` callbacks from the ends of these lines, longest line first."""
+        for _ in range(excess):
+            longest = max(lines, key=len)
+            tag, unit = longest.pop()
+            self._quick.append((tag, replace(unit, park=True)))
+            self._leave(unit.app_pk, unit.hosts.domain)
 
     def _pick(self) -> Entry | None:
         """The next attempt: the app with the fewest attempts going (the longest since

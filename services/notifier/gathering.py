@@ -35,12 +35,16 @@ class Gathered(Generic[K, R]):
 
     async def call(self, key: K) -> R:
         """The answer for ``key``, served with the calls gathered by then."""
+        return await self.start(key)
+
+    def start(self, key: K) -> asyncio.Future[R]:
+        """The future answer for ``key`` (on the loop), to await now or later."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[R] = loop.create_future()
         self._waiting.append((key, answer))
         if self._serving is None:
             self._serving = loop.create_task(self._serve_waiting())
-        return await answer
+        return answer
 
     async def _serve_waiting(self) -> None:
         loop = asyncio.get_running_loop()

@@ -114,6 +114,16 @@ def _declare(connection: BlockingConnection, settings: NotifierSettings) -> None
     channel.close()
 
 
+def line_backlog(settings: NotifierSettings) -> Backlog:
+    """The line's bounds: the apps' and hosts' backlogs, and the callbacks waiting at
+    which it is full: the prefetch less a margin for those its attempts hold (running,
+    or posted and being recorded), so that a full line is seen before the broker stops
+    sending."""
+    margin = max(settings.held_callbacks // 10, 2 * settings.concurrency + QUICK_SLOTS)
+    full = max(0, settings.held_callbacks - margin)
+    return Backlog(settings.app_backlog, settings.host_backlog, full)
+
+
 def _redeclaring(
     connection: BlockingConnection, settings: NotifierSettings
 ) -> Callable[[Sequence[OutgoingMessage]], Sequence[OutgoingMessage]]:
@@ -159,7 +169,9 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
     consumer = None
     try:
         _declare(connection, settings)
-        line = FairLine(parts.scheduler, Backlog(settings.app_backlog, settings.host_backlog))
+        line = FairLine(
+            parts.scheduler, line_backlog(settings), on_waiting=parts.deliverer.read_ahead
+        )
         consumer = PooledConsumer(
             connection,
             _consumer_settings(settings),

@@ -113,15 +113,15 @@ def test_a_fast_apps_callbacks_arrive_within_seconds_while_another_apps_receiver
 BURST = 3_000
 
 
-def test_a_burst_past_what_the_notifier_holds_is_all_delivered_while_the_rest_is_parked(
+def test_a_burst_past_what_the_notifier_holds_is_all_delivered(
     processes: Processes,
 ) -> None:
     """One app's burst, three times what the notifier holds, to a fast receiver, with
-    a backlog bound of 10: nearly every callback is parked, some many times, and every
-    one arrives. The order inside the line (attempts before the parked, so that parked
-    ones coming back never take every posting thread) is held by
-    ``unit/test_notifier_fair_line.py``; at this size the old order only slowed the
-    burst, at 30,000 it stalled it (bench/RESULTS.md)."""
+    a backlog bound of 10: the burst waits in the line and the queue, parked only where
+    its line stalls on a loaded box, and every one arrives. The order inside the line
+    (attempts before the parked, so that parked ones coming back never take every
+    posting thread) is held by ``unit/test_notifier_fair_line.py``; at 30,000 the old
+    order stalled a burst that was parked (bench/RESULTS.md)."""
     receiver = TimedReceiver()
     try:
         port = free_port()

@@ -1,13 +1,16 @@
 """The notifier's fair line on fakes: a callback that may not be attempted now waits
 without a posting thread and without holding up the callbacks behind it; the next
 attempt goes to the app furthest below its share, then by host; a job's callbacks go
-one at a time, oldest first; a backlog past its bound is parked."""
+one at a time, oldest first; a backlog past its bound is parked once the line is
+full and that backlog stalls."""
 
 from __future__ import annotations
 
+from common.config import NotifierSettings
 from common.messages import CallbackMessage
-from services.notifier.fair_line import Backlog, FairLine
+from services.notifier.fair_line import STALL_SECONDS, Backlog, FairLine
 from services.notifier.host_limits import HostLimits
+from services.notifier.main import line_backlog
 from services.notifier.pending import PendingCallback, read_pending
 from services.notifier.posting import PostOutcome
 from services.notifier.scheduler import AttemptScheduler
@@ -91,32 +94,84 @@ def test_a_jobs_later_callback_waits_for_its_earlier_one_and_others_pass() -> No
     assert [u.job_id for _, u in line.take(8)] == [7]
 
 
-def test_past_its_backlog_an_apps_callback_is_parked_and_goes_beside_the_attempts() -> None:
-    line = FairLine(scheduler(), Backlog(app=2, host=100))
-    fill(line, [callback(1, "slow.example") for _ in range(3)])
-    taken = line.take(8)
-    assert [(tag, unit.park) for tag, unit in taken] == [(1, False), (2, False), (3, True)]
+def test_a_stalled_backlog_is_parked_past_its_bound_newest_first_then_at_arrival() -> None:
+    clock = Clock()
+    line = FairLine(scheduler(slots=4, app_share=1), Backlog(app=2, host=100), clock=clock)
+    fill(line, [callback(1, "slow.example") for _ in range(8)])
+    assert len(line.take(4)) == 3, "app 1 leaves the last slot for the others"
+    clock.now = STALL_SECONDS - 1.0
+    assert line.take(4) == [] and len(line) == 5, "a line stalled for less is not parked"
+    clock.now = STALL_SECONDS
+    parked = line.take(4)
+    assert [(tag, unit.park) for tag, unit in parked] == [(8, True), (7, True), (6, True)]
+    assert line.tags() == {4, 5}, "the oldest keep their places, up to the bound"
+    line.add(9, callback(1, "slow.example", arrived=clock.now))
+    assert [(tag, unit.park) for tag, unit in line.take(4)] == [(9, True)], "parked at once"
+
+
+def test_a_burst_past_its_bound_waits_unparked_while_its_line_moves() -> None:
+    """A fast receiver's burst: parked, it would wait the first retry delay for nothing."""
+    clock = Clock()
+    plan = scheduler(slots=4, app_share=4, host_share=4)
+    line = FairLine(plan, Backlog(app=2, host=2), clock=clock)
+    fill(line, [callback(1, "fast.example") for _ in range(8)])
+    taken: list[tuple[int, PendingCallback]] = []
+    for step in range(1, 41):
+        clock.now = step * 0.5
+        for n in range(4):
+            line.add(100 * step + n, callback(1, "fast.example", arrived=clock.now))
+        batch = line.take(4)
+        for _, unit in batch:
+            plan.finish(unit)
+        taken += batch
+    assert len(taken) == 160 and not [unit for _, unit in taken if unit.park]
+
+
+def test_a_stalled_backlog_waits_unparked_while_the_line_has_room() -> None:
+    """Room in the line: whatever else the queue holds still reaches it."""
+    clock = Clock()
+    line = FairLine(scheduler(slots=4, app_share=1), Backlog(app=2, host=100, full=10), clock=clock)
+    fill(line, [callback(1, "slow.example") for _ in range(8)])
+    line.take(4)
+    clock.now = 5.0
+    assert line.take(4) == [] and len(line) == 5
+    for tag in range(20, 25):
+        line.add(tag, callback(1, "slow.example", arrived=clock.now))
+    clock.now = 6.0
+    assert len([unit for _, unit in line.take(10) if unit.park]) == 8, "full: down to the bound"
 
 
 def test_a_stream_of_parked_callbacks_never_keeps_the_line_from_its_attempts() -> None:
-    line = FairLine(scheduler(slots=2, app_share=2), Backlog(app=2, host=100))
+    clock = Clock()
+    plan = scheduler(slots=2, app_share=2)
+    line = FairLine(plan, Backlog(app=2, host=100), clock=clock)
     fill(line, [callback(1, "fast.example") for _ in range(12)])
-    taken = line.take(4)
-    assert [unit.park for _, unit in taken] == [False, False, True, True]
+    attempts = line.take(4)
+    assert [unit.park for _, unit in attempts] == [False, False]
+    clock.now = STALL_SECONDS
+    assert [unit.park for _, unit in line.take(4)] == [True] * 4
     for _ in range(5):  # the parked come back from their delay while attempts go on
-        line.add(99, callback(1, "fast.example"))
+        line.add(99, callback(1, "fast.example", arrived=clock.now))
     assert [unit.park for _, unit in line.take(2)] == [True, True], "attempts all taken"
+    plan.finish(attempts[0][1])
+    assert [unit.park for _, unit in line.take(2)] == [False, True], "the attempt first"
 
 
-def test_past_a_hosts_backlog_every_apps_callback_to_it_is_parked() -> None:
-    line = FairLine(scheduler(), Backlog(app=100, host=2))
-    fill(
-        line,
-        [callback(1, "slow.example"), callback(2, "slow.example"), callback(3, "slow.example")],
-    )
-    line.add(4, callback(3, "fast.example"))
-    parked = [tag for tag, unit in line.take(8) if unit.park]
-    assert parked == [3]
+def test_past_a_stalled_hosts_backlog_every_apps_callback_to_it_is_parked() -> None:
+    clock = Clock()
+    plan = scheduler(slots=8, app_share=8, host_share=8)
+    probe = callback(1, "slow.example")
+    for _ in range(4):
+        plan.observe(probe, 15.0, PostOutcome(None, "no answer"))
+    line = FairLine(plan, Backlog(app=100, host=2), clock=clock)
+    fill(line, [callback(app, "slow.example") for app in (1, 2, 3, 3)])
+    line.add(5, callback(3, "fast.example"))
+    assert sorted(tag for tag, _ in line.take(8)) == [1, 5], "the slow host's limit is one"
+    clock.now = STALL_SECONDS
+    assert [(tag, unit.park) for tag, unit in line.take(8)] == [(4, True)]
+    line.add(6, callback(2, "slow.example", arrived=clock.now))
+    line.add(7, callback(2, "fast.example", arrived=clock.now))
+    assert [(tag, unit.park) for tag, unit in line.take(8)] == [(7, False), (6, True)]
 
 
 def test_a_callback_waiting_too_long_is_parked() -> None:
@@ -207,3 +262,29 @@ def test_a_posted_attempt_frees_its_slot_and_shares_but_its_job_waits_for_its_re
     assert attempts.free == 0, "finishing a posted attempt gives back its job alone"
     attempts.finish(other)
     assert attempts.try_start(same_job)
+
+
+def test_callbacks_that_come_to_wait_are_handed_on_at_the_next_take_the_parked_not() -> None:
+    handed: list[list[int | None]] = []
+    clock = Clock()
+    line = FairLine(
+        scheduler(slots=4, app_share=1),
+        Backlog(app=2, host=100),
+        clock=clock,
+        on_waiting=lambda units: handed.append([u.job_id for u in units]),
+    )
+    fill(line, [callback(1, "slow.example", job=n) for n in range(6)])
+    line.take(4)
+    assert handed == [[0, 1, 2, 3, 4, 5]], "all of them, before any is taken"
+    clock.now = STALL_SECONDS
+    line.take(4)
+    line.add(7, callback(1, "slow.example", job=7, arrived=clock.now))  # parked at once
+    line.add(8, callback(2, "other.example", job=8, arrived=clock.now))
+    line.take(4)
+    assert handed == [[0, 1, 2, 3, 4, 5], [8]]
+
+
+def test_the_line_is_full_short_of_the_prefetch_by_what_the_attempts_hold() -> None:
+    assert line_backlog(NotifierSettings()) == Backlog(app=400, host=400, full=900)
+    small = NotifierSettings(held_callbacks=30, concurrency=16, app_backlog=5)
+    assert line_backlog(small) == Backlog(app=5, host=400, full=0), "always full"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.slots import (
     MOST_QUEUED,
@@ -145,6 +147,18 @@ def test_slow_runs_hold_their_places_until_they_leave_the_queue_in_order() -> No
     assert held.settle("w1", inflight=1) == 500.0
     assert held.settle("w1", inflight=0) == 0.0
     assert held.settle("w1", inflight=5) == 0.0, "runs it never saw sent hold nothing extra"
+
+
+@pytest.mark.timeout(5)
+def test_settling_a_part_of_a_send_ends_whatever_the_rounding() -> None:
+    """Parts of sends in floating point can leave a remainder too small to take a part
+    of; settling must end there, not loop for good (it held a dispatcher's loop at
+    30,000 jobs)."""
+    held = SlowRuns()
+    held.sent("w1", 108, 10.0)
+    held.settle("w1", inflight=36)
+    held.sent("w1", 122, 10.0)
+    assert held.settle("w1", inflight=118) >= 0.0
 
 
 def test_a_worker_gone_from_the_view_holds_nothing() -> None:
