@@ -255,6 +255,22 @@ operators = Table(
     # SHA-256 of the operator's console token; the token itself is shown once.
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", BigInteger, nullable=False),
+    # viewer, operator or admin (migration 0021: operators from before roles are admins).
+    Column("role", String(16), nullable=False, server_default="admin"),
+)
+
+# The apps an operator is limited to; an operator with no row here reaches every app.
+operator_apps = Table(
+    "operator_apps",
+    metadata,
+    Column(
+        "operator_id",
+        BigInteger,
+        ForeignKey("operators.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    # No cascade: removing the last app of a list must not widen it to every app.
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), primary_key=True),
 )
 
 operator_sessions = Table(

@@ -240,3 +240,17 @@ def test_the_run_logs_migration_goes_down_and_up_again(engine: Engine) -> None:
     migrate(engine)
     assert current_revision(engine) == HEAD
     assert "execution_logs" in sa.inspect(engine).get_table_names()
+
+
+def test_operators_from_before_roles_become_admins_of_every_app(engine: Engine) -> None:
+    downgrade(engine, "0020")
+    assert "operator_apps" not in sa.inspect(engine).get_table_names()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO operators (name, token_hash, created_at) VALUES ('old', 'h', 0)")
+        )
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT role FROM operators")).scalar_one() == "admin"
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM operator_apps")).scalar_one() == 0

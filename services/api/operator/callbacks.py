@@ -19,6 +19,7 @@ from common.notifier_standing import (
     merged_hosts,
     read_standings,
 )
+from common.operator_roles import AppScope
 from common.states import DeliveryStatus
 from services.api.operator.dead_letters import ReplayReport, replay_dead
 from services.api.operator.jobs import find_app
@@ -34,6 +35,15 @@ class ReceivingHosts:
     apps: list[AppStanding]
     notifiers: int
     names: dict[int, App]
+
+    def within(self, scope: AppScope) -> ReceivingHosts:
+        """Only the apps in ``scope``; the hosts (shared by every app's callbacks) only
+        for a scope of every app."""
+        if scope.every_app:
+            return self
+        apps = [a for a in self.apps if scope.includes(a.app_pk)]
+        names = {pk: app for pk, app in self.names.items() if scope.includes(pk)}
+        return ReceivingHosts([], apps, self.notifiers, names)
 
 
 def receiving_hosts(state: ApiState) -> ReceivingHosts:

@@ -1,5 +1,4 @@
-"""Operator commands: apps and their keys, console operators, dead-lettered callbacks,
-stuck executions."""
+"""Operator commands: apps and their keys, dead-lettered callbacks, stuck executions."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import redis
 from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, connect
-from common.clock import ClusterClock, wall_ms
+from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.apps import (
     all_apps,
@@ -24,11 +23,11 @@ from common.db.apps import (
     set_handler_patterns,
 )
 from common.db.engine import make_engine
-from common.db.operators import all_operators, create_operator, delete_operator
 from common.db.stuck_executions import find_unfinished
-from common.errors import RotationOpenError, UnknownAppError, UnknownOperatorError
+from common.errors import RotationOpenError, UnknownAppError
 from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys
+from common.operator_roles import EVERY_APP, AppScope
 from common.timefmt import iso_ms
 from common.topology import declare_core
 from services.api.operator.dead_letters import ReplayReport, replay_dead
@@ -129,43 +128,21 @@ def rotate_app_secret(
 
 
 def replay_dead_callbacks(
-    settings: StoreSettings, limit: int, delivery_id: str | None = None
+    settings: StoreSettings,
+    limit: int,
+    delivery_id: str | None = None,
+    scope: AppScope = EVERY_APP,
 ) -> ReplayReport:
     """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
-    queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``); messages no
-    notifier can read stay parked."""
+    queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``),
+    only those of the apps in ``scope``; messages no notifier can read stay parked."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos callbacks replay")
         try:
             now = stores.clock.now_ms()
-            return replay_dead(connection, stores.engine, now, limit, delivery_id)
+            return replay_dead(connection, stores.engine, now, limit, delivery_id, scope)
         finally:
             connection.close()
-
-
-def create_operator_token(settings: StoreSettings, name: str) -> str:
-    """Create a console operator; return its token (shown once, stored hashed).
-    Raises ``OperatorExistsError``."""
-    return _in_transaction(settings, lambda conn: create_operator(conn, name, wall_ms()))
-
-
-def list_operators(settings: StoreSettings) -> str:
-    """A table of console operators: name, creation time, sessions held (no tokens)."""
-    listed = _in_transaction(settings, all_operators)
-    if not listed:
-        return "no operator yet: `kairos operator create NAME` makes one"
-    lines = [f"{'NAME':24} {'CREATED':24} SESSIONS"]
-    for operator in listed:
-        created = iso_ms(operator.created_at)
-        lines.append(f"{operator.name:24} {created!s:24} {operator.sessions}")
-    return "\n".join(lines)
-
-
-def revoke_operator(settings: StoreSettings, name: str) -> None:
-    """Remove a console operator: its token stops working, its sessions end at once.
-    Raises ``UnknownOperatorError``."""
-    if not _in_transaction(settings, lambda conn: delete_operator(conn, name)):
-        raise UnknownOperatorError(name)
 
 
 @contextmanager
@@ -193,14 +170,22 @@ def stuck_executions(settings: StoreSettings, older_than_ms: int) -> list[dict[s
         return [view.as_dict(now) for view in list_stuck(stores, older_than_ms)]
 
 
-def fail_stuck(settings: StoreSettings, execution_id: str, reason: str, wait_s: float) -> bool:
-    """Fail an unfinished execution by hand; True once a dispatcher recorded it (within
-    ``wait_s``), False if it is published but not recorded yet."""
+def fail_stuck(
+    settings: StoreSettings,
+    execution_id: str,
+    reason: str,
+    wait_s: float,
+    scope: AppScope = EVERY_APP,
+) -> bool:
+    """Fail an unfinished execution (of an app in ``scope``) by hand; True once a
+    dispatcher recorded it (within ``wait_s``), False if it is published but not
+    recorded yet."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos executions fail")
         try:
             declare_core(connection.channel())
-            fail_execution(stores, BatchPublisher(connection.channel()), execution_id, reason)
+            publisher = BatchPublisher(connection.channel())
+            fail_execution(stores, publisher, execution_id, reason, scope)
         finally:
             connection.close()
         return _wait_ended(stores, execution_id, wait_s)

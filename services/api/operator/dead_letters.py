@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage
 from common.db.deliveries import get_delivery, mark_replayed
 from common.messages import CallbackMessage, read_message
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
 
@@ -53,6 +54,7 @@ class _Walk:
     channel: BlockingChannel
     publisher: BatchPublisher
     engine: Engine
+    scope: AppScope = EVERY_APP
     report: ReplayReport = field(default_factory=ReplayReport)
     held: list[int] = field(default_factory=list)
     batch: list[tuple[int, CallbackMessage]] = field(default_factory=list)
@@ -64,12 +66,14 @@ def replay_dead(
     now_ms: int,
     limit: int,
     delivery_id: str | None = None,
+    scope: AppScope = EVERY_APP,
 ) -> ReplayReport:
     """Send up to ``limit`` dead callbacks back to the callbacks queue (only the one with
-    ``delivery_id`` when given) and mark their deliveries QUEUED again."""
+    ``delivery_id`` when given, only those of the apps in ``scope``) and mark their
+    deliveries QUEUED again."""
     channel = connection.channel()
     declare_core(channel)
-    walk = _Walk(channel, BatchPublisher(connection.channel()), engine)
+    walk = _Walk(channel, BatchPublisher(connection.channel()), engine, scope)
     try:
         _walk(walk, limit, delivery_id)
         _send(walk)
@@ -117,6 +121,10 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         return False
     with walk.engine.connect() as conn:
         delivery = get_delivery(conn, message.delivery_id)
+    if delivery is not None and not walk.scope.includes(delivery.app_pk):
+        # Another app's: left in its place, as a copy of another delivery id is.
+        walk.held.append(tag)
+        return False
     if delivery is None:
         log.warning(
             "dead callback of a pruned delivery left parked",
