@@ -290,6 +290,27 @@ operator_sessions = Table(
     Index("ix_operator_sessions_expires", "expires_at"),
 )
 
+# Every change made through the OpenAPI, the console or the CLI: who, what, on which
+# object, before and after (secrets masked), written in the change's own transaction.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    # An operator's name (console), cli:<os user> (CLI), or an API key's id (OpenAPI).
+    Column("actor", String(128), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("object_type", String(32), nullable=False),
+    Column("object_id", String(255), nullable=False),
+    # The app the object belongs to; NULL for what reaches every app (a worker, an operator).
+    Column("app_pk", BigInteger, nullable=True),
+    Column("before_doc", MEDIUMTEXT, nullable=True),
+    Column("after_doc", MEDIUMTEXT, nullable=True),
+    Index("ix_audit_events_at", "at"),
+    Index("ix_audit_events_app_at", "app_pk", "at"),
+    Index("ix_audit_events_actor_at", "actor", "at"),
+)
+
 # The first answer to a batch create or a trigger that carried an Idempotency-Key, so a
 # retry with the key gets it again instead of doing the work twice. (Single creates keep
 # their key on the job: jobs.client_request_id.)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from common.errors import KairosError, StoreUnavailableError
 from services.cli.apps import add_app_parsers
+from services.cli.audit import add_audit_parser
 from services.cli.callbacks import add_callbacks_parsers
 from services.cli.cluster import add_cluster_parsers
 from services.cli.completion import add_completion_parser
@@ -26,7 +27,7 @@ from services.cli.jobs import add_jobs_parser
 from services.cli.operators import add_operator_parsers
 from services.cli.run_logs import add_logs_parser
 from services.cli.stuck import cmd_executions_stuck
-from services.cli.types import Subcommands
+from services.cli.types import Subcommands, cli_actor
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -112,7 +113,9 @@ def cmd_executions_fail(args: argparse.Namespace) -> int:
     from common.config import StoreSettings
     from services.api.operator.commands import fail_stuck
 
-    recorded = fail_stuck(StoreSettings(), args.execution_id, args.reason, args.wait)
+    recorded = fail_stuck(
+        StoreSettings(), args.execution_id, args.reason, args.wait, actor=cli_actor()
+    )
     if recorded:
         print(f"execution {args.execution_id}: recorded FAILED (the job's retry policy applies)")
     else:
@@ -128,7 +131,7 @@ def cmd_executions_requeue(args: argparse.Namespace) -> int:
     from common.config import StoreSettings
     from services.api.operator.commands import requeue_stuck
 
-    requeue_stuck(StoreSettings(), args.execution_id)
+    requeue_stuck(StoreSettings(), args.execution_id, cli_actor())
     print(f"execution {args.execution_id}: requeued; the leading dispatcher sends it now")
     return 0
 
@@ -227,6 +230,7 @@ def _add_operator_parsers(sub: Subcommands) -> None:
     add_callbacks_parsers(sub)
     _add_execution_parsers(sub)
     add_operator_parsers(sub)
+    add_audit_parser(sub)
 
 
 def _add_execution_parsers(sub: Subcommands) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from services.cli.types import Subcommands
+from services.cli.types import Subcommands, cli_actor
 
 ROLES = ("viewer", "operator", "admin")
 ROLE_HELP = (
@@ -23,7 +23,9 @@ def cmd_operator_create(args: argparse.Namespace) -> int:
     from common.operator_roles import Role
     from services.api.operator.operator_accounts import create_operator_token
 
-    token = create_operator_token(StoreSettings(), args.name, Role(args.role), args.app or ())
+    token = create_operator_token(
+        StoreSettings(), args.name, Role(args.role), args.app or (), actor=cli_actor()
+    )
     print(
         json.dumps(
             {"operator": args.name, "role": args.role, "apps": args.app or None, "token": token}
@@ -77,7 +79,9 @@ def cmd_operator_set(args: argparse.Namespace) -> int:
     from services.api.operator.operator_accounts import set_operator_access
 
     role = Role(args.role) if args.role else None
-    set_operator_access(StoreSettings(), args.name, role, args.app, args.every_app)
+    set_operator_access(
+        StoreSettings(), args.name, role, args.app, args.every_app, actor=cli_actor()
+    )
     print(f"operator {args.name}: changed; its sessions follow from their next request")
     return 0
 
@@ -87,7 +91,7 @@ def cmd_operator_revoke(args: argparse.Namespace) -> int:
     from common.config import StoreSettings
     from services.api.operator.operator_accounts import revoke_operator
 
-    revoke_operator(StoreSettings(), args.name)
+    revoke_operator(StoreSettings(), args.name, actor=cli_actor())
     print(f"operator {args.name}: removed; its token no longer signs in, its sessions ended")
     return 0
 

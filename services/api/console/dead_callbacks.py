@@ -79,7 +79,9 @@ def dead_page(request: Request, session: SessionDep) -> Response:
 
 def _replay(state: ApiState, delivery_id: str | None, operator: Operator) -> str:
     limit = 1 if delivery_id else REPLAY_ALL_LIMIT
-    report = replay_dead_callbacks(state.settings, limit, delivery_id, operator.scope)
+    report = replay_dead_callbacks(
+        state.settings, limit, delivery_id, operator.scope, actor=operator.name
+    )
     log.info("console: operator %s replayed %d dead callbacks", operator.name, report.replayed)
     if delivery_id and not report.replayed:
         raise KairosError(

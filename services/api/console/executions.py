@@ -63,7 +63,12 @@ def stuck_page(
 
 def _fail(state: ApiState, execution_id: str, reason: str, operator: str, scope: AppScope) -> str:
     recorded = fail_stuck(
-        state.settings, execution_id, f"{reason} ({operator})", FAIL_WAIT_SECONDS, scope
+        state.settings,
+        execution_id,
+        f"{reason} ({operator})",
+        FAIL_WAIT_SECONDS,
+        scope,
+        actor=operator,
     )
     log.info(
         "console: operator %s failed execution %s: %s",
@@ -78,7 +83,7 @@ def _fail(state: ApiState, execution_id: str, reason: str, operator: str, scope:
 
 
 def _requeue(state: ApiState, execution_id: str, operator: str, scope: AppScope) -> str:
-    requeue_execution(_stores(state), execution_id, scope)
+    requeue_execution(_stores(state), execution_id, scope, actor=operator)
     log.info(
         "console: operator %s requeued execution %s",
         operator,

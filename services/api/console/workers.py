@@ -95,7 +95,7 @@ def _drain(state: ApiState, worker_id: str, operator: str) -> str:
 
 
 def _undrain(state: ApiState, worker_id: str, operator: str) -> str:
-    if not clear_drained(state.redis, state.keys, worker_id):
+    if not clear_drained(state, worker_id, operator):
         raise WorkerNotDrainedError(worker_id)
     log.info(
         "console: operator %s undrained worker %s",

@@ -132,6 +132,8 @@ def replay_dead_callbacks(
     limit: int,
     delivery_id: str | None = None,
     scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> ReplayReport:
     """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
     queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``),
@@ -140,7 +142,9 @@ def replay_dead_callbacks(
         connection = connect(settings, "kairos callbacks replay")
         try:
             now = stores.clock.now_ms()
-            return replay_dead(connection, stores.engine, now, limit, delivery_id, scope)
+            return replay_dead(
+                connection, stores.engine, now, limit, delivery_id, scope, actor=actor
+            )
         finally:
             connection.close()
 
@@ -176,6 +180,8 @@ def fail_stuck(
     reason: str,
     wait_s: float,
     scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> bool:
     """Fail an unfinished execution (of an app in ``scope``) by hand; True once a
     dispatcher recorded it (within ``wait_s``), False if it is published but not
@@ -185,7 +191,7 @@ def fail_stuck(
         try:
             declare_core(connection.channel())
             publisher = BatchPublisher(connection.channel())
-            fail_execution(stores, publisher, execution_id, reason, scope)
+            fail_execution(stores, publisher, execution_id, reason, scope, actor=actor)
         finally:
             connection.close()
         return _wait_ended(stores, execution_id, wait_s)
@@ -202,7 +208,8 @@ def _wait_ended(stores: ExecutionStores, execution_id: str, wait_s: float) -> bo
         time.sleep(0.2)
 
 
-def requeue_stuck(settings: StoreSettings, execution_id: str) -> None:
-    """Hand an execution that never started back to the firer."""
+def requeue_stuck(settings: StoreSettings, execution_id: str, actor: str) -> None:
+    """Hand an execution that never started back to the firer (``actor``: whom the
+    audit trail names)."""
     with _execution_stores(settings) as stores:
-        requeue_execution(stores, execution_id)
+        requeue_execution(stores, execution_id, actor=actor)

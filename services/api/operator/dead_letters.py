@@ -22,6 +22,7 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
+from common.db.audit import audit_replays
 from common.db.deliveries import get_delivery, mark_replayed
 from common.messages import CallbackMessage, read_message
 from common.operator_roles import EVERY_APP, AppScope
@@ -56,6 +57,8 @@ class _Walk:
     engine: Engine
     scope: AppScope = EVERY_APP
     report: ReplayReport = field(default_factory=ReplayReport)
+    apps: dict[str, int] = field(default_factory=dict)
+    """Each delivery's app row id, as read before its copy is sent again."""
     held: list[int] = field(default_factory=list)
     batch: list[tuple[int, CallbackMessage]] = field(default_factory=list)
 
@@ -67,10 +70,12 @@ def replay_dead(
     limit: int,
     delivery_id: str | None = None,
     scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> ReplayReport:
     """Send up to ``limit`` dead callbacks back to the callbacks queue (only the one with
     ``delivery_id`` when given, only those of the apps in ``scope``) and mark their
-    deliveries QUEUED again."""
+    deliveries QUEUED again, with their audit rows (``actor``: whom they name)."""
     channel = connection.channel()
     declare_core(channel)
     walk = _Walk(channel, BatchPublisher(connection.channel()), engine, scope)
@@ -83,6 +88,8 @@ def replay_dead(
     if walk.report.replayed_ids:
         with engine.begin() as conn:
             mark_replayed(conn, walk.report.replayed_ids, now_ms)
+            replayed = [(d, walk.apps[d]) for d in walk.report.replayed_ids]
+            audit_replays(conn, actor, replayed, DeliveryStatus.DEAD.value, now_ms)
     return walk.report
 
 
@@ -137,6 +144,7 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         walk.channel.basic_ack(tag)
         report.stale += 1
         return False
+    walk.apps[message.delivery_id] = delivery.app_pk
     return True
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 
 from common.broker import Publisher
 from common.clock import ClusterClock
+from common.db.audit import AuditEntry, record_alone, record_audit
 from common.db.stuck_executions import (
     StuckExecution,
     find_unfinished,
@@ -23,6 +24,7 @@ from common.db.stuck_executions import (
     requeue,
     scheduled_before,
 )
+from common.documents import JsonObject
 from common.errors import ExecutionNotStuckError
 from common.keys import RedisKeys
 from common.operator_roles import EVERY_APP, AppScope
@@ -114,11 +116,15 @@ def fail_execution(
     execution_id: str,
     reason: str,
     scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> StuckView:
     """Record an unfinished execution of an app in ``scope`` FAILED with ``reason`` (the
     job's retry policy applies). A copy of it that turns up later is not run. Returns
-    what it was."""
+    what it was. ``actor`` is whom the audit trail names."""
     view = find_stuck(stores, execution_id, scope)
+    entry = _audit_entry(actor, "execution.fail", view, {"status": "FAILED", "reason": reason})
+    record_alone(stores.engine, entry, stores.clock.now_ms())
     # Taken when free, so that no worker starts it from now on; a run already going
     # keeps going, and its own result, arriving later, is ignored.
     stores.started_marks().fence([execution_id], OPERATOR, stores.fence_ttl_seconds)
@@ -129,8 +135,14 @@ def fail_execution(
     return view
 
 
+def _audit_entry(actor: str, action: str, view: StuckView, after: JsonObject) -> AuditEntry:
+    e = view.execution
+    before = {"status": e.status.value, "workerId": e.worker_id, "run": view.run.value}
+    return AuditEntry(actor, action, "execution", e.execution_id, e.app_pk, before, after)
+
+
 def requeue_execution(
-    stores: ExecutionStores, execution_id: str, scope: AppScope = EVERY_APP
+    stores: ExecutionStores, execution_id: str, scope: AppScope = EVERY_APP, *, actor: str
 ) -> StuckView:
     """Hand an execution (of an app in ``scope``) that never started back to the firer,
     to be sent at once.
@@ -146,8 +158,12 @@ def requeue_execution(
             f"its run is {view.run.value.replace('_', ' ')}{owner}; "
             "only an execution that never started can be requeued (fail it instead)",
         )
+    now = stores.clock.now_ms()
     with stores.engine.begin() as conn:
-        changed = requeue(conn, execution_id, stores.clock.now_ms())
+        changed = requeue(conn, execution_id, now)
+        if changed:
+            entry = _audit_entry(actor, "execution.requeue", view, {"status": "SCHEDULED"})
+            record_audit(conn, [entry], now)
     if not changed:
         raise ExecutionNotStuckError(execution_id, "it ended while being requeued")
     return view

@@ -276,10 +276,13 @@ ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
 STARTING_ACTIONS = frozenset({"resume", "trigger"})
 
 
-def _job_and_app(state: ApiState, job_id: int, starts_runs: bool, scope: AppScope) -> App:
-    """The app of a job of an app in ``scope``; raises ``JobNotFoundError`` for no such
-    job (or another app's), and ``AppDisabledError`` for an action that would start
-    runs (``starts_runs``) of a disabled app's job."""
+def _job_and_app(
+    state: ApiState, job_id: int, starts_runs: bool, scope: AppScope, operator: str
+) -> App:
+    """The app of a job of an app in ``scope``, acting as ``operator`` (whom the audit
+    trail names); raises ``JobNotFoundError`` for no such job (or another app's), and
+    ``AppDisabledError`` for an action that would start runs (``starts_runs``) of a
+    disabled app's job."""
     with state.engine.connect() as conn:
         job = find_job(conn, job_id, scope)
         app = apps_by_key(conn).get(job.app_pk) if job is not None else None
@@ -289,7 +292,7 @@ def _job_and_app(state: ApiState, job_id: int, starts_runs: bool, scope: AppScop
         # A disabled app runs nothing new, whoever asks; it may still be paused or
         # cancelled, so an operator can stop what it has.
         raise AppDisabledError(app.app_id)
-    return app
+    return dataclasses.replace(app, actor=operator)
 
 
 def act_on_job(
@@ -303,7 +306,7 @@ def act_on_job(
     """Apply ``action`` to a job of an app in ``scope``, by the rules its app's calls
     follow; return what was done (``trigger_body``: a trigger's params for that run).
     Raises what the OpenAPI answers as 404, 403, 409 or 422."""
-    app = _job_and_app(state, job_id, action in STARTING_ACTIONS, scope)
+    app = _job_and_app(state, job_id, action in STARTING_ACTIONS, scope, operator)
     if action == "trigger":
         done = _trigger(state, app, job_id, trigger_body)
     else:
@@ -321,7 +324,7 @@ def backfill_any_job(
 ) -> BackfillAccepted:
     """Backfill a job of an app in ``scope`` by the rules its app's call follows
     (``services.api.backfill``). Raises what the OpenAPI answers as 404, 403, 409, 422."""
-    app = _job_and_app(state, job_id, True, scope)
+    app = _job_and_app(state, job_id, True, scope, operator)
     done = backfill.backfill_job(state, app, job_id, body)
     log.info(
         "operator %s: job %d backfilled from %s to %s: %d runs created, %d existed",

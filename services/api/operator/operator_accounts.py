@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from common.clock import wall_ms
 from common.config import StoreSettings
 from common.db.apps import app_record
+from common.db.audit import AuditEntry, record_audit
 from common.db.engine import make_engine
 from common.db.operators import (
     OperatorRecord,
@@ -20,6 +21,7 @@ from common.db.operators import (
     set_operator_apps,
     set_operator_role,
 )
+from common.documents import JsonObject
 from common.errors import UnknownAppError, UnknownOperatorError, ValidationFailedError
 from common.operator_roles import Role
 
@@ -35,17 +37,38 @@ def _app_pks(conn: Connection, app_ids: Sequence[str]) -> list[int]:
     return found
 
 
+def _audit(
+    conn: Connection,
+    actor: str,
+    action: str,
+    name: str,
+    before: JsonObject | None,
+    after: JsonObject | None,
+) -> None:
+    record_audit(
+        conn, [AuditEntry(actor, action, "operator", name, None, before, after)], wall_ms()
+    )
+
+
+def _access(conn: Connection, name: str) -> JsonObject | None:
+    """An operator's role and apps as the audit trail records them (never its token)."""
+    found = next((o for o in all_operators(conn) if o.name == name), None)
+    return None if found is None else {"role": found.role.value, "apps": found.app_ids or None}
+
+
 def create_operator_token(
-    settings: StoreSettings, name: str, role: Role, app_ids: Sequence[str] = ()
+    settings: StoreSettings, name: str, role: Role, app_ids: Sequence[str] = (), *, actor: str
 ) -> str:
     """Create a console operator with ``role``, limited to ``app_ids`` when given; return
-    its token (shown once, stored hashed). Raises ``OperatorExistsError`` and
-    ``UnknownAppError``."""
+    its token (shown once, stored hashed). ``actor``: whom the audit trail names.
+    Raises ``OperatorExistsError`` and ``UnknownAppError``."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
             pks = _app_pks(conn, app_ids) if app_ids else None
-            return create_operator(conn, name, wall_ms(), role, pks)
+            token = create_operator(conn, name, wall_ms(), role, pks)
+            _audit(conn, actor, "operator.create", name, None, _access(conn, name))
+            return token
     finally:
         engine.dispose()
 
@@ -66,6 +89,8 @@ def set_operator_access(
     role: Role | None,
     app_ids: Sequence[str] | None,
     every_app: bool = False,
+    *,
+    actor: str,
 ) -> None:
     """Change an operator's role (None: kept) and apps: ``app_ids`` replaces its list,
     ``every_app`` lifts it, neither keeps it. Its sessions follow from their next
@@ -81,21 +106,26 @@ def set_operator_access(
             operator_id = locked_operator_id(conn, name)
             if operator_id is None:
                 raise UnknownOperatorError(name)
+            before = _access(conn, name)
             if role is not None:
                 set_operator_role(conn, operator_id, role)
             if app_ids or every_app:
                 set_operator_apps(conn, operator_id, _app_pks(conn, app_ids or ()))
+            _audit(conn, actor, "operator.set", name, before, _access(conn, name))
     finally:
         engine.dispose()
 
 
-def revoke_operator(settings: StoreSettings, name: str) -> None:
+def revoke_operator(settings: StoreSettings, name: str, *, actor: str) -> None:
     """Remove a console operator: its token stops working, its sessions end at once.
     Raises ``UnknownOperatorError``."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
+            before = _access(conn, name)
             removed = delete_operator(conn, name)
+            if removed:
+                _audit(conn, actor, "operator.revoke", name, before, None)
     finally:
         engine.dispose()
     if not removed:
