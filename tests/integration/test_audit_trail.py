@@ -184,3 +184,41 @@ def test_retention_prunes_audit_rows_past_their_age(
         conn.execute(audit_events.update().values(at=1))
         assert prune_audit(conn, 1_000, limit=10) == 1
         assert find_audit(conn, AuditQuery()) == []
+
+
+def test_app_commands_are_audited_with_the_app_before_and_after_and_no_secret(
+    engine: Engine, cli: Cli
+) -> None:
+    status, out, _ = cli("app", "create", "billing", "--handlers", "report.*")
+    created = json.loads(out)
+    app_id = created["appId"]
+    assert cli("app", "handlers", app_id, "--allow", "report.*,bill.*")[0] == 0
+    assert cli("app", "rotate-key", app_id, "--overlap-hours", "0")[0] == 0
+    assert cli("app", "rotate-secret", app_id)[0] == 0
+    assert cli("app", "disable", app_id)[0] == 0
+    assert cli("app", "limits", app_id, "--max-jobs", "100")[0] == 0
+    assert cli("app", "networks", app_id, "--allow", "10.1.0.0/16")[0] == 0
+    assert cli("app", "limits", app_id)[0] == 0, "reading changes nothing"
+    status, out, _ = cli("audit", "--app", app_id, "-o", "json")
+    assert status == 0
+    actions = Counter(r["action"] for r in json.loads(out))
+    assert set(actions.values()) == {1}, actions
+    listed = {r["action"]: r for r in json.loads(out)}
+    assert set(listed) == {
+        "app.create",
+        "app.handlers",
+        "app.rotate_key",
+        "app.rotate_secret",
+        "app.disable",
+        "app.limits",
+        "app.networks",
+    }
+    assert listed["app.limits"]["after"]["limits"]["max_jobs"] == 100
+    assert listed["app.networks"]["after"]["callbackNetworks"] == ["10.1.0.0/16"]
+    assert all(r["actor"].startswith("cli:") for r in listed.values())
+    handlers = listed["app.handlers"]
+    assert handlers["before"]["handlers"] == ["report.*"]
+    assert handlers["after"]["handlers"] == ["report.*", "bill.*"]
+    assert listed["app.disable"]["after"]["disabled"] is True
+    text = json.dumps(list(listed.values()))
+    assert created["apiKey"] not in text and created["signingSecret"] not in text

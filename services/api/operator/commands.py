@@ -12,10 +12,12 @@ import redis
 from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, connect
-from common.clock import ClusterClock
+from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
+from common.db.app_audit import audit_app_change
 from common.db.apps import (
     all_apps,
+    app_record,
     handler_patterns,
     live_job_handlers,
     previous_secret_until,
@@ -83,15 +85,17 @@ def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPattern
 
 
 def set_app_handler_patterns(
-    settings: StoreSettings, app_id: str, patterns: HandlerPatterns
+    settings: StoreSettings, app_id: str, patterns: HandlerPatterns, *, actor: str
 ) -> dict[str, int]:
     """Grant an app ``patterns`` (``EVERY_HANDLER``: all); return how many of
     its live jobs name each handler the patterns leave out (they keep their schedule).
     Raises ``UnknownAppError``."""
 
     def change(conn: Connection) -> dict[str, int] | None:
+        before = app_record(conn, app_id)
         if not set_handler_patterns(conn, app_id, patterns):
             return None
+        audit_app_change(conn, actor, "app.handlers", app_id, before, wall_ms())
         in_use = live_job_handlers(conn, app_id)
         return {h: n for h, n in sorted(in_use.items()) if not patterns.allows(h)}
 
@@ -102,7 +106,12 @@ def set_app_handler_patterns(
 
 
 def rotate_app_secret(
-    settings: StoreSettings, app_id: str, overlap_hours: float, force: bool = False
+    settings: StoreSettings,
+    app_id: str,
+    overlap_hours: float,
+    force: bool = False,
+    *,
+    actor: str,
 ) -> SecretRotation:
     """Give an app a new signing secret; callbacks carry a signature with the old one too
     for ``overlap_hours``, on the cluster clock the notifier reads. Raises
@@ -114,8 +123,12 @@ def rotate_app_secret(
         now = ClusterClock(client).now_ms()
         until = now + int(overlap_hours * 3_600_000)
         with engine.begin() as conn:
+            before = app_record(conn, app_id)
             secret = rotate_signing_secret(conn, app_id, now, until, force)
             open_until = None if secret else previous_secret_until(conn, app_id)
+            if secret:
+                extra = {"signingSecret": "rotated", "previousUntil": iso_ms(until)}
+                audit_app_change(conn, actor, "app.rotate_secret", app_id, before, now, extra)
     finally:
         engine.dispose()
         client.close()
