@@ -35,7 +35,6 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import executions
 from common.db import job_control as db
 from common.db.apps import App
-from common.db.audit import AuditEntry, record_audit
 from common.db.job_dependencies import (
     After,
     check_no_cycle,
@@ -57,6 +56,7 @@ from common.errors import (
 from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
 from services.api.callback_screening import screen_callback_url_from_thread
+from services.api.job_audit import audit_job, audit_update
 from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
@@ -128,16 +128,6 @@ def _held_again(conn: Connection, job: JobRecord) -> bool:
 
 # Pause and resume lock the job row first and then read executions without locking, so
 # a run that ends meanwhile waits for this commit before it releases the job.
-
-
-def audit_job(
-    conn: Connection, app: App, job_id: int, action: str, before: str | None, after: str, now: int
-) -> None:
-    """Write the audit row of a status change of one job, in the change's transaction."""
-    entry = AuditEntry(
-        app.who, f"job.{action}", "job", str(job_id), app.id, {"status": before}, {"status": after}
-    )
-    record_audit(conn, [entry], now)
 
 
 @retry_conflicts(STAGE)
@@ -352,21 +342,8 @@ def _update(
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
         if patch.after is not None:
             _replace_parents(conn, app.id, job_id, build_after(patch.after))
-        _audit_update(conn, app, job, columns, patch, now)
+        audit_update(conn, app, job, columns, patch, now)
         return job, columns
-
-
-def _audit_update(
-    conn: Connection, app: App, job: JobRecord, columns: JobColumns, patch: JobPatch, now: int
-) -> None:
-    """The audit row of a PATCH: the changed columns as they were and as they are."""
-    before: JsonObject = {name: getattr(job, name) for name in columns}
-    after: JsonObject = dict(columns)
-    if patch.after is not None:
-        after["after"] = [a.model_dump() for a in patch.after]
-    if before or patch.after is not None:
-        entry = AuditEntry(app.who, "job.update", "job", str(job.id), app.id, before, after)
-        record_audit(conn, [entry], now)
 
 
 def _replace_parents(conn: Connection, app_pk: int, job_id: int, after: tuple[After, ...]) -> None:

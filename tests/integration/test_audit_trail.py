@@ -222,3 +222,20 @@ def test_app_commands_are_audited_with_the_app_before_and_after_and_no_secret(
     assert listed["app.disable"]["after"]["disabled"] is True
     text = json.dumps(list(listed.values()))
     assert created["apiKey"] not in text and created["signingSecret"] not in text
+
+
+def test_a_patch_records_the_changed_fields_before_and_after_and_a_delete_its_status(
+    open_client: Callable[[], TestClient], engine: Engine, app_credentials: AppCredentials
+) -> None:
+    client = open_client()
+    headers = {"Authorization": f"Bearer {app_credentials.api_key}"}
+    job_id = client.post("/openapi/jobs", json=body("p"), headers=headers).json()["jobId"]
+    patched = client.patch(f"/openapi/jobs/{job_id}", json={"priority": 9}, headers=headers)
+    assert patched.status_code == 200, patched.text
+    assert client.delete(f"/openapi/jobs/{job_id}", headers=headers).status_code in (200, 204)
+    [update] = rows_of(engine, "job.update")
+    assert json.loads(update.before_doc) == {"priority": 5}
+    assert json.loads(update.after_doc) == {"priority": 9}
+    assert update.actor == app_credentials.key_id
+    [deleted] = rows_of(engine, "job.delete")
+    assert json.loads(deleted.after_doc) == {"status": "CANCELLED"}
