@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from common.clock import wall_ms
 from common.config import StoreSettings
+from common.db.app_audit import audit_app_change
 from common.db.apps import AppCredentials, all_apps, create_app, rotate_api_key
 from common.db.engine import ensure_database, make_engine, migrate
 from common.errors import AppNameTakenError
@@ -40,18 +41,22 @@ REUSED_APP_KEY_OVERLAP_MS = 24 * 3600 * 1000
 
 
 def create_unique_app(
-    settings: StoreSettings, name: str, handlers: HandlerPatterns
+    settings: StoreSettings, name: str, handlers: HandlerPatterns, *, actor: str
 ) -> AppCredentials:
     """Create an app whose jobs may name the handlers ``handlers`` match, refused
     (``AppNameTakenError``) when an app has that name already: a name picks an app
-    (``--app NAME``), so two of one name could not be told apart."""
+    (``--app NAME``), so two of one name could not be told apart. ``actor``: whom the
+    audit trail names."""
     engine = make_engine(settings, pool_size=1)
     try:
         with engine.begin() as conn:
             taken = [app.app_id for app in all_apps(conn) if app.name == name]
             if taken:
                 raise AppNameTakenError(name, taken)
-            return create_app(conn, name, wall_ms(), handlers)
+            now = wall_ms()
+            created = create_app(conn, name, now, handlers)
+            audit_app_change(conn, actor, "app.create", created.app_id, None, now)
+            return created
     finally:
         engine.dispose()
 

@@ -197,7 +197,8 @@ def banner(settings: StoreSettings, base: str, children: list[Child]) -> list[st
     lines = [
         f"Kairos is up (namespace {settings.namespace})",
         f"swagger ui:     {base}/docs",
-        f"console:        {base}/console (sign in with a token from `kairos operator create NAME`)",
+        f"console:        {base}/console (sign in with a token from "
+        "`kairos operator create NAME --role admin`)",
         f"rabbitmq ui:    {management} (user {user}), vhost {settings.namespace}",
     ]
     workers = [c.worker_id for c in children if c.worker_id is not None]

@@ -46,6 +46,14 @@ class App:
     # The networks its callbacks may reach although not public; None: the default.
     callback_networks: tuple[IPNetwork, ...] | None = None
     limits: AppLimits = NO_LIMITS
+    # Who acts as this app, for the audit trail: the API key's id on the OpenAPI; an
+    # operator's name (console) or cli:<os user> when an operator acts as the job's app.
+    actor: str = ""
+
+    @property
+    def who(self) -> str:
+        """The actor the audit trail names for what is done as this app."""
+        return self.actor or f"app:{self.app_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +278,7 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
             apps.c.callback_networks,
             *LIMIT_COLUMNS,
             (api_keys.c.expires_at - DB_NOW_MS).label("expires_in"),
+            api_keys.c.key_id,
         )
         .select_from(api_keys.join(apps, api_keys.c.app_pk == apps.c.id))
         .where(
@@ -289,6 +298,7 @@ def find_app_by_key(conn: Connection, api_key: str) -> App | None:
         key_expires_in_ms=None if row.expires_in is None else int(row.expires_in),
         callback_networks=networks_from_stored(row.callback_networks),
         limits=AppLimits.from_row(row),
+        actor=str(row.key_id),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -391,19 +391,26 @@ def recent_for_job(conn: Connection, job_id: int, limit: int) -> list[DeliveryRe
 
 
 def dead_deliveries(
-    conn: Connection, limit: int, app_pk: int | None = None
+    conn: Connection,
+    limit: int,
+    app_pk: int | None = None,
+    app_pks: Collection[int] | None = None,
 ) -> list[DeliveryRecord]:
     """Deliveries parked after their last retry tier, most recently parked first; only
-    the app's with ``app_pk``."""
+    the app's with ``app_pk``, and only those of the apps ``app_pks`` when given."""
     query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
     if app_pk is not None:
         query = query.where(deliveries.c.app_pk == app_pk)
+    if app_pks is not None:
+        query = query.where(deliveries.c.app_pk.in_(sorted(app_pks) or [0]))
     return _deliveries(conn, query.order_by(deliveries.c.updated_at.desc()).limit(limit))
 
 
-def count_dead(conn: Connection) -> int:
-    """How many deliveries are parked dead."""
+def count_dead(conn: Connection, app_pks: Collection[int] | None = None) -> int:
+    """How many deliveries are parked dead (of the apps ``app_pks`` when given)."""
     query = sa.select(sa.func.count()).where(deliveries.c.status == DeliveryStatus.DEAD)
+    if app_pks is not None:
+        query = query.where(deliveries.c.app_pk.in_(sorted(app_pks) or [0]))
     return int(conn.execute(query).scalar_one())
 
 

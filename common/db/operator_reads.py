@@ -1,7 +1,8 @@
 """What the console reads across every app: jobs by filter, one job, the apps by key.
 
 The OpenAPI's reads are scoped to the calling app (``common.db.job_control``); an operator
-sees every app's jobs, so these queries take no app, or take it as a filter.
+sees the jobs of every app it reaches (``AppScope``), so these queries take a scope, and
+an app as a filter.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from common.db.apps import App
 from common.db.records import ExecutionRecord, JobRecord
 from common.db.schema import apps, executions, jobs
 from common.handler_patterns import HandlerPatterns
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import JobStatus
 
 
@@ -28,6 +30,8 @@ class JobQuery:
     name_prefix: str | None = None
     before_id: int | None = None
     limit: int = 50
+    scope: AppScope = EVERY_APP
+    """The apps the reader reaches: another app's jobs are not found."""
 
 
 def find_jobs(conn: Connection, query: JobQuery) -> list[JobRecord]:
@@ -41,6 +45,8 @@ def find_jobs(conn: Connection, query: JobQuery) -> list[JobRecord]:
     )
     if query.app_pk is not None:
         select = select.where(jobs.c.app_pk == query.app_pk)
+    if query.scope.app_pks is not None:
+        select = select.where(jobs.c.app_pk.in_(query.scope.app_pks or [0]))
     if query.before_id is not None:
         select = select.where(jobs.c.id < query.before_id)
     if query.status is not None:
@@ -52,17 +58,19 @@ def find_jobs(conn: Connection, query: JobQuery) -> list[JobRecord]:
     return [JobRecord.from_row(r) for r in conn.execute(select)]
 
 
-def find_job(conn: Connection, job_id: int) -> JobRecord | None:
-    """One live job, whatever its app."""
+def find_job(conn: Connection, job_id: int, scope: AppScope = EVERY_APP) -> JobRecord | None:
+    """One live job of an app in ``scope`` (any app by default)."""
     row = conn.execute(
         sa.select(jobs).where(jobs.c.id == job_id, jobs.c.deleted_at.is_(None))
     ).first()
-    return JobRecord.from_row(row) if row is not None else None
+    if row is None or not scope.includes(int(row.app_pk)):
+        return None
+    return JobRecord.from_row(row)
 
 
-def apps_by_key(conn: Connection) -> dict[int, App]:
-    """Every app by its primary key, with its handler patterns and whether it is
-    disabled."""
+def apps_by_key(conn: Connection, scope: AppScope = EVERY_APP) -> dict[int, App]:
+    """Every app in ``scope`` by its primary key, with its handler patterns and whether
+    it is disabled."""
     rows = conn.execute(
         sa.select(
             apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns, apps.c.disabled_at
@@ -77,6 +85,7 @@ def apps_by_key(conn: Connection) -> dict[int, App]:
             disabled=r.disabled_at is not None,
         )
         for r in rows
+        if scope.includes(int(r.id))
     }
 
 

@@ -259,6 +259,22 @@ operators = Table(
     # SHA-256 of the operator's console token; the token itself is shown once.
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", BigInteger, nullable=False),
+    # viewer, operator or admin (migration 0023: operators from before roles are admins).
+    Column("role", String(16), nullable=False, server_default="admin"),
+)
+
+# The apps an operator is limited to; an operator with no row here reaches every app.
+operator_apps = Table(
+    "operator_apps",
+    metadata,
+    Column(
+        "operator_id",
+        BigInteger,
+        ForeignKey("operators.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    # No cascade: removing the last app of a list must not widen it to every app.
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), primary_key=True),
 )
 
 operator_sessions = Table(
@@ -276,6 +292,27 @@ operator_sessions = Table(
     # The last request the session made; an idle session ends (migration 0012).
     Column("last_seen_at", BigInteger, nullable=True),
     Index("ix_operator_sessions_expires", "expires_at"),
+)
+
+# Every change made through the OpenAPI, the console or the CLI: who, what, on which
+# object, before and after (secrets masked), written in the change's own transaction.
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    # An operator's name (console), cli:<os user> (CLI), or an API key's id (OpenAPI).
+    Column("actor", String(128), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("object_type", String(32), nullable=False),
+    Column("object_id", String(255), nullable=False),
+    # The app the object belongs to; NULL for what reaches every app (a worker, an operator).
+    Column("app_pk", BigInteger, nullable=True),
+    Column("before_doc", MEDIUMTEXT, nullable=True),
+    Column("after_doc", MEDIUMTEXT, nullable=True),
+    Index("ix_audit_events_at", "at"),
+    Index("ix_audit_events_app_at", "app_pk", "at"),
+    Index("ix_audit_events_actor_at", "actor", "at"),
 )
 
 # The first answer to a batch create or a trigger that carried an Idempotency-Key, so a

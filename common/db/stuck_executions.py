@@ -8,6 +8,7 @@ decides anything: the reconciler and operators look further before they act.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -29,6 +30,8 @@ class StuckExecution:
     worker_id: str | None
     handler: str
     since_ms: int
+    app_pk: int = 0
+    """The row id of its job's app."""
 
     @classmethod
     def from_row(cls, row: AnyRow) -> StuckExecution:
@@ -42,6 +45,7 @@ class StuckExecution:
             worker_id=row.worker_id,
             handler=str(row.handler),
             since_ms=int(row.since),
+            app_pk=int(row.app_pk),
         )
 
 
@@ -53,22 +57,34 @@ class Page:
     id: int
 
 
-_COLUMNS = "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.status, e.worker_id, j.handler, "
+_COLUMNS = (
+    "SELECT e.id, e.execution_id, e.job_id, e.attempt, e.status, e.worker_id, j.handler, j.app_pk, "
+)
 
 
 def queued_before(
-    conn: Connection, dispatched_before_ms: int, limit: int, after: Page | None = None
+    conn: Connection,
+    dispatched_before_ms: int,
+    limit: int,
+    after: Page | None = None,
+    app_pks: Collection[int] | None = None,
 ) -> list[StuckExecution]:
     """QUEUED executions dispatched before the cut-off, longest waiting first; with
-    ``after``, only those that come after that row in this order (the next page)."""
+    ``after``, only those that come after that row in this order (the next page); with
+    ``app_pks``, only those of these apps' jobs."""
     return _in_state_before(
-        conn, ExecutionStatus.QUEUED, "dispatched_at", dispatched_before_ms, limit, after
+        conn, ExecutionStatus.QUEUED, "dispatched_at", dispatched_before_ms, limit, after, app_pks
     )
 
 
-def scheduled_before(conn: Connection, due_before_ms: int, limit: int) -> list[StuckExecution]:
-    """SCHEDULED executions that were due before the cut-off, longest overdue first."""
-    return _in_state_before(conn, ExecutionStatus.SCHEDULED, "scheduled_at", due_before_ms, limit)
+def scheduled_before(
+    conn: Connection, due_before_ms: int, limit: int, app_pks: Collection[int] | None = None
+) -> list[StuckExecution]:
+    """SCHEDULED executions that were due before the cut-off, longest overdue first (only
+    those of the apps ``app_pks`` when given)."""
+    return _in_state_before(
+        conn, ExecutionStatus.SCHEDULED, "scheduled_at", due_before_ms, limit, None, app_pks
+    )
 
 
 def _in_state_before(
@@ -78,11 +94,16 @@ def _in_state_before(
     before_ms: int,
     limit: int,
     after: Page | None = None,
+    app_pks: Collection[int] | None = None,
 ) -> list[StuckExecution]:
     page, params = "", tuple[int, ...]()
     if after is not None:
         page = f"AND (e.{column} > %s OR (e.{column} = %s AND e.id > %s)) "
         params = (after.since_ms, after.since_ms, after.id)
+    if app_pks is not None:
+        listed = sorted(app_pks) or [0]
+        page += f"AND j.app_pk IN ({', '.join(['%s'] * len(listed))}) "
+        params = (*params, *listed)
     rows = driver.fetch(
         conn,
         _COLUMNS + f"e.{column} AS since FROM executions e JOIN jobs j ON j.id = e.job_id "

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from common.backfill import plan_backfill
 from common.db import job_control as db
 from common.db.apps import App
+from common.db.audit import AuditEntry, record_audit
 from common.db.backfill import BackfillCount, insert_backfill
 from common.db.retry import retry_conflicts
 from common.states import JobStatus
@@ -73,6 +74,9 @@ def _backfill(
         to_ms = parse_time_field(body.to, zone, "to")
         plan = plan_backfill(job.schedule, job.next_trigger_time, from_ms, to_ms, now, limit)
         count = insert_backfill(conn, job, plan.times, now, charge)
+        after = {"from": iso_ms(from_ms), "to": iso_ms(to_ms), "created": count.created}
+        entry = AuditEntry(app.who, "job.backfill", "job", str(job_id), app.id, None, after)
+        record_audit(conn, [entry], now)
         return _Done(from_ms, min(to_ms, now), count, plan.left_to_schedule)
 
 

@@ -29,6 +29,7 @@ from common.states import JobStatus
 from common.tracing.spans import Attributes
 from common.tracing.traceparent import parse_traceparent
 from services.api.callback_screening import refused_callback_urls_from_thread
+from services.api.created_audit import audit_created
 from services.api.group_insert import refused_parents
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.keyed_requests import answer_once
@@ -222,6 +223,7 @@ def _store(conn: Connection, app: App, new_jobs: Sequence[NewJob], now_ms: int) 
     insert_edges(conn, [(job_id, a) for job_id, after in edges for a in after])
     for index, job_id in zip(fresh, ids, strict=True):
         answers[index] = Submitted(job_id, JobStatus.WAITING, created=True)
+    audit_created(conn, [(app.who, app.id, job_id) for job_id in ids], now_ms)
     return [answer for answer in answers if answer is not None]
 
 

@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from common.db import deliveries, jobs
 from common.db.apps import App
+from common.db.audit import audit_replays
 from common.db.deliveries import AttemptRecord, DeliveryRecord
 from common.errors import (
     DeliveryInFlightError,
@@ -116,6 +117,8 @@ def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackRepl
         found = deliveries.find_for_app(conn, app.id, delivery_id)
         if found is None or jobs.get_job(conn, app.id, found.job_id) is None:
             raise DeliveryNotFoundError(delivery_id)
-        if not deliveries.start_again(conn, delivery_id, state.clock.now_ms()):
+        now = state.clock.now_ms()
+        if not deliveries.start_again(conn, delivery_id, now):
             raise DeliveryInFlightError(delivery_id, state_of(found.status))
+        audit_replays(conn, app.who, [(delivery_id, app.id)], found.status.value, now)
     return CallbackReplayAccepted(deliveryId=delivery_id, state=CallbackState.PENDING)

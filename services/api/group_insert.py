@@ -18,6 +18,7 @@ from common.db.retry import retry_conflicts
 from common.errors import IdempotencyConflictError, ValidationFailedError
 from common.states import JobStatus
 from common.store_errors import is_store_outage
+from services.api.created_audit import audit_created
 from services.api.idempotency import Submitted, resolve_earlier
 from services.api.store_refusals import as_refusal
 
@@ -36,6 +37,7 @@ Answer = Submitted | Exception
 class _Pending:
     job: NewJob
     now_ms: int
+    actor: str = ""
     stored: Future[Submitted] = field(default_factory=Future)
 
 
@@ -62,14 +64,15 @@ class GroupInserter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def submit(self, job: NewJob, now_ms: int) -> Future[Submitted]:
-        """Queue ``job``; the future gets its answer once the answer is committed.
+    def submit(self, job: NewJob, now_ms: int, actor: str = "") -> Future[Submitted]:
+        """Queue ``job`` (created by ``actor``, for the audit trail); the future gets its
+        answer once the answer is committed.
 
         Or the error the job met: ``IdempotencyConflictError``, or what storing it
         raised (the database is down, say), in which case nothing of it was written.
         """
         self._ensure_started()
-        pending = _Pending(job, now_ms)
+        pending = _Pending(job, now_ms, actor)
         self._queue.put(pending)
         return pending.stored
 
@@ -108,13 +111,13 @@ class GroupInserter:
     def _store(self, group: Sequence[_Pending]) -> None:
         now_ms = max(p.now_ms for p in group)
         try:
-            answers = _insert_group(self._engine, [p.job for p in group], now_ms)
+            answers = _insert_group(self._engine, group, now_ms)
         except Exception as e:
             if is_store_outage(e):
                 # Lost or timed out: every job of the group alike, and at once.
                 answers = [e] * len(group)
             else:
-                answers = [self._store_alone(p.job, now_ms) for p in group]
+                answers = [self._store_alone(p, now_ms) for p in group]
         for pending, answer in zip(group, answers, strict=True):
             if isinstance(answer, Exception):
                 pending.stored.set_exception(answer)
@@ -132,11 +135,12 @@ class GroupInserter:
         except Exception:
             log.exception("could not announce %d stored jobs", len(created))
 
-    def _store_alone(self, job: NewJob, now_ms: int) -> Answer:
+    def _store_alone(self, pending: _Pending, now_ms: int) -> Answer:
         """One job in its own transaction, as a single create without company would be."""
+        job = pending.job
         try:
             try:
-                return _insert_alone(self._engine, job, now_ms)
+                return _insert_alone(self._engine, pending, now_ms)
             except IntegrityError:
                 # A concurrent request with the same clientRequestId won the unique key.
                 with self._engine.connect() as conn:
@@ -153,17 +157,34 @@ class GroupInserter:
 
 
 @retry_conflicts(STAGE)
-def _insert_group(engine: Engine, jobs: Sequence[NewJob], now_ms: int) -> list[Answer]:
-    """Store a group of jobs in one transaction, again in place after a lock conflict."""
+def _insert_group(engine: Engine, group: Sequence[_Pending], now_ms: int) -> list[Answer]:
+    """Store a group of jobs in one transaction with their audit rows, again in place
+    after a lock conflict."""
     with engine.begin() as conn:
-        return store_group(conn, jobs, now_ms)
+        answers = store_group(conn, [p.job for p in group], now_ms)
+        _audit(conn, group, answers, now_ms)
+        return answers
 
 
 @retry_conflicts(STAGE)
-def _insert_alone(engine: Engine, job: NewJob, now_ms: int) -> Answer:
-    """Store one job in its own transaction, again in place after a lock conflict."""
+def _insert_alone(engine: Engine, pending: _Pending, now_ms: int) -> Answer:
+    """Store one job in its own transaction with its audit row, again in place after a
+    lock conflict."""
     with engine.begin() as conn:
-        return _earlier_or_insert(conn, job, now_ms)
+        answer = _earlier_or_insert(conn, pending.job, now_ms)
+        _audit(conn, [pending], [answer], now_ms)
+        return answer
+
+
+def _audit(
+    conn: Connection, group: Sequence[_Pending], answers: Sequence[Answer], now_ms: int
+) -> None:
+    created = [
+        (p.actor or f"app-pk:{p.job.app_pk}", p.job.app_pk, a.job_id)
+        for p, a in zip(group, answers, strict=True)
+        if isinstance(a, Submitted) and a.created
+    ]
+    audit_created(conn, created, now_ms)
 
 
 def _earlier(conn: Connection, job: NewJob) -> Answer | None:

@@ -56,6 +56,7 @@ from common.errors import (
 from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
 from services.api.callback_screening import screen_callback_url_from_thread
+from services.api.job_audit import audit_job, audit_update
 from services.api.quotas import check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
@@ -130,11 +131,14 @@ def _held_again(conn: Connection, job: JobRecord) -> bool:
 
 
 @retry_conflicts(STAGE)
-def _pause(engine: Engine, app_pk: int, job_id: int, now: int) -> bool:
+def _pause(engine: Engine, app: App, job_id: int, now: int) -> bool:
+    app_pk = app.id
     with engine.begin() as conn:
-        if not applies(PAUSE, job_id, status_of(db.lock_job(conn, app_pk, job_id))):
+        before = status_of(db.lock_job(conn, app_pk, job_id))
+        if not applies(PAUSE, job_id, before):
             return False
         if db.set_status(conn, app_pk, job_id, PAUSE.allowed, JobStatus.PAUSED, now):
+            audit_job(conn, app, job_id, "pause", before, JobStatus.PAUSED, now)
             return True
         applies(PAUSE, job_id, db.job_status(conn, app_pk, job_id))
         return False
@@ -142,7 +146,7 @@ def _pause(engine: Engine, app_pk: int, job_id: int, now: int) -> bool:
 
 def pause_job(state: ApiState, app: App, job_id: int) -> None:
     """WAITING or RUNNING -> PAUSED: the due scan stops taking it; runs going continue."""
-    if _pause(state.engine, app.id, job_id, state.clock.now_ms()):
+    if _pause(state.engine, app, job_id, state.clock.now_ms()):
         log.info("job paused", extra={"job_id": job_id})
 
 
@@ -161,6 +165,7 @@ def _resume(engine: Engine, app: App, job_id: int, now: int) -> JobRecord | None
             target = JobStatus.FAILED  # its cron has no time left after the pause
         values = {} if moved is None else {"next_trigger_time": moved.next_trigger}
         if db.set_status(conn, app_pk, job_id, RESUME.allowed, target, now, **values):
+            audit_job(conn, app, job_id, "resume", job.status, target, now)
             return job
         applies(RESUME, job_id, db.job_status(conn, app_pk, job_id))
         return None
@@ -201,15 +206,20 @@ def resume_job(state: ApiState, app: App, job_id: int) -> None:
 
 
 @retry_conflicts(STAGE)
-def _cancel(engine: Engine, app_pk: int, job_id: int, now: int, rule: Rule) -> int | None:
+def _cancel(engine: Engine, app: App, job_id: int, now: int, rule: Rule) -> int | None:
+    app_pk = app.id
     # Checked first without locks, so a refused or repeated cancel takes none.
     with engine.begin() as conn:
-        if not applies(rule, job_id, db.job_status(conn, app_pk, job_id)):
+        before = db.job_status(conn, app_pk, job_id)
+        if not applies(rule, job_id, before):
             return None
         cancelled = db.cancel_job(conn, app_pk, job_id, rule.allowed, now, delete=rule is DELETE)
         if cancelled is None:
             # No status ever leads back out of a final one, so this re-read is final too.
             applies(rule, job_id, db.job_status(conn, app_pk, job_id))
+        else:
+            action = "delete" if rule is DELETE else "cancel"
+            audit_job(conn, app, job_id, action, before, JobStatus.CANCELLED, now)
         return cancelled
 
 
@@ -219,14 +229,14 @@ def cancel_job(state: ApiState, app: App, job_id: int) -> None:
     Runs already sent to a worker go on; their results are recorded and the job stays
     CANCELLED.
     """
-    cancelled = _cancel(state.engine, app.id, job_id, state.clock.now_ms(), CANCEL)
+    cancelled = _cancel(state.engine, app, job_id, state.clock.now_ms(), CANCEL)
     if cancelled is not None:
         log.info("job cancelled (%d scheduled executions)", cancelled, extra={"job_id": job_id})
 
 
 def delete_job(state: ApiState, app: App, job_id: int) -> None:
     """Soft delete: CANCELLED as by ``cancel_job``, and gone from every read after."""
-    cancelled = _cancel(state.engine, app.id, job_id, state.clock.now_ms(), DELETE)
+    cancelled = _cancel(state.engine, app, job_id, state.clock.now_ms(), DELETE)
     log.info("job deleted (%d scheduled executions)", cancelled or 0, extra={"job_id": job_id})
 
 
@@ -332,6 +342,7 @@ def _update(
             applies(UPDATE, job_id, db.job_status(conn, app.id, job_id))
         if patch.after is not None:
             _replace_parents(conn, app.id, job_id, build_after(patch.after))
+        audit_update(conn, app, job, columns, patch, now)
         return job, columns
 
 

@@ -65,7 +65,7 @@ async def _submit(state: ApiState, app: App, body: JobCreate, traceparent: str |
         now, job = await run_in_threadpool(_build, state, app, body)
     if traceparent is not None:
         job = dataclasses.replace(job, traceparent=traceparent)
-    return await asyncio.wrap_future(state.inserter.submit(job, now))
+    return await asyncio.wrap_future(state.inserter.submit(job, now, app.who))
 
 
 def _check_quota(state: ApiState, app: App) -> None:

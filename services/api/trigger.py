@@ -16,8 +16,9 @@ from sqlalchemy.engine import Connection
 
 from common.db import job_control as db
 from common.db.apps import App
+from common.db.audit import AuditEntry, record_audit
 from common.db.idempotency_keys import KeyedRequest, StoredAnswer
-from common.documents import stored_text
+from common.documents import JsonObject, stored_text
 from common.tracing.spans import Tracing, branch
 from common.tracing.traceparent import parse_traceparent
 from services.api.job_control import TRIGGER, applies, check_may_run, status_of
@@ -74,6 +75,11 @@ def _insert(
         # No trace of its own: a branch of the job's trace, under a trigger span.
         traceparent = branch(tracing, job.traceparent, {"kairos.job_id": job_id})
     execution = db.insert_manual_execution(conn, job, now, params, traceparent)
+    after: JsonObject = {"executionId": execution.execution_id}
+    if params is not None:
+        after["params"] = json.loads(params)
+    entry = AuditEntry(app.who, "job.trigger", "job", str(job_id), app.id, None, after)
+    record_audit(conn, [entry], now)
     body = {"jobId": job_id, "executionId": execution.execution_id, "status": execution.status}
     answer = StoredAnswer(202, json.dumps(body), execution_location(execution.execution_id), "")
     log.info(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from services.cli.types import Subcommands, whole_number
+from services.cli.types import Subcommands, cli_actor, whole_number
 
 if TYPE_CHECKING:
     from common.db.apps import AppRecord
@@ -119,7 +119,7 @@ def cmd_app_networks(args: argparse.Namespace) -> int:
             print("kairos: --allow: give at least one CIDR, or --clear", file=sys.stderr)
             return 2
         cache_seconds = ApiSettings().auth_cache_seconds
-        set_app_networks(StoreSettings(), args.app_id, networks)
+        set_app_networks(StoreSettings(), args.app_id, networks, actor=cli_actor())
         print(
             "kairos: the API applies this once its key cache lets go of the app "
             f"(KAIROS_AUTH_CACHE_SECONDS, {cache_seconds:g} s here), the notifiers within "
@@ -152,7 +152,7 @@ def cmd_app_limits(args: argparse.Namespace) -> int:
 
     settings = StoreSettings()
     app = (
-        change_app_limits(settings, args.app_id, update)
+        change_app_limits(settings, args.app_id, update, actor=cli_actor())
         if given
         else app_details(settings, args.app_id)
     )

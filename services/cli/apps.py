@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from services.cli.app_grants import add_app_grant_parsers
-from services.cli.types import Subcommands, number
+from services.cli.types import Subcommands, cli_actor, number
 
 if TYPE_CHECKING:
     from common.handler_patterns import HandlerPatterns
@@ -25,7 +25,7 @@ def cmd_app_create(args: argparse.Namespace) -> int:
     # Checked before any store is touched, as a bad setting is.
     patterns = split_patterns(args.handlers)
     granted = HandlerPatterns(checked_patterns(patterns, "--handlers")) if patterns else NO_HANDLER
-    credentials = create_unique_app(StoreSettings(), args.name, granted)
+    credentials = create_unique_app(StoreSettings(), args.name, granted, actor=cli_actor())
     print(
         json.dumps(
             {
@@ -78,7 +78,7 @@ def cmd_app_rotate_key(args: argparse.Namespace) -> int:
 
     # Read before the rotation: a bad setting must not fail the command after it.
     cache_seconds = ApiSettings().auth_cache_seconds
-    rotation = rotate_key(StoreSettings(), args.app_id, args.overlap_hours)
+    rotation = rotate_key(StoreSettings(), args.app_id, args.overlap_hours, actor=cli_actor())
     print(
         json.dumps(
             {
@@ -100,7 +100,7 @@ def cmd_app_revoke_key(args: argparse.Namespace) -> int:
     from services.api.operator.app_access import revoke_key
 
     cache_seconds = ApiSettings().auth_cache_seconds
-    if not revoke_key(StoreSettings(), args.app_id, args.key_id):
+    if not revoke_key(StoreSettings(), args.app_id, args.key_id, actor=cli_actor()):
         print(
             f"kairos: app {args.app_id!r} has no key {args.key_id!r}; `kairos app keys "
             f"{args.app_id}` lists its keys",
@@ -128,7 +128,7 @@ def cmd_app_disable(args: argparse.Namespace) -> int:
 
     cache_seconds = ApiSettings().auth_cache_seconds
     disable = args.app_cmd == "disable"
-    set_app_disabled(StoreSettings(), args.app_id, disable)
+    set_app_disabled(StoreSettings(), args.app_id, disable, actor=cli_actor())
     print(json.dumps({"appId": args.app_id, "disabled": disable}))
     _say_key_cache("the API applies this", cache_seconds)
     return 0
@@ -140,7 +140,9 @@ def cmd_app_rotate_secret(args: argparse.Namespace) -> int:
     from common.timefmt import iso_ms
     from services.api.operator.commands import rotate_app_secret
 
-    rotation = rotate_app_secret(StoreSettings(), args.app_id, args.overlap_hours, args.force)
+    rotation = rotate_app_secret(
+        StoreSettings(), args.app_id, args.overlap_hours, args.force, actor=cli_actor()
+    )
     print(
         json.dumps(
             {
@@ -169,7 +171,9 @@ def cmd_app_handlers(args: argparse.Namespace) -> int:
         else:
             patterns = EVERY_HANDLER if args.all else NO_HANDLER
         cache_seconds = ApiSettings().auth_cache_seconds
-        outside = set_app_handler_patterns(StoreSettings(), args.app_id, patterns)
+        outside = set_app_handler_patterns(
+            StoreSettings(), args.app_id, patterns, actor=cli_actor()
+        )
         _say_handlers_changed(patterns, outside, cache_seconds)
     print(json.dumps({"appId": args.app_id, "handlerPatterns": list(patterns.patterns)}))
     return 0

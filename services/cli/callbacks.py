@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from services.cli.jobs import _job_id, _limit
 from services.cli.render import Column, make_console, one_line, print_json, print_table, when_text
-from services.cli.types import Subcommands
+from services.cli.types import Subcommands, cli_actor
 
 if TYPE_CHECKING:
     from common.documents import JsonObject
@@ -181,12 +181,12 @@ def cmd_callbacks_replay(args: argparse.Namespace) -> int:
 
     with operator_state(ApiSettings()) as state:
         if args.all_dead:
-            _print_walk(replay_all_dead(state, args.limit))
+            _print_walk(replay_all_dead(state, args.limit, cli_actor()))
             return 0
         if args.delivery is not None:
-            moved = replay_delivery(state, args.delivery)
+            moved = replay_delivery(state, args.delivery, cli_actor())
         else:
-            moved = replay_job(state, args.job)
+            moved = replay_job(state, args.job, cli_actor())
     print(f"replayed {moved} callbacks (sent again within seconds, on a fresh schedule)")
     if args.delivery is not None and not moved:
         print(

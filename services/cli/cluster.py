@@ -17,7 +17,7 @@ from services.cli.render import (
     print_table,
     seconds_text,
 )
-from services.cli.types import Subcommands, whole_number
+from services.cli.types import Subcommands, cli_actor, whole_number
 
 if TYPE_CHECKING:
     from common.config import ApiSettings
@@ -145,17 +145,13 @@ def cmd_workers(args: argparse.Namespace) -> int:
 def cmd_workers_drain(args: argparse.Namespace) -> int:
     """Drain a worker until undrained: routed nothing new, its unstarted work moved to
     other workers, its runs finished; it stays up and may then be stopped."""
-    import getpass
-
     from common.config import ApiSettings
     from services.api.operator.jobs import operator_state
     from services.api.operator.worker_control import set_drained
 
     settings = ApiSettings()
     with operator_state(settings) as state:
-        set_drained(
-            state, args.worker_id, settings.heartbeat_stale_ms, f"{getpass.getuser()} (cli)"
-        )
+        set_drained(state, args.worker_id, settings.heartbeat_stale_ms, cli_actor())
     print(
         f"worker {args.worker_id} drains at its next heartbeat: it takes no new work, its "
         "unstarted work moves to other workers, its runs finish; then it may be stopped "
@@ -171,7 +167,7 @@ def cmd_workers_undrain(args: argparse.Namespace) -> int:
     from services.api.operator.worker_control import clear_drained
 
     with operator_state(ApiSettings()) as state:
-        lifted = clear_drained(state.redis, state.keys, args.worker_id)
+        lifted = clear_drained(state, args.worker_id, cli_actor())
     if not lifted:
         print(f"kairos: worker {args.worker_id!r} is not drained", file=sys.stderr)
         return 1

@@ -4,7 +4,6 @@ read a job's executions (``services.api.operator.jobs``, as the console does).""
 from __future__ import annotations
 
 import argparse
-import getpass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,7 @@ from services.cli.render import (
     seconds_text,
     when_text,
 )
-from services.cli.types import Subcommands, whole_number
+from services.cli.types import Subcommands, cli_actor, whole_number
 
 if TYPE_CHECKING:
     from common.db.records import ExecutionRecord, JobRecord
@@ -319,9 +318,8 @@ def cmd_jobs_act(args: argparse.Namespace) -> int:
 
     params = getattr(args, "params", None)
     body = None if params is None else TriggerRequest(params=params)
-    operator = f"{getpass.getuser()} (cli)"
     with operator_state(ApiSettings()) as state:
-        done = act_on_job(state, args.job_id, args.jobs_cmd, operator, body)
+        done = act_on_job(state, args.job_id, args.jobs_cmd, cli_actor(), body)
     print(done)
     return 0
 
@@ -334,7 +332,7 @@ def cmd_jobs_backfill(args: argparse.Namespace) -> int:
 
     body = BackfillRequest.model_validate({"from": args.start, "to": args.end})
     with operator_state(ApiSettings()) as state:
-        done = backfill_any_job(state, args.job_id, body, f"{getpass.getuser()} (cli)")
+        done = backfill_any_job(state, args.job_id, body, cli_actor())
     if args.output == "json":
         print_json(done.model_dump(mode="json", by_alias=True))
         return 0

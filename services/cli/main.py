@@ -7,7 +7,6 @@ command line wins over the variable.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -20,13 +19,15 @@ from pydantic import ValidationError
 
 from common.errors import KairosError, StoreUnavailableError
 from services.cli.apps import add_app_parsers
+from services.cli.audit import add_audit_parser
 from services.cli.callbacks import add_callbacks_parsers
 from services.cli.cluster import add_cluster_parsers
 from services.cli.completion import add_completion_parser
 from services.cli.jobs import add_jobs_parser
+from services.cli.operators import add_operator_parsers
 from services.cli.run_logs import add_logs_parser
 from services.cli.stuck import cmd_executions_stuck
-from services.cli.types import Subcommands
+from services.cli.types import Subcommands, cli_actor
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -107,46 +108,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_operator_create(args: argparse.Namespace) -> int:
-    """Create a console operator and print its token once."""
-    from common.config import StoreSettings
-    from services.api.operator.commands import create_operator_token
-
-    token = create_operator_token(StoreSettings(), args.name)
-    print(json.dumps({"operator": args.name, "token": token}))
-    print(
-        "kairos: sign in to the console (/console on the API) with this token; it is "
-        "shown only now",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def cmd_operator_list(args: argparse.Namespace) -> int:
-    """List console operators."""
-    from common.config import StoreSettings
-    from services.api.operator.commands import list_operators
-
-    print(list_operators(StoreSettings()))
-    return 0
-
-
-def cmd_operator_revoke(args: argparse.Namespace) -> int:
-    """Remove a console operator; its sessions end at once."""
-    from common.config import StoreSettings
-    from services.api.operator.commands import revoke_operator
-
-    revoke_operator(StoreSettings(), args.name)
-    print(f"operator {args.name}: removed; its token no longer signs in, its sessions ended")
-    return 0
-
-
 def cmd_executions_fail(args: argparse.Namespace) -> int:
     """Record a stuck execution FAILED with a reason."""
     from common.config import StoreSettings
     from services.api.operator.commands import fail_stuck
 
-    recorded = fail_stuck(StoreSettings(), args.execution_id, args.reason, args.wait)
+    recorded = fail_stuck(
+        StoreSettings(), args.execution_id, args.reason, args.wait, actor=cli_actor()
+    )
     if recorded:
         print(f"execution {args.execution_id}: recorded FAILED (the job's retry policy applies)")
     else:
@@ -162,7 +131,7 @@ def cmd_executions_requeue(args: argparse.Namespace) -> int:
     from common.config import StoreSettings
     from services.api.operator.commands import requeue_stuck
 
-    requeue_stuck(StoreSettings(), args.execution_id)
+    requeue_stuck(StoreSettings(), args.execution_id, cli_actor())
     print(f"execution {args.execution_id}: requeued; the leading dispatcher sends it now")
     return 0
 
@@ -260,24 +229,8 @@ def _add_operator_parsers(sub: Subcommands) -> None:
     add_cluster_parsers(sub)
     add_callbacks_parsers(sub)
     _add_execution_parsers(sub)
-    _add_operator_parser(sub)
-
-
-def _add_operator_parser(sub: Subcommands) -> None:
-    operator = sub.add_parser(
-        "operator", help="people who may sign in to the web console (/console)"
-    ).add_subparsers(dest="operator_cmd", required=True)
-    create = operator.add_parser("create", help="create an operator; prints its token once")
-    create.add_argument("name", help="1 to 64 letters, digits, '.', '_', '@', '-'")
-    create.set_defaults(func=cmd_operator_create)
-    operator.add_parser("list", help="list operators (no tokens)").set_defaults(
-        func=cmd_operator_list
-    )
-    revoke = operator.add_parser(
-        "revoke", help="remove an operator: its token stops working, its sessions end"
-    )
-    revoke.add_argument("name")
-    revoke.set_defaults(func=cmd_operator_revoke)
+    add_operator_parsers(sub)
+    add_audit_parser(sub)
 
 
 def _add_execution_parsers(sub: Subcommands) -> None:

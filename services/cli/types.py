@@ -42,3 +42,10 @@ def number(low: float, high: float) -> Callable[[str], float]:
 def _hold(value: float, shown: str, low: float, high: float) -> None:
     if not low <= value <= high:
         raise argparse.ArgumentTypeError(f"{shown} is not between {low} and {high}")
+
+
+def cli_actor() -> str:
+    """Who the audit trail names for a change made with the CLI: ``cli:<os user>``."""
+    import getpass
+
+    return f"cli:{getpass.getuser()}"

@@ -31,7 +31,7 @@ def start_stack(processes: Processes) -> tuple[Api, str]:
     port = free_port()
     processes.start("api", "api", "--port", str(port))
     api = connect_api(processes, port)
-    token = json.loads(processes.run("operator", "create", "alice"))["token"]
+    token = json.loads(processes.run("operator", "create", "alice", "--role", "admin"))["token"]
     return api, token
 
 

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.db.operators import create_operator
+from common.operator_roles import Role
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _SIGN_IN = re.compile(r'name="sign_in" value="([^"]+)"')
 
 
-def make_operator(engine: Engine, name: str = "alice") -> str:
-    """Create an operator; its token."""
+def make_operator(
+    engine: Engine,
+    name: str = "alice",
+    role: Role = Role.ADMIN,
+    app_pks: Collection[int] | None = None,
+) -> str:
+    """Create an operator (an admin of every app unless told); its token."""
     with engine.begin() as conn:
-        return create_operator(conn, name, 0)
+        return create_operator(conn, name, 0, role, app_pks)
 
 
 def sign_in(client: TestClient, token: str, next_path: str = "/console/") -> str:

@@ -19,9 +19,9 @@ DEMO = HandlerPatterns(("demo.*",))
 def test_a_second_app_of_one_name_is_refused_and_nothing_is_written(
     namespace: StoreSettings, engine: Engine
 ) -> None:
-    first = create_unique_app(namespace, "billing", DEMO)
+    first = create_unique_app(namespace, "billing", DEMO, actor="tester")
     with pytest.raises(AppNameTakenError, match=rf"'billing' exists already \({first.app_id}\)"):
-        create_unique_app(namespace, "billing", DEMO)
+        create_unique_app(namespace, "billing", DEMO, actor="tester")
     with engine.connect() as conn:
         assert [a.app_id for a in all_apps(conn)] == [first.app_id]
 

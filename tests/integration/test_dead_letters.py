@@ -82,7 +82,7 @@ def test_a_message_no_notifier_can_read_stays_parked_and_the_rest_is_replayed(
     good = dead_delivery(engine, "d-good")
     park(connection, [b"not a callback", good.model_dump_json().encode()])
 
-    report = replay_dead_callbacks(namespace, 10)
+    report = replay_dead_callbacks(namespace, 10, actor="tester")
 
     assert (report.replayed, report.unreadable) == (1, 1)
     assert drain(connection, CALLBACKS_DEAD_QUEUE) == [b"not a callback"]
@@ -102,8 +102,8 @@ def test_one_delivery_is_replayed_alone_and_the_others_keep_their_places(
     park(connection, [m.model_dump_json().encode() for m in parked])
     own = make_engine(namespace, pool_size=1)
     try:
-        report = replay_dead(connection, own, 5, limit=1, delivery_id="d-b")
-        missing = replay_dead(connection, own, 5, limit=1, delivery_id="d-nope")
+        report = replay_dead(connection, own, 5, limit=1, delivery_id="d-b", actor="tester")
+        missing = replay_dead(connection, own, 5, limit=1, delivery_id="d-nope", actor="tester")
     finally:
         own.dispose()
 

@@ -59,7 +59,7 @@ def test_requeueing_a_started_execution_is_refused(stores: ExecutionStores) -> N
     queued_on(stores.engine, "e1", "w1")
     stores.redis.set(stores.keys.execution_started("e1"), "w1")
     with pytest.raises(ExecutionNotStuckError, match=r"its run is running \(w1\)"):
-        requeue_execution(stores, "e1")
+        requeue_execution(stores, "e1", actor="tester")
 
 
 def test_failing_an_execution_fences_it_for_the_fence_ttl_and_reports_it(
@@ -67,7 +67,9 @@ def test_failing_an_execution_fences_it_for_the_fence_ttl_and_reports_it(
 ) -> None:
     declare_core(connection.channel())
     queued_on(stores.engine, "e1", "w1")
-    view = fail_execution(stores, BatchPublisher(connection.channel()), "e1", "stuck")
+    view = fail_execution(
+        stores, BatchPublisher(connection.channel()), "e1", "stuck", actor="tester"
+    )
     assert view.run == RunState.NEVER_STARTED
     key = stores.keys.execution_started("e1")
     assert parse_started(stores.redis.get(key)) == (OPERATOR, None)
@@ -82,5 +84,5 @@ def test_failing_a_running_execution_leaves_its_workers_key(
     declare_core(connection.channel())
     queued_on(stores.engine, "e1", "w1")
     stores.redis.set(stores.keys.execution_started("e1"), "w1")
-    fail_execution(stores, BatchPublisher(connection.channel()), "e1", "stuck")
+    fail_execution(stores, BatchPublisher(connection.channel()), "e1", "stuck", actor="tester")
     assert parse_started(stores.redis.get(stores.keys.execution_started("e1"))) == ("w1", None)

@@ -260,3 +260,17 @@ def test_the_run_log_quota_migration_goes_down_and_up_again_keeping_apps(
     with engine.connect() as conn:
         query = sa.text("SELECT run_log_bytes_per_hour FROM apps WHERE app_id = 'app_q'")
         assert conn.execute(query).one() == (None,)
+
+
+def test_operators_from_before_roles_become_admins_of_every_app(engine: Engine) -> None:
+    downgrade(engine, "0020")
+    assert "operator_apps" not in sa.inspect(engine).get_table_names()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO operators (name, token_hash, created_at) VALUES ('old', 'h', 0)")
+        )
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT role FROM operators")).scalar_one() == "admin"
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM operator_apps")).scalar_one() == 0

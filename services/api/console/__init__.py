@@ -10,6 +10,7 @@ from fastapi.staticfiles import StaticFiles
 
 from services.api.console import (
     apps,
+    audit,
     dead_callbacks,
     executions,
     job_actions,
@@ -24,7 +25,17 @@ STATIC = Path(__file__).parent / "static"
 
 def install_console(app: FastAPI) -> None:
     """Serve the console's pages and its stylesheet and script (nothing from elsewhere)."""
-    pages = (sign_in, overview, jobs, job_actions, workers, apps, executions, dead_callbacks)
+    pages = (
+        sign_in,
+        overview,
+        jobs,
+        job_actions,
+        workers,
+        apps,
+        executions,
+        dead_callbacks,
+        audit,
+    )
     for module in pages:
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -15,6 +15,7 @@ from common.db.app_activity import LAG_WINDOW_MS, app_activity
 from common.db.app_grants import stored_job_count
 from common.db.apps import AppRecord, all_apps, app_record
 from common.errors import UnknownAppError
+from common.operator_roles import EVERY_APP, AppScope
 from services.api.console.render import PageContext, page
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, console_state
@@ -27,18 +28,20 @@ def _default_networks(state: ApiState) -> list[str]:
     return [str(n) for n in state.callback_policy.allowed_networks]
 
 
-def apps_context(state: ApiState) -> PageContext:
-    """Every app, oldest first, with the cluster's default callback networks."""
+def apps_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContext:
+    """Every app in ``scope``, oldest first, with the cluster's default callback
+    networks."""
     with state.engine.connect() as conn:
-        listed = all_apps(conn)
+        listed = [a for a in all_apps(conn) if scope.includes(a.id)]
     return {"apps": listed, "default_networks": _default_networks(state)}
 
 
-def app_context(state: ApiState, app_id: str) -> PageContext:
-    """One app and how many jobs it keeps stored. Raises ``UnknownAppError``."""
+def app_context(state: ApiState, app_id: str, scope: AppScope = EVERY_APP) -> PageContext:
+    """One app in ``scope`` and how many jobs it keeps stored. Raises
+    ``UnknownAppError`` (for an app out of ``scope`` too)."""
     with state.engine.connect() as conn:
         found: AppRecord | None = app_record(conn, app_id)
-        if found is None:
+        if found is None or not scope.includes(found.id):
             raise UnknownAppError(app_id)
         stored = stored_job_count(conn, found.id)
         [standing] = app_activity(conn, state.clock.now_ms(), app_id)
@@ -54,12 +57,13 @@ def app_context(state: ApiState, app_id: str) -> PageContext:
 @router.get("/apps")
 async def apps_page(request: Request, session: SessionDep) -> Response:
     """The apps page."""
-    context = await run_in_threadpool(apps_context, console_state(request))
+    context = await run_in_threadpool(apps_context, console_state(request), session.operator.scope)
     return page(request, "apps.html", session=session, nav="apps", **context)
 
 
 @router.get("/apps/{app_id}")
 async def app_page(app_id: str, request: Request, session: SessionDep) -> Response:
     """One app's page."""
-    context = await run_in_threadpool(app_context, console_state(request), app_id)
+    scope = session.operator.scope
+    context = await run_in_threadpool(app_context, console_state(request), app_id, scope)
     return page(request, "app.html", session=session, nav="apps", **context)

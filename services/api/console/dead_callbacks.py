@@ -12,10 +12,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from common.db.deliveries import count_dead, dead_deliveries
-from common.db.operators import OperatorSession
+from common.db.operators import Operator, OperatorSession
 from common.errors import KairosError, StoreUnavailableError
+from common.operator_roles import EVERY_APP, AppScope
 from common.topology import CALLBACKS_DEAD_QUEUE
 from common.vhost import vhost_queues
+from services.api.console.access import ActingSessionDep
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
@@ -41,21 +43,21 @@ def _queue_depth(state: ApiState) -> tuple[int | None, str | None]:
     return (int(found["ready"]) + int(found["unacked"]) if found else 0), None
 
 
-def _receiving_hosts(state: ApiState) -> tuple[ReceivingHosts | None, str | None]:
+def _receiving_hosts(state: ApiState, scope: AppScope) -> tuple[ReceivingHosts | None, str | None]:
     try:
-        return receiving_hosts(state), None
+        return receiving_hosts(state).within(scope), None
     except redis.RedisError as e:
         return None, f"Redis did not answer ({type(e).__name__})"
 
 
-def dead_context(state: ApiState) -> PageContext:
-    """The dead deliveries, newest first, the dead queue's depth, and the receiving
-    hosts and apps as the notifiers report them."""
+def dead_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContext:
+    """The dead deliveries of the apps in ``scope``, newest first, the dead queue's
+    depth, and the receiving hosts and apps as the notifiers report them."""
     with state.engine.connect() as conn:
-        rows = dead_deliveries(conn, LISTED)
-        total = count_dead(conn)
+        rows = dead_deliveries(conn, LISTED, app_pks=scope.app_pks)
+        total = count_dead(conn, scope.app_pks)
     depth, error = _queue_depth(state)
-    receiving, receiving_error = _receiving_hosts(state)
+    receiving, receiving_error = _receiving_hosts(state, scope)
     return {
         "receiving": receiving,
         "receiving_error": receiving_error,
@@ -71,14 +73,16 @@ def dead_context(state: ApiState) -> PageContext:
 @router.get("/callbacks/dead")
 def dead_page(request: Request, session: SessionDep) -> Response:
     """The dead callbacks page."""
-    context = dead_context(console_state(request))
+    context = dead_context(console_state(request), session.operator.scope)
     return page(request, "dead.html", session=session, nav="dead", **context)
 
 
-def _replay(state: ApiState, delivery_id: str | None, operator: str) -> str:
+def _replay(state: ApiState, delivery_id: str | None, operator: Operator) -> str:
     limit = 1 if delivery_id else REPLAY_ALL_LIMIT
-    report = replay_dead_callbacks(state.settings, limit, delivery_id)
-    log.info("console: operator %s replayed %d dead callbacks", operator, report.replayed)
+    report = replay_dead_callbacks(
+        state.settings, limit, delivery_id, operator.scope, actor=operator.name
+    )
+    log.info("console: operator %s replayed %d dead callbacks", operator.name, report.replayed)
     if delivery_id and not report.replayed:
         raise KairosError(
             f"delivery {delivery_id} is not in {CALLBACKS_DEAD_QUEUE} (replayed already?)"
@@ -97,7 +101,7 @@ async def _replay_form(
     check_form(request, await read_form(request), session)
     try:
         done = await run_in_threadpool(
-            _replay, console_state(request), delivery_id, session.operator.name
+            _replay, console_state(request), delivery_id, session.operator
         )
     except KairosError as e:
         return redirect(BACK, str(e), error=True)
@@ -105,12 +109,12 @@ async def _replay_form(
 
 
 @router.post("/callbacks/dead/replay")
-async def replay_all(request: Request, session: SessionDep) -> Response:
+async def replay_all(request: Request, session: ActingSessionDep) -> Response:
     """Send every dead callback back through the retry tiers."""
     return await _replay_form(request, session, None)
 
 
 @router.post("/callbacks/dead/{delivery_id}/replay")
-async def replay_one(delivery_id: str, request: Request, session: SessionDep) -> Response:
+async def replay_one(delivery_id: str, request: Request, session: ActingSessionDep) -> Response:
     """Send one dead callback back through the retry tiers."""
     return await _replay_form(request, session, delivery_id)

@@ -10,11 +10,11 @@ import pydantic
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.errors import KairosError, ValidationFailedError
+from common.errors import JobNotFoundError, KairosError, ValidationFailedError
+from services.api.console.access import ActingSessionDep
 from services.api.console.render import redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import (
-    SessionDep,
     check_form,
     console_state,
     read_form,
@@ -27,18 +27,21 @@ router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schem
 
 
 @router.post("/jobs/{job_id}/backfill")
-async def job_backfill(job_id: int, request: Request, session: SessionDep) -> Response:
+async def job_backfill(job_id: int, request: Request, session: ActingSessionDep) -> Response:
     """Backfill one job over the form's range, then back to the job's page."""
     form = await read_form(request)
     check_form(request, form, session)
     back = safe_next(form.get("back") or f"/console/jobs/{job_id}")
     try:
         body = BackfillRequest.model_validate({"from": form.get("from"), "to": form.get("to")})
+        operator = session.operator
         done = await run_in_threadpool(
-            backfill_any_job, console_state(request), job_id, body, session.operator.name
+            backfill_any_job, console_state(request), job_id, body, operator.name, operator.scope
         )
     except pydantic.ValidationError:
         return redirect(back, "Give both ends of the range: From and To.", error=True)
+    except JobNotFoundError:
+        raise  # a 404 page, for another app's job as for none
     except KairosError as e:
         return redirect(back, str(e), error=True)
     return redirect(back, backfill_notice(done))
@@ -54,7 +57,9 @@ def backfill_notice(done: BackfillAccepted) -> str:
 
 
 @router.post("/jobs/{job_id}/{action}")
-async def job_action(job_id: int, action: str, request: Request, session: SessionDep) -> Response:
+async def job_action(
+    job_id: int, action: str, request: Request, session: ActingSessionDep
+) -> Response:
     """One action on one job, then back to the page the form was on."""
     form = await read_form(request)
     check_form(request, form, session)
@@ -63,9 +68,18 @@ async def job_action(job_id: int, action: str, request: Request, session: Sessio
         return redirect(back, f"There is no job action {action!r}.", error=True)
     try:
         body = trigger_body(form.get("params", "")) if action == "trigger" else None
+        operator = session.operator
         done = await run_in_threadpool(
-            act_on_job, console_state(request), job_id, action, session.operator.name, body
+            act_on_job,
+            console_state(request),
+            job_id,
+            action,
+            operator.name,
+            body,
+            operator.scope,
         )
+    except JobNotFoundError:
+        raise  # a 404 page, for another app's job as for none
     except KairosError as e:
         return redirect(back, str(e), error=True)
     return redirect(back, done)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from common.db.job_dependencies import waited_for
 from common.db.operator_reads import JobQuery, apps_by_key
 from common.db.records import ExecutionRecord
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import JobStatus
 from services.api.console.charts import Mark, timeline
 from services.api.console.render import PageContext, page
@@ -39,15 +40,16 @@ def jobs_page(
     name: Text = "",
     before: Annotated[int | None, Query(ge=1)] = None,
 ) -> Response:
-    """Every app's jobs, newest first, narrowed by app, status, handler and name."""
+    """The jobs of every app the operator reaches, newest first, narrowed by app,
+    status, handler and name (another app's id is an app that does not exist)."""
     state = console_state(request)
+    scope = session.operator.scope
     with state.engine.connect() as conn:
-        apps = apps_by_key(conn)
+        apps = apps_by_key(conn, scope)
         app_pk = next((a.id for a in apps.values() if a.app_id == app), None)
         unknown_app = bool(app) and app_pk is None
-        query = JobQuery(
-            app_pk, _status_filter(status), handler or None, name or None, before, PAGE_SIZE
-        )
+        narrowing = (_status_filter(status), handler or None, name or None, before, PAGE_SIZE)
+        query = JobQuery(app_pk, *narrowing, scope=scope)
         # An app that does not exist has no jobs.
         lines, more = ([], False) if unknown_app else job_lines(conn, query, apps)
     filters = {"app": app, "status": status, "handler": handler, "name": name}
@@ -78,9 +80,10 @@ def _marks(executions: list[ExecutionRecord]) -> list[Mark]:
     ]
 
 
-def job_context(state: ApiState, job_id: int) -> PageContext:
-    """Everything a job's page shows (``services.api.operator.jobs.job_detail``)."""
-    detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN)
+def job_context(state: ApiState, job_id: int, scope: AppScope = EVERY_APP) -> PageContext:
+    """Everything a job's page shows (``services.api.operator.jobs.job_detail``), for a
+    job of an app in ``scope``."""
+    detail = job_detail(state, job_id, EXECUTIONS_SHOWN, CALLBACKS_SHOWN, scope)
     return {
         "job": detail.job,
         "app": detail.app,
@@ -105,7 +108,7 @@ def job_context(state: ApiState, job_id: int) -> PageContext:
 @router.get("/jobs/{job_id}")
 def job_page(job_id: int, request: Request, session: SessionDep) -> Response:
     """One job: its schedule in words and next triggers, its executions, its callbacks."""
-    context = job_context(console_state(request), job_id)
+    context = job_context(console_state(request), job_id, session.operator.scope)
     return page(
         request, "job.html", session=session, nav="jobs", back=back_path(request), **context
     )

@@ -14,6 +14,7 @@ from common.db.deliveries import count_dead
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
 from common.metrics import LATENCY_BUCKETS
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import WorkerState
 from common.timefmt import iso_ms
 from common.vhost import vhost_queues
@@ -80,16 +81,21 @@ def lag_text(seconds: float | None) -> str:
     return span(seconds * 1000)
 
 
-def overview_context(state: ApiState) -> PageContext:
-    """Everything the overview shows, read now."""
+def overview_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContext:
+    """Everything the overview shows, read now: the cluster's runs, workers and queues,
+    and the dead callbacks and app shares of the apps in ``scope``."""
     now = state.clock.now_ms()
     minutes = read_activity(state.redis, state.keys, now, CHART_MINUTES)
     recent = minutes[-RECENT_MINUTES:]  # the current minute, still filling, is the last
     with state.workers().reading() as store:
         workers = worker_views(store, now, state.settings.heartbeat_stale_ms)
     with state.engine.connect() as conn:
-        dead = count_dead(conn)
-        apps = [a for a in app_activity(conn, now) if a.waiting or a.running]
+        dead = count_dead(conn, scope.app_pks)
+        apps = [
+            a
+            for a in app_activity(conn, now)
+            if (a.waiting or a.running) and scope.includes(a.app_pk)
+        ]
     present = [w for w in workers if w.state is not WorkerState.FORGOTTEN]
     return {
         "now": now,
@@ -117,5 +123,5 @@ def to_overview() -> Response:
 @router.get("/")
 def overview(request: Request, session: SessionDep) -> Response:
     """The overview page."""
-    context = overview_context(console_state(request))
+    context = overview_context(console_state(request), session.operator.scope)
     return page(request, "overview.html", session=session, nav="overview", **context)

@@ -24,6 +24,7 @@ from common.errors import (
     StoreUnavailableError,
     UnknownAppError,
 )
+from common.operator_roles import EveryAppRequiredError, RoleRequiredError
 from services.api.console.render import page, redirect
 from services.api.console.session import FormRefusedError, SignInRequired, secure_every_cookie
 from services.api.request_ids import request_id
@@ -44,7 +45,7 @@ def _status(error: KairosError) -> int:
         error, JobNotFoundError | ExecutionNotFoundError | ExecutionNotStuckError | UnknownAppError
     ):
         return 404
-    if isinstance(error, FormRefusedError):
+    if isinstance(error, FormRefusedError | RoleRequiredError | EveryAppRequiredError):
         return 403
     if isinstance(error, AuthThrottledError):
         return 429

@@ -19,6 +19,7 @@ from common.errors import KairosError, StoreUnavailableError, WorkerNotDrainedEr
 from common.topology import worker_queue
 from common.vhost import vhost_queues
 from common.worker_views import worker_views
+from services.api.console.access import ActingSessionDep, check_every_app
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
@@ -94,7 +95,7 @@ def _drain(state: ApiState, worker_id: str, operator: str) -> str:
 
 
 def _undrain(state: ApiState, worker_id: str, operator: str) -> str:
-    if not clear_drained(state.redis, state.keys, worker_id):
+    if not clear_drained(state, worker_id, operator):
         raise WorkerNotDrainedError(worker_id)
     log.info(
         "console: operator %s undrained worker %s",
@@ -107,11 +108,13 @@ def _undrain(state: ApiState, worker_id: str, operator: str) -> str:
 
 async def _act(
     request: Request,
-    session: SessionDep,
+    session: ActingSessionDep,
     act: Callable[[ApiState, str, str], str],
     worker_id: str,
 ) -> Response:
-    """Check the form, run ``act`` off the event loop, and come back with its notice."""
+    """Check the operator reaches every app (a worker serves them all) and the form,
+    run ``act`` off the event loop, and come back with its notice."""
+    check_every_app(session.operator, f"acting on worker {worker_id}")
     check_form(request, await read_form(request), session)
     try:
         done = await run_in_threadpool(
@@ -123,18 +126,18 @@ async def _act(
 
 
 @router.post("/workers/{worker_id}/drain")
-async def drain(worker_id: str, request: Request, session: SessionDep) -> Response:
+async def drain(worker_id: str, request: Request, session: ActingSessionDep) -> Response:
     """Drain one worker until it is undrained (``kairos workers drain``)."""
     return await _act(request, session, _drain, worker_id)
 
 
 @router.post("/workers/{worker_id}/undrain")
-async def undrain(worker_id: str, request: Request, session: SessionDep) -> Response:
+async def undrain(worker_id: str, request: Request, session: ActingSessionDep) -> Response:
     """Let a drained worker take work again (``kairos workers undrain``)."""
     return await _act(request, session, _undrain, worker_id)
 
 
 @router.post("/workers/{worker_id}/stop")
-async def drain_and_stop(worker_id: str, request: Request, session: SessionDep) -> Response:
+async def drain_and_stop(worker_id: str, request: Request, session: ActingSessionDep) -> Response:
     """Ask one worker to drain and stop."""
     return await _act(request, session, _drain_and_stop, worker_id)

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from common.callback_urls import IPNetwork
 from common.config import StoreSettings
+from common.db.app_audit import audit_app_change
 from common.db.app_grants import set_callback_networks, set_limits
 from common.db.apps import (
     ApiKeyRecord,
@@ -30,6 +31,7 @@ from common.db.apps import (
 )
 from common.db.engine import make_engine
 from common.db.records import AppLimits
+from common.documents import JsonObject
 from common.errors import UnknownAppError
 from common.timefmt import iso_ms
 
@@ -54,7 +56,32 @@ def _at_database_time(settings: StoreSettings, work: Callable[[Connection, int],
         engine.dispose()
 
 
-def rotate_key(settings: StoreSettings, app_id: str, overlap_hours: float) -> KeyRotation:
+def _audited(
+    actor: str,
+    action: str,
+    app_id: str,
+    work: Callable[[Connection, int], T],
+    extra: JsonObject | None = None,
+) -> Callable[[Connection, int], T]:
+    """``work``, followed in its transaction by the audit row of what it changed (none
+    when it found no app or changed nothing), with ``extra`` facts added after."""
+
+    def run(conn: Connection, now: int) -> T:
+        before = app_record(conn, app_id)
+        result = work(conn, now)
+        if before is not None and result is not None and result is not False:
+            facts = dict(extra or {})
+            if isinstance(result, KeyRotation):
+                facts["newKeyId"] = result.key.key_id
+            audit_app_change(conn, actor, action, app_id, before, now, facts)
+        return result
+
+    return run
+
+
+def rotate_key(
+    settings: StoreSettings, app_id: str, overlap_hours: float, *, actor: str
+) -> KeyRotation:
     """Give an app a new API key; its other keys keep working for ``overlap_hours`` (0:
     they stop at once). Raises ``UnknownAppError``."""
 
@@ -63,13 +90,13 @@ def rotate_key(settings: StoreSettings, app_id: str, overlap_hours: float) -> Ke
         key = rotate_api_key(conn, app_id, now, until)
         return None if key is None else KeyRotation(key, until)
 
-    rotation = _at_database_time(settings, rotate)
+    rotation = _at_database_time(settings, _audited(actor, "app.rotate_key", app_id, rotate))
     if rotation is None:
         raise UnknownAppError(app_id)
     return rotation
 
 
-def revoke_key(settings: StoreSettings, app_id: str, key_id: str) -> bool:
+def revoke_key(settings: StoreSettings, app_id: str, key_id: str, *, actor: str) -> bool:
     """Stop one API key of an app; False if the app has no such key. Raises
     ``UnknownAppError``."""
 
@@ -78,7 +105,9 @@ def revoke_key(settings: StoreSettings, app_id: str, key_id: str) -> bool:
             return None
         return revoke_api_key(conn, app_id, key_id, now)
 
-    revoked = _at_database_time(settings, revoke)
+    revoked = _at_database_time(
+        settings, _audited(actor, "app.revoke_key", app_id, revoke, {"revokedKeyId": key_id})
+    )
     if revoked is None:
         raise UnknownAppError(app_id)
     return revoked
@@ -107,14 +136,15 @@ def _key_line(key: ApiKeyRecord, now_ms: int) -> str:
     return f"{key.key_id:22} {iso_ms(key.created_at)!s:24} {ends:24} {state}"
 
 
-def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool) -> None:
+def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool, *, actor: str) -> None:
     """Disable an app (every API call with its keys is refused) or enable it again.
     Raises ``UnknownAppError``."""
 
     def change(conn: Connection, now: int) -> bool:
         return set_disabled(conn, app_id, now if disabled else None)
 
-    if not _at_database_time(settings, change):
+    action = "app.disable" if disabled else "app.enable"
+    if not _at_database_time(settings, _audited(actor, action, app_id, change)):
         raise UnknownAppError(app_id)
 
 
@@ -128,18 +158,24 @@ def app_details(settings: StoreSettings, app_id: str) -> AppRecord:
 
 
 def set_app_networks(
-    settings: StoreSettings, app_id: str, networks: Sequence[IPNetwork] | None
+    settings: StoreSettings, app_id: str, networks: Sequence[IPNetwork] | None, *, actor: str
 ) -> None:
     """Let an app's callbacks reach ``networks`` although they are not public (None: the
     cluster's default again). Raises ``UnknownAppError``."""
-    if not _at_database_time(
-        settings, lambda conn, now: set_callback_networks(conn, app_id, networks)
-    ):
+
+    def change(conn: Connection, now: int) -> bool:
+        return set_callback_networks(conn, app_id, networks)
+
+    if not _at_database_time(settings, _audited(actor, "app.networks", app_id, change)):
         raise UnknownAppError(app_id)
 
 
 def change_app_limits(
-    settings: StoreSettings, app_id: str, update: Callable[[AppLimits], AppLimits]
+    settings: StoreSettings,
+    app_id: str,
+    update: Callable[[AppLimits], AppLimits],
+    *,
+    actor: str,
 ) -> AppRecord:
     """Store ``update(the app's limits now)`` in one transaction; the app as it then
     is. Raises ``UnknownAppError``."""
@@ -152,7 +188,7 @@ def change_app_limits(
         set_limits(conn, app_id, limits)
         return replace(found, limits=limits)
 
-    changed = _at_database_time(settings, change)
+    changed = _at_database_time(settings, _audited(actor, "app.limits", app_id, change))
     if changed is None:
         raise UnknownAppError(app_id)
     return changed

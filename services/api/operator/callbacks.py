@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from common.broker import connect
 from common.db.apps import App
-from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
+from common.db.audit import audit_replays
+from common.db.deliveries import DeliveryRecord, dead_deliveries, get_delivery, start_again
 from common.db.operator_reads import apps_by_key
 from common.db.schema import callback_deliveries as deliveries
 from common.notifier_standing import (
@@ -19,6 +20,7 @@ from common.notifier_standing import (
     merged_hosts,
     read_standings,
 )
+from common.operator_roles import AppScope
 from common.states import DeliveryStatus
 from services.api.operator.dead_letters import ReplayReport, replay_dead
 from services.api.operator.jobs import find_app
@@ -34,6 +36,15 @@ class ReceivingHosts:
     apps: list[AppStanding]
     notifiers: int
     names: dict[int, App]
+
+    def within(self, scope: AppScope) -> ReceivingHosts:
+        """Only the apps in ``scope``; the hosts (shared by every app's callbacks) only
+        for a scope of every app."""
+        if scope.every_app:
+            return self
+        apps = [a for a in self.apps if scope.includes(a.app_pk)]
+        names = {pk: app for pk, app in self.names.items() if scope.includes(pk)}
+        return ReceivingHosts([], apps, self.notifiers, names)
 
 
 def receiving_hosts(state: ApiState) -> ReceivingHosts:
@@ -63,30 +74,42 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
     return [DeadLine(d, apps.get(d.app_pk)) for d in dead]
 
 
-def replay_delivery(state: ApiState, delivery_id: str) -> int:
+def replay_delivery(state: ApiState, delivery_id: str, actor: str) -> int:
     """Start one DEAD or DELIVERED delivery again (the dispatcher sends it within
-    seconds); how many moved (0 or 1)."""
+    seconds); how many moved (0 or 1). ``actor``: whom the audit trail names."""
     with state.engine.begin() as conn:
-        return int(start_again(conn, delivery_id, state.clock.now_ms()))
+        found = get_delivery(conn, delivery_id)
+        now = state.clock.now_ms()
+        if found is None or not start_again(conn, delivery_id, now):
+            return 0
+        audit_replays(conn, actor, [(delivery_id, found.app_pk)], found.status.value, now)
+        return 1
 
 
-def replay_job(state: ApiState, job_id: int) -> int:
+def replay_job(state: ApiState, job_id: int, actor: str) -> int:
     """Start every DEAD delivery of one job again; how many moved."""
     with state.engine.begin() as conn:
-        ids = conn.execute(
-            sa.select(deliveries.c.delivery_id).where(
+        rows = conn.execute(
+            sa.select(deliveries.c.delivery_id, deliveries.c.app_pk).where(
                 deliveries.c.job_id == job_id, deliveries.c.status == DeliveryStatus.DEAD
             )
-        ).scalars()
+        ).all()
         now = state.clock.now_ms()
-        return sum(start_again(conn, delivery_id, now) for delivery_id in list(ids))
+        moved = [
+            (str(r.delivery_id), int(r.app_pk))
+            for r in rows
+            if start_again(conn, str(r.delivery_id), now)
+        ]
+        audit_replays(conn, actor, moved, DeliveryStatus.DEAD.value, now)
+        return len(moved)
 
 
-def replay_all_dead(state: ApiState, limit: int) -> ReplayReport:
+def replay_all_dead(state: ApiState, limit: int, actor: str) -> ReplayReport:
     """Every dead callback in the dead-letter queue back to the callbacks queue."""
     connection = connect(state.settings, "kairos callbacks replay")
     try:
-        return replay_dead(connection, state.engine, state.clock.now_ms(), limit)
+        now = state.clock.now_ms()
+        return replay_dead(connection, state.engine, now, limit, actor=actor)
     finally:
         if connection.is_open:
             connection.close()

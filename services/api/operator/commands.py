@@ -1,5 +1,4 @@
-"""Operator commands: apps and their keys, console operators, dead-lettered callbacks,
-stuck executions."""
+"""Operator commands: apps and their keys, dead-lettered callbacks, stuck executions."""
 
 from __future__ import annotations
 
@@ -15,8 +14,10 @@ from sqlalchemy.engine import Connection
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
+from common.db.app_audit import audit_app_change
 from common.db.apps import (
     all_apps,
+    app_record,
     handler_patterns,
     live_job_handlers,
     previous_secret_until,
@@ -24,11 +25,11 @@ from common.db.apps import (
     set_handler_patterns,
 )
 from common.db.engine import make_engine
-from common.db.operators import all_operators, create_operator, delete_operator
 from common.db.stuck_executions import find_unfinished
-from common.errors import RotationOpenError, UnknownAppError, UnknownOperatorError
+from common.errors import RotationOpenError, UnknownAppError
 from common.handler_patterns import HandlerPatterns
 from common.keys import RedisKeys
+from common.operator_roles import EVERY_APP, AppScope
 from common.timefmt import iso_ms
 from common.topology import declare_core
 from services.api.operator.dead_letters import ReplayReport, replay_dead
@@ -84,15 +85,17 @@ def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPattern
 
 
 def set_app_handler_patterns(
-    settings: StoreSettings, app_id: str, patterns: HandlerPatterns
+    settings: StoreSettings, app_id: str, patterns: HandlerPatterns, *, actor: str
 ) -> dict[str, int]:
     """Grant an app ``patterns`` (``EVERY_HANDLER``: all); return how many of
     its live jobs name each handler the patterns leave out (they keep their schedule).
     Raises ``UnknownAppError``."""
 
     def change(conn: Connection) -> dict[str, int] | None:
+        before = app_record(conn, app_id)
         if not set_handler_patterns(conn, app_id, patterns):
             return None
+        audit_app_change(conn, actor, "app.handlers", app_id, before, wall_ms())
         in_use = live_job_handlers(conn, app_id)
         return {h: n for h, n in sorted(in_use.items()) if not patterns.allows(h)}
 
@@ -103,7 +106,12 @@ def set_app_handler_patterns(
 
 
 def rotate_app_secret(
-    settings: StoreSettings, app_id: str, overlap_hours: float, force: bool = False
+    settings: StoreSettings,
+    app_id: str,
+    overlap_hours: float,
+    force: bool = False,
+    *,
+    actor: str,
 ) -> SecretRotation:
     """Give an app a new signing secret; callbacks carry a signature with the old one too
     for ``overlap_hours``, on the cluster clock the notifier reads. Raises
@@ -115,8 +123,12 @@ def rotate_app_secret(
         now = ClusterClock(client).now_ms()
         until = now + int(overlap_hours * 3_600_000)
         with engine.begin() as conn:
+            before = app_record(conn, app_id)
             secret = rotate_signing_secret(conn, app_id, now, until, force)
             open_until = None if secret else previous_secret_until(conn, app_id)
+            if secret:
+                extra = {"signingSecret": "rotated", "previousUntil": iso_ms(until)}
+                audit_app_change(conn, actor, "app.rotate_secret", app_id, before, now, extra)
     finally:
         engine.dispose()
         client.close()
@@ -129,43 +141,25 @@ def rotate_app_secret(
 
 
 def replay_dead_callbacks(
-    settings: StoreSettings, limit: int, delivery_id: str | None = None
+    settings: StoreSettings,
+    limit: int,
+    delivery_id: str | None = None,
+    scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> ReplayReport:
     """Move up to ``limit`` messages from the dead-letter queue back to the callbacks
-    queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``); messages no
-    notifier can read stay parked."""
+    queue, or only the one of ``delivery_id`` (``services.api.operator.dead_letters``),
+    only those of the apps in ``scope``; messages no notifier can read stay parked."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos callbacks replay")
         try:
             now = stores.clock.now_ms()
-            return replay_dead(connection, stores.engine, now, limit, delivery_id)
+            return replay_dead(
+                connection, stores.engine, now, limit, delivery_id, scope, actor=actor
+            )
         finally:
             connection.close()
-
-
-def create_operator_token(settings: StoreSettings, name: str) -> str:
-    """Create a console operator; return its token (shown once, stored hashed).
-    Raises ``OperatorExistsError``."""
-    return _in_transaction(settings, lambda conn: create_operator(conn, name, wall_ms()))
-
-
-def list_operators(settings: StoreSettings) -> str:
-    """A table of console operators: name, creation time, sessions held (no tokens)."""
-    listed = _in_transaction(settings, all_operators)
-    if not listed:
-        return "no operator yet: `kairos operator create NAME` makes one"
-    lines = [f"{'NAME':24} {'CREATED':24} SESSIONS"]
-    for operator in listed:
-        created = iso_ms(operator.created_at)
-        lines.append(f"{operator.name:24} {created!s:24} {operator.sessions}")
-    return "\n".join(lines)
-
-
-def revoke_operator(settings: StoreSettings, name: str) -> None:
-    """Remove a console operator: its token stops working, its sessions end at once.
-    Raises ``UnknownOperatorError``."""
-    if not _in_transaction(settings, lambda conn: delete_operator(conn, name)):
-        raise UnknownOperatorError(name)
 
 
 @contextmanager
@@ -193,14 +187,24 @@ def stuck_executions(settings: StoreSettings, older_than_ms: int) -> list[dict[s
         return [view.as_dict(now) for view in list_stuck(stores, older_than_ms)]
 
 
-def fail_stuck(settings: StoreSettings, execution_id: str, reason: str, wait_s: float) -> bool:
-    """Fail an unfinished execution by hand; True once a dispatcher recorded it (within
-    ``wait_s``), False if it is published but not recorded yet."""
+def fail_stuck(
+    settings: StoreSettings,
+    execution_id: str,
+    reason: str,
+    wait_s: float,
+    scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
+) -> bool:
+    """Fail an unfinished execution (of an app in ``scope``) by hand; True once a
+    dispatcher recorded it (within ``wait_s``), False if it is published but not
+    recorded yet."""
     with _execution_stores(settings) as stores:
         connection = connect(settings, "kairos executions fail")
         try:
             declare_core(connection.channel())
-            fail_execution(stores, BatchPublisher(connection.channel()), execution_id, reason)
+            publisher = BatchPublisher(connection.channel())
+            fail_execution(stores, publisher, execution_id, reason, scope, actor=actor)
         finally:
             connection.close()
         return _wait_ended(stores, execution_id, wait_s)
@@ -217,7 +221,8 @@ def _wait_ended(stores: ExecutionStores, execution_id: str, wait_s: float) -> bo
         time.sleep(0.2)
 
 
-def requeue_stuck(settings: StoreSettings, execution_id: str) -> None:
-    """Hand an execution that never started back to the firer."""
+def requeue_stuck(settings: StoreSettings, execution_id: str, actor: str) -> None:
+    """Hand an execution that never started back to the firer (``actor``: whom the
+    audit trail names)."""
     with _execution_stores(settings) as stores:
-        requeue_execution(stores, execution_id)
+        requeue_execution(stores, execution_id, actor=actor)

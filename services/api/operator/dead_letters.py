@@ -22,8 +22,10 @@ from pika.adapters.blocking_connection import BlockingChannel, BlockingConnectio
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
+from common.db.audit import audit_replays
 from common.db.deliveries import get_delivery, mark_replayed
 from common.messages import CallbackMessage, read_message
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import DeliveryStatus
 from common.topology import CALLBACKS_DEAD_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE, declare_core
 
@@ -53,7 +55,10 @@ class _Walk:
     channel: BlockingChannel
     publisher: BatchPublisher
     engine: Engine
+    scope: AppScope = EVERY_APP
     report: ReplayReport = field(default_factory=ReplayReport)
+    apps: dict[str, int] = field(default_factory=dict)
+    """Each delivery's app row id, as read before its copy is sent again."""
     held: list[int] = field(default_factory=list)
     batch: list[tuple[int, CallbackMessage]] = field(default_factory=list)
 
@@ -64,12 +69,16 @@ def replay_dead(
     now_ms: int,
     limit: int,
     delivery_id: str | None = None,
+    scope: AppScope = EVERY_APP,
+    *,
+    actor: str,
 ) -> ReplayReport:
     """Send up to ``limit`` dead callbacks back to the callbacks queue (only the one with
-    ``delivery_id`` when given) and mark their deliveries QUEUED again."""
+    ``delivery_id`` when given, only those of the apps in ``scope``) and mark their
+    deliveries QUEUED again, with their audit rows (``actor``: whom they name)."""
     channel = connection.channel()
     declare_core(channel)
-    walk = _Walk(channel, BatchPublisher(connection.channel()), engine)
+    walk = _Walk(channel, BatchPublisher(connection.channel()), engine, scope)
     try:
         _walk(walk, limit, delivery_id)
         _send(walk)
@@ -79,6 +88,8 @@ def replay_dead(
     if walk.report.replayed_ids:
         with engine.begin() as conn:
             mark_replayed(conn, walk.report.replayed_ids, now_ms)
+            replayed = [(d, walk.apps[d]) for d in walk.report.replayed_ids]
+            audit_replays(conn, actor, replayed, DeliveryStatus.DEAD.value, now_ms)
     return walk.report
 
 
@@ -117,6 +128,10 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         return False
     with walk.engine.connect() as conn:
         delivery = get_delivery(conn, message.delivery_id)
+    if delivery is not None and not walk.scope.includes(delivery.app_pk):
+        # Another app's: left in its place, as a copy of another delivery id is.
+        walk.held.append(tag)
+        return False
     if delivery is None:
         log.warning(
             "dead callback of a pruned delivery left parked",
@@ -129,6 +144,7 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         walk.channel.basic_ack(tag)
         report.stale += 1
         return False
+    walk.apps[message.delivery_id] = delivery.app_pk
     return True
 
 

@@ -8,6 +8,7 @@ figures and refuse the same things.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +39,7 @@ from common.db.records import ExecutionRecord, JobRecord
 from common.errors import AmbiguousAppError, AppDisabledError, JobNotFoundError, UnknownAppError
 from common.jitter import jittered_ms
 from common.keys import RedisKeys
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import JobStatus
 from services.api import backfill, trigger
 from services.api import job_control as api_control
@@ -153,14 +155,7 @@ def list_jobs(state: ApiState, query: JobQuery, app: str | None = None) -> JobPa
     with state.engine.connect() as conn:
         apps = apps_by_key(conn)
         if app is not None:
-            query = JobQuery(
-                find_app(apps, app).id,
-                query.status,
-                query.handler,
-                query.name_prefix,
-                query.before_id,
-                query.limit,
-            )
+            query = dataclasses.replace(query, app_pk=find_app(apps, app).id)
         lines, more = job_lines(conn, query, apps)
     return JobPage(lines, more, apps)
 
@@ -206,11 +201,13 @@ class JobDetail:
         return allowed_actions(self.job.status)
 
 
-def job_detail(state: ApiState, job_id: int, executions: int, callbacks: int) -> JobDetail:
-    """A job of any app with its newest ``executions`` and ``callbacks``. Raises
-    ``JobNotFoundError``."""
+def job_detail(
+    state: ApiState, job_id: int, executions: int, callbacks: int, scope: AppScope = EVERY_APP
+) -> JobDetail:
+    """A job of an app in ``scope`` with its newest ``executions`` and ``callbacks``.
+    Raises ``JobNotFoundError``."""
     with state.engine.connect() as conn:
-        job = find_job(conn, job_id)
+        job = find_job(conn, job_id, scope)
         if job is None:
             raise JobNotFoundError(job_id)
         app = apps_by_key(conn).get(job.app_pk)
@@ -279,12 +276,15 @@ ACTIONS: Mapping[str, Callable[[ApiState, App, int], str]] = MappingProxyType(
 STARTING_ACTIONS = frozenset({"resume", "trigger"})
 
 
-def _job_and_app(state: ApiState, job_id: int, starts_runs: bool) -> App:
-    """The app of a job of any app; raises ``JobNotFoundError`` for no such job, and
+def _job_and_app(
+    state: ApiState, job_id: int, starts_runs: bool, scope: AppScope, operator: str
+) -> App:
+    """The app of a job of an app in ``scope``, acting as ``operator`` (whom the audit
+    trail names); raises ``JobNotFoundError`` for no such job (or another app's), and
     ``AppDisabledError`` for an action that would start runs (``starts_runs``) of a
     disabled app's job."""
     with state.engine.connect() as conn:
-        job = find_job(conn, job_id)
+        job = find_job(conn, job_id, scope)
         app = apps_by_key(conn).get(job.app_pk) if job is not None else None
     if job is None or app is None:
         raise JobNotFoundError(job_id)
@@ -292,7 +292,7 @@ def _job_and_app(state: ApiState, job_id: int, starts_runs: bool) -> App:
         # A disabled app runs nothing new, whoever asks; it may still be paused or
         # cancelled, so an operator can stop what it has.
         raise AppDisabledError(app.app_id)
-    return app
+    return dataclasses.replace(app, actor=operator)
 
 
 def act_on_job(
@@ -301,11 +301,12 @@ def act_on_job(
     action: str,
     operator: str,
     trigger_body: TriggerRequest | None = None,
+    scope: AppScope = EVERY_APP,
 ) -> str:
-    """Apply ``action`` to a job of any app, by the rules its app's calls follow; return
-    what was done (``trigger_body``: a trigger's params for that run). Raises what the
-    OpenAPI answers as 404, 403, 409 or 422."""
-    app = _job_and_app(state, job_id, action in STARTING_ACTIONS)
+    """Apply ``action`` to a job of an app in ``scope``, by the rules its app's calls
+    follow; return what was done (``trigger_body``: a trigger's params for that run).
+    Raises what the OpenAPI answers as 404, 403, 409 or 422."""
+    app = _job_and_app(state, job_id, action in STARTING_ACTIONS, scope, operator)
     if action == "trigger":
         done = _trigger(state, app, job_id, trigger_body)
     else:
@@ -315,11 +316,15 @@ def act_on_job(
 
 
 def backfill_any_job(
-    state: ApiState, job_id: int, body: BackfillRequest, operator: str
+    state: ApiState,
+    job_id: int,
+    body: BackfillRequest,
+    operator: str,
+    scope: AppScope = EVERY_APP,
 ) -> BackfillAccepted:
-    """Backfill a job of any app by the rules its app's call follows
+    """Backfill a job of an app in ``scope`` by the rules its app's call follows
     (``services.api.backfill``). Raises what the OpenAPI answers as 404, 403, 409, 422."""
-    app = _job_and_app(state, job_id, starts_runs=True)
+    app = _job_and_app(state, job_id, True, scope, operator)
     done = backfill.backfill_job(state, app, job_id, body)
     log.info(
         "operator %s: job %d backfilled from %s to %s: %d runs created, %d existed",

@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import redis
+from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
+from common.db.audit import AuditEntry, record_alone
 from common.db.workers import WorkerTransactions
+from common.documents import JsonObject
 from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
 from common.states import WorkerState
@@ -31,6 +34,9 @@ class WorkerStores(Protocol):
     """The stores an operator's drain reaches (``Stores`` and the API's state have them)."""
 
     def workers(self) -> WorkerTransactions: ...
+
+    @property
+    def engine(self) -> Engine: ...
 
     @property
     def redis(self) -> redis.Redis: ...
@@ -49,8 +55,16 @@ def request_drain(
     (unknown, stopped, forgotten, draining already or silent for longer than
     ``stale_ms``). Returns the worker as it was."""
     worker = _live_worker(stores, worker_id, stale_ms)
+    _audit(stores, requested_by, "worker.stop", worker_id, {"drainAndStop": True})
     stores.redis.set(stores.keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
     return worker
+
+
+def _audit(
+    stores: WorkerStores, actor: str, action: str, worker_id: str, after: JsonObject
+) -> None:
+    entry = AuditEntry(actor, action, "worker", worker_id, None, None, after)
+    record_alone(stores.engine, entry, stores.clock.now_ms())
 
 
 def _live_worker(stores: WorkerStores, worker_id: str, stale_ms: int) -> WorkerView:
@@ -77,14 +91,18 @@ def set_drained(
     not ACTIVE and fresh); it takes the drain with its next heartbeat. Returns the
     worker as it was."""
     worker = _live_worker(stores, worker_id, stale_ms)
+    _audit(stores, requested_by, "worker.drain", worker_id, {"drained": True})
     stores.redis.set(stores.keys.worker_drained(worker_id), requested_by)
     return worker
 
 
-def clear_drained(client: redis.Redis, keys: RedisKeys, worker_id: str) -> bool:
+def clear_drained(stores: WorkerStores, worker_id: str, actor: str) -> bool:
     """Undrain a worker: it takes work again with its next heartbeat. False when it was
-    not drained."""
-    return bool(client.delete(keys.worker_drained(worker_id)))
+    not drained (nothing is written then)."""
+    if stores.redis.get(stores.keys.worker_drained(worker_id)) is None:
+        return False
+    _audit(stores, actor, "worker.undrain", worker_id, {"drained": False})
+    return bool(stores.redis.delete(stores.keys.worker_drained(worker_id)))
 
 
 def drained(client: redis.Redis, keys: RedisKeys, worker_ids: Sequence[str]) -> set[str]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, Engine
 
 from common.clock import ClusterClock
+from common.db.audit import prune_audit
 from common.db.retention import prune_deliveries, prune_executions, prune_jobs
 from common.db.retry import ConflictRetry
 from common.db.workers import WorkerTransactions
@@ -80,7 +81,7 @@ def prune(
     cutoff = clock.now_ms() - retention_ms
     deadline = time.monotonic() + budget_s
     gone, behind = 0, False
-    for pruner in (prune_executions, prune_deliveries, prune_jobs):
+    for pruner in (prune_executions, prune_deliveries, prune_jobs, prune_audit):
         gone += _catch_up(engine, pruner, cutoff, deadline, size)
         behind = behind or size.behind
     size.behind = behind
