@@ -45,6 +45,14 @@ def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
         request_timeout_seconds=3,
         secret_cache_seconds=0,
     )
+    yield from serving(settings, engine, redis_client)
+
+
+def serving(
+    settings: NotifierSettings, engine: Engine, redis_client: redis.Redis, join_s: float = 30
+) -> Iterator[None]:
+    """Serve a notifier with ``settings`` in a thread until the generator is resumed, then
+    stop it (waiting ``join_s`` at most) and close its poster."""
     poster = CallbackPoster(settings.request_timeout_seconds, policy=LOCAL_RECEIVERS)
     poster.start()
     parts = notifier_parts(settings, engine, poster, ClusterClock(redis_client))
@@ -53,7 +61,7 @@ def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
     thread.start()
     yield
     stop.set()
-    thread.join(timeout=30)
+    thread.join(timeout=join_s)
     poster.close()
 
 

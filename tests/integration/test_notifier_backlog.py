@@ -12,7 +12,6 @@ each, each webhook-id posted once.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,16 +24,14 @@ from prometheus_client import REGISTRY
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
-from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.jobs import NewJob, insert_jobs
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
-from services.notifier.main import _serve, notifier_parts
-from services.notifier.posting import CallbackPoster
 from tests.integration.helpers import make_app
-from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
+from tests.integration.notifier_helpers import serving
+from tests.integration.receivers import ScriptedReceiver
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,16 +55,7 @@ def notifier(namespace: StoreSettings, engine: Engine, redis_client: redis.Redis
         retry_tiers_seconds="5,60",
         request_timeout_seconds=5,
     )
-    poster = CallbackPoster(settings.request_timeout_seconds, policy=LOCAL_RECEIVERS)
-    poster.start()
-    parts = notifier_parts(settings, engine, poster, ClusterClock(redis_client))
-    stop = threading.Event()
-    thread = threading.Thread(target=_serve, args=(settings, parts, stop), daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join(timeout=60)
-    poster.close()
+    yield from serving(settings, engine, redis_client, join_s=60)
 
 
 def app_pk(engine: Engine, name: str) -> int:
