@@ -32,8 +32,15 @@ def ephemeral_start() -> int:
         return 32_768
 
 
+# Ports this process has handed out: a server given one may not have bound it yet, so a
+# later pick must not return it again (seen: a worker and an API given one metrics port,
+# the API's start failing with "address already in use").
+_HANDED_OUT: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now, below the ephemeral range.
+    """A port nothing listens on now, below the ephemeral range, and never one this
+    process handed out before.
 
     Asking the kernel for port 0 returns an ephemeral port, which any outgoing
     connection opened before the server binds it may take (seen: "address already in
@@ -42,12 +49,15 @@ def free_port(host: str = "127.0.0.1") -> int:
     top = ephemeral_start()
     for _ in range(200):
         port = random.randrange(LOWEST, max(LOWEST + 1, top))
+        if port in _HANDED_OUT:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
     raise RuntimeError(f"no free port between {LOWEST} and {top}")
 
 
