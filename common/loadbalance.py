@@ -36,6 +36,10 @@ class WorkerLoad:
     room: int = UNBOUNDED
     costs: Mapping[str, int] = field(default_factory=dict)
     unit_ms: float = 0.0
+    # The places its queue may hold, and the executions QUEUED on it (in its queue or
+    # running) when the view was read.
+    bound: int = UNBOUNDED
+    queued: int = 0
     # Executions chosen for it since the view was read (what the turnover counts as sent),
     # and the places they take beyond one each.
     picked: int = 0

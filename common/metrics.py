@@ -96,9 +96,16 @@ EXECUTIONS_FINISHED = Counter(
 EXECUTIONS_RECONCILED = Counter(
     "kairos_executions_reconciled_total",
     "Executions the reconciler settled after they stayed QUEUED too long, by cause: "
-    "unreported_result (the worker's stored outcome recorded) or never_started (recorded "
-    "LOST, retried if allowed). Zero in normal operation: anything else is a defect.",
+    "unreported_result (the worker's stored outcome recorded), never_started (recorded "
+    "LOST, retried if allowed) or unfinished_recall (a recall's leader went mid-way: "
+    "given back to the firer). Zero in normal operation: anything else is a defect.",
     ["cause"],
+)
+EXECUTIONS_RECALLED = Counter(
+    "kairos_executions_recalled_total",
+    "Unstarted executions the leader took back from a worker's queue that held far more "
+    "than the worker starts soon (a handler grown slow): they wait in Kairos for a slot, "
+    "shared fairly between apps, and the copies left in the queue are dropped.",
 )
 EXECUTIONS_HELD = Counter(
     "kairos_executions_held_total",

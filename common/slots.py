@@ -121,7 +121,8 @@ class TurnoverMeter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sent(self, worker_id: str, count: int = 1) -> None:
-        """Count executions sent to a worker since its last look."""
+        """Count executions sent to a worker since its last look (negative: taken back
+        from its queue unstarted, which its in-flight count no longer holds)."""
         if count:
             with self._lock:
                 self._sent[worker_id] = self._sent.get(worker_id, 0) + count
@@ -265,6 +266,17 @@ class SlowRuns:
                 del self._held[worker_id]
                 return 0.0
             return max(0.0, held.extra_ms)
+
+    def reprice(self, worker_id: str, runs: int, extra_ms: float) -> None:
+        """Hold what the worker's queue holds as counted now: ``runs`` runs taking
+        ``extra_ms`` beyond a place each, at today's prices (a handler grown slow, or a
+        leader that has just taken over and counted nothing yet; ``upkeep.recall``)."""
+        with self._lock:
+            if runs <= 0:
+                self._held.pop(worker_id, None)
+                return
+            held = _Held(deque([[float(runs), extra_ms]]), float(runs), extra_ms)
+            self._held[worker_id] = held
 
     def forget_except(self, worker_ids: Iterable[str]) -> None:
         """Forget the workers not among ``worker_ids`` (gone: their runs are moved or

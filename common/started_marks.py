@@ -47,10 +47,13 @@ def parse_started(value: bytes | str | None) -> tuple[str | None, str | None]:
 
 
 # Owners that are not workers: an execution fenced by the reconciler or an operator is
-# being settled without a run; a worker that finds one of these drops its copy.
+# being settled without a run; one the leader recalled from a worker's queue waits in
+# Kairos for a slot (``services/dispatcher/upkeep/recall.py``), and the fence is lifted
+# just before it is sent again. A worker that finds one of these drops its copy.
 RECONCILER = "reconciler"
 OPERATOR = "operator"
-FENCES = frozenset({RECONCILER, OPERATOR})
+RECALLED = "recalled"
+FENCES = frozenset({RECONCILER, OPERATOR, RECALLED})
 
 
 class RunState(StrEnum):
@@ -143,7 +146,8 @@ class StartedMarks(Protocol):
 
     def release_runs(self, execution_ids: Sequence[str], worker_id: str) -> int:
         """Delete the keys ``worker_id`` still holds (runs it admitted and never
-        started); how many it deleted."""
+        started, or, with ``RECALLED``, recalled runs about to be sent again); how many
+        it deleted."""
         ...
 
     def store_outcomes(self, worker_id: str, outcomes: Sequence[tuple[str, str]]) -> None:

@@ -156,6 +156,18 @@ def unfinished_on_worker(conn: Connection, worker_id: str, limit: int) -> list[E
     return [ExecutionWithJob.from_row(r) for r in rows]
 
 
+def newest_queued_on(conn: Connection, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+    """Up to ``limit`` executions QUEUED on one worker, the last sent first: the end of
+    its queue, which a recall takes back first."""
+    rows = driver.fetch(
+        conn,
+        _WITH_JOB + "WHERE e.worker_id = %s AND e.status = %s "
+        "ORDER BY e.dispatched_at DESC, e.id DESC LIMIT %s",
+        (worker_id, ExecutionStatus.QUEUED.value, limit),
+    )
+    return [ExecutionWithJob.from_row(r) for r in rows]
+
+
 def overdue(
     conn: Connection, now_ms: int, grace_ms: int, limit: int, after: Page | None = None
 ) -> list[ExecutionWithJob]:

@@ -1,4 +1,4 @@
-"""The store as the rescue sees it: what is QUEUED on a worker, and moving it.
+"""The store as the rescue and the recall see it: what is QUEUED on a worker, and moving it.
 
 ``RescueStore`` is the port ``services.dispatcher.upkeep.rescue`` reads and writes the
 executions through (the workers themselves it reads through ``WorkerStore``);
@@ -11,7 +11,7 @@ engine, ``MemoryStore`` itself in unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
@@ -45,6 +45,15 @@ class RescueStore(DispatchStore, Protocol):
         False if it is no longer QUEUED on ``from_worker``."""
         ...
 
+    def newest_queued_on(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+        """Up to ``limit`` executions QUEUED on the worker, the last sent first."""
+        ...
+
+    def recall(self, execution_ids: Sequence[str], from_worker: str, message: str) -> int:
+        """Give executions QUEUED on a live worker back to the firer (SCHEDULED, due
+        time and ``dispatched_at`` kept, with why); how many were still QUEUED there."""
+        ...
+
 
 # Where the rescue gets its ``RescueStore``: a plain read, or a transaction.
 RescueTransactions: TypeAlias = StoreTransactions[RescueStore]
@@ -73,6 +82,14 @@ class MySqlRescueStore:
     def unassign(self, execution_id: str, from_worker: str, message: str, now_ms: int) -> bool:
         """See ``worker_moves.unassign``."""
         return worker_moves.unassign(self._conn, execution_id, from_worker, message, now_ms)
+
+    def newest_queued_on(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+        """See ``executions_with_job.newest_queued_on``."""
+        return executions_with_job.newest_queued_on(self._conn, worker_id, limit)
+
+    def recall(self, execution_ids: Sequence[str], from_worker: str, message: str) -> int:
+        """See ``worker_moves.recall``."""
+        return worker_moves.recall(self._conn, execution_ids, from_worker, message)
 
     def unmark_queued(self, keys: Iterable[int]) -> None:
         """See ``executions.unmark_queued``."""

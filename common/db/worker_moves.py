@@ -1,5 +1,6 @@
-"""Moving QUEUED executions off a worker (a dead one, or one that drains): lock the rows
-still on it, then point each at a live worker or give it back to the firer.
+"""Moving QUEUED executions off a worker (a dead one, one that drains, or one whose queue
+holds more than it can start soon): lock the rows still on it, then point each at a
+live worker or give it back to the firer.
 
 The rows are locked first, in primary-key order, passing over those another
 transaction holds; the moves that follow name rows this transaction already holds.
@@ -7,7 +8,7 @@ transaction holds; the moves that follow name rows this transaction already hold
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -79,3 +80,25 @@ def unassign(
         )
     )
     return bool(result.rowcount)
+
+
+def recall(conn: Connection, execution_ids: Sequence[str], from_worker: str, message: str) -> int:
+    """Give QUEUED executions back to the firer from a live worker's queue: SCHEDULED,
+    with why in their message; how many were still QUEUED on ``from_worker``.
+
+    Their due time stays (they were due, and keep their place in their app's order), and
+    so does ``dispatched_at``: a SCHEDULED row that has one was recalled, and the firer
+    lifts its started key's fence (``RECALLED``) before it sends it again.
+    """
+    if not execution_ids:
+        return 0
+    result = conn.execute(
+        executions.update()
+        .where(
+            executions.c.execution_id.in_(sorted(execution_ids)),
+            executions.c.worker_id == from_worker,
+            executions.c.status == ExecutionStatus.QUEUED,
+        )
+        .values(status=ExecutionStatus.SCHEDULED, worker_id=None, message=message)
+    )
+    return int(result.rowcount)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from common.db.executions_with_job import ExecutionWithJob
 from common.memory.rows import MemoryExecution
@@ -42,6 +42,24 @@ class MoveTables(WorkerTables):
         row.status, row.worker_id, row.dispatched_at = ExecutionStatus.SCHEDULED, None, None
         row.scheduled_at, row.message = now_ms, message
         return True
+
+    def newest_queued_on(self, worker_id: str, limit: int) -> list[ExecutionWithJob]:
+        """Executions QUEUED on the worker, the last sent first, up to ``limit``."""
+        rows = sorted(
+            self._queued_on(worker_id), key=lambda r: (r.dispatched_at or 0, r.id), reverse=True
+        )
+        return [r.with_job(self.jobs[r.job_id]) for r in rows[:limit]]
+
+    def recall(self, execution_ids: Sequence[str], from_worker: str, message: str) -> int:
+        """Give executions QUEUED on ``from_worker`` back to the firer: SCHEDULED, their
+        due time and ``dispatched_at`` kept, with why; how many were still there."""
+        recalled = 0
+        for execution_id in set(execution_ids):
+            row = self._queued_row(execution_id, from_worker)
+            if row is not None:
+                row.status, row.worker_id, row.message = ExecutionStatus.SCHEDULED, None, message
+                recalled += 1
+        return recalled
 
     def _queued_row(self, execution_id: str, worker_id: str) -> MemoryExecution | None:
         found = self._by_execution_id([execution_id])

@@ -19,7 +19,7 @@ from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
 from common.result_messages import results_messages, stand_in_result
-from common.started_marks import RedisStartedMarks
+from common.started_marks import RECALLED, RedisStartedMarks
 from common.states import ExecutionStatus
 from common.tracing.spans import NO_TRACING, Tracing
 from services.worker.calling import HandlerTimeoutError, call_handler
@@ -222,7 +222,9 @@ class ExecutionRunner:
                 # copy's report lets the row, claimed again, end.
                 log.info("execution already ran on worker %s; reporting it", owner_id, extra=extra)
                 return self._stored(admitted, extra)
-            log.info("execution already taken by worker %s; dropping copy", owner_id, extra=extra)
+            # A recall leaves thousands of copies behind at once, each dropped as reached.
+            level = logging.DEBUG if owner_id == RECALLED else logging.INFO
+            log.log(level, "execution already taken by %s; dropping copy", owner_id, extra=extra)
             return None
         local = self._local.outcome(message.execution_id)
         if local is not None:

@@ -10,6 +10,7 @@ from common.loadbalance import WorkerChooser
 from common.memory.broker import MemoryBroker, MemoryPublisher
 from common.memory.live_workers import MemoryWorkers
 from common.memory.rows import MemoryExecution, MemoryJob
+from common.memory.started_marks import MemoryStartedMarks
 from common.memory.store import MemoryStore
 from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.routing.route import Router
@@ -35,7 +36,12 @@ class Clock:
 class Stage:
     """A firer on a memory store, broker and worker view, on a clock the test moves."""
 
-    def __init__(self, fire_batch_size: int = 2_000, queue_bound: int | None = None) -> None:
+    def __init__(
+        self,
+        fire_batch_size: int = 2_000,
+        queue_bound: int | None = None,
+        marks: MemoryStartedMarks | None = None,
+    ) -> None:
         self.clock = Clock()
         self.store = MemoryStore()
         self.broker = MemoryBroker()
@@ -45,7 +51,10 @@ class Stage:
         self.handlers: dict[str, frozenset[str]] = {}
         router = Router(self.workers, WorkerChooser())
         settings = FireSettings(1_000, 500, fire_batch_size, HOLD_MS)
-        self.firer = Firer(self.store, self.clock, self.publisher, router, settings)
+        self.marks = marks
+        self.firer = Firer(
+            self.store, self.clock, self.publisher, router, settings, marks=self.marks
+        )
 
     def worker_up(self, worker_id: str, handlers: frozenset[str] = NOOP) -> None:
         """A worker starts: its queue, its heartbeat, a consumer on its queue."""

@@ -28,6 +28,7 @@ EXPECTED = {
     "kairos_results_set_aside": "counter",
     "kairos_store_conflicts": "counter",
     "kairos_executions_held": "counter",
+    "kairos_executions_recalled": "counter",
     "kairos_worker_load_score": "gauge",
     "kairos_worker_active_runs": "gauge",
     "kairos_worker_queue_depth_messages": "gauge",

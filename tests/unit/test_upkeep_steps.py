@@ -10,12 +10,13 @@ import pytest
 from pika.exceptions import AMQPConnectionError
 
 from services.dispatcher.upkeep import sweep as sweep_module
+from services.dispatcher.upkeep.recall import RecallSettings
 from services.dispatcher.upkeep.reconcile import ReconcileSettings
 from services.dispatcher.upkeep.rescue import RescueSettings
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
 from services.dispatcher.upkeep.timeouts import TimeoutSettings
 
-STEPS = ["epoch", "rescue", "draining", "timeouts", "callbacks", "gauges", "reconcile"]
+STEPS = ["epoch", "rescue", "draining", "recall", "timeouts", "callbacks", "gauges", "reconcile"]
 
 
 class Steps:
@@ -48,11 +49,13 @@ def upkeep_of(steps: Steps, monkeypatch: pytest.MonkeyPatch) -> Upkeep:
         TimeoutSettings(1_000, 1_000),
         pending_republish_ms=5_000,
         reconcile=ReconcileSettings(300_000, 604_800),
+        recall=RecallSettings(604_800),
     )
     upkeep.rescue = SimpleNamespace(  # type: ignore[assignment]
         rescue_dead_workers=steps.step("rescue"),
         move_off_draining_workers=steps.step("draining"),
     )
+    upkeep._recall = SimpleNamespace(recall_surplus=steps.step("recall"))  # type: ignore[assignment]
     upkeep._timeouts = SimpleNamespace(sweep=steps.step("timeouts"))  # type: ignore[assignment]
     upkeep._gauges = SimpleNamespace(refresh=steps.step("gauges"))  # type: ignore[assignment]
     upkeep._reconciler = SimpleNamespace(sweep=steps.step("reconcile"))  # type: ignore[assignment]

@@ -134,6 +134,13 @@ class WorkerDirectory:
             self.slow_runs.sent(load.worker_id, load.picked, load.picked_extra * load.unit_ms)
             load.picked = load.picked_extra = 0
 
+    def repriced(self, worker_id: str, queued: int, extra_ms: float, recalled: int) -> None:
+        """Count the worker's queue as a recall found it: ``queued`` executions left on
+        it, taking ``extra_ms`` beyond a place each at today's prices, after ``recalled``
+        were taken back (which its in-flight count no longer holds, and did not finish)."""
+        self.slow_runs.reprice(worker_id, queued, extra_ms)
+        self.turnover.sent(worker_id, -recalled)
+
     def _load(self) -> list[WorkerLoad]:
         with self._workers.reading() as workers:
             fresh = workers.fresh_workers(self._clock.now_ms() - self._stale_ms)
@@ -162,6 +169,8 @@ class WorkerDirectory:
                     room=max(0, bound - queued - extra),
                     costs=self._costs(worker, unit, paces),
                     unit_ms=unit,
+                    bound=bound,
+                    queued=queued,
                 )
             )
         self.slow_runs.forget_except(load.worker_id for load in loads)

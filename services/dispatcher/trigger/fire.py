@@ -30,6 +30,7 @@ from common.db.retry import retry_conflicts
 from common.fair_share import AGING_MS, Share, pick_from_lines
 from common.loadbalance import LiveWorkers, WorkerLoad
 from common.metrics import EXECUTIONS_HELD, TRIGGERS_SKIPPED, observe_dispatched
+from common.started_marks import RECALLED, StartedMarks
 from common.states import ExecutionStatus
 from common.stores import Stores
 from common.tracing.spans import NO_TRACING, Tracing
@@ -129,8 +130,12 @@ class Firer:
         router: Router[LiveWorkers],
         settings: FireSettings,
         tracing: Tracing = NO_TRACING,
+        marks: StartedMarks | None = None,
     ) -> None:
         self._transactions = transactions
+        # Lifts the fence of runs recalled from a worker's queue as they go again (None:
+        # nothing here is ever recalled).
+        self._marks = marks
         self._tracing = tracing
         self._clock = clock
         self._publisher = publisher
@@ -169,7 +174,13 @@ class Firer:
         """The dispatcher's firer: on MySQL (``stores.engine``) and the cluster clock.
         Unit tests build one on ``MemoryStore`` and a clock of their own instead."""
         return cls(
-            MySqlFireTransactions(stores.engine), stores.clock, publisher, router, settings, tracing
+            MySqlFireTransactions(stores.engine),
+            stores.clock,
+            publisher,
+            router,
+            settings,
+            tracing,
+            stores.started_marks(),
         )
 
     def load(self) -> int:
@@ -456,12 +467,25 @@ class Firer:
             # it, the marks would compete for the CPU and the row locks with the runs
             # and results the publish sets off (bench/RESULTS.md).
             store.mark_queued({a.execution_key: a.worker_id for a in assignments}, now)
+            self._lift_recall_fences(rows, assignments)
             returned = send_packs(
                 store, self._publisher, pack_dispatches(assignments, now, tracing=self._tracing)
             )
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
         return len(assignments) - len(returned)
+
+    def _lift_recall_fences(
+        self, rows: Sequence[ExecutionWithJob], assignments: Sequence[Assignment]
+    ) -> None:
+        """Lift the fence of the recalled runs about to be sent (a SCHEDULED row with a
+        ``dispatched_at`` was taken back from a worker's queue, ``upkeep.recall``), so
+        that the copy sent now may take the started key. Whichever copy takes it first,
+        this one or one still in the old queue, runs; the other is dropped."""
+        sent = {a.execution_key for a in assignments}
+        recalled = [r.execution_id for r in rows if r.dispatched_at is not None and r.id in sent]
+        if recalled and self._marks is not None:
+            self._marks.release_runs(recalled, RECALLED)
 
     def _assign(
         self, decisions: FireDecisions, chosen: dict[int, Assignment | None]

@@ -11,7 +11,9 @@ those too). For each execution QUEUED longer than ``after_ms``:
   counted at or after that sweep says the worker held no unacked message: whatever
   the execution's message was, it is gone (rejected, dropped). The reconciler then
   takes the started key itself, so a copy that turns up later is dropped rather than
-  run, and records LOST, retried if the job allows (cause ``never_started``).
+  run, and records LOST, retried if the job allows (cause ``never_started``);
+- a recall fenced it and its leader went before moving it (``upkeep.recall``): no copy
+  can run, so it goes back to the firer (cause ``unfinished_recall``).
 
 Each settlement is logged with job and execution ids and counted in
 ``kairos_executions_reconciled_total{cause}``: in normal operation it stays at zero, so
@@ -26,12 +28,14 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import CLOCK_SLACK_MS
+from common.db.executions_with_job import SLOT_WAIT
+from common.db.rescue_store import MySqlRescueTransactions
 from common.db.stuck_executions import Page, StuckExecution, queued_before
 from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_marks import RECONCILER, RunState
+from common.started_marks import RECALLED, RECONCILER, RunState
 from common.states import ExecutionStatus
 from common.stores import Stores
 from services.dispatcher.routing.workers import WorkerDirectory
@@ -65,6 +69,7 @@ class Reconciler:
         settings: ReconcileSettings,
     ) -> None:
         self._engine = stores.engine
+        self._moves = MySqlRescueTransactions(stores.engine)
         self._publisher = publisher
         self._directory = directory
         self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
@@ -96,6 +101,7 @@ class Reconciler:
         ended: list[ExecutionResult] = []
         unstarted: list[StuckExecution] = []
         fenced: list[StuckExecution] = []
+        recalled: list[StuckExecution] = []
         for row, mark in zip(rows, marks, strict=True):
             state = mark.state
             if state is RunState.ENDED_UNRECORDED:
@@ -106,8 +112,31 @@ class Reconciler:
             elif mark.owner == RECONCILER:
                 # Fenced by an earlier sweep whose LOST report did not land.
                 fenced.append(row)
+            elif mark.owner == RECALLED:
+                # Fenced by a recall whose leader went before its commit: no copy of it
+                # can run, so it goes back to the firer as the recall meant it to.
+                recalled.append(row)
+        self._finish_recalls(recalled)
         self._record_stored(ended)
         self._settle_lost([*fenced, *self._fence(self._quiet(unstarted, now))], now)
+
+    def _finish_recalls(self, rows: Sequence[StuckExecution]) -> None:
+        """Give back to the firer the rows a recall fenced but did not move."""
+        by_worker: dict[str, list[str]] = {}
+        for row in rows:
+            if row.worker_id is not None:
+                by_worker.setdefault(row.worker_id, []).append(row.execution_id)
+        for worker_id, ids in by_worker.items():
+            with self._moves.transaction() as store:
+                moved = store.recall(
+                    sorted(store.lock_queued_on(ids, worker_id)), worker_id, SLOT_WAIT
+                )
+            log.warning(
+                "%d executions fenced by an unfinished recall given back to the firer",
+                moved,
+                extra={"worker_id": worker_id},
+            )
+            EXECUTIONS_RECONCILED.labels(cause="unfinished_recall").inc(moved)
 
     def _next_page(self, rows: Sequence[StuckExecution]) -> None:
         """Where the next sweep reads from; at the end of a round, forget the quiet times

@@ -26,7 +26,7 @@ from common.db.workers import WorkerTransactions
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
-from common.started_marks import RunState, StartedMarks, key_may_be_lost
+from common.started_marks import RECALLED, RunState, StartedMarks, key_may_be_lost
 from common.states import ExecutionStatus
 from common.store_errors import is_store_outage
 from common.stores import Stores
@@ -246,6 +246,9 @@ class Rescue:
             # the transaction means a failed publish leaves them on the dead one, and
             # what the broker could not route goes SCHEDULED, for the firer.
             if moved:
+                # A run fenced by a recall whose leader went mid-way goes again: the dead
+                # or drained worker consumes none of its copies.
+                self._marks.release_runs([a.execution_id for a in moved], RECALLED)
                 returned = send_packs(store, self._publisher, pack_dispatches(moved, now))
                 if returned:
                     log.warning(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.config import DispatcherSettings
+from common.db.rescue_store import MySqlRescueTransactions
 from common.db.retry import ConflictRetry
 from common.store_errors import is_store_outage
 from common.stores import Stores
@@ -22,6 +23,7 @@ from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.routing.route import Router
 from services.dispatcher.routing.workers import WorkerDirectory
 from services.dispatcher.upkeep.gauges import LeaderGauges
+from services.dispatcher.upkeep.recall import Recall, RecallSettings
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
 from services.dispatcher.upkeep.timeouts import Timeouts, TimeoutSettings
@@ -37,6 +39,7 @@ class UpkeepSettings:
     timeouts: TimeoutSettings
     pending_republish_ms: int
     reconcile: ReconcileSettings | None
+    recall: RecallSettings
 
     @classmethod
     def of(cls, s: DispatcherSettings) -> UpkeepSettings:
@@ -50,6 +53,7 @@ class UpkeepSettings:
             TimeoutSettings(s.timeout_grace_ms, s.idempotency_ttl_seconds * 1000),
             s.pending_republish_ms,
             reconcile,
+            RecallSettings(s.idempotency_ttl_seconds),
         )
 
     @property
@@ -80,6 +84,8 @@ class Upkeep:
         if settings.reconcile is not None:
             self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)
         self._next_reconcile = 0.0
+        moves = MySqlRescueTransactions(stores.engine)
+        self._recall = Recall(moves, self._marks, directory, settings.recall)
         self._timeouts = Timeouts(stores, publisher, settings.timeouts)
         self._gauges = LeaderGauges(stores.engine, stores.workers(), directory, stores.clock)
 
@@ -99,6 +105,7 @@ class Upkeep:
             ("epoch", lambda: self._marks.epoch(clock.now_ms())),
             ("rescue", self.rescue.rescue_dead_workers),
             ("draining", self.rescue.move_off_draining_workers),
+            ("recall", self._recall.recall_surplus),
             ("timeouts", self._timeouts.sweep),
             (
                 "callbacks",

@@ -1,0 +1,163 @@
+"""Recalling runs a worker's queue holds beyond what it can start soon.
+
+The firer sends a worker no more than it starts within the slot horizon
+(``common.slots``), pricing each run by its handler's time as the worker last reported
+it. When a handler grows slow, the runs already queued at the old price stay in the
+worker's queue, first in, first out, where the fair share cannot reach them: a flood of
+a quick handler that turns slow would hold every other app's runs for minutes. So once a
+pass finds a worker's queue worth far more than its bound at today's prices (more than
+``factor`` times), the leader takes back the runs at its end that no worker has taken,
+down to the bound, and the firer shares them out again.
+
+Taking one back, in one transaction per worker: its row is locked while still QUEUED on
+the worker (held rows are passed over), its started key is fenced (``RECALLED``: the
+copy left in the worker's queue is dropped when reached, cheaply, and a run the worker
+has already taken is not recalled), and the row goes back to SCHEDULED, keeping its due
+time and ``dispatched_at`` (which tells the firer to lift the fence just before it sends
+it again). Whichever copy then takes the started key runs; the other is dropped. A
+leader that dies between the fence and the commit leaves a QUEUED row with a recalled
+fence: the reconciler finishes that recall.
+
+The queue is priced again on the way (``WorkerDirectory.repriced``), so the firer fills
+it by today's prices rather than refilling what was just taken back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
+from common.db.rescue_store import RescueTransactions
+from common.loadbalance import UNBOUNDED, LiveWorkers, WorkerLoad
+from common.metrics import EXECUTIONS_RECALLED
+from common.started_marks import RECALLED, StartedMarks
+
+log = logging.getLogger(__name__)
+
+# Recall only when a queue is worth this many times its bound: below it, what is queued
+# starts within a few horizons, and a recall would only move runs back and forth.
+RECALL_FACTOR = 2.0
+# The most of a worker's queue one pass reads (the end of it, the last sent first).
+READ_LIMIT = 5_000
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    """When a queue is recalled (``factor`` times its bound), how much of it one pass
+    reads, and how long a recalled run's fence keeps a late copy from running."""
+
+    fence_ttl_seconds: int
+    factor: float = RECALL_FACTOR
+    read_limit: int = READ_LIMIT
+
+
+@dataclass(frozen=True)
+class RecallPlan:
+    """A worker's queue priced at today's prices: the places it takes, the time beyond a
+    place each, and the runs at its end to take back (the last sent first)."""
+
+    places: int
+    extra_ms: float
+    take_back: list[ExecutionWithJob] = field(default_factory=list)
+
+
+def plan_recall(
+    rows: Sequence[ExecutionWithJob], load: WorkerLoad, factor: float = RECALL_FACTOR
+) -> RecallPlan:
+    """Price ``rows`` (QUEUED on the worker of ``load``, the last sent first) by the
+    worker's costs per handler; when they take more than ``factor`` times its bound,
+    the last sent, enough of them to bring it back to the bound."""
+    costs = [load.costs.get(row.handler, 1) for row in rows]
+    places = sum(costs)
+    extra_ms = sum(c - 1 for c in costs) * load.unit_ms
+    if load.bound >= UNBOUNDED or places <= factor * load.bound:
+        return RecallPlan(places, extra_ms)
+    surplus = places - load.bound
+    take_back: list[ExecutionWithJob] = []
+    for row, cost in zip(rows, costs, strict=True):
+        if surplus <= 0:
+            break
+        take_back.append(row)
+        surplus -= cost
+    return RecallPlan(places, extra_ms, take_back)
+
+
+def may_be_overfull(load: WorkerLoad, factor: float = RECALL_FACTOR) -> bool:
+    """Whether the worker's queue could be worth more than its bound at today's prices:
+    only then is it read (most passes read nothing)."""
+    if load.bound >= UNBOUNDED or not load.costs:
+        return False
+    return load.queued * max(load.costs.values()) > load.bound
+
+
+class QueueView(LiveWorkers, Protocol):
+    """What the recall needs of the worker view: the live workers, and counting a
+    worker's queue afresh (``WorkerDirectory``)."""
+
+    def repriced(self, worker_id: str, queued: int, extra_ms: float, recalled: int) -> None:
+        """Count the worker's queue as the recall found it."""
+        ...
+
+
+class Recall:
+    """Takes back the unstarted runs at the end of overfull queues; safe to repeat."""
+
+    def __init__(
+        self,
+        transactions: RescueTransactions,
+        marks: StartedMarks,
+        view: QueueView,
+        settings: RecallSettings,
+    ) -> None:
+        self._transactions = transactions
+        self._marks = marks
+        self._view = view
+        self._settings = settings
+
+    def recall_surplus(self) -> int:
+        """One pass over the live workers; how many runs it took back."""
+        recalled = 0
+        for load in self._view.live():
+            if may_be_overfull(load, self._settings.factor):
+                recalled += self._recall_from(load)
+        return recalled
+
+    def _recall_from(self, load: WorkerLoad) -> int:
+        worker_id = load.worker_id
+        with self._transactions.reading() as store:
+            rows = store.newest_queued_on(worker_id, self._settings.read_limit)
+        plan = plan_recall(rows, load, self._settings.factor)
+        taken = self._take_back(worker_id, plan.take_back) if plan.take_back else []
+        gone_ms = sum(load.costs.get(r.handler, 1) - 1 for r in taken) * load.unit_ms
+        left = max(load.queued, len(rows)) - len(taken)
+        self._view.repriced(worker_id, left, max(0.0, plan.extra_ms - gone_ms), len(taken))
+        if taken:
+            EXECUTIONS_RECALLED.inc(len(taken))
+            log.info(
+                "worker %s held %d places of runs against a bound of %d: %d unstarted runs "
+                "taken back to wait for a slot",
+                worker_id,
+                plan.places,
+                load.bound,
+                len(taken),
+                extra={"worker_id": worker_id},
+            )
+        return len(taken)
+
+    def _take_back(
+        self, worker_id: str, rows: Sequence[ExecutionWithJob]
+    ) -> list[ExecutionWithJob]:
+        """Lock, fence and give back to the firer those of ``rows`` still QUEUED on the
+        worker and not taken by it; those."""
+        with self._transactions.transaction() as store:
+            locked = store.lock_queued_on([r.execution_id for r in rows], worker_id)
+            free = [r for r in rows if r.execution_id in locked]
+            fenced = self._marks.fence(
+                [r.execution_id for r in free], RECALLED, self._settings.fence_ttl_seconds
+            )
+            taken = [r for r, ok in zip(free, fenced, strict=True) if ok]
+            store.recall([r.execution_id for r in taken], worker_id, SLOT_WAIT)
+        return taken
