@@ -86,3 +86,37 @@ class RescueStoreContract(StoreHarness):
         )
         assert not self.rescue_store.unassign("q1", "dead", "again", NOW)
         assert self.execution("q1").message == "waiting: no worker"
+
+    # newest_queued_on, recall
+
+    def test_newest_queued_on_reads_the_end_of_a_workers_queue_first(self) -> None:
+        job = self.a_job(handler="report.build")
+        self.queued_on(job, "w", "first", at=2_000)
+        self.queued_on(job, "w", "second", "third", at=3_000)
+        self.queued_on(job, "other", "elsewhere", at=4_000)
+        self.runs(job, ("done", ExecutionStatus.SUCCEEDED))
+        got = self.rescue_store.newest_queued_on("w", 10)
+        assert [r.execution_id for r in got] == ["third", "second", "first"]
+        assert got[0].handler == "report.build"
+        assert [r.execution_id for r in self.rescue_store.newest_queued_on("w", 2)] == [
+            "third",
+            "second",
+        ]
+        assert self.rescue_store.newest_queued_on("nobody", 10) == []
+
+    def test_recall_gives_queued_executions_back_keeping_their_times(self) -> None:
+        job = self.a_job()
+        self.queued_on(job, "w", "q1", "q2")
+        self.queued_on(job, "other", "elsewhere", at=3_000)
+        self.runs(job, ("done", ExecutionStatus.SUCCEEDED))
+        before = self.execution("q1")
+        ids = ["q1", "q2", "elsewhere", "done", "missing"]
+        assert self.rescue_store.recall(ids, "w", "waiting: a slot") == 2
+        assert self.execution("q1") == replace(
+            before, status=SCHEDULED, worker_id=None, message="waiting: a slot"
+        )
+        assert self.execution("q2").status is SCHEDULED
+        assert self.execution("elsewhere").status is QUEUED
+        assert self.execution("done").status is ExecutionStatus.SUCCEEDED
+        assert self.rescue_store.recall(["q1"], "w", "again") == 0
+        assert self.rescue_store.recall([], "w", "none") == 0

@@ -14,10 +14,11 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, OutgoingMessage, connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db.executions_with_job import SLOT_WAIT
 from common.db.workers import MySqlWorkerTransactions
 from common.keys import WORKER_HELD, WORKER_HELD_AT, RedisKeys
 from common.messages import ExecutionResult
-from common.started_marks import RECONCILER, parse_started
+from common.started_marks import RECALLED, RECONCILER, parse_started
 from common.states import ExecutionStatus
 from common.stores import Stores
 from common.topology import declare_core, declare_worker_queue, worker_queue
@@ -208,3 +209,26 @@ def test_a_stored_outcome_that_cannot_be_read_ends_the_execution_failed(
     (failed,) = published_results(connection)
     assert (failed.execution_id, failed.status) == ("e-garbled", "FAILED")
     assert failed.message is not None and "cannot be read" in failed.message
+
+
+def test_a_recall_whose_leader_went_before_its_commit_is_finished(
+    engine: Engine, connection: BlockingConnection, stack: Stack
+) -> None:
+    # The recall fenced the run, then its transaction never committed: the copy in the
+    # worker's queue is dropped when reached, so the row must go back to the firer.
+    queued_on(engine, "e-recalled", "w1")
+    stack.client.set(stack.keys.execution_started("e-recalled"), RECALLED)
+    before = reconciled("unfinished_recall")
+    stack.reconciler.sweep()
+    assert published_results(connection) == [], "nothing to report: it never ran"
+    with engine.connect() as conn:
+        status, worker, message, dispatched = conn.execute(
+            sa.text(
+                "SELECT status, worker_id, message, dispatched_at FROM executions "
+                "WHERE execution_id = 'e-recalled'"
+            )
+        ).one()
+    assert (status, worker, message) == ("SCHEDULED", None, SLOT_WAIT)
+    assert dispatched is not None, "the firer lifts the fence of a row that has one"
+    assert stack.started("e-recalled") == RECALLED
+    assert reconciled("unfinished_recall") == before + 1

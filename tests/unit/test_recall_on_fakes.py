@@ -37,7 +37,7 @@ class View:
     bound: int
     costs: dict[str, int]
     unit_ms: float = 10.0
-    repriced: list[tuple[str, int, float, int]] = field(default_factory=list)
+    counted: list[tuple[str, int, float, int]] = field(default_factory=list)
 
     def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
         loads = []
@@ -54,8 +54,8 @@ class View:
             )
         return loads
 
-    def repriced_(self, worker_id: str, queued: int, extra_ms: float, recalled: int) -> None:
-        self.repriced.append((worker_id, queued, extra_ms, recalled))
+    def repriced(self, worker_id: str, queued: int, extra_ms: float, recalled: int) -> None:
+        self.counted.append((worker_id, queued, extra_ms, recalled))
 
 
 def stage_with(bound: int, cost: int, queued: int) -> tuple[Stage, View, Recall]:
@@ -67,23 +67,9 @@ def stage_with(bound: int, cost: int, queued: int) -> tuple[Stage, View, Recall]
         queue_one(stage, "w", f"e{n:04d}", at=NOW + n)
     stage.later(queued)
     view = View(stage, bound, {SLOW: cost})
-    view_port = _Port(view)
     assert stage.marks is not None
-    recall = Recall(stage.store, stage.marks, view_port, RecallSettings(3_600))
+    recall = Recall(stage.store, stage.marks, view, RecallSettings(3_600))
     return stage, view, recall
-
-
-@dataclass
-class _Port:
-    """``QueueView`` over a ``View``."""
-
-    view: View
-
-    def live(self, fresh_for: float = 0.0) -> list[WorkerLoad]:
-        return self.view.live(fresh_for)
-
-    def repriced(self, worker_id: str, queued: int, extra_ms: float, recalled: int) -> None:
-        self.view.repriced_(worker_id, queued, extra_ms, recalled)
 
 
 def queue_one(stage: Stage, worker_id: str, execution_id: str, at: int) -> None:
@@ -129,26 +115,26 @@ def test_an_overfull_queue_gives_back_its_unstarted_end_down_to_the_bound() -> N
     assert {stage.marks.values[e] for e in back} == {RECALLED}
     assert all(stage.marks.values[e] == "w" for e in running)
     # The queue is counted afresh: 6 runs left, 9 places beyond one each, 94 taken back.
-    assert view.repriced == [("w", 6, 6 * 9 * 10.0, 94)]
+    assert view.counted == [("w", 6, 6 * 9 * 10.0, 94)]
 
 
 def test_a_queue_within_twice_its_bound_is_only_counted_afresh() -> None:
     stage, view, recall = stage_with(bound=50, cost=10, queued=9)  # 90 places
     assert recall.recall_surplus() == 0
     assert status_of(stage, *(f"e{n:04d}" for n in range(9))) == {QUEUED}
-    assert view.repriced == [("w", 9, 9 * 9 * 10.0, 0)]
+    assert view.counted == [("w", 9, 9 * 9 * 10.0, 0)]
 
 
 def test_a_queue_of_runs_that_take_one_place_each_is_never_read() -> None:
     stage, view, recall = stage_with(bound=5, cost=1, queued=100)
     view.costs = {}
     assert recall.recall_surplus() == 0
-    assert view.repriced == []
+    assert view.counted == []
     assert status_of(stage, *(f"e{n:04d}" for n in range(100))) == {QUEUED}
 
 
 def test_a_recalled_run_is_sent_again_and_runs_once_whichever_copy_comes_first() -> None:
-    stage, view, recall = stage_with(bound=2, cost=10, queued=10)
+    stage, _, recall = stage_with(bound=2, cost=10, queued=10)
     assert stage.marks is not None
     stage.worker_up("v", HANDLERS)
     assert recall.recall_surplus() == 10  # 100 places against 2: all of it goes back

@@ -161,6 +161,18 @@ def test_settling_a_part_of_a_send_ends_whatever_the_rounding() -> None:
     assert held.settle("w1", inflight=118) >= 0.0
 
 
+def test_a_queue_counted_afresh_holds_todays_prices_until_its_runs_leave() -> None:
+    held = SlowRuns()
+    held.sent("w1", 10, 0.0)  # ten runs sent as quick; their handler then grew slow
+    held.reprice("w1", 4, 2_000.0)  # six recalled; the four left take 500 ms more each
+    assert held.settle("w1", inflight=4) == 2_000.0
+    assert held.settle("w1", inflight=2) == 1_000.0
+    held.reprice("w1", 0, 0.0)
+    assert held.settle("w1", inflight=3) == 0.0
+    held.reprice("w2", 2, 300.0)  # a worker nothing was counted of (a new leader)
+    assert held.settle("w2", inflight=2) == 300.0
+
+
 def test_a_worker_gone_from_the_view_holds_nothing() -> None:
     held = SlowRuns()
     held.sent("w1", 1, 900.0)
