@@ -150,3 +150,15 @@ def test_a_recalled_run_is_sent_again_and_runs_once_whichever_copy_comes_first()
     takers = [w for w in ("w", "v") for e in landed(stage.broker, w) if stage.marks.take(e, w)]
     assert len(takers) == 10
     assert status_of(stage, *stale) == {QUEUED}
+
+
+def test_a_queue_is_read_again_only_once_a_handlers_cost_has_risen_past_the_factor() -> None:
+    _, view, recall = stage_with(bound=50, cost=10, queued=9)  # 90 places
+    assert recall.recall_surplus() == 0
+    assert len(view.counted) == 1, "a leader counts each queue once at first"
+    view.costs = {SLOW: 19}
+    assert recall.recall_surplus() == 0
+    assert len(view.counted) == 1, "risen less than twice: not read"
+    view.costs = {SLOW: 20}
+    assert recall.recall_surplus() == 7  # 180 places: 7 of 9 go back, leaving 40
+    assert view.counted[-1] == ("w", 2, 2 * 19 * 10.0, 7)

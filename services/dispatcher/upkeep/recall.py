@@ -19,13 +19,16 @@ leader that dies between the fence and the commit leaves a QUEUED row with a rec
 fence: the reconciler finishes that recall.
 
 The queue is priced again on the way (``WorkerDirectory.repriced``), so the firer fills
-it by today's prices rather than refilling what was just taken back.
+it by today's prices rather than refilling what was just taken back. A queue is read
+only when it may be overfull and a handler's cost on its worker has risen past the
+factor since it was last counted (or this leader never counted it): a steady cluster
+reads nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -85,12 +88,22 @@ def plan_recall(
     return RecallPlan(places, extra_ms, take_back)
 
 
-def may_be_overfull(load: WorkerLoad, factor: float = RECALL_FACTOR) -> bool:
-    """Whether the worker's queue could be worth more than its bound at today's prices:
-    only then is it read (most passes read nothing)."""
+def may_be_overfull(load: WorkerLoad) -> bool:
+    """Whether the worker's queue could be worth more than its bound at today's prices."""
     if load.bound >= UNBOUNDED or not load.costs:
         return False
     return load.queued * max(load.costs.values()) > load.bound
+
+
+def prices_rose(
+    load: WorkerLoad, counted: Mapping[str, int] | None, factor: float = RECALL_FACTOR
+) -> bool:
+    """Whether a handler's cost on the worker is ``factor`` times what it was when its
+    queue was last counted (``counted``; None: never counted by this leader). Below
+    that, the queue holds at most ``factor`` times its bound, as counted."""
+    if counted is None:
+        return True
+    return any(cost >= factor * counted.get(h, 1) for h, cost in load.costs.items())
 
 
 class QueueView(LiveWorkers, Protocol):
@@ -116,13 +129,22 @@ class Recall:
         self._marks = marks
         self._view = view
         self._settings = settings
+        # Each worker's costs per handler when its queue was last counted: it is read
+        # again only once one of them has risen past the recall's factor, so a steady
+        # cluster reads nothing.
+        self._counted: dict[str, dict[str, int]] = {}
 
     def recall_surplus(self) -> int:
         """One pass over the live workers; how many runs it took back."""
         recalled = 0
-        for load in self._view.live():
-            if may_be_overfull(load, self._settings.factor):
+        live = self._view.live()
+        for load in live:
+            counted = self._counted.get(load.worker_id)
+            if may_be_overfull(load) and prices_rose(load, counted, self._settings.factor):
                 recalled += self._recall_from(load)
+                self._counted[load.worker_id] = dict(load.costs)
+        workers = {load.worker_id for load in live}
+        self._counted = {w: c for w, c in self._counted.items() if w in workers}
         return recalled
 
     def _recall_from(self, load: WorkerLoad) -> int:
