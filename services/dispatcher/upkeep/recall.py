@@ -9,14 +9,14 @@ pass finds a worker's queue worth far more than its bound at today's prices (mor
 ``factor`` times), the leader takes back the runs at its end that no worker has taken,
 down to the bound, and the firer shares them out again.
 
-Taking one back, in one transaction per worker: its row is locked while still QUEUED on
-the worker (held rows are passed over), its started key is fenced (``RECALLED``: the
-copy left in the worker's queue is dropped when reached, cheaply, and a run the worker
-has already taken is not recalled), and the row goes back to SCHEDULED, keeping its due
-time and ``dispatched_at`` (which tells the firer to lift the fence just before it sends
-it again). Whichever copy then takes the started key runs; the other is dropped. A
-leader that dies between the fence and the commit leaves a QUEUED row with a recalled
-fence: the reconciler finishes that recall.
+Taking one back: its started key is fenced (``RECALLED``: the copy left in the worker's
+queue is dropped when reached, cheaply, and a run the worker has already taken is not
+recalled); then, in a short transaction, its row is locked while still QUEUED on the
+worker (held rows are passed over, and their fences lifted) and goes back to SCHEDULED,
+keeping its due time and ``dispatched_at`` (which tells the firer to lift the fence just
+before it sends it again). Whichever copy then takes the started key runs; the other is
+dropped. A leader that dies between the fence and the commit leaves a QUEUED row with a
+recalled fence: the reconciler finishes that recall.
 
 The queue is priced again on the way (``WorkerDirectory.repriced``), so the firer fills
 it by today's prices rather than refilling what was just taken back. A queue is read
@@ -172,14 +172,26 @@ class Recall:
     def _take_back(
         self, worker_id: str, rows: Sequence[ExecutionWithJob]
     ) -> list[ExecutionWithJob]:
-        """Lock, fence and give back to the firer those of ``rows`` still QUEUED on the
-        worker and not taken by it; those."""
-        with self._transactions.transaction() as store:
-            locked = store.lock_queued_on([r.execution_id for r in rows], worker_id)
-            free = [r for r in rows if r.execution_id in locked]
-            fenced = self._marks.fence(
-                [r.execution_id for r in free], RECALLED, self._settings.fence_ttl_seconds
+        """Fence, then give back to the firer, those of ``rows`` no worker has taken and
+        still QUEUED on the worker; those. The fences come first, outside the
+        transaction: a run the worker takes meanwhile is not recalled, and its result
+        never waits for a row the recall holds."""
+        fenced = self._marks.fence(
+            [r.execution_id for r in rows], RECALLED, self._settings.fence_ttl_seconds
+        )
+        free = [r for r, ok in zip(rows, fenced, strict=True) if ok]
+        taken: list[ExecutionWithJob] = []
+        try:
+            with self._transactions.transaction() as store:
+                locked = store.lock_queued_on([r.execution_id for r in free], worker_id)
+                taken = [r for r in free if r.execution_id in locked]
+                store.recall([r.execution_id for r in taken], worker_id, SLOT_WAIT)
+        finally:
+            # Those not moved (another transaction holds them, they left the worker, or
+            # the commit failed) go on as they were. Should this fail, the reconciler
+            # finishes those left QUEUED.
+            kept = {r.execution_id for r in taken}
+            self._marks.release_runs(
+                [r.execution_id for r in free if r.execution_id not in kept], RECALLED
             )
-            taken = [r for r, ok in zip(free, fenced, strict=True) if ok]
-            store.recall([r.execution_id for r in taken], worker_id, SLOT_WAIT)
         return taken
