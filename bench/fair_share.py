@@ -23,6 +23,9 @@ flood's first trigger to the last end), and, last, one JSON line:
 With ``--quick N``, app "quick" first runs N one-shot ``demo.noop`` jobs (about 1 ms
 each) and the scenario starts once they have ended and the workers' heartbeats carry
 their times: a worker's queue is then bounded by quick runs when the slow flood comes.
+With ``--same-handler`` as well, the quick runs are of the flood's own handler
+(``demo.sleep`` of 0 s): the flood is then queued at the handler's quick time, and its
+runs must be recalled once it has grown slow.
 
 With ``--weight N`` the quiet app gets weight N first (``kairos app limits``), for when
 that command exists. It never fails on time: the exit status is 1 only when a run never
@@ -34,6 +37,7 @@ the repository root:
     .venv/bin/python bench/fair_share.py                      # issue 21's scenario
     .venv/bin/python bench/fair_share.py --workers 2 --capacity 4 --flood 600
     .venv/bin/python bench/fair_share.py --quick 2000 --flood 600   # slow after quick
+    .venv/bin/python bench/fair_share.py --quick 2000 --flood 600 --same-handler
 """
 
 from __future__ import annotations
@@ -119,6 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--quick", type=int, default=0, help="demo.noop runs of app 'quick' before the flood"
+    )
+    parser.add_argument(
+        "--same-handler",
+        action="store_true",
+        help="the quick runs are of the flood's handler (demo.sleep 0 s): it then grows slow",
     )
     parser.add_argument(
         "--weight", type=int, default=None, help="the quiet app's weight (kairos app limits)"
@@ -216,7 +225,11 @@ def run_quick(
     args: argparse.Namespace, engine: Engine, quick: Tenant, services: list[Service]
 ) -> None:
     """App "quick" runs ``--quick`` demo.noop jobs; returns once the workers report them."""
-    quick_ids = submit_batches(quick, noop_bodies("quick", args.quick))
+    if args.same_handler:
+        bodies = sleep_bodies("quick", args.quick, 0)
+    else:
+        bodies = noop_bodies("quick", args.quick)
+    quick_ids = submit_batches(quick, bodies)
     wait_all_ended(engine, quick_ids, services, args.deadline)
     log(f"{len(quick_ids)} quick runs ended")
     time.sleep(QUICK_SETTLE_SECONDS)
