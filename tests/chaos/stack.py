@@ -118,9 +118,12 @@ class ChaosStack:
         arrivals = count_arrivals(r.headers for r in list(self.receiver.received))
         return Witnesses(self.ledger().effects, arrivals, extra_posts)
 
-    def submit_burst(self, count: int, over_ms: int, seconds: float = 0.05) -> list[int]:
+    def submit_burst(
+        self, count: int, over_ms: int, seconds: float = 0.05, callbacks: bool = True
+    ) -> list[int]:
         """``count`` one-shot jobs spread over ``over_ms`` from now, a third with a
-        callback; each may be retried, so a run lost to a fault runs again."""
+        callback (none without ``callbacks``); each may be retried, so a run lost to a
+        fault runs again."""
         start = wall_ms() + 300
         bodies: list[dict[str, Any]] = []
         for n in range(count):
@@ -133,7 +136,7 @@ class ChaosStack:
                 "retryBackoffSeconds": 1,
                 "retryBackoffMaxSeconds": 2,
             }
-            if n % 3 == 0:
+            if callbacks and n % 3 == 0:
                 body["callbackUrl"] = self.receiver.url
             bodies.append(body)
         job_ids: list[int] = []

@@ -10,7 +10,7 @@ execution never scheduled, and every DELIVERED callback received under its
 ``webhook-id`` (copies counted, bounded by the POSTs recorded). The table printed at
 the end shows each scenario's figures.
 
-``make test`` runs them all: the nine that restart no server after the e2e tier, and
+``make test`` runs them all: the ten that restart no server after the e2e tier, and
 the three ``serial`` ones, which restart the machine's MariaDB, Redis and RabbitMQ, in
 the last call, alone, with the serial e2e tests (``short``: the quickest three).
 """
@@ -53,13 +53,14 @@ def run_scenario(
     fault: Fault,
     count: int = 300,
     seconds: float = 0.05,
+    over_ms: int = 6_000,
     extra_posts: int = 0,
     execution_statuses: Collection[str] = FINAL_EXECUTIONS,
 ) -> Books:
     """Burst, fault once a sixth of it did its work, settle, go quiet, check the books
     against the ledger and the callback receiver. ``extra_posts``: POSTs of one callback
     the fault may leave unrecorded (it cuts the notifier off MySQL or the broker)."""
-    job_ids = stack.submit_burst(count, over_ms=6_000, seconds=seconds)
+    job_ids = stack.submit_burst(count, over_ms=over_ms, seconds=seconds)
     wait_until(lambda: len(stack.ledger().effects) >= count // 6, 120, what="the burst to run")
     began = time.monotonic()
     fault(stack, engine)
@@ -165,6 +166,33 @@ def test_the_leader_killed_mid_burst(stack: ChaosStack, engine: Engine) -> None:
         s.processes.signal(s.leader(), signal.SIGKILL)
 
     run_scenario("kill -9 the leading dispatcher", stack, engine, kill_leader)
+
+
+def test_the_leader_killed_after_recalling_runs_from_the_workers_queues(
+    stack: ChaosStack, engine: Engine
+) -> None:
+    # The handler has been quick when a burst of its slow runs comes due at once: the
+    # workers' queues take it at the old price, and once its runs show it grown slow the
+    # leader recalls their unstarted ends (fenced, back to SCHEDULED). Killed then, it
+    # leaves those runs waiting in MySQL and copies of them in the queues: each must
+    # still run exactly once.
+    quick = stack.submit_burst(600, over_ms=0, seconds=0, callbacks=False)
+    assert not stack.settle(engine, quick, SETTLE_SECONDS).problems
+    time.sleep(1.5)  # three heartbeats: the handler's quick time is what the leader reads
+
+    def kill_after_a_recall(s: ChaosStack, _engine: Engine) -> None:
+        leader = s.leader()
+        wait_until(lambda: "taken back" in s.processes.log(leader), 60, what="a recall")
+        s.processes.signal(leader, signal.SIGKILL)
+
+    run_scenario(
+        "kill -9 the leader after a recall",
+        stack,
+        engine,
+        kill_after_a_recall,
+        seconds=0.5,
+        over_ms=0,
+    )
 
 
 def test_the_leader_stopped_past_its_lease(stack: ChaosStack, engine: Engine) -> None:
