@@ -116,6 +116,11 @@ class ApiSettings(StoreSettings, CallbackUrlSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    api_fd: int | None = Field(
+        default=None,
+        description="a listening socket, inherited from `kairos up`, to serve the API on "
+        "instead of binding KAIROS_HOST:KAIROS_PORT (set by `kairos up` for its API)",
+    )
     max_params_bytes: int = 64 * 1024
     max_body_bytes: int = Field(
         default=1024 * 1024,

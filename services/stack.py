@@ -64,21 +64,29 @@ class Child:
     can take the port between the choice and the child's start."""
     worker_id: str | None = None
     """The id a worker child runs under (``--id``); None for other services."""
+    api_socket: socket.socket | None = None
+    """The API's port, bound and listening in ``kairos up`` as the metrics ports are
+    (``KAIROS_API_FD``); None for other services."""
 
     def start(self) -> None:
-        """Start the child's process, handing it its metrics socket."""
+        """Start the child's process, handing it its listening sockets."""
         env = _child_env()
-        fds: tuple[int, ...] = ()
-        if self.metrics_socket is not None:
-            fds = (self.metrics_socket.fileno(),)
-            env["KAIROS_METRICS_FD"] = str(fds[0])
+        fds: list[int] = []
+        for name, kept in (
+            ("KAIROS_METRICS_FD", self.metrics_socket),
+            ("KAIROS_API_FD", self.api_socket),
+        ):
+            if kept is not None:
+                fds.append(kept.fileno())
+                env[name] = str(fds[-1])
         self.process = subprocess.Popen(self.argv, env=env, pass_fds=fds)
 
     def release(self) -> None:
-        """Close the metrics socket kept for the child (the stack stops)."""
-        if self.metrics_socket is not None:
-            self.metrics_socket.close()
-            self.metrics_socket = None
+        """Close the sockets kept for the child (the stack stops)."""
+        for kept in (self.metrics_socket, self.api_socket):
+            if kept is not None:
+                kept.close()
+        self.metrics_socket = self.api_socket = None
 
 
 def worker_handlers(setting: str, demo: bool) -> str:
@@ -171,21 +179,9 @@ def listen_on(port: int, host: str = "127.0.0.1") -> socket.socket | None:
     return listening
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``port`` (a port in TIME_WAIT counts as free, as the
-    services bind with SO_REUSEADDR)."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def _child_env() -> dict[str, str]:
     """The environment, less a metrics port (or socket) that every child would take."""
-    inherited = ("KAIROS_METRICS_PORT", "KAIROS_METRICS_FD")
+    inherited = ("KAIROS_METRICS_PORT", "KAIROS_METRICS_FD", "KAIROS_API_FD")
     return {k: v for k, v in os.environ.items() if k not in inherited}
 
 
@@ -280,11 +276,21 @@ def run_stack(
             f"--notifiers {notifiers}: callbacks need at least one notifier (--notifiers 1)"
         )
     modules = worker_handlers(WorkerSettings().handlers if handlers is None else handlers, demo)
-    port = ApiSettings().port if port is None else port
-    if not port_free(port):
+    api = ApiSettings()
+    port = api.port if port is None else port
+    # Bound here and kept: a check now and a bind by the API seconds later would let
+    # another program (or stack) take the port in between.
+    api_socket = listen_on(port, api.host)
+    if api_socket is None:
         raise PortInUseError(port)
-    settings = StoreSettings()
-    prepare_namespace(settings)
+    try:
+        settings = StoreSettings()
+        prepare_namespace(settings)
+        children, _ = _children(port, workers, modules, notifiers)
+    except BaseException:
+        api_socket.close()
+        raise
+    children[0].api_socket = api_socket
     stopping = False
 
     def handle(_signum: int, _frame: FrameType | None) -> None:
@@ -293,7 +299,6 @@ def run_stack(
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    children, _ = _children(port, workers, modules, notifiers)
     base = f"http://127.0.0.1:{port}"
     try:
         _refuse_running_workers(settings, [c.worker_id for c in children if c.worker_id])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from types import FrameType
 
@@ -46,7 +47,7 @@ def run_api(settings: ApiSettings) -> None:
     app = create_app(settings)
     require_schema(app.state.kairos.engine, settings.namespace)
     serve_metrics(settings)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -54,3 +55,7 @@ def run_api(settings: ApiSettings) -> None:
         access_log=False,
         timeout_graceful_shutdown=10,
     )
+    # ``kairos up`` binds the port itself and hands the socket over, so that nothing can
+    # take it between its check and this start, nor between two starts of this process.
+    inherited = None if settings.api_fd is None else [socket.socket(fileno=settings.api_fd)]
+    uvicorn.Server(config).run(sockets=inherited)

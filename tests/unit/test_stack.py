@@ -112,6 +112,34 @@ def test_a_restarted_child_serves_on_the_metrics_socket_kept_for_it(
         child.process.wait()
 
 
+# A service that serves "api" on its inherited API socket, once.
+SERVES_ON_THE_API_SOCKET = (
+    "import os, socket, time\n"
+    "listening = socket.socket(fileno=int(os.environ['KAIROS_API_FD']))\n"
+    "conn, _ = listening.accept()\n"
+    "conn.sendall(b'api')\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_the_api_serves_on_the_port_up_bound_for_it(released: list[Child]) -> None:
+    kept = listen_on(0)
+    assert kept is not None
+    port = kept.getsockname()[1]
+    child = Child("api", [sys.executable, "-c", SERVES_ON_THE_API_SOCKET], api_socket=kept)
+    released.append(child)
+    child.start()
+    try:
+        assert listen_on(port) is None, "held from the choice on, before the API starts"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.settimeout(10)
+            assert conn.recv(3) == b"api"
+    finally:
+        assert child.process is not None
+        child.process.kill()
+        child.process.wait()
+
+
 def test_two_stacks_starting_together_never_get_the_same_metrics_port(
     released: list[Child],
 ) -> None:
