@@ -355,6 +355,21 @@ class ScheduleTooFrequentError(ValidationFailedError):
         self.minimum = minimum
 
 
+class RetriesOverLimitError(ValidationFailedError):
+    """A job asking for more retries than its app's ``max_retries`` limit allows;
+    nothing was written."""
+
+    def __init__(self, app_id: str, asked: int, limit: int) -> None:
+        super().__init__(
+            "maxRetries",
+            f"{asked} retries asked; this app's limit maxRetries is {limit}: ask for at "
+            f"most {limit}, or ask an operator to raise the limit (`kairos app limits "
+            f"{app_id} --max-retries N`)",
+        )
+        self.asked = asked
+        self.limit = limit
+
+
 class TriggerBusyError(KairosError):
     """A manual trigger found no free trigger time for its execution; nothing was written."""
 

@@ -26,6 +26,7 @@ LIMIT_COLUMNS = (
     apps.c.max_jobs,
     apps.c.min_cron_interval_seconds,
     apps.c.run_log_bytes_per_hour,
+    apps.c.max_retries,
 )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db.records import MOST_RETRIES
 from common.db.schema import apps, executions, jobs
 from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.states import ExecutionStatus
@@ -16,13 +17,15 @@ from common.states import ExecutionStatus
 @dataclass(frozen=True)
 class AppPolicy:
     """An app's share of the slots (``weight``), the most runs it may have going at once
-    (``max_running``, None for no cap) and its fences as dispatch applies them."""
+    (``max_running``, None for no cap), the most retries a failed run of its gets
+    (``max_retries``) and its fences as dispatch applies them."""
 
     app_id: str = ""
     weight: int = 1
     max_running: int | None = None
     disabled: bool = False
     handlers: HandlerPatterns = EVERY_HANDLER
+    max_retries: int = MOST_RETRIES
 
 
 # An app the dispatcher has no row for (created since it last read them): the defaults.
@@ -39,6 +42,7 @@ def read_app_policies(conn: Connection) -> dict[int, AppPolicy]:
             apps.c.max_running,
             apps.c.disabled_at,
             apps.c.handler_patterns,
+            apps.c.max_retries,
         )
     ).all()
     return {
@@ -48,6 +52,7 @@ def read_app_policies(conn: Connection) -> dict[int, AppPolicy]:
             max_running=None if row.max_running is None else int(row.max_running),
             disabled=row.disabled_at is not None,
             handlers=HandlerPatterns.from_stored(row.handler_patterns),
+            max_retries=int(row.max_retries),
         )
         for row in rows
     }

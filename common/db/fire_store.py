@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from common.db import app_policies, executions, executions_with_job, job_dependencies, jobs
 from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
+from common.db.engine import lock_waits_of
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.store_transactions import EngineStores, StoreTransactions
 from common.dependencies import ChildRun, Edge, ParentRun
@@ -94,6 +95,11 @@ class FireStore(DispatchStore, Protocol):
 
     def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
         """Write on each execution (by key) the parent runs it waited for."""
+        ...
+
+    def wake_children(self, parent_job_ids: Sequence[int], now_ms: int) -> int:
+        """Bring forward to ``now_ms`` the runs of these jobs' children held for their
+        parents, waiting for no row lock (a held child row fails the call); how many."""
         ...
 
 
@@ -176,6 +182,12 @@ class MySqlFireStore:
     def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
         """See ``job_dependencies.record_waited_for``."""
         job_dependencies.record_waited_for(self._conn, waited)
+
+    def wake_children(self, parent_job_ids: Sequence[int], now_ms: int) -> int:
+        """See ``job_dependencies.wake_children``; a child row another transaction
+        holds (the firer's own next pass, judging it) is not waited for."""
+        with lock_waits_of(self._conn, 0):
+            return job_dependencies.wake_children(self._conn, parent_job_ids, now_ms)
 
 
 class MySqlFireTransactions(EngineStores[FireStore]):

@@ -238,14 +238,17 @@ class TriggerSettings:
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
-    """What the results consumer needs of each job: app, schedule, retries, callback URL."""
+    """What the results consumer needs of each job: app, schedule, retries (no more than
+    its app's ``max_retries`` limit), callback URL."""
     ids = sorted(set(job_ids))
     if not ids:
         return {}
     rows = driver.fetch(
         conn,
         "SELECT j.id, j.app_pk, j.status, j.cron_expr, j.fixed_rate_seconds, "
-        "j.next_trigger_time, j.callback_url, j.max_retries, j.retry_backoff_seconds, "
+        "j.next_trigger_time, j.callback_url, "
+        # An app's retry limit lowered after the job was stored binds its runs too.
+        "LEAST(j.max_retries, a.max_retries) AS max_retries, j.retry_backoff_seconds, "
         "j.retry_backoff_max_seconds, a.app_id, j.has_children "
         "FROM jobs j JOIN apps a ON a.id = j.app_pk "
         f"WHERE j.id IN ({driver.ints(ids)})",

@@ -14,6 +14,9 @@ from common.db.rows import AnyRow
 from common.schedule import MisfirePolicy, OverlapPolicy, Schedule
 from common.states import ExecutionStatus, JobStatus
 
+MOST_RETRIES = 100
+"""The most retries a job may ask for (``maxRetries``), and an app's bound by default."""
+
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
@@ -154,8 +157,10 @@ class AppLimits:
     """What an operator lets one app consume (``kairos app limits``): its ``weight`` in
     the share of slots (1 by default), the most runs it may have going at once, the
     most jobs it may keep stored, the shortest interval a schedule of its may have and
-    the bytes of run log its runs may store per hour (None: no such limit). The
-    dispatcher reads weight and max_running; the API refuses what the job quotas
+    the bytes of run log its runs may store per hour (None: no such limit), and the
+    most retries a job of its may ask for (``max_retries``, 100 by default, the most a
+    job may ask for). The dispatcher reads weight and max_running, and gives a failed
+    run no more retries than ``max_retries``; the API refuses what the job quotas
     forbid; workers drop run-log lines past the run-log quota."""
 
     weight: int = 1
@@ -163,6 +168,7 @@ class AppLimits:
     max_jobs: int | None = None
     min_cron_interval_seconds: int | None = None
     run_log_bytes_per_hour: int | None = None
+    max_retries: int = MOST_RETRIES
 
     @classmethod
     def from_row(cls, row: AnyRow) -> AppLimits:
@@ -173,6 +179,7 @@ class AppLimits:
             max_jobs=_whole_or_none(row.max_jobs),
             min_cron_interval_seconds=_whole_or_none(row.min_cron_interval_seconds),
             run_log_bytes_per_hour=_whole_or_none(row.run_log_bytes_per_hour),
+            max_retries=int(row.max_retries),
         )
 
 

@@ -56,6 +56,8 @@ apps = Table(
     Column("min_cron_interval_seconds", Integer, nullable=True),
     # Bytes of run-log text the app's runs may store per hour; NULL: no quota (0022).
     Column("run_log_bytes_per_hour", BigInteger, nullable=True),
+    # The most retries a job of the app may ask for and a failed run of it gets (0025).
+    Column("max_retries", Integer, nullable=False, server_default="100"),
     # JSON array of CIDRs the app's callbacks may reach; NULL: the cluster's default.
     Column("callback_networks", Text, nullable=True),
 )

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from common.db.app_policies import AppPolicy
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
-from common.dependencies import ChildRun, Edge, ParentRun
+from common.dependencies import HELD_FOR_PARENTS, ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS, in_order
 from common.memory.tables import MemoryTables
 from common.states import ExecutionStatus
@@ -147,3 +147,21 @@ class FireTables(MemoryTables):
         """Write on each execution (by key) the parent runs it waited for."""
         for key, runs in waited.items():
             self.executions[key].waited_for = json.dumps([r.as_json() for r in runs])
+
+    def wake_children(self, parent_job_ids: Sequence[int], now_ms: int) -> int:
+        """Bring forward the SCHEDULED runs of these jobs' children held for later
+        for their parents (``HELD_FOR_PARENTS``); how many moved."""
+        parents = set(parent_job_ids)
+        woken = 0
+        for row in self.executions.values():
+            after = {a.job_id for a in self.jobs[row.job_id].after}
+            if (
+                after & parents
+                and row.status is ExecutionStatus.SCHEDULED
+                and row.scheduled_at is not None
+                and row.scheduled_at > now_ms
+                and (row.message or "").startswith(HELD_FOR_PARENTS)
+            ):
+                row.scheduled_at = now_ms
+                woken += 1
+        return woken

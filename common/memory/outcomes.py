@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from common.db.app_policies import DEFAULT_POLICY
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import UNFINISHED, LockedExecution, Outcome
 from common.db.jobs import TriggerSettings
@@ -36,7 +37,7 @@ class OutcomeTables(MemoryTables):
                 j.recurring,
                 j.next_trigger_time is not None,
                 j.callback_url,
-                j.max_retries,
+                min(j.max_retries, self.apps.get(j.app_pk, DEFAULT_POLICY).max_retries),
                 j.retry_backoff_seconds,
                 j.retry_backoff_max_seconds,
                 self.apps[j.app_pk].app_id if j.app_pk in self.apps else "",

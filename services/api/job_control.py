@@ -57,7 +57,7 @@ from common.schedule import OverlapPolicy, PauseGap, Schedule, pause_gap
 from common.states import JobStatus
 from services.api.callback_screening import screen_callback_url_from_thread
 from services.api.job_audit import audit_job, audit_update
-from services.api.quotas import check_schedule_interval
+from services.api.quotas import check_retries, check_schedule_interval
 from services.api.schemas import JobCreate, JobList, JobPatch, JobView
 from services.api.state import ApiState
 from services.api.store_refusals import as_refusal
@@ -309,7 +309,7 @@ def patched_columns(
     merged = merged_request(stored, changes)
     check_schedule_kind(stored, changes, merged)
     known = handlers | {stored.handler}
-    job = build_job(merged, app, known, max_params_bytes, now, check_interval=False)
+    job = build_job(merged, app, known, max_params_bytes, now, check_quotas=False)
     columns: JobColumns = {
         "job_name": job.job_name,
         "params": stored_text(job.params),
@@ -324,6 +324,10 @@ def patched_columns(
         # was stored does not block a patch of its other fields.
         check_schedule_interval(schedule, app, now)
         columns["next_trigger_time"] = schedule.first_after(now, now)
+    if job.policies.max_retries != stored.max_retries:
+        # Likewise a limit lowered after the job was stored binds only a new value; the
+        # dispatcher applies it to the stored one.
+        check_retries(job.policies.max_retries, app)
     return {name: value for name, value in columns.items() if getattr(stored, name) != value}
 
 

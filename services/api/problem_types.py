@@ -52,6 +52,7 @@ class ProblemType(Enum):
     SCHEDULE_TOO_FREQUENT = ProblemKind(
         422, "schedule-too-frequent", "Schedule more frequent than the app's quota"
     )
+    RETRIES_OVER_LIMIT = ProblemKind(422, "retries-over-limit", "More retries than the app's limit")
     BATCH_REJECTED = ProblemKind(422, "batch-rejected", "Invalid batch; nothing was written")
     IDEMPOTENCY_CONFLICT = ProblemKind(
         422, "idempotency-conflict", "Idempotency key reused with a different request"

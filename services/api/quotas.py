@@ -7,6 +7,9 @@ a schedule of the app may have between two triggers (a fixed rate: its seconds; 
 the smallest gap among its next ``CRON_GAPS_LOOKED_AT`` triggers); a schedule under it is
 a 422 naming the field (``jobs[i].cronExpr`` in a batch, item by item as every other bad
 field). An app without the quota pays nothing: no count, no lookahead.
+``max_retries``: the most retries a job of the app may ask for (a 422 naming
+``maxRetries``); the dispatcher also gives a failed run no more than it, so lowering the
+limit binds jobs stored before.
 
 The count is read before the insert, outside the insert's lock: creates racing at the
 very limit may pass it by how many arrive at once.
@@ -21,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from common.db.app_grants import stored_job_count
 from common.db.apps import App
-from common.errors import JobQuotaExceededError, ScheduleTooFrequentError
+from common.errors import JobQuotaExceededError, RetriesOverLimitError, ScheduleTooFrequentError
 from common.schedule import Schedule
 
 # Enough triggers to meet a cron's closest pair within a day's or a week's pattern.
@@ -68,3 +71,11 @@ def check_schedule_interval(schedule: Schedule, app: App, now_ms: int) -> None:
     if gap is not None and gap < minimum:
         field = "cronExpr" if schedule.cron_expr is not None else "fixedRateSeconds"
         raise ScheduleTooFrequentError(field, app.app_id, gap, minimum)
+
+
+def check_retries(max_retries: int, app: App) -> None:
+    """Raise ``RetriesOverLimitError`` (naming ``maxRetries``) if a job asks for more
+    retries than the app's ``max_retries`` limit."""
+    limit = app.limits.max_retries
+    if max_retries > limit:
+        raise RetriesOverLimitError(app.app_id, max_retries, limit)

@@ -10,6 +10,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from common.db.job_dependencies import MAX_PARENTS
 from common.db.jobs import DEFAULT_PRIORITY
+from common.db.records import MOST_RETRIES
 from common.dependencies import DependOn
 from common.documents import JsonObject, JsonValue
 from common.schedule import MisfirePolicy, OverlapPolicy
@@ -115,7 +116,13 @@ class JobCreate(BaseModel):
         description="a recurring trigger while the last run still goes: ALLOW runs it too, "
         "FORBID records it SKIPPED, QUEUE runs it when the last run ends",
     )
-    maxRetries: WholeNumber = Field(default=0, ge=0, le=100)
+    maxRetries: WholeNumber = Field(
+        default=0,
+        ge=0,
+        le=MOST_RETRIES,
+        description="retries of a failed run, at most the app's maxRetries limit "
+        "(`kairos app limits APP_ID --max-retries N`, 100 by default)",
+    )
     retryBackoffSeconds: WholeNumber = Field(default=10, ge=0, le=86_400)
     retryBackoffMaxSeconds: WholeNumber = Field(default=3600, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)
@@ -428,7 +435,7 @@ class JobPatch(BaseModel):
     misfireThresholdSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
     catchUpWindowSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400 * 31)
     overlapPolicy: OverlapPolicy | None = None
-    maxRetries: WholeNumber | None = Field(default=None, ge=0, le=100)
+    maxRetries: WholeNumber | None = Field(default=None, ge=0, le=MOST_RETRIES)
     retryBackoffSeconds: WholeNumber | None = Field(default=None, ge=0, le=86_400)
     retryBackoffMaxSeconds: WholeNumber | None = Field(default=None, ge=0, le=7 * 86_400)
     timeoutSeconds: WholeNumber | None = Field(default=None, ge=1, le=7 * 86_400)

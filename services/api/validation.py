@@ -17,7 +17,7 @@ from common.documents import JsonObject, document_problem, stored_size
 from common.errors import HandlerNotAllowedError, UnknownHandlerError, ValidationFailedError
 from common.schedule import Schedule
 from common.timefmt import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
-from services.api.quotas import check_schedule_interval, shortest_gap_seconds
+from services.api.quotas import check_retries, check_schedule_interval, shortest_gap_seconds
 from services.api.schemas import AfterJob, JobCreate
 
 
@@ -202,17 +202,18 @@ def build_job(
     known_handlers: Set[str],
     max_params_bytes: int,
     now_ms: int,
-    check_interval: bool = True,
+    check_quotas: bool = True,
 ) -> NewJob:
-    """Validate every field for ``app`` and return the job to insert; its schedule is
-    held to the app's shortest interval unless ``check_interval`` is off (a patch that
-    leaves the schedule as stored)."""
+    """Validate every field for ``app`` and return the job to insert; its schedule and
+    retries are held to the app's shortest interval and retry limit unless
+    ``check_quotas`` is off (a patch checks only what it changes)."""
     check_handler(body.jobHandler, app, known_handlers)
     check_params(body, max_params_bytes)
     schedule = build_schedule(body)
     check_jitter(body.jitterSeconds, schedule, now_ms)
-    if check_interval:
+    if check_quotas:
         check_schedule_interval(schedule, app, now_ms)
+        check_retries(body.maxRetries, app)
     callback = check_callback_url(body.callbackUrl) if body.callbackUrl else None
     return NewJob(
         app_pk=app.id,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from common.db.records import MOST_RETRIES
 from services.cli.types import Subcommands, cli_actor, whole_number
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def app_view(app: AppRecord, default_networks: str) -> dict[str, object]:
             "maxJobs": limits.max_jobs,
             "minCronIntervalSeconds": limits.min_cron_interval_seconds,
             "runLogBytesPerHour": limits.run_log_bytes_per_hour,
+            "maxRetries": limits.max_retries,
         },
     }
 
@@ -92,6 +94,7 @@ def app_text(view: dict[str, object]) -> str:
         ("max jobs", shown(limits["maxJobs"])),
         ("min cron interval", shown(limits["minCronIntervalSeconds"])),
         ("run log bytes/hour", shown(limits["runLogBytesPerHour"])),
+        ("max retries", limits["maxRetries"]),
     ]
     return "\n".join(f"{name + ':':19} {value}" for name, value in rows)
 
@@ -168,6 +171,7 @@ LIMIT_NAMES = (
     "max_jobs",
     "min_cron_interval_seconds",
     "run_log_bytes_per_hour",
+    "max_retries",
 )
 
 
@@ -202,8 +206,8 @@ def _add_limits_parser(app: Subcommands) -> None:
     limits = app.add_parser(
         "limits",
         help="print or set an app's share weight, its cap on runs at once and its quotas "
-        "(most jobs stored, shortest schedule interval, run-log bytes per hour); 'none' "
-        "lifts one",
+        "(most jobs stored, shortest schedule interval, run-log bytes per hour, retries per "
+        "job); 'none' lifts one",
     )
     limits.add_argument("app_id")
     limits.add_argument(
@@ -238,5 +242,12 @@ def _add_limits_parser(app: Subcommands) -> None:
         help="the bytes of run log its runs may store per hour, counted by every worker; "
         "past it a run's later lines are dropped with one line saying so (the run goes "
         "on); 'none': no limit",
+    )
+    limits.add_argument(
+        "--max-retries",
+        type=whole_number(0, MOST_RETRIES),
+        default=UNSET,
+        help=f"the most retries a job of its may ask for and a failed run of its gets, "
+        f"jobs stored before included (default and at most {MOST_RETRIES})",
     )
     limits.set_defaults(func=cmd_app_limits)

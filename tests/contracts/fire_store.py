@@ -15,7 +15,7 @@ from common.db.app_policies import DEFAULT_POLICY
 from common.db.executions import NewExecution
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.job_dependencies import After
-from common.dependencies import ChildRun, DependOn, ParentRun, matching_run
+from common.dependencies import HELD_FOR_PARENTS, ChildRun, DependOn, ParentRun, matching_run
 from common.schedule import MisfirePolicy, OverlapPolicy
 from common.states import ExecutionStatus, JobStatus
 from tests.contracts.store_harness import NOW, StoreHarness
@@ -229,3 +229,20 @@ class FireStoreContract(StoreHarness):
         assert json.loads(self.execution("e1").waited_for or "") == [
             {"jobId": 7, "executionId": "p-1", "status": "SUCCEEDED"}
         ]
+
+    # wake_children
+
+    def test_wake_children_brings_forward_only_runs_held_for_parents(self) -> None:
+        parent, other = self.a_job(), self.a_job()
+        child = self.a_job(after=(After(parent, DependOn.SUCCEEDED),))
+        stranger = self.a_job(after=(After(other, DependOn.SUCCEEDED),))
+        [held, backoff, due] = self.due(child, ("held", 9_000), ("backoff", 9_500), ("due", 10))
+        [elsewhere] = self.due(stranger, ("elsewhere", 9_000))
+        waiting = f"{HELD_FOR_PARENTS}{parent} run p-1 is QUEUED"
+        self.fire_store.hold_scheduled({held: waiting, elsewhere: waiting}, 9_000)
+        self.fire_store.hold_scheduled({due: waiting}, NOW - 1)  # due already: left as it is
+        self.fire_store.hold_scheduled({backoff: "waiting: no live worker runs it"}, 9_500)
+        assert self.fire_store.wake_children([parent], NOW) == 1
+        at = {e: self.execution(e).scheduled_at for e in ("held", "backoff", "due", "elsewhere")}
+        assert at == {"held": NOW, "backoff": 9_500, "due": NOW - 1, "elsewhere": 9_000}
+        assert self.fire_store.wake_children([], NOW) == 0

@@ -88,6 +88,14 @@ class OutcomeStoreContract(StoreHarness):
         }
         assert self.store.trigger_settings([]) == {}
 
+    def test_trigger_settings_give_no_more_retries_than_the_apps_limit(self) -> None:
+        # A limit lowered after the jobs were stored binds them too.
+        many = self.a_job(max_retries=50)
+        few = self.a_job(max_retries=2)
+        self.limit_retries(5)
+        got = self.store.trigger_settings([many, few])
+        assert (got[many].max_retries, got[few].max_retries) == (5, 2)
+
     def test_job_labels_of_each_job_that_exists(self) -> None:
         named = self.a_job(job_name="report", client_request_id="abc")
         bare = self.a_job(job_name="bare", client_request_id=None)

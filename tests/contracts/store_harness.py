@@ -64,6 +64,10 @@ class StoreHarness(ABC):
         """Add a job as ``job`` describes it (its app: ``app_pk``); its id."""
 
     @abstractmethod
+    def limit_retries(self, max_retries: int) -> None:
+        """Set the app's ``max_retries`` limit (``kairos app limits --max-retries``)."""
+
+    @abstractmethod
     def job(self, job_id: int) -> MemoryJob:
         """The job's row."""
 

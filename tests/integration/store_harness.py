@@ -15,7 +15,7 @@ from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.job_dependencies import insert_edges
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.rescue_store import MySqlRescueStore, RescueStore
-from common.db.schema import callback_deliveries, jobs, workers
+from common.db.schema import apps, callback_deliveries, jobs, workers
 from common.db.schema import executions as executions_table
 from common.db.workers import MySqlWorkerStore, WorkerRecord, WorkerStore
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
@@ -98,6 +98,10 @@ class MySqlStoreHarness(StoreHarness):
         assert key is not None
         insert_edges(self._conn, [(int(key[0]), a) for a in job.after])
         return int(key[0])
+
+    def limit_retries(self, max_retries: int) -> None:
+        update = apps.update().where(apps.c.id == self._app_pk)
+        self._conn.execute(update.values(max_retries=max_retries))
 
     def job(self, job_id: int) -> MemoryJob:
         r = self._conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()

@@ -88,6 +88,7 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         "maxJobs": None,
         "minCronIntervalSeconds": None,
         "runLogBytesPerHour": None,
+        "maxRetries": 100,
     }
     code, out, _ = run(
         capsys,
@@ -104,31 +105,36 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         "60",
         "--run-log-bytes-per-hour",
         "50000000000",
+        "--max-retries",
+        "3",
     )
     assert code == 0
+    assert json.loads(out)["limits"]["maxRetries"] == 3
     assert json.loads(out)["limits"]["maxRunning"] == 50
     assert json.loads(out)["limits"]["runLogBytesPerHour"] == 50_000_000_000
     with engine.connect() as conn:
         found = find_app_by_key(conn, app.api_key)
         assert found is not None
-        expected = AppLimits(3, 50, 1000, 60, 50_000_000_000)
+        expected = AppLimits(3, 50, 1000, 60, 50_000_000_000, 3)
         assert app_limits(conn, found.id) == expected == found.limits
         assert run_log_quotas(conn) == {found.id: 50_000_000_000}
     code, out, _ = run(capsys, "app", "limits", app.app_id, "--max-jobs", "none")
     assert code == 0
     with engine.connect() as conn:
-        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, 50_000_000_000)
+        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, 50_000_000_000, 3)
     for bad in (
         ["--weight", "0"],
         ["--weight", "none"],
         ["--max-running", "-1"],
         ["--run-log-bytes-per-hour", "0"],
+        ["--max-retries", "101"],
+        ["--max-retries", "none"],
     ):
         with pytest.raises(SystemExit):
             main(["app", "limits", app.app_id, *bad])
     run(capsys, "app", "limits", app.app_id, "--run-log-bytes-per-hour", "none")
     with engine.connect() as conn:
-        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60)
+        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, max_retries=3)
         assert run_log_quotas(conn) == {}
 
 
@@ -150,6 +156,6 @@ def test_show_prints_everything_an_operator_granted(
     assert code == 0
     assert "handlers:           report.*" in out and "max running:        5" in out
     assert "disabled since" in out and "127.0.0.0/8" in out
-    assert "run log bytes/hour: none" in out
+    assert "run log bytes/hour: none" in out and "max retries:        100" in out
     code, _, err = run(capsys, "app", "show", "app_nope")
     assert code == 2 and "app_nope" in err

@@ -1,7 +1,7 @@
 """The quotas an operator sets per app, through the real API on MySQL and Redis: the most
 jobs stored (429 naming the quota; a batch refused whole) and the shortest schedule
 interval (422 naming the field; a batch item by item; a patch only when it changes the
-schedule)."""
+schedule), and the most retries a job may ask for (422 naming `maxRetries`)."""
 
 from __future__ import annotations
 
@@ -130,3 +130,39 @@ def test_a_patch_meets_the_interval_only_when_it_changes_the_schedule(
     assert faster.status_code == 422 and faster.json()["errors"][0]["field"] == "cronExpr"
     slower = client.patch(f"{JOBS}/{job_id}", json={"cronExpr": "0 * * * *"})
     assert slower.status_code == 200, slower.text
+
+
+def test_more_retries_than_the_apps_limit_is_a_422_naming_it(
+    engine: Engine, app_credentials: AppCredentials, request: pytest.FixtureRequest
+) -> None:
+    limited(engine, app_credentials.app_id, max_retries=3)
+    client: TestClient = request.getfixturevalue("api")
+    refused = client.post(JOBS, json=job("many", maxRetries=4))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"] == "urn:kairos:problem:retries-over-limit"
+    [error] = refused.json()["errors"]
+    assert error["field"] == "maxRetries" and "maxRetries is 3" in error["message"]
+    assert "--max-retries" in error["message"]
+    assert client.post(JOBS, json=job("few", maxRetries=3)).status_code == 202
+    batch = client.post(BATCH, json={"jobs": [job("a", maxRetries=1), job("b", maxRetries=9)]})
+    assert batch.status_code == 422
+    assert [e["field"] for e in batch.json()["errors"]] == ["jobs[1].maxRetries"]
+    assert job_count(engine) == 1
+
+
+def test_a_patch_meets_the_retry_limit_only_when_it_changes_the_retries(
+    engine: Engine, app_credentials: AppCredentials, request: pytest.FixtureRequest
+) -> None:
+    client: TestClient = request.getfixturevalue("api")
+    created = client.post(JOBS, json=job("r", maxRetries=10))
+    assert created.status_code == 202
+    job_id = created.json()["jobId"]
+    limited(engine, app_credentials.app_id, max_retries=2)
+    state = client.app.state.kairos  # type: ignore[attr-defined]
+    state._apps.clear()  # the limit came after the key was cached
+    renamed = client.patch(f"{JOBS}/{job_id}", json={"jobName": "renamed", "maxRetries": 10})
+    assert renamed.status_code == 200, renamed.text
+    more = client.patch(f"{JOBS}/{job_id}", json={"maxRetries": 5})
+    assert more.status_code == 422 and more.json()["errors"][0]["field"] == "maxRetries"
+    fewer = client.patch(f"{JOBS}/{job_id}", json={"maxRetries": 2})
+    assert fewer.status_code == 200, fewer.text

@@ -41,7 +41,7 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     bare = make_app(engine, "bare", NO_HANDLER)
     with engine.begin() as conn:
         set_callback_networks(conn, app_credentials.app_id, parse_networks("127.0.0.0/8"))
-        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
+        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000, 7))
         set_disabled(conn, bare.app_id, 1)
     sign_in(console, make_operator(engine))
     listed = console.get("/console/apps")
@@ -57,6 +57,8 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     assert "Max running</dt><dd>40" in own.text and "60 s" in own.text
     assert "Run log per hour</dt><dd>1000000 bytes" in own.text
     assert 'data-label="Run log bytes/h">1000000<' in html
+    assert 'Max retries per job</dt><dd id="max-retries">7<' in own.text
+    assert 'data-label="Max retries">7<' in html and 'data-label="Max retries">100<' in html
     assert console.get("/console/apps/app_nope").status_code == 404
 
 

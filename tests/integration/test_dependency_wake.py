@@ -1,4 +1,6 @@
-"""A parent's run end wakes its children's held runs (``outcomes.children``), on MySQL.
+"""A parent's run end wakes its children's held runs, on MySQL: a run recorded by the
+results path (``outcomes.children``), or skipped or cancelled by the firer
+(``trigger.fire_wake``).
 
 Without the wake-up a child held for its parent waits for its hold time (up to 30 s),
 however early the parent ends. Two apps' families are recorded in one results batch, as
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import redis
 import sqlalchemy as sa
+from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
@@ -20,6 +23,7 @@ from common.messages import ExecutionResult
 from common.states import ExecutionStatus
 from services.dispatcher.outcomes.recording import record_results
 from tests.integration.helpers import make_app
+from tests.integration.test_firing import firer, statuses
 
 LATER_MS = 60_000
 HELD = "waiting: parent job {parent} run e-{parent} is QUEUED"
@@ -130,3 +134,54 @@ def test_creating_a_child_flags_its_parents(engine: Engine) -> None:
         other: False,
         child: False,
     }
+
+
+def test_parent_runs_the_firer_skips_or_cancels_wake_their_held_children(
+    engine: Engine, redis_client: redis.Redis, connection: BlockingConnection
+) -> None:
+    clock = ClusterClock(redis_client)
+    make_app(engine, "first")
+    make_app(engine, "second")
+    fire = firer(engine, redis_client, connection)
+    now = clock.now_ms()
+    later = now + LATER_MS
+    woken: list[str] = []
+    kept: list[str] = []
+    ended: dict[str, str] = {}
+    # Per app: a cancelled parent (its run CANCELLED), a paused cron (its trigger
+    # SKIPPED), a one-shot parent paused (its run held: not ended) and one that is sent.
+    for app_pk in (1, 2):
+        cancelled, paused_cron, paused, sent = _jobs(
+            engine, app_pk, ["cancelled", "paused-cron", "paused", "sent"]
+        )
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE jobs SET status = CASE WHEN id = :c THEN 'CANCELLED' "
+                    "WHEN id IN (:p, :q) THEN 'PAUSED' ELSE 'RUNNING' END, "
+                    "cron_expr = CASE WHEN id = :p THEN '* * * * *' END WHERE app_pk = :a"
+                ),
+                {"c": cancelled, "p": paused_cron, "q": paused, "a": app_pk},
+            )
+        for parent in (cancelled, paused_cron, paused, sent):
+            run = f"p-{parent}"
+            with engine.begin() as conn:
+                insert_executions(conn, [NewExecution(run, parent, 1, now - 5, now - 5)], now)
+            (child,) = _jobs(engine, app_pk, [f"child-of-{parent}"])
+            _edge(engine, child, parent)
+            held = _scheduled(engine, child, later, HELD.format(parent=parent), 1)
+            (woken if parent in (cancelled, paused_cron) else kept).append(held)
+            ended[run] = {cancelled: "CANCELLED", paused_cron: "SKIPPED"}.get(parent, "")
+
+    fire.load()
+    before = clock.now_ms()
+    assert fire.fire_due() == 2  # the two sent parents' runs
+
+    found = statuses(engine)
+    assert {run: found[run] for run, end in ended.items() if end} == {
+        run: end for run, end in ended.items() if end
+    }
+    scheduled = _scheduled_at(engine)
+    assert {e for e in woken if scheduled[e] <= clock.now_ms()} == set(woken)
+    assert all(scheduled[e] >= before - 1_000 for e in woken)
+    assert {e: scheduled[e] for e in kept} == {e: later for e in kept}

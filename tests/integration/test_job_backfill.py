@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 import redis
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
 from common.config import ApiSettings, StoreSettings
+from common.db.apps import find_app_by_key
 from common.db.backfill import backfill_execution
 from common.db.executions import NewExecution, insert_executions, insert_missing_executions
 from common.db.records import JobRecord
@@ -22,7 +25,8 @@ from common.execution_ids import trigger_execution_id
 from common.keys import RedisKeys
 from common.timefmt import iso_ms
 from services.api.app import create_app
-from services.api.schemas import BackfillAccepted
+from services.api.backfill import backfill_job
+from services.api.schemas import BackfillAccepted, BackfillRequest
 from tests.integration.control_helpers import (
     FUTURE,
     api_state,
@@ -397,3 +401,85 @@ def test_a_backfill_larger_than_the_bucket_passes_a_full_one_and_leaves_it_in_de
         assert refused.status_code == 429
         assert 390 <= int(refused.headers["retry-after"]) <= 400
     assert len(executions_of(engine, job_id)) == 8
+
+
+# the charge is paid before the job row is locked
+
+
+def row_locked(engine: Engine, job_id: int) -> bool:
+    """Whether another transaction holds the job's row lock now (asked without waiting)."""
+    with engine.connect() as conn:
+        try:
+            conn.execute(
+                sa.text("SELECT id FROM jobs WHERE id = :j FOR UPDATE NOWAIT"), {"j": job_id}
+            )
+        except OperationalError:
+            return True
+        finally:
+            conn.rollback()
+    return False
+
+
+def backfill_charged(
+    client: TestClient, app_key: str, job_id: int, span: tuple[int, int], charge: Any
+) -> BackfillAccepted:
+    """``backfill_job`` as the app's own call, paying ``charge``."""
+    state = api_state(client)
+    with state.engine.connect() as conn:
+        app = find_app_by_key(conn, app_key)
+    assert app is not None
+    body = BackfillRequest.model_validate({"from": span[0], "to": span[1]})
+    return backfill_job(state, app, job_id, body, charge)
+
+
+def test_the_rate_limit_is_paid_before_the_job_row_is_locked(
+    client: TestClient, engine: Engine, app_credentials: Any
+) -> None:
+    jobs_made = [create(client, **EVERY_MINUTE) for _ in range(3)]
+    end = minute_floor(client)
+    charges: list[tuple[int, bool]] = []
+
+    def charge(rows: int) -> None:
+        # A slow Redis would hold whatever is locked now for as long as it takes.
+        charges.append((rows, any(row_locked(engine, j) for j in jobs_made)))
+
+    answer = backfill_charged(
+        client, app_credentials.api_key, jobs_made[1], (end - 3 * MINUTE, end), charge
+    )
+    assert answer.created == 3
+    assert charges == [(3, False)]
+    assert [len(executions_of(engine, j)) for j in jobs_made] == [0, 3, 0]
+
+
+def test_runs_made_meanwhile_keep_the_charge_and_runs_added_meanwhile_are_paid_first(
+    client: TestClient, engine: Engine, app_credentials: Any
+) -> None:
+    job_id = create(client, cronExpr="*/2 * * * *")
+    end = minute_floor(client) // (2 * MINUTE) * (2 * MINUTE)
+    span = (end - 8 * MINUTE, end)
+    charges: list[int] = []
+
+    def run_one_meanwhile(rows: int) -> None:
+        charges.append(rows)
+        if len(charges) == 1:  # another backfill makes the first time's run meanwhile
+            with engine.begin() as conn:
+                job = JobRecord.from_row(
+                    conn.execute(jobs.select().where(jobs.c.id == job_id)).one()
+                )
+                insert_missing_executions(conn, [backfill_execution(job, span[0], span[0])], 0)
+
+    answer = backfill_charged(client, app_credentials.api_key, job_id, span, run_one_meanwhile)
+    assert (answer.created, answer.existing, charges) == (3, 1, [4])  # one run over-charged
+
+    other = create(client, cronExpr="*/2 * * * *")
+    charges.clear()
+
+    def every_minute_meanwhile(rows: int) -> None:
+        charges.append(rows)
+        if len(charges) == 1:  # the job's schedule is changed meanwhile: twice the times
+            with engine.begin() as conn:
+                conn.execute(jobs.update().where(jobs.c.id == other).values(cron_expr="* * * * *"))
+
+    answer = backfill_charged(client, app_credentials.api_key, other, span, every_minute_meanwhile)
+    assert (answer.created, charges) == (8, [4, 8])
+    assert len(executions_of(engine, other)) == 8

@@ -102,13 +102,19 @@ def worker_queue_consumed(namespace: StoreSettings) -> Iterator[BlockingConnecti
     opened.close()
 
 
-def start(
+@pytest.fixture
+def long_lead(
+    request: pytest.FixtureRequest,
     namespace: StoreSettings,
     engine: Engine,
     redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
-    long_pass: LongPass,
+    worker_queue_consumed: BlockingConnection,
 ) -> Iterator[Running]:
+    """A dispatcher whose first lead stalls in one fire; then, as the test's parameter
+    (``TRICKLING`` or ``HUNG``) says, it fires on and on, or hangs until the test
+    releases it."""
+    long_pass = LongPass(trickle=request.param)
     make_app(engine)
     register_worker(engine, now_ms=ClusterClock(redis_client).now_ms())
     monkeypatch.setattr(dispatcher_main, "Firer", firer_with(long_pass))
@@ -133,28 +139,8 @@ def start(
         assert not thread.is_alive(), "the dispatcher did not stop"
 
 
-@pytest.fixture
-def trickling(
-    namespace: StoreSettings,
-    engine: Engine,
-    redis_client: redis.Redis,
-    monkeypatch: pytest.MonkeyPatch,
-    worker_queue_consumed: BlockingConnection,
-) -> Iterator[Running]:
-    """A dispatcher whose first lead stalls in one fire, then fires on and on."""
-    yield from start(namespace, engine, redis_client, monkeypatch, LongPass(trickle=True))
-
-
-@pytest.fixture
-def hung(
-    namespace: StoreSettings,
-    engine: Engine,
-    redis_client: redis.Redis,
-    monkeypatch: pytest.MonkeyPatch,
-    worker_queue_consumed: BlockingConnection,
-) -> Iterator[Running]:
-    """A dispatcher whose first lead hangs in one fire until the test releases it."""
-    yield from start(namespace, engine, redis_client, monkeypatch, LongPass())
+TRICKLING = pytest.mark.parametrize("long_lead", [True], indirect=True, ids=["trickling"])
+HUNG = pytest.mark.parametrize("long_lead", [False], indirect=True, ids=["hung"])
 
 
 def add_due_job(engine: Engine, redis_client: redis.Redis) -> int:
@@ -183,11 +169,12 @@ def step_down(running: Running) -> float:
     return time.monotonic()
 
 
+@TRICKLING
 def test_a_dispatcher_that_stepped_down_in_a_long_pass_leads_again_and_dispatches(
-    trickling: Running, engine: Engine, redis_client: redis.Redis
+    long_lead: Running, engine: Engine, redis_client: redis.Redis
 ) -> None:
-    stepped_down = step_down(trickling)
-    leadership = trickling.dispatcher.leadership
+    stepped_down = step_down(long_lead)
+    leadership = long_lead.dispatcher.leadership
     assert leadership.is_leader.wait(LEAD_AGAIN_S), (
         f"no lead again within {LEAD_AGAIN_S} s of the step-down: the pass went on as if leading"
     )
@@ -196,11 +183,12 @@ def test_a_dispatcher_that_stepped_down_in_a_long_pass_leads_again_and_dispatche
     assert wait_until(lambda: dispatched_to(engine, job_id), 20, what="the run sent") == "w1"
 
 
+@HUNG
 def test_a_lead_that_cannot_wind_down_is_reported_not_ready_and_leads_once_back(
-    hung: Running, engine: Engine, redis_client: redis.Redis
+    long_lead: Running, engine: Engine, redis_client: redis.Redis
 ) -> None:
-    step_down(hung)
-    health = hung.stop.health
+    step_down(long_lead)
+    health = long_lead.stop.health
 
     def not_ready() -> str | None:
         ready, checks = health.readiness()
@@ -208,9 +196,9 @@ def test_a_lead_that_cannot_wind_down_is_reported_not_ready_and_leads_once_back(
 
     why = wait_until(not_ready, LEAD_AGAIN_S, what="/readyz to say it cannot lead")
     assert "dispatch loop" in why and "lease" in why
-    assert not hung.dispatcher.leadership.is_leader.is_set()
-    hung.long_pass.released.set()
-    assert hung.dispatcher.leadership.is_leader.wait(LEAD_AGAIN_S), "no lead once back"
+    assert not long_lead.dispatcher.leadership.is_leader.is_set()
+    long_lead.long_pass.released.set()
+    assert long_lead.dispatcher.leadership.is_leader.wait(LEAD_AGAIN_S), "no lead once back"
     wait_until(lambda: health.readiness()[0], LEAD_AGAIN_S, what="/readyz ready again")
     job_id = add_due_job(engine, redis_client)
     assert wait_until(lambda: dispatched_to(engine, job_id), 20, what="the run sent") == "w1"

@@ -274,3 +274,22 @@ def test_operators_from_before_roles_become_admins_of_every_app(engine: Engine) 
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT role FROM operators")).scalar_one() == "admin"
         assert conn.execute(sa.text("SELECT COUNT(*) FROM operator_apps")).scalar_one() == 0
+
+
+def test_the_retry_limit_migration_goes_down_and_up_again_giving_apps_the_default(
+    engine: Engine,
+) -> None:
+    downgrade(engine, "0024")
+    assert "max_retries" not in app_columns(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('app_r', 'r', 'h', 's', 0)"
+            )
+        )
+    migrate(engine)
+    assert current_revision(engine) == HEAD
+    with engine.connect() as conn:
+        query = sa.text("SELECT max_retries FROM apps WHERE app_id = 'app_r'")
+        assert conn.execute(query).one() == (100,)

@@ -117,6 +117,24 @@ def test_failed_attempt_with_retries_left_schedules_a_new_attempt(
     assert assert_books(engine, expected, timeout=0).deliveries == 1
 
 
+def test_a_lowered_app_retry_limit_ends_a_stored_jobs_trigger_sooner(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    # The job asked for 100 retries when its app allowed them; the limit is now 1.
+    running_job(engine, policies=JobPolicies(max_retries=100, retry_backoff_seconds=0))
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE apps SET max_retries = 1"))
+    clock = ClusterClock(redis_client)
+    record_results(engine, clock, [result("FAILED")])
+    assert executions(engine) == [(1, "FAILED"), (2, "SCHEDULED")]
+    with engine.connect() as conn:
+        retry = conn.execute(sa.text("SELECT execution_id FROM executions WHERE attempt = 2"))
+        retry_id = str(retry.scalar_one())
+    record_results(engine, clock, [result("FAILED", retry_id)])
+    assert executions(engine) == [(1, "FAILED"), (2, "FAILED")]
+    assert_books(engine, Expectation([1], {"FAILED"}, {"FAILED"}), timeout=0)
+
+
 def test_cron_job_keeps_its_next_trigger_and_is_released(
     engine: Engine, redis_client: redis.Redis
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from contextlib import AbstractContextManager
 
+from common.db.app_policies import AppPolicy
 from common.db.dispatch_store import DispatchStore
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
@@ -50,6 +51,10 @@ class MemoryStoreHarness(StoreHarness):
 
     def add_job(self, job: MemoryJob) -> int:
         return self.memory.add_job(job)
+
+    def limit_retries(self, max_retries: int) -> None:
+        policy = self.memory.apps.get(self.app_pk, AppPolicy())
+        self.memory.apps[self.app_pk] = dataclasses.replace(policy, max_retries=max_retries)
 
     def job(self, job_id: int) -> MemoryJob:
         return dataclasses.replace(self.memory.jobs[job_id])

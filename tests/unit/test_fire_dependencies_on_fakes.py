@@ -118,3 +118,21 @@ def test_a_parent_deleted_while_the_child_waits_skips_it_with_the_reason() -> No
         ExecutionStatus.SKIPPED,
         "skipped: parent job 1 was deleted",
     )
+
+
+def test_a_run_skipped_at_fire_time_wakes_its_own_childrens_held_runs() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    _, middle = _chain(stage)  # job 1 runs p1; job 2, after it, runs c1
+    last = stage.job(after=(After(middle, DependOn.SUCCEEDED),), created_at=NOW - 1)
+    stage.due(last, "t1")
+    assert stage.fire() == 1  # p1 goes; c1 waits for it, t1 for c1
+    stage.row("p1").status = ExecutionStatus.FAILED
+    stage.later(DEPENDENCY_HOLD_MS)
+    assert stage.fire() == 0
+    assert stage.row("c1").status is ExecutionStatus.SKIPPED
+    # t1 was judged in the same pass, while c1 was still SCHEDULED, and held again; the
+    # skip of c1 brought it forward to now instead of after its hold time.
+    woken = stage.row("t1")
+    assert (woken.status, woken.scheduled_at) == (SCHEDULED, stage.clock.now_ms())
+    assert woken.message == "waiting: parent job 2 run c1 is SCHEDULED"

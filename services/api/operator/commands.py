@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
 
 import redis
 from sqlalchemy.engine import Connection
@@ -39,18 +38,7 @@ from services.api.operator.execution_control import (
     list_stuck,
     requeue_execution,
 )
-
-T = TypeVar("T")
-
-
-def _in_transaction(settings: StoreSettings, work: Callable[[Connection], T]) -> T:
-    """Run ``work`` in one transaction on a short-lived engine of its own."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.begin() as conn:
-            return work(conn)
-    finally:
-        engine.dispose()
+from services.api.operator.one_transaction import in_transaction
 
 
 @dataclass(frozen=True)
@@ -64,7 +52,7 @@ class SecretRotation:
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
     patterns (``(none)`` when the app may name no handler), name."""
-    listed = _in_transaction(settings, all_apps)
+    listed = in_transaction(settings, all_apps)
     if not listed:
         return "no app yet: `kairos app create NAME` makes one"
     lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
@@ -78,7 +66,7 @@ def list_apps(settings: StoreSettings) -> str:
 
 def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPatterns:
     """The handlers an app may name. Raises ``UnknownAppError``."""
-    found = _in_transaction(settings, lambda conn: handler_patterns(conn, app_id))
+    found = in_transaction(settings, lambda conn: handler_patterns(conn, app_id))
     if found is None:
         raise UnknownAppError(app_id)
     return found
@@ -99,7 +87,7 @@ def set_app_handler_patterns(
         in_use = live_job_handlers(conn, app_id)
         return {h: n for h, n in sorted(in_use.items()) if not patterns.allows(h)}
 
-    outside = _in_transaction(settings, change)
+    outside = in_transaction(settings, change)
     if outside is None:
         raise UnknownAppError(app_id)
     return outside

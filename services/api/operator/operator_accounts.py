@@ -11,7 +11,6 @@ from common.clock import wall_ms
 from common.config import StoreSettings
 from common.db.apps import app_record
 from common.db.audit import AuditEntry, record_audit
-from common.db.engine import make_engine
 from common.db.operators import (
     OperatorRecord,
     all_operators,
@@ -24,6 +23,7 @@ from common.db.operators import (
 from common.documents import JsonObject
 from common.errors import UnknownAppError, UnknownOperatorError, ValidationFailedError
 from common.operator_roles import Role
+from services.api.operator.one_transaction import in_transaction
 
 
 def _app_pks(conn: Connection, app_ids: Sequence[str]) -> list[int]:
@@ -62,25 +62,19 @@ def create_operator_token(
     """Create a console operator with ``role``, limited to ``app_ids`` when given; return
     its token (shown once, stored hashed). ``actor``: whom the audit trail names.
     Raises ``OperatorExistsError`` and ``UnknownAppError``."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.begin() as conn:
-            pks = _app_pks(conn, app_ids) if app_ids else None
-            token = create_operator(conn, name, wall_ms(), role, pks)
-            _audit(conn, actor, "operator.create", name, None, _access(conn, name))
-            return token
-    finally:
-        engine.dispose()
+
+    def create(conn: Connection) -> str:
+        pks = _app_pks(conn, app_ids) if app_ids else None
+        token = create_operator(conn, name, wall_ms(), role, pks)
+        _audit(conn, actor, "operator.create", name, None, _access(conn, name))
+        return token
+
+    return in_transaction(settings, create)
 
 
 def operator_records(settings: StoreSettings) -> list[OperatorRecord]:
     """Every console operator with its role, apps and sessions held (never a token)."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            return all_operators(conn)
-    finally:
-        engine.dispose()
+    return in_transaction(settings, all_operators)
 
 
 def set_operator_access(
@@ -100,33 +94,31 @@ def set_operator_access(
         raise ValidationFailedError("--app", "give either --app or --every-app, not both")
     if role is None and not app_ids and not every_app:
         raise ValidationFailedError("--role", "give --role, --app or --every-app to change")
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.begin() as conn:
-            operator_id = locked_operator_id(conn, name)
-            if operator_id is None:
-                raise UnknownOperatorError(name)
-            before = _access(conn, name)
-            if role is not None:
-                set_operator_role(conn, operator_id, role)
-            if app_ids or every_app:
-                set_operator_apps(conn, operator_id, _app_pks(conn, app_ids or ()))
-            _audit(conn, actor, "operator.set", name, before, _access(conn, name))
-    finally:
-        engine.dispose()
+
+    def change(conn: Connection) -> None:
+        operator_id = locked_operator_id(conn, name)
+        if operator_id is None:
+            raise UnknownOperatorError(name)
+        before = _access(conn, name)
+        if role is not None:
+            set_operator_role(conn, operator_id, role)
+        if app_ids or every_app:
+            set_operator_apps(conn, operator_id, _app_pks(conn, app_ids or ()))
+        _audit(conn, actor, "operator.set", name, before, _access(conn, name))
+
+    in_transaction(settings, change)
 
 
 def revoke_operator(settings: StoreSettings, name: str, *, actor: str) -> None:
     """Remove a console operator: its token stops working, its sessions end at once.
     Raises ``UnknownOperatorError``."""
-    engine = make_engine(settings, pool_size=1)
-    try:
-        with engine.begin() as conn:
-            before = _access(conn, name)
-            removed = delete_operator(conn, name)
-            if removed:
-                _audit(conn, actor, "operator.revoke", name, before, None)
-    finally:
-        engine.dispose()
-    if not removed:
+
+    def revoke(conn: Connection) -> bool:
+        before = _access(conn, name)
+        removed = delete_operator(conn, name)
+        if removed:
+            _audit(conn, actor, "operator.revoke", name, before, None)
+        return removed
+
+    if not in_transaction(settings, revoke):
         raise UnknownOperatorError(name)

@@ -46,6 +46,7 @@ from services.dispatcher.trigger.fire_rules import (
     no_worker_reason,
     release_on_skip,
 )
+from services.dispatcher.trigger.fire_wake import wake_children_of_unsent
 from services.dispatcher.trigger.waiting_runs import WaitingRuns
 
 log = logging.getLogger(__name__)
@@ -471,6 +472,7 @@ class Firer:
             returned = send_packs(
                 store, self._publisher, pack_dispatches(assignments, now, tracing=self._tracing)
             )
+        wake_children_of_unsent(self._transactions, rows, decisions, now)
         observe_dispatched(assignments, returned, now)
         self._observe(rows, decisions, held)
         return len(assignments) - len(returned)
