@@ -61,6 +61,8 @@ class DueJob:
     traceparent: str | None = None
     # Its runs wait for other jobs' (``job_dependencies``): the firer alone sends them.
     has_dependencies: bool = False
+    # Some job waits for its runs (``jobs.has_children``).
+    has_children: bool = False
 
 
 def find_due_jobs(
@@ -85,7 +87,7 @@ def find_due_jobs(
     rows = driver.fetch(
         conn,
         "SELECT id, version, handler, next_trigger_time, created_at, params, timeout_seconds, "
-        f"app_pk, priority, traceparent, has_dependencies, {_POLICY_SQL} FROM jobs "
+        f"app_pk, priority, traceparent, has_dependencies, has_children, {_POLICY_SQL} FROM jobs "
         f"WHERE status = %s AND next_trigger_time <= %s {since}"
         f"AND handler IN ({driver.marks(len(names))}) ORDER BY next_trigger_time"
         + (" DESC" if latest_first else "")
@@ -103,9 +105,35 @@ def find_due_jobs(
     # policy's conversions weigh on the claim thread.
     return [
         DueJob(
-            key, version, handler, at, _policy(*p), created, params, timeout, app, prio, tp, deps
+            key,
+            version,
+            handler,
+            at,
+            _policy(*p),
+            created,
+            params,
+            timeout,
+            app,
+            prio,
+            tp,
+            deps,
+            kids,
         )
-        for key, version, handler, at, created, params, timeout, app, prio, tp, deps, *p in rows
+        for (
+            key,
+            version,
+            handler,
+            at,
+            created,
+            params,
+            timeout,
+            app,
+            prio,
+            tp,
+            deps,
+            kids,
+            *p,
+        ) in rows
     ]
 
 

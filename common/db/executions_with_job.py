@@ -49,6 +49,8 @@ class ExecutionWithJob:
     # Its job waits for other jobs' runs (``job_dependencies``), and when it was made.
     has_dependencies: bool = False
     job_created_at: int = 0
+    # Some job waits for its job's runs (``jobs.has_children``): a run that ends wakes them.
+    has_children: bool = False
 
     @classmethod
     def from_row(cls, row: AnyRow) -> ExecutionWithJob:
@@ -79,6 +81,7 @@ class ExecutionWithJob:
             row.traceparent,
             bool(row.has_dependencies),
             int(row.job_created_at),
+            bool(row.has_children),
         )
 
     @property
@@ -105,7 +108,7 @@ _COLUMNS = (
     "j.next_trigger_time, j.status AS job_status, "
     "(j.cron_expr IS NOT NULL OR j.fixed_rate_seconds IS NOT NULL) AS recurring, "
     f"e.dispatched_at, j.app_pk, j.priority, (e.message = '{SLOT_WAIT}') AS waited, "
-    "e.traceparent, j.has_dependencies, j.created_at AS job_created_at"
+    "e.traceparent, j.has_dependencies, j.created_at AS job_created_at, j.has_children"
 )
 _WITH_JOB = f"SELECT {_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id "
 

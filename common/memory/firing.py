@@ -21,8 +21,9 @@ class FireTables(MemoryTables):
     ) -> list[ExecutionWithJob]:
         """SCHEDULED executions due by ``until_ms``: each app's first ``per_app`` in its
         order, soonest first (then by key)."""
+        parents = {a.job_id for j in self.jobs.values() for a in j.after}
         due = [
-            r.with_job(self.jobs[r.job_id])
+            r.with_job(self.jobs[r.job_id], r.job_id in parents)
             for r in self.executions.values()
             if r.status is ExecutionStatus.SCHEDULED
             and r.scheduled_at is not None

@@ -89,8 +89,9 @@ class MemoryExecution:
             self.backfill,
         )
 
-    def with_job(self, job: MemoryJob) -> ExecutionWithJob:
-        """The row as ``scheduled_until`` returns it, read with its job's data."""
+    def with_job(self, job: MemoryJob, has_children: bool = False) -> ExecutionWithJob:
+        """The row as ``scheduled_until`` returns it, read with its job's data
+        (``has_children``: some job waits for this one's runs)."""
         assert self.scheduled_at is not None, "a SCHEDULED execution has its time"
         return ExecutionWithJob(
             self.id,
@@ -118,6 +119,7 @@ class MemoryExecution:
             self.traceparent,
             bool(job.after),
             job.created_at,
+            has_children,
         )
 
 

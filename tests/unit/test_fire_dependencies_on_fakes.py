@@ -5,11 +5,12 @@ SKIPPED with the reason when the parent's run failed; a long wait is no misfire.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from common.db.job_dependencies import After
 from common.dependencies import DependOn
 from common.schedule import MisfirePolicy
-from common.states import ExecutionStatus
+from common.states import ExecutionStatus, JobStatus
 from services.dispatcher.trigger.fire_dependencies import (
     DEPENDENCY_HOLD_MAX_MS,
     DEPENDENCY_HOLD_MS,
@@ -136,3 +137,21 @@ def test_a_run_skipped_at_fire_time_wakes_its_own_childrens_held_runs() -> None:
     woken = stage.row("t1")
     assert (woken.status, woken.scheduled_at) == (SCHEDULED, stage.clock.now_ms())
     assert woken.message == "waiting: parent job 2 run c1 is SCHEDULED"
+
+
+def test_runs_of_jobs_without_children_ended_at_fire_time_wake_nothing() -> None:
+    stage = Stage()
+    stage.worker_up("w1")
+    lonely = stage.job(status=JobStatus.CANCELLED)
+    stage.due(lonely, "x1")
+    wakes: list[list[int]] = []
+    real = stage.store.wake_children
+
+    def counted(parent_job_ids: Sequence[int], now_ms: int) -> int:
+        wakes.append(list(parent_job_ids))
+        return real(parent_job_ids, now_ms)
+
+    stage.store.wake_children = counted  # type: ignore[method-assign]
+    stage.fire()
+    assert stage.row("x1").status is ExecutionStatus.CANCELLED
+    assert wakes == [], "a job no other waits for costs the fire no wake"

@@ -44,5 +44,6 @@ def held_row(written: Written, job: DueJob, update: ClaimUpdate) -> ExecutionWit
         waited=False,
         traceparent=row.traceparent,
         has_dependencies=job.has_dependencies,
+        has_children=job.has_children,
         job_created_at=job.created_at,
     )

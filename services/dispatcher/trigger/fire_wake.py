@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 
 
 def ended_parents(rows: Sequence[ExecutionWithJob], decisions: FireDecisions) -> list[int]:
-    """The jobs of the rows the firer ended without sending them (skipped, cancelled)."""
+    """The jobs with children of the rows the firer ended without sending them (skipped,
+    cancelled): a fire that ends runs of jobs without children costs nothing more."""
     ended = decisions.skipped.keys() | decisions.cancelled.keys()
-    return sorted({r.job_id for r in rows if r.id in ended})
+    return sorted({r.job_id for r in rows if r.id in ended and r.has_children})
 
 
 def wake_children_of_unsent(
