@@ -57,7 +57,7 @@ from common.db.engine import make_engine
 from common.db.schema import executions, jobs
 from common.handler_patterns import EVERY_HANDLER
 from common.namespace import create_app_credentials, prepare_namespace
-from common.states import ExecutionStatus
+from common.states import ExecutionStatus, JobStatus
 
 from .rounds import RoundFigure
 
@@ -214,9 +214,19 @@ def _scalar(engine: Engine, query: sa.Select[Any]) -> int:
 
 
 def succeeded_query(after_id: int) -> sa.Select[Any]:
-    """SUCCEEDED executions of the jobs after ``after_id``."""
-    return sa.select(sa.func.count()).where(
-        executions.c.job_id > after_id, executions.c.status == ExecutionStatus.SUCCEEDED
+    """The jobs after ``after_id`` that SUCCEEDED: a one-shot job does in the transaction
+    that records its run's outcome.
+
+    Counted on the jobs' status index, whose entries carry the job id: the count reads
+    no row. The executions it stands for, counted every ``POLL_SECONDS``, were a whole
+    table scan each time, and MariaDB's CPU for them was charged to the jobs measured
+    (a third of the executions rows it read in a round of 10,000); ``kairos_outcome``
+    counts the executions once, at the end.
+    """
+    return (
+        sa.select(sa.func.count())
+        .select_from(jobs)
+        .where(jobs.c.status == JobStatus.SUCCEEDED, jobs.c.id > after_id)
     )
 
 
