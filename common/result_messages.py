@@ -84,8 +84,7 @@ def written_results_message(sender_id: str, results: Sequence[tuple[str, str]]) 
     pairs, at least one, each ``ExecutionResult.model_dump_json`` of its result.
 
     A worker writes each result once, for its started key, and the results message is
-    put together from the same texts: writing them again for the message was a tenth of
-    a no-op run's CPU in the worker's connection thread.
+    put together from the same texts instead of writing every result a second time.
     """
     sender = json.dumps(sender_id, ensure_ascii=False)
     texts = ",".join(text for _, text in results)
