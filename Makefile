@@ -77,6 +77,7 @@ bench: install services
 	$(BIN)/pip install --quiet -r bench/requirements-callbacks.txt
 	$(BIN)/python bench/cost.py --jobs 10000 --rounds 3 --profile-dir /tmp/kairos-cost-profile
 	$(BIN)/python bench/cost.py --jobs 10000 --rounds 3 --single
+	$(BIN)/python bench/worker_path.py --jobs 10000
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/sweep.py --workers 200
 	$(BIN)/python bench/cron.py

@@ -9,6 +9,7 @@ results consumer reads first.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,6 +76,23 @@ def results_message(sender_id: str, results: Sequence[ExecutionResult]) -> Outgo
         routing_key=RESULTS_QUEUE,
         body=batch.model_dump_json().encode(),
         message_id=results[0].execution_id,
+    )
+
+
+def written_results_message(sender_id: str, results: Sequence[tuple[str, str]]) -> OutgoingMessage:
+    """``results_message`` of results already written as JSON: (execution id, JSON text)
+    pairs, at least one, each ``ExecutionResult.model_dump_json`` of its result.
+
+    A worker writes each result once, for its started key, and the results message is
+    put together from the same texts instead of writing every result a second time.
+    """
+    sender = json.dumps(sender_id, ensure_ascii=False)
+    texts = ",".join(text for _, text in results)
+    return OutgoingMessage(
+        exchange=RESULTS_EXCHANGE,
+        routing_key=RESULTS_QUEUE,
+        body=f'{{"v":1,"worker_id":{sender},"results":[{texts}]}}'.encode(),
+        message_id=results[0][0],
     )
 
 

@@ -80,7 +80,8 @@ class HandlerCall:
         self.params = params
         self.context = context
         self._lock = threading.Lock()
-        self._ended = threading.Event()
+        # Made by ``start``: a run called here (no timeout, most runs) needs no event.
+        self._ended: threading.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[object] | None = None
         self._cancelled = False
@@ -113,11 +114,14 @@ class HandlerCall:
     def start(self) -> None:
         """Run the handler in a daemon thread of its own."""
         self.started = time.monotonic()
+        self._ended = threading.Event()
         name = f"handler-{self.context.execution_id}"
         threading.Thread(target=self._run_in_thread, name=name, daemon=True).start()
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the thread's run to end; True if it did."""
+        """Wait up to ``timeout`` seconds for the thread's run to end (after ``start``);
+        True if it did."""
+        assert self._ended is not None, "wait() is for a run started in its own thread"
         return self._ended.wait(timeout)
 
     def value(self) -> object:
@@ -156,6 +160,7 @@ class HandlerCall:
             with self._lock:
                 self._finished = True
                 on_end = self._on_end
+            assert self._ended is not None  # made by ``start``, which runs this
             self._ended.set()
             if on_end is not None:
                 on_end(self)

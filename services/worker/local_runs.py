@@ -24,14 +24,17 @@ class LocalRuns:
 
     def __init__(self, keep_ended: int = KEEP_ENDED) -> None:
         self._lock = threading.Lock()
-        self._going: dict[str, Future[ExecutionResult | None]] = {}
+        # A run going has a future once a copy of its delivery waits for its outcome.
+        self._going: dict[str, Future[ExecutionResult | None] | None] = {}
         self._ended: OrderedDict[str, ExecutionResult] = OrderedDict()
         self._keep = keep_ended
 
     def begin(self, execution_id: str) -> None:
         """A run of this execution starts in this process."""
         with self._lock:
-            self._going[execution_id] = Future()
+            # No future until a copy waits for the run (``outcome``), which is rare: a
+            # future per run was a lock and a condition made and dropped for each.
+            self._going[execution_id] = None
 
     def end(self, execution_id: str, result: ExecutionResult | None) -> None:
         """The run ended with ``result`` (None: no result to report)."""
@@ -55,6 +58,8 @@ class LocalRuns:
         None when this process has no such run (it ran in an earlier process)."""
         with self._lock:
             going = self._going.get(execution_id)
+            if going is None and execution_id in self._going:
+                going = self._going[execution_id] = Future()
             ended = self._ended.get(execution_id)
         if going is not None:
             return going.result()

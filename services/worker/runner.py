@@ -18,7 +18,7 @@ from common.jsontext import clip_utf8
 from common.keys import RedisKeys
 from common.messages import DispatchMessage, ExecutionResult
 from common.metrics import observe_run, observe_start
-from common.result_messages import results_messages, stand_in_result
+from common.result_messages import stand_in_result, written_results_message
 from common.started_marks import RECALLED, RedisStartedMarks
 from common.states import ExecutionStatus
 from common.tracing.spans import NO_TRACING, Tracing
@@ -133,16 +133,17 @@ class ExecutionRunner:
         of the delivery that comes back reports this outcome instead of LOST. Storing is
         best effort; without it such a copy is reported LOST.
         """
-        results = [o for o in outcomes if o is not None]
-        if results:
-            stored = [(r.execution_id, r.model_dump_json()) for r in results]
-            try:
-                self._marks.store_outcomes(self._worker_id, stored)
-            except redis.RedisError as e:
-                log.warning("could not store %d outcomes in Redis: %s", len(results), e)
-            else:
-                self._local.forget([r.execution_id for r in results])
-        return results_messages(self._worker_id, results)
+        written = [(o.execution_id, o.model_dump_json()) for o in outcomes if o is not None]
+        if not written:
+            return []
+        try:
+            self._marks.store_outcomes(self._worker_id, written)
+        except redis.RedisError as e:
+            log.warning("could not store %d outcomes in Redis: %s", len(written), e)
+        else:
+            self._local.forget([execution_id for execution_id, _ in written])
+        # The message carries the very texts stored: each result is written once.
+        return [written_results_message(self._worker_id, written)]
 
     def keep_outcome(self, outcome: ExecutionResult | None) -> None:
         """Store an outcome that cannot be published now (its connection is gone) with
@@ -192,7 +193,9 @@ class ExecutionRunner:
             status.lower(),
             extra=extra,
         )
-        return ExecutionResult(
+        # Built without validation: every field is this worker's own and typed above;
+        # validating them again cost every run.
+        return ExecutionResult.model_construct(
             execution_id=message.execution_id,
             job_id=message.job_id,
             worker_id=self._worker_id,

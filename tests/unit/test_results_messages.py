@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common.messages import ExecutionResult, ResultBatch
-from common.result_messages import results_messages
+from common.result_messages import results_messages, written_results_message
 from common.topology import RESULTS_EXCHANGE, RESULTS_QUEUE
 
 
@@ -47,3 +47,20 @@ def test_all_none_gives_no_message() -> None:
 
 def test_no_outcomes_give_no_message() -> None:
     assert results_messages("w-1", []) == []
+
+
+def test_written_results_make_the_same_message() -> None:
+    results = [_result("ex-1"), _result("ex-2", "FAILED"), _result("ex-3", "LOST")]
+    written = [(r.execution_id, r.model_dump_json()) for r in results]
+    message = written_results_message("w-1", written)
+    (expected,) = results_messages("w-1", results)
+    assert message == expected
+
+
+def test_written_results_keep_an_unusual_worker_id() -> None:
+    worker_id = 'wörker "7"\\\u2028'
+    result = _result("ex-1").model_copy(update={"worker_id": worker_id})
+    message = written_results_message(worker_id, [("ex-1", result.model_dump_json())])
+    batch = ResultBatch.model_validate_json(message.body)
+    assert batch == ResultBatch(worker_id=worker_id, results=[result])
+    assert message.message_id == "ex-1"
