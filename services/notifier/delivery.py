@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import signing_secret as alert_signing_secret
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import delivery_batches
@@ -101,7 +102,7 @@ class CallbackDeliverer:
         self._clock = clock
         self._schedule = schedule
         self._secret_ttl = secret_ttl
-        self._terms: dict[int, tuple[float, SendingTerms]] = {}
+        self._terms: dict[_TermsKey, tuple[float, SendingTerms]] = {}
         self._lock = threading.Lock()
         self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
@@ -280,7 +281,7 @@ class CallbackDeliverer:
         )
         return self._park(message)
 
-    def _hold(self, message: CallbackMessage, job_id: int) -> Attempt:
+    def _hold(self, message: CallbackMessage, job_id: int | None) -> Attempt:
         """Park the callback unattempted behind an earlier run's callback of its job,
         still on its way (in a retry tier, parked, or held by another notifier): a
         job's later callback never overtakes its earlier one."""
@@ -306,7 +307,7 @@ class CallbackDeliverer:
         return self._schedule.rungs()[0]
 
     async def _post(self, message: CallbackMessage, traceparent: str | None) -> PostOutcome:
-        terms = await self._sending_terms(message.app_pk)
+        terms = await self._sending_terms(message)
         headers = webhook_headers(
             terms.secrets, message.delivery_id, int(time.time()), message.payload
         )
@@ -322,28 +323,46 @@ class CallbackDeliverer:
                 headers[TRACEPARENT] = handed
             return await post(message.url, message.payload, headers, terms.networks)
 
-    async def _sending_terms(self, app_pk: int) -> SendingTerms:
+    async def _sending_terms(self, message: CallbackMessage) -> SendingTerms:
         # Read again after a while, so a rotated secret or a changed network list is
         # picked up, and the previous secret dropped when its overlap ends, without a
         # restart. The read runs in a store thread: a slow MySQL must not hold up the
         # loop; two attempts reading one app at once is harmless.
+        key = _terms_key(message)
         with self._lock:
-            cached = self._terms.get(app_pk)
+            cached = self._terms.get(key)
         if cached is not None and time.monotonic() - cached[0] < self._secret_ttl:
             return cached[1]
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._store, self._read_terms, app_pk)
+        return await loop.run_in_executor(self._store, self._read_terms, key)
 
-    def _read_terms(self, app_pk: int) -> SendingTerms:
+    def _read_terms(self, key: _TermsKey) -> SendingTerms:
         now = time.monotonic()
+        kind, pk = key
         with self._engine.connect() as conn:
-            found = SendingTerms(
-                signing_secrets(conn, app_pk, self._clock.now_ms()),
-                callback_networks(conn, app_pk),
-            )
+            if kind == "alert":
+                # An alert is signed with its rule's secret and reaches what the
+                # cluster's default admits (no app's networks are its).
+                secret = alert_signing_secret(conn, pk)
+                found = SendingTerms([secret] if secret is not None else [], None)
+            else:
+                found = SendingTerms(
+                    signing_secrets(conn, pk, self._clock.now_ms()),
+                    callback_networks(conn, pk),
+                )
         with self._lock:
-            self._terms[app_pk] = (now, found)
+            self._terms[key] = (now, found)
         return found
+
+
+# Whose terms a message is sent under: ("app", app row id) or ("alert", rule row id).
+_TermsKey = tuple[str, int]
+
+
+def _terms_key(message: CallbackMessage) -> _TermsKey:
+    if message.alert_rule_pk is not None:
+        return ("alert", message.alert_rule_pk)
+    return ("app", message.app_pk)
 
 
 class _Place:

@@ -20,7 +20,7 @@ from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
-from common.messages import CallbackMessage, ExecutionResult
+from common.messages import ALERTS_APP_PK, CallbackMessage, ExecutionResult
 from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
@@ -177,10 +177,11 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
     """The message that hands a delivery to the notifier."""
     message = CallbackMessage(
         delivery_id=delivery.delivery_id,
-        app_pk=delivery.app_pk,
+        app_pk=delivery.app_pk if delivery.app_pk is not None else ALERTS_APP_PK,
         url=delivery.url,
         payload=delivery.payload,
         job_id=delivery.job_id,
+        alert_rule_pk=delivery.alert_rule_pk,
     )
     return OutgoingMessage(
         exchange=CALLBACKS_EXCHANGE,
