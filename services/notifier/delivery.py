@@ -20,7 +20,9 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import AlertRule, RuleSource
 from common.alerts.rules import signing_secret as alert_signing_secret
+from common.alerts.system_alerts import record_dead_callbacks
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import delivery_batches
@@ -95,8 +97,11 @@ class CallbackDeliverer:
         scheduler: AttemptScheduler | None = None,
         backoff: StoreBackoff | None = None,
         tracing: Tracing = NO_TRACING,
+        alerts: RuleSource | None = None,
     ) -> None:
         self._engine = engine
+        # The alert rules a callback going DEAD fires (read only when one does).
+        self._alerts = alerts
         self._tracing = tracing
         self._poster = poster
         self._clock = clock
@@ -248,7 +253,9 @@ class CallbackDeliverer:
             record if delay_ms is None else replace(record, next_attempt_at=now + delay_ms)
             for record, delay_ms in pending
         ]
-        record_until_written(self._engine, records, now)
+        dead = [r.delivery_id for r in records if r.status is DeliveryStatus.DEAD]
+        rules = self._alerts.rules() if dead and self._alerts is not None else ()
+        record_until_written(self._engine, records, now, rules)
         return [None] * len(pending)
 
     def _follow_up(
@@ -396,16 +403,28 @@ class _Place:
 
 
 @retry_conflicts("callback_attempt", attempts=None)
-def record_until_written(engine: Engine, records: Sequence[NewAttempt], now_ms: int) -> None:
+def record_until_written(
+    engine: Engine,
+    records: Sequence[NewAttempt],
+    now_ms: int,
+    rules: Sequence[AlertRule] = (),
+) -> None:
     """Record attempts in one transaction, running it again after each lock conflict
     until it is written.
 
     The POSTs it records have happened: were the record given up, the messages would
     go back to the queue and the receivers would be sent them again. A lost connection
     still goes up (an outage), and the copies that come back may be POSTed again.
+
+    A callback that went DEAD fires the alert ``rules`` in the same transaction; their
+    alerts are recorded PENDING, and the leader's sweep hands them to the notifier
+    within seconds (this stage owns no publisher of its own).
     """
     with engine.begin() as conn:
         delivery_batches.record_attempts(conn, records, now_ms)
+        if rules:
+            dead = [r.delivery_id for r in records if r.status is DeliveryStatus.DEAD]
+            record_dead_callbacks(conn, rules, dead, now_ms)
 
 
 def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:

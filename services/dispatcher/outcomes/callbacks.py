@@ -231,10 +231,14 @@ def republish_stale_deliveries(
         replayed = sum(1 for r in rows if r.attempts > 0)
         if replayed:
             log.info("sending %d replayed callback deliveries", replayed)
-        if len(rows) > replayed:
+        # Alerts of dead callbacks are recorded by the notifier and sent from here.
+        alerts = sum(1 for r in rows if r.attempts == 0 and r.alert_rule_pk is not None)
+        if alerts:
+            log.info("sending %d alerts recorded without a publish", alerts)
+        if len(rows) > replayed + alerts:
             log.warning(
                 "republishing %d callback deliveries never confirmed in the notifier's queue",
-                len(rows) - replayed,
+                len(rows) - replayed - alerts,
             )
         publisher.publish([callback_message(r.as_new()) for r in rows])
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common.alerts.rules import RuleCache
 from common.broker import Publisher
 from common.config import DispatcherSettings
 from common.db.retry import ConflictRetry
@@ -21,6 +22,7 @@ from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.routing.route import Router
 from services.dispatcher.routing.workers import WorkerDirectory
+from services.dispatcher.upkeep.alerting import LeaderAlerts
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
 from services.dispatcher.upkeep.rescue import Rescue, RescueSettings
@@ -74,7 +76,12 @@ class Upkeep:
         self._marks = stores.started_marks()
         self._publisher = publisher
         self._settings = settings
-        self.rescue = Rescue.on_stores(stores, publisher, router, settings.rescue)
+        self._alerts = LeaderAlerts(
+            stores.engine, publisher, stores.clock, RuleCache(stores.engine)
+        )
+        self.rescue = Rescue.on_stores(
+            stores, publisher, router, settings.rescue, self._alerts.worker_dead
+        )
         directory = router.directory
         self._reconciler = None
         if settings.reconcile is not None:
@@ -106,6 +113,7 @@ class Upkeep:
                     engine, publisher, clock, s.pending_republish_ms
                 ),
             ),
+            ("alert summaries", self._alerts.send_summaries),
             ("gauges", self._gauges.refresh),
         ]
         for name, step in steps:
