@@ -146,3 +146,18 @@ def due_summaries(conn: Connection, now_ms: int, limit: int) -> list[DueSummary]
         DueSummary((int(r.rule_pk), r.kind, r.subject), LockedState(int(r.id), _state(r)))
         for r in rows
     ]
+
+
+def prune_alert_states(conn: Connection, before_ms: int, limit: int) -> int:
+    """Delete up to ``limit`` states last changed before ``before_ms`` that owe nothing
+    (no event kept back for a summary): retention's, as for executions."""
+    keys = list(
+        conn.execute(
+            sa.select(alert_states.c.id)
+            .where(alert_states.c.suppressed == 0, alert_states.c.updated_at < before_ms)
+            .limit(limit)
+        ).scalars()
+    )
+    if keys:
+        conn.execute(alert_states.delete().where(alert_states.c.id.in_(sorted(keys))))
+    return len(keys)

@@ -366,8 +366,8 @@ alert_states = Table(
     Column("marker", BigInteger, nullable=True),
     Column("updated_at", BigInteger, nullable=False),
     UniqueConstraint("rule_pk", "kind", "subject", name="uq_alert_states_rule_kind_subject"),
-    # The summaries due: states with events kept back, by when they last sent.
-    Index("ix_alert_states_suppressed", "suppressed", "last_sent_at"),
+    # The summaries due (events kept back), and the states retention prunes (none).
+    Index("ix_alert_states_suppressed", "suppressed", "updated_at"),
 )
 
 # The first answer to a batch create or a trigger that carried an Idempotency-Key, so a

@@ -13,6 +13,7 @@ from standardwebhooks import Webhook
 
 from common.alerts.firing import send_summaries
 from common.alerts.rules import read_rules
+from common.alerts.state_rows import prune_alert_states
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.states import ExecutionStatus
@@ -152,3 +153,22 @@ def test_alerts_reach_the_receiver_through_the_notifier_signed_with_the_rule_sec
         assert sorted(types) == ["alert.failed", "alert.failed", "alert.timed_out"]
     finally:
         receiver.close()
+
+
+def test_retention_prunes_only_the_states_that_owe_nothing(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    a, _b = two_apps(engine)
+    new_rule(engine, HOOK, "FAILED", every=600)
+    runs = queued_runs(engine, app_pk(engine, a), runs=2, jobs=2)
+    # Job 1 fails twice (one kept back), job 2 once (nothing owed).
+    record(
+        engine, redis_client, ended([r for r in runs if r[0] == runs[0][0]], ExecutionStatus.FAILED)
+    )
+    record(engine, redis_client, ended([runs[1]], ExecutionStatus.FAILED))
+    later = ClusterClock(redis_client).now_ms() + 1_000
+    with engine.begin() as conn:
+        assert prune_alert_states(conn, later, limit=100) == 1
+    with engine.connect() as conn:
+        left = conn.exec_driver_sql("SELECT subject, suppressed FROM alert_states").all()
+    assert [(str(s), int(n)) for s, n in left] == [(str(runs[0][0]), 1)]

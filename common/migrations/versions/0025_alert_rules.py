@@ -69,7 +69,7 @@ def upgrade() -> None:
             sa.UniqueConstraint(
                 "rule_pk", "kind", "subject", name="uq_alert_states_rule_kind_subject"
             ),
-            sa.Index("ix_alert_states_suppressed", "suppressed", "last_sent_at"),
+            sa.Index("ix_alert_states_suppressed", "suppressed", "updated_at"),
         )
     if "alert_rule_pk" not in _delivery_columns():
         op.execute(
