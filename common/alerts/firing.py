@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy.engine import Connection
 
 from common.alerts import state_rows
-from common.alerts.gate import AlertState, Send, admit, counted_failure, summarised
+from common.alerts.gate import AlertState, admit, counted_failure, summarised
 from common.alerts.kinds import STREAK_KIND, AlertKind
 from common.alerts.payload import AlertEvent, alert_payload, summary_payload
 from common.alerts.rules import AlertRule
@@ -83,7 +83,7 @@ class _Round:
             self.sent.append(new_alert(rule, payload))
 
     def write(self, conn: Connection) -> None:
-        changed = {self.locked[k].state_pk: s for k, s in self.changed.items()}
+        changed = {k: LockedState(self.locked[k].state_pk, s) for k, s in self.changed.items()}
         state_rows.write_states(conn, changed, self.now_ms)
         insert_deliveries(conn, self.sent, self.now_ms)
 
@@ -125,7 +125,7 @@ def send_summaries(conn: Connection, rules: Sequence[AlertRule], now_ms: int) ->
     """A summary for each state whose events were kept back and whose window is over
     with no alert since, in the caller's transaction; the alert deliveries recorded."""
     by_pk = {r.rule_pk: r for r in rules}
-    changed: dict[int, AlertState] = {}
+    changed: dict[StateKey, LockedState] = {}
     sent: list[NewDelivery] = []
     for due in state_rows.due_summaries(conn, now_ms, SUMMARY_LIMIT):
         rule_pk, kind, subject = due.key
@@ -133,11 +133,8 @@ def send_summaries(conn: Connection, rules: Sequence[AlertRule], now_ms: int) ->
         if rule is None or kind == STREAK_KIND:
             continue
         state, send = summarised(due.locked.state, now_ms)
-        changed[due.locked.state_pk] = state
+        changed[due.key] = LockedState(due.locked.state_pk, state)
         sent.append(new_alert(rule, summary_payload(rule, AlertKind(kind), subject, send, now_ms)))
     state_rows.write_states(conn, changed, now_ms)
     insert_deliveries(conn, sent, now_ms)
     return sent
-
-
-__all__ = ["AlertEvent", "Send", "fire_events", "matches", "send_summaries"]

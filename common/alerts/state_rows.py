@@ -73,32 +73,42 @@ def lock_states(
     return {(int(r.rule_pk), r.kind, r.subject): LockedState(int(r.id), _state(r)) for r in rows}
 
 
-def write_states(conn: Connection, changed: Mapping[int, AlertState], now_ms: int) -> None:
-    """Write back the states changed (by row id), in one statement set."""
+def write_states(conn: Connection, changed: Mapping[StateKey, LockedState], now_ms: int) -> None:
+    """Write back the states changed (each with the row id it was locked with), in one
+    multi-row statement: every row exists and is locked, so each VALUES row meets its
+    own by primary key and only updates it."""
     if not changed:
         return
+    rows = [
+        {
+            "id": locked.state_pk,
+            "rule_pk": rule_pk,
+            "kind": kind,
+            "subject": subject,
+            "streak": locked.state.streak,
+            "last_sent_at": locked.state.last_sent_at,
+            "suppressed": locked.state.suppressed,
+            "suppressed_since": locked.state.suppressed_since,
+            "marker": locked.state.marker,
+            "updated_at": now_ms,
+        }
+        for (rule_pk, kind, subject), locked in sorted(changed.items(), key=lambda i: i[1].state_pk)
+    ]
+    upsert = mysql_insert(alert_states).values(rows)
     conn.execute(
-        alert_states.update()
-        .where(alert_states.c.id == sa.bindparam("state_pk"))
-        .values(
-            streak=sa.bindparam("streak"),
-            last_sent_at=sa.bindparam("last_sent_at"),
-            suppressed=sa.bindparam("suppressed"),
-            suppressed_since=sa.bindparam("suppressed_since"),
-            marker=sa.bindparam("marker"),
-            updated_at=now_ms,
-        ),
-        [
+        upsert.on_duplicate_key_update(
             {
-                "state_pk": pk,
-                "streak": s.streak,
-                "last_sent_at": s.last_sent_at,
-                "suppressed": s.suppressed,
-                "suppressed_since": s.suppressed_since,
-                "marker": s.marker,
+                name: upsert.inserted[name]
+                for name in (
+                    "streak",
+                    "last_sent_at",
+                    "suppressed",
+                    "suppressed_since",
+                    "marker",
+                    "updated_at",
+                )
             }
-            for pk, s in sorted(changed.items())
-        ],
+        )
     )
 
 
