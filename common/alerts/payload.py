@@ -81,11 +81,19 @@ def summary_payload(rule: AlertRule, kind: AlertKind, subject: str, send: Send, 
         "kind": kind.value,
         "ruleId": rule.rule_id,
         "subject": subject,
+        **_subject_facts(kind, subject),
         "summary": True,
         "suppressed": send.suppressed,
         "suppressedSince": iso_ms(send.suppressed_since) if send.suppressed_since else None,
     }
     return _envelope(kind, now_ms, data)
+
+
+def _subject_facts(kind: AlertKind, subject: str) -> JsonObject:
+    """A summary's subject as an alert of its kind names it: ``workerId`` or ``jobId``."""
+    if kind is AlertKind.WORKER_GONE:
+        return {"workerId": subject}
+    return {"jobId": int(subject)} if subject.isdigit() else {}
 
 
 def _envelope(kind: AlertKind, now_ms: int, data: JsonObject) -> str:

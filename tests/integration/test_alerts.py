@@ -90,6 +90,7 @@ def test_a_job_failing_thousands_of_times_sends_one_alert_then_a_summary(
     summary = data(summaries[0])
     assert summary["suppressed"] == 1_999
     assert summary["summary"] is True
+    assert summary["jobId"] == runs[0][0]
     assert "1,999 more FAILED" in str(summary["text"])
     with engine.begin() as conn:
         assert send_summaries(conn, read_rules(conn), now + 1_200_000) == []
