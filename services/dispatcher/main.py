@@ -217,7 +217,13 @@ class Dispatcher:
             WorkerChooser(Strategy(s.strategy)), directory.sent, tracing=self.tracing
         )
         claimer = TriggerClaimer(
-            self.engine, self.clock, s.batch_size, s.claim_window_ms, sender, self.tracing
+            self.engine,
+            self.clock,
+            s.batch_size,
+            s.claim_window_ms,
+            sender,
+            self.tracing,
+            alerts=RuleCache(self.engine),
         )
         fire = FireSettings(
             s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms

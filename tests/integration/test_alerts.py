@@ -8,17 +8,22 @@ import time
 
 import pika
 import redis
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from standardwebhooks import Webhook
 
 from common.alerts.firing import send_summaries
-from common.alerts.rules import read_rules
+from common.alerts.rules import RuleCache, read_rules
 from common.alerts.state_rows import prune_alert_states
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
+from common.db.jobs import NewJob, insert_jobs
+from common.loadbalance import WorkerChooser
 from common.states import ExecutionStatus
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
+from services.dispatcher.trigger.claim import TriggerClaimer
+from services.dispatcher.trigger.claim_handover import ClaimSender
 from tests.integration.alert_helpers import (
     alert_rows,
     app_pk,
@@ -173,3 +178,31 @@ def test_retention_prunes_only_the_states_that_owe_nothing(
     with engine.connect() as conn:
         left = conn.exec_driver_sql("SELECT subject, suppressed FROM alert_states").all()
     assert [(str(s), int(n)) for s, n in left] == [(str(runs[0][0]), 1)]
+
+
+def test_a_trigger_its_claim_ends_failed_fires_the_rule(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    a, _b = two_apps(engine)
+    pk = app_pk(engine, a)
+    rule, _ = new_rule(engine, HOOK, "FAILED", app_id=a)
+    now = ClusterClock(redis_client).now_ms()
+    with engine.begin() as conn:
+        (broken,) = insert_jobs(
+            conn,
+            [NewJob(pk, "broken", "demo.noop", {}, "* * * * * *", now - 10, None, None, None)],
+            0,
+        )
+        # A zone no computation can read (the API refuses one; a row can still hold it).
+        conn.execute(
+            sa.text("UPDATE jobs SET timezone = 'Nowhere/Atlantis' WHERE id = :j"), {"j": broken}
+        )
+    rules = RuleCache(engine, refresh_seconds=0)
+    clock = ClusterClock(redis_client)
+    sender = ClaimSender(WorkerChooser())
+    TriggerClaimer(engine, clock, 100, 1_000, sender, alerts=rules).claim({"demo.noop"})
+    (alert,) = alert_rows(engine)
+    body = json.loads(str(alert.payload))
+    assert (body["type"], body["data"]["jobId"]) == ("alert.failed", broken)
+    assert "cannot compute this job's schedule" in body["data"]["text"]
+    assert alert.alert_rule_pk == rule.rule_pk and alert.status == "PENDING"

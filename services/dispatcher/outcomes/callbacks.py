@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
 
+from common.alerts.rules import RuleSource
+from common.alerts.run_alerts import RunEndFact, record_run_alerts
 from common.broker import OutgoingMessage, Publisher
 from common.clock import ClusterClock
 from common.db import deliveries
@@ -157,9 +159,15 @@ def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery
     )
 
 
-def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_ms: int) -> None:
+def record_claim_failures(
+    conn: Connection,
+    ended: Sequence[NewExecution],
+    now_ms: int,
+    alerts: RuleSource | None = None,
+) -> None:
     """Callback deliveries for triggers a claim itself ended FAILED (a schedule that cannot
-    be computed), as for any trigger's last attempt, in the claim's transaction.
+    be computed), as for any trigger's last attempt, in the claim's transaction, and the
+    alerts they fire through the rules of ``alerts``.
 
     They are recorded PENDING: the claim thread owns no broker channel, and the sweep
     that publishes again deliveries never confirmed in the callbacks queue sends them.
@@ -171,6 +179,25 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
     jobs = store.trigger_settings([e.job_id for e in failed])
     ends = [(RunEnd.of_claim(e, now_ms), jobs[e.job_id]) for e in failed if e.job_id in jobs]
     create_deliveries(store, ends, now_ms)
+    rules = alerts.rules() if alerts is not None else ()
+    if rules:
+        facts = [_claim_end_fact(end, job) for end, job in ends]
+        record_run_alerts(conn, rules, facts, now_ms)
+
+
+def _claim_end_fact(end: RunEnd, job: TriggerSettings) -> RunEndFact:
+    """A trigger a claim ended, as an alert on it tells it (no worker ran it)."""
+    return RunEndFact(
+        end.job_id,
+        job.app_pk,
+        job.app_id,
+        end.execution_id,
+        end.attempt,
+        end.status,
+        end.message,
+        "",
+        end.ended_at,
+    )
 
 
 def callback_message(delivery: NewDelivery) -> OutgoingMessage:
