@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from common.alerts.kinds import AlertKind, AlertRuleInvalid, kinds_text, parse_kinds
+from common.callback_urls import CallbackUrlPolicy
 from common.db.audit import AuditEntry, record_audit
 from common.db.rows import AnyRow
 from common.db.schema import alert_rules, apps
@@ -122,11 +123,19 @@ def read_rules(conn: Connection) -> list[AlertRule]:
 
 
 def add_rule(
-    conn: Connection, asked: NewAlertRule, actor: str, now_ms: int
+    conn: Connection,
+    asked: NewAlertRule,
+    actor: str,
+    now_ms: int,
+    policy: CallbackUrlPolicy | None = None,
 ) -> tuple[AlertRule, str]:
     """Store a rule and its audit row in the caller's transaction: the rule, and its
-    signing secret (to show once)."""
+    signing secret (to show once). With the callback URL ``policy``, a webhook the
+    notifier would refuse to reach is refused now (``CallbackUrlRefusedError``) rather
+    than at its first alert."""
     asked.check()
+    if policy is not None:
+        policy.target(asked.url)
     app_pk = None
     if asked.app_id is not None:
         app_pk = conn.execute(sa.select(apps.c.id).where(apps.c.app_id == asked.app_id)).scalar()

@@ -18,16 +18,21 @@ def cmd_alerts_add(args: argparse.Namespace) -> int:
     """Add an alert rule and print its signing secret once."""
     from common.alerts.kinds import parse_kinds
     from common.alerts.rules import NewAlertRule, add_rule
+    from common.callback_urls import CallbackUrlPolicy
     from common.clock import wall_ms
-    from common.config import StoreSettings
+    from common.config import CallbackUrlSettings, StoreSettings
     from common.db.engine import make_engine
     from services.cli.render import print_json
 
     asked = NewAlertRule(args.webhook, parse_kinds(args.on), args.app, args.streak, args.every)
+    urls = CallbackUrlSettings()
+    policy = CallbackUrlPolicy.from_settings(
+        urls.callback_allowed_networks, urls.callback_https_only
+    )
     engine = make_engine(StoreSettings(), pool_size=1)
     try:
         with engine.begin() as conn:
-            rule, secret = add_rule(conn, asked, cli_actor(), wall_ms())
+            rule, secret = add_rule(conn, asked, cli_actor(), wall_ms(), policy)
     finally:
         engine.dispose()
     if args.output == "json":

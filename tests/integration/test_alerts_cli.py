@@ -69,9 +69,13 @@ def test_a_rule_that_cannot_work_is_refused_and_nothing_is_written(
         (("--on", "FAILED,NOPE"), "unknown alert kind NOPE"),
         (("--on", "FAILED", "--app", "app_missing"), "no app app_missing"),
         (("--on", "WORKER_GONE", "--app", "app_missing"), "without --app"),
+        # The notifier would refuse to reach it: refused now, not at the first alert.
+        (("--on", "FAILED", "--webhook", "http://10.1.2.3/hook"), "10.1.2.3"),
+        (("--on", "FAILED", "--webhook", "https://user:pw@h.example/"), "user:password"),
     ]
     for extra, said in cases:
         status, _, err = cli("alerts", "add", "--webhook", "https://h.example", *extra)
+        assert status == 2, err
         assert status == 2
         assert said in err
     status, _, err = cli("alerts", "remove", "alr_nope")

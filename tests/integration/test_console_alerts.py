@@ -81,6 +81,8 @@ def test_a_rule_that_cannot_work_is_refused_with_a_notice(
         "/console/alerts", data={"csrf": csrf, "webhook": "https://h.example", "streak": "1"}
     )
     assert "at least one kind" in answer.text
+    private = {"csrf": csrf, "webhook": "http://192.168.1.9/hook", "on_FAILED": "1"}
+    assert "192.168.1.9" in browser.post("/console/alerts", data=private).text
     assert rules(engine) == []
 
 

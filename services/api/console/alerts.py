@@ -21,6 +21,7 @@ from common.alerts.rules import (
 )
 from common.db.apps import all_apps
 from common.db.operators import Operator, OperatorSession
+from common.errors import CallbackUrlRefusedError
 from common.operator_roles import Role
 from services.api.console.access import check_every_app, check_role
 from services.api.console.render import PageContext, page, redirect
@@ -77,7 +78,7 @@ def asked_rule(form: dict[str, str], kinds: list[str]) -> NewAlertRule:
 
 def _add(state: ApiState, asked: NewAlertRule, actor: str) -> tuple[AlertRule, str]:
     with state.engine.begin() as conn:
-        return add_rule(conn, asked, actor, state.clock.now_ms())
+        return add_rule(conn, asked, actor, state.clock.now_ms(), state.callback_policy)
 
 
 def _remove(state: ApiState, rule_id: str, actor: str) -> AlertRule | None:
@@ -109,7 +110,7 @@ async def add_alert(request: Request, session: SessionDep) -> Response:
     try:
         asked = asked_rule(form, kinds)
         rule, secret = await run_in_threadpool(_add, state, asked, session.operator.name)
-    except AlertRuleInvalid as e:
+    except (AlertRuleInvalid, CallbackUrlRefusedError) as e:
         return redirect(BACK, str(e), error=True)
     log.info("console: operator %s added alert rule %s", session.operator.name, rule.rule_id)
     context = await run_in_threadpool(alerts_context, state)
