@@ -4,6 +4,7 @@ rest counted, streaks, and alerts delivered signed through the notifier."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pika
@@ -17,6 +18,7 @@ from common.alerts.rules import RuleCache, read_rules
 from common.alerts.state_rows import prune_alert_states
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
+from common.db.deliveries import NewDelivery
 from common.db.jobs import NewJob, insert_jobs
 from common.loadbalance import WorkerChooser
 from common.states import ExecutionStatus
@@ -206,3 +208,42 @@ def test_a_trigger_its_claim_ends_failed_fires_the_rule(
     assert (body["type"], body["data"]["jobId"]) == ("alert.failed", broken)
     assert "cannot compute this job's schedule" in body["data"]["text"]
     assert alert.alert_rule_pk == rule.rule_pk and alert.status == "PENDING"
+
+
+def test_dispatchers_recording_one_job_s_failures_at_once_send_one_alert_per_job(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    # Every dispatcher runs a results consumer: the states' row locks keep two of them
+    # from both sending the first alert of a job, and every failure is counted once.
+    a, b = two_apps(engine)
+    new_rule(engine, HOOK, "FAILED", every=600)
+    runs = queued_runs(engine, app_pk(engine, a), runs=150, jobs=3)
+    runs += queued_runs(engine, app_pk(engine, b), runs=150, jobs=1)
+    jobs = sorted({j for j, _ in runs})
+    # Each job's first failure sent its alert long ago: the window is over for all.
+    first = [next(r for r in runs if r[0] == j) for j in jobs]
+    assert len(record(engine, redis_client, ended(first, ExecutionStatus.FAILED))) == 4
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alert_states SET last_sent_at = last_sent_at - 600000")
+    results = ended([r for r in runs if r not in first], ExecutionStatus.FAILED)
+    chunks = [results[n::4] for n in range(4)]
+    sent: list[list[NewDelivery]] = [[] for _ in chunks]
+
+    def consume(n: int) -> None:
+        for start in range(0, len(chunks[n]), 50):
+            sent[n] += record(engine, redis_client, chunks[n][start : start + 50])
+
+    threads = [threading.Thread(target=consume, args=(n,)) for n in range(len(chunks))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    alerts = [d for batch in sent for d in batch]
+    assert sorted(int(str(data(d)["jobId"])) for d in alerts) == jobs
+    with engine.connect() as conn:
+        kept_back = conn.exec_driver_sql("SELECT SUM(suppressed) FROM alert_states").scalar_one()
+        failed = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM executions WHERE status = 'FAILED'"
+        ).scalar_one()
+    assert failed == len(runs) == 600
+    assert len(first) + len(alerts) + int(kept_back) == len(runs)
