@@ -17,6 +17,12 @@ end: both must stay at zero.
 
     .venv/bin/python bench/pipeline.py --jobs 20000
     .venv/bin/python bench/pipeline.py --jobs 20000 --callback-share 0.33
+    .venv/bin/python bench/pipeline.py --jobs 20000 --alert-rule [--alert-streak 3] [--fail]
+
+``--alert-rule`` adds an alert rule on every app (FAILED, LOST, TIMED_OUT,
+DEAD_CALLBACK, to a webhook nobody serves: its alerts are recorded and queued, not
+sent) before the load; ``--fail`` makes every job ``demo.fail``, so that every run's
+end is one the rule covers (one alert per job: each job is a subject of its own).
 
 The last line printed is one JSON object with the figures.
 """
@@ -56,6 +62,8 @@ from harness import (
 )
 from sqlalchemy.engine import Engine
 
+from common.alerts.kinds import parse_kinds
+from common.alerts.rules import NewAlertRule, add_rule
 from common.clock import ClusterClock
 from common.config import StoreSettings
 from common.db.engine import make_engine
@@ -66,6 +74,7 @@ from common.namespace import create_app_credentials, prepare_namespace
 from services.stack import DEMO_HANDLERS
 
 INSERT_CHUNK = 5_000
+ALERT_KINDS = "FAILED,LOST,TIMED_OUT,DEAD_CALLBACK"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -79,7 +88,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0.0,
         help="share of the jobs that call back to a local receiver (0 to 1; default 0)",
     )
+    parser.add_argument("--alert-rule", action="store_true", help="an alert rule on every app")
+    parser.add_argument("--alert-streak", type=int, default=1, help="the rule's --streak")
+    parser.add_argument("--fail", action="store_true", help="every job runs demo.fail")
     return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the jobs run and what stands by: the handler, whether an alert rule
+    covers every app (and its streak), and the status every run ends with."""
+
+    handler: str = "demo.noop"
+    alert_rule: bool = False
+    alert_streak: int = 1
+
+    @property
+    def final_status(self) -> str:
+        """The status every run ends with."""
+        return "FAILED" if self.handler == "demo.fail" else "SUCCEEDED"
+
+
+def add_alert_rule(engine: Engine, streak: int) -> None:
+    """A rule on every app, to a port nobody listens on."""
+    asked = NewAlertRule("http://127.0.0.1:9/alerts", parse_kinds(ALERT_KINDS), None, streak)
+    with engine.begin() as conn:
+        add_rule(conn, asked, "bench", 0)
 
 
 def pipeline_services(log_dir: Path, metrics_port: int, notifier: bool) -> list[Service]:
@@ -95,14 +129,19 @@ def pipeline_services(log_dir: Path, metrics_port: int, notifier: bool) -> list[
 
 
 def insert_due_jobs(
-    engine: Engine, app_pk: int, count: int, now_ms: int, callbacks: Callbacks
+    engine: Engine,
+    app_pk: int,
+    count: int,
+    now_ms: int,
+    callbacks: Callbacks,
+    handler: str = "demo.noop",
 ) -> None:
     """Commit ``count`` demo.noop jobs due now, in multi-row INSERTs, one transaction;
     every ``callbacks.every``-th calls back to ``callbacks.url``."""
     row = {
         "app_pk": app_pk,
         "job_name": "bench",
-        "handler": "demo.noop",
+        "handler": handler,
         "params": "{}",
         "next_trigger_time": now_ms,
         "status": "WAITING",
@@ -141,11 +180,16 @@ class Callbacks:
         return sum(1 for n in range(count) if self.calls_back(n))
 
 
-def succeeded(engine: Engine) -> int:
-    """How many executions have SUCCEEDED."""
-    query = sa.select(sa.func.count()).where(executions.c.status == "SUCCEEDED")
+def ended(engine: Engine, status: str) -> int:
+    """How many executions have ended with ``status``."""
+    query = sa.select(sa.func.count()).where(executions.c.status == status)
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())
+
+
+def succeeded(engine: Engine) -> int:
+    """How many executions have SUCCEEDED."""
+    return ended(engine, "SUCCEEDED")
 
 
 def delivered(engine: Engine) -> int:
@@ -192,12 +236,19 @@ def dispatcher_counter(port: int, name: str) -> float:
 
 
 def run(
-    settings: StoreSettings, count: int, log_dir: Path, deadline: float, share: float
+    settings: StoreSettings,
+    count: int,
+    log_dir: Path,
+    deadline: float,
+    share: float,
+    load: Load = Load(),
 ) -> dict[str, object]:
     """Start the pipeline, load it, and time it."""
     prepare_namespace(settings)
     create_app_credentials(settings, "bench", EVERY_HANDLER)
     engine = make_engine(settings)
+    if load.alert_rule:
+        add_alert_rule(engine, load.alert_streak)
     metrics_port = free_port()
     services = pipeline_services(log_dir, metrics_port, notifier=share > 0)
     client = redis.Redis.from_url(settings.redis_url)
@@ -225,17 +276,20 @@ def run(
         meter = CpuMeter()
         meter.start(services)
         begin = clock.now_ms()
-        insert_due_jobs(engine, app_pk, count, begin, callbacks)
+        insert_due_jobs(engine, app_pk, count, begin, callbacks, load.handler)
         committed = clock.now_ms()
         client.lpush(keys.wake, 1)
         log(f"{count} due jobs committed in {committed - begin} ms")
-        wait_all("succeeded", lambda: succeeded(engine), count, services, deadline)
+        status = load.final_status
+        wait_all(status.lower(), lambda: ended(engine, status), count, services, deadline)
         elapsed_ms = last_end(engine) - committed
         figures: dict[str, object] = {
             "jobs": count,
             "insert_ms": committed - begin,
             "elapsed_s": round(elapsed_ms / 1000, 3),
             "jobs_per_s": round(count / (elapsed_ms / 1000), 1),
+            "handler": load.handler,
+            "alert_rule": load.alert_rule,
         }
         expected = callbacks.expected(count)
         if expected:
@@ -268,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings, log_dir = bench_namespace()
     try:
-        figures = run(settings, args.jobs, log_dir, args.deadline, args.callback_share)
+        load = Load("demo.fail" if args.fail else "demo.noop", args.alert_rule, args.alert_streak)
+        figures = run(settings, args.jobs, log_dir, args.deadline, args.callback_share, load)
     except BenchError as e:
         log(f"failed: {e}")
         return 1

@@ -69,11 +69,17 @@ class ResultBatch(BaseModel):
     results: list[ExecutionResult] = Field(min_length=1)
 
 
+# The app key alerts go under in the notifier's line (no app has row id 0).
+ALERTS_APP_PK = 0
+
+
 class CallbackMessage(BaseModel):
     """A callback delivery handed to the notifier; the payload is the exact body to sign.
 
     ``job_id`` keeps a job's callbacks in order in the notifier (one of a job's at a time,
-    oldest first); messages published before it was added carry none."""
+    oldest first); messages published before it was added carry none. An alert carries
+    ``alert_rule_pk``, and ``ALERTS_APP_PK`` for its app: alerts share the notifier's
+    line as an app of their own."""
 
     v: Literal[1] = 1
     delivery_id: str
@@ -82,6 +88,8 @@ class CallbackMessage(BaseModel):
     payload: str
     attempt: int = 1
     job_id: int | None = None
+    # An alert's rule, whose secret signs it (``app_pk`` is then ``ALERTS_APP_PK``).
+    alert_rule_pk: int | None = None
 
 
 M = TypeVar("M", bound=BaseModel)

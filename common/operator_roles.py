@@ -52,9 +52,10 @@ class AppScope:
         """Whether the scope reaches every app, present and future."""
         return self.app_pks is None
 
-    def includes(self, app_pk: int) -> bool:
-        """Whether the app with row id ``app_pk`` is in the scope."""
-        return self.app_pks is None or app_pk in self.app_pks
+    def includes(self, app_pk: int | None) -> bool:
+        """Whether the app with row id ``app_pk`` is in the scope; what is no app's
+        (``None``: an alert) only in a scope of every app."""
+        return self.app_pks is None or (app_pk is not None and app_pk in self.app_pks)
 
 
 EVERY_APP = AppScope()

@@ -170,11 +170,15 @@ def record_alone(engine: Engine, entry: AuditEntry, at_ms: int) -> None:
 
 
 def audit_replays(
-    conn: Connection, actor: str, replayed: Sequence[tuple[str, int]], status: str, at_ms: int
+    conn: Connection,
+    actor: str,
+    replayed: Sequence[tuple[str, int | None]],
+    status: str,
+    at_ms: int,
 ) -> None:
     """In the caller's transaction: one ``callback.replay`` row per app for the
     deliveries (id, app row id) it started again, which were ``status`` before."""
-    by_app: dict[int, list[str]] = {}
+    by_app: dict[int | None, list[str]] = {}
     for delivery_id, app_pk in replayed:
         by_app.setdefault(app_pk, []).append(delivery_id)
     entries = [

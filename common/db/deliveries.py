@@ -19,16 +19,18 @@ MAX_ERROR_CHARS = 4096
 
 @dataclass(frozen=True)
 class NewDelivery:
-    """A callback to send for one finished execution."""
+    """A callback to send for one finished execution, or an alert (no execution, job
+    or app: ``alert_rule_pk``, the rule whose secret signs it)."""
 
     delivery_id: str
-    execution_id: str
-    job_id: int
-    app_pk: int
+    execution_id: str | None
+    job_id: int | None
+    app_pk: int | None
     url: str
     payload: str
     # The run's W3C traceparent, sent as a header with each POST; None: not traced.
     traceparent: str | None = None
+    alert_rule_pk: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +40,10 @@ class DeliveryRecord:
     delivery_pk: int
     """Its row id (``callback_deliveries.id``): attempts and page cursors refer to it."""
     delivery_id: str
-    execution_id: str
-    job_id: int
-    app_pk: int
+    execution_id: str | None
+    """None for an alert, as ``job_id`` and ``app_pk``."""
+    job_id: int | None
+    app_pk: int | None
     url: str
     payload: str
     status: DeliveryStatus
@@ -53,6 +56,8 @@ class DeliveryRecord:
     next_attempt_at: int | None
     dead_reason: DeadReason | None
     traceparent: str | None = None
+    # The alert rule of an alert; None: a callback.
+    alert_rule_pk: int | None = None
 
     @classmethod
     def from_row(cls, row: AnyRow) -> DeliveryRecord:
@@ -76,6 +81,7 @@ class DeliveryRecord:
             next_attempt_at=row.next_attempt_at,
             dead_reason=DeadReason(reason) if reason is not None else None,
             traceparent=row.traceparent,
+            alert_rule_pk=row.alert_rule_pk,
         )
 
     def as_new(self) -> NewDelivery:
@@ -88,6 +94,7 @@ class DeliveryRecord:
             self.url,
             self.payload,
             self.traceparent,
+            self.alert_rule_pk,
         )
 
 
@@ -157,6 +164,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int
                 "url": r.url,
                 "payload": r.payload,
                 "traceparent": r.traceparent,
+                "alert_rule_pk": r.alert_rule_pk,
                 "status": DeliveryStatus.PENDING,
                 "attempts": 0,
                 "created_at": now_ms,

@@ -211,9 +211,17 @@ callback_deliveries = Table(
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("delivery_id", String(40), nullable=False, unique=True),
-    Column("execution_id", String(36), nullable=False, unique=True),
-    Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=False),
-    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=False),
+    # NULL for an alert (migration 0026): it concerns no one execution, job or app.
+    Column("execution_id", String(36), nullable=True, unique=True),
+    Column("job_id", BigInteger, ForeignKey("jobs.id"), nullable=True),
+    Column("app_pk", BigInteger, ForeignKey("apps.id"), nullable=True),
+    # The alert rule an alert is sent for (signed with its secret); NULL: a callback.
+    Column(
+        "alert_rule_pk",
+        BigInteger,
+        ForeignKey("alert_rules.id", ondelete="CASCADE"),
+        nullable=True,
+    ),
     Column("url", String(2048), nullable=False),
     Column("payload", MEDIUMTEXT, nullable=False),
     Column("status", String(16), nullable=False),
@@ -315,6 +323,53 @@ audit_events = Table(
     Index("ix_audit_events_at", "at"),
     Index("ix_audit_events_app_at", "app_pk", "at"),
     Index("ix_audit_events_actor_at", "actor", "at"),
+)
+
+# An operator's alert rule (migration 0026): which run ends, dead callbacks and dead
+# workers (``kinds``, comma-separated ``AlertKind``) of one app (NULL: every app) are
+# posted to ``url``, signed with ``signing_secret``, at most once per ``every_seconds``
+# per rule, kind and job (or worker).
+alert_rules = Table(
+    "alert_rules",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("rule_id", String(40), nullable=False, unique=True),
+    Column("app_pk", BigInteger, ForeignKey("apps.id", ondelete="CASCADE"), nullable=True),
+    Column("url", String(2048), nullable=False),
+    Column("kinds", String(128), nullable=False),
+    # Fire on a job's run ends only once this many in a row failed (1: every failure).
+    Column("streak", Integer, nullable=False, server_default="1"),
+    Column("every_seconds", Integer, nullable=False, server_default="600"),
+    Column("signing_secret", String(128), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("created_by", String(128), nullable=False),
+)
+
+# Where one rule stands for one kind and one subject (a job id, a worker id): the last
+# alert sent, the events kept back since, a job's failures in a row (kind STREAK), the
+# death of a worker already told (``marker``: its last heartbeat). The truth a new
+# leader reads, so that it sends nothing twice.
+alert_states = Table(
+    "alert_states",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column(
+        "rule_pk",
+        BigInteger,
+        ForeignKey("alert_rules.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("kind", String(16), nullable=False),
+    Column("subject", String(64), nullable=False),
+    Column("streak", Integer, nullable=False, server_default="0"),
+    Column("last_sent_at", BigInteger, nullable=True),
+    Column("suppressed", Integer, nullable=False, server_default="0"),
+    Column("suppressed_since", BigInteger, nullable=True),
+    Column("marker", BigInteger, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("rule_pk", "kind", "subject", name="uq_alert_states_rule_kind_subject"),
+    # The summaries due (events kept back), and the states retention prunes (none).
+    Index("ix_alert_states_suppressed", "suppressed", "updated_at"),
 )
 
 # The first answer to a batch create or a trigger that carried an Idempotency-Key, so a

@@ -81,7 +81,7 @@ def delivery_view(delivery: DeliveryRecord, attempts: list[AttemptRecord]) -> Ca
     state = state_of(delivery.status)
     return CallbackDeliveryView(
         deliveryId=delivery.delivery_id,
-        executionId=delivery.execution_id,
+        executionId=delivery.execution_id or "",
         state=state,
         deadReason=delivery.dead_reason if state is CallbackState.DEAD else None,
         createdAt=iso_ms(delivery.created_at) or "",
@@ -115,7 +115,11 @@ def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackRepl
     PENDING, and the dispatcher hands it to the notifier within seconds."""
     with state.engine.begin() as conn:
         found = deliveries.find_for_app(conn, app.id, delivery_id)
-        if found is None or jobs.get_job(conn, app.id, found.job_id) is None:
+        if (
+            found is None
+            or found.job_id is None
+            or jobs.get_job(conn, app.id, found.job_id) is None
+        ):
             raise DeliveryNotFoundError(delivery_id)
         now = state.clock.now_ms()
         if not deliveries.start_again(conn, delivery_id, now):

@@ -37,6 +37,8 @@ def _dead_json(line: DeadLine) -> JsonObject:
         "lastStatusCode": delivery.last_status_code,
         "lastError": delivery.last_error,
         "deadAt": iso_ms(delivery.updated_at),
+        # Whether it is an alert (no job, no app), not a callback.
+        "alert": delivery.alert_rule_pk is not None,
     }
 
 
@@ -44,8 +46,8 @@ def _dead_row(line: DeadLine, now: int) -> list[str]:
     delivery = line.delivery
     return [
         delivery.delivery_id,
-        str(delivery.job_id),
-        line.app.name if line.app else "?",
+        str(delivery.job_id) if delivery.job_id is not None else "-",
+        line.app.name if line.app else ("(alert)" if delivery.alert_rule_pk is not None else "?"),
         str(delivery.attempts),
         str(delivery.dead_reason or "-"),
         when_text(delivery.updated_at, now),

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from common.errors import KairosError, StoreUnavailableError
+from services.cli.alerts import add_alerts_parsers
 from services.cli.apps import add_app_parsers
 from services.cli.audit import add_audit_parser
 from services.cli.callbacks import add_callbacks_parsers
@@ -230,6 +231,7 @@ def _add_operator_parsers(sub: Subcommands) -> None:
     add_callbacks_parsers(sub)
     _add_execution_parsers(sub)
     add_operator_parsers(sub)
+    add_alerts_parsers(sub)
     add_audit_parser(sub)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pika.adapters.blocking_connection import BlockingConnection
 
 from common.activity import ActivityPublisher
+from common.alerts.rules import RuleCache
 from common.broker import BatchPublisher, connect
 from common.config import DispatcherSettings
 from common.gc_freeze import freeze_startup_heap
@@ -104,7 +105,13 @@ class Dispatcher:
             min(self.settings.recorded_started_ttl_seconds, self.settings.idempotency_ttl_seconds),
         )
         results = ResultsConsumer(
-            self.settings, self.engine, self.clock, self.name, started, self.results_lag
+            self.settings,
+            self.engine,
+            self.clock,
+            self.name,
+            started,
+            self.results_lag,
+            alerts=RuleCache(self.engine),
         )
         results_thread = threading.Thread(target=results.run, args=(self.stop,), name="results")
         results_thread.start()
@@ -210,7 +217,13 @@ class Dispatcher:
             WorkerChooser(Strategy(s.strategy)), directory.sent, tracing=self.tracing
         )
         claimer = TriggerClaimer(
-            self.engine, self.clock, s.batch_size, s.claim_window_ms, sender, self.tracing
+            self.engine,
+            self.clock,
+            s.batch_size,
+            s.claim_window_ms,
+            sender,
+            self.tracing,
+            alerts=RuleCache(self.engine),
         )
         fire = FireSettings(
             s.claim_window_ms, s.batch_size, s.fire_batch_size, aging_ms=s.priority_aging_ms

@@ -20,6 +20,9 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import AlertRule, RuleSource
+from common.alerts.rules import signing_secret as alert_signing_secret
+from common.alerts.system_alerts import record_dead_callbacks
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import delivery_batches
@@ -94,14 +97,17 @@ class CallbackDeliverer:
         scheduler: AttemptScheduler | None = None,
         backoff: StoreBackoff | None = None,
         tracing: Tracing = NO_TRACING,
+        alerts: RuleSource | None = None,
     ) -> None:
         self._engine = engine
+        # The alert rules a callback going DEAD fires (read only when one does).
+        self._alerts = alerts
         self._tracing = tracing
         self._poster = poster
         self._clock = clock
         self._schedule = schedule
         self._secret_ttl = secret_ttl
-        self._terms: dict[int, tuple[float, SendingTerms]] = {}
+        self._terms: dict[_TermsKey, tuple[float, SendingTerms]] = {}
         self._lock = threading.Lock()
         self._scheduler = scheduler
         self._backoff = backoff if backoff is not None else StoreBackoff()
@@ -247,7 +253,9 @@ class CallbackDeliverer:
             record if delay_ms is None else replace(record, next_attempt_at=now + delay_ms)
             for record, delay_ms in pending
         ]
-        record_until_written(self._engine, records, now)
+        dead = [r.delivery_id for r in records if r.status is DeliveryStatus.DEAD]
+        rules = self._alerts.rules() if dead and self._alerts is not None else ()
+        record_until_written(self._engine, records, now, rules)
         return [None] * len(pending)
 
     def _follow_up(
@@ -280,7 +288,7 @@ class CallbackDeliverer:
         )
         return self._park(message)
 
-    def _hold(self, message: CallbackMessage, job_id: int) -> Attempt:
+    def _hold(self, message: CallbackMessage, job_id: int | None) -> Attempt:
         """Park the callback unattempted behind an earlier run's callback of its job,
         still on its way (in a retry tier, parked, or held by another notifier): a
         job's later callback never overtakes its earlier one."""
@@ -306,7 +314,7 @@ class CallbackDeliverer:
         return self._schedule.rungs()[0]
 
     async def _post(self, message: CallbackMessage, traceparent: str | None) -> PostOutcome:
-        terms = await self._sending_terms(message.app_pk)
+        terms = await self._sending_terms(message)
         headers = webhook_headers(
             terms.secrets, message.delivery_id, int(time.time()), message.payload
         )
@@ -322,28 +330,46 @@ class CallbackDeliverer:
                 headers[TRACEPARENT] = handed
             return await post(message.url, message.payload, headers, terms.networks)
 
-    async def _sending_terms(self, app_pk: int) -> SendingTerms:
+    async def _sending_terms(self, message: CallbackMessage) -> SendingTerms:
         # Read again after a while, so a rotated secret or a changed network list is
         # picked up, and the previous secret dropped when its overlap ends, without a
         # restart. The read runs in a store thread: a slow MySQL must not hold up the
         # loop; two attempts reading one app at once is harmless.
+        key = _terms_key(message)
         with self._lock:
-            cached = self._terms.get(app_pk)
+            cached = self._terms.get(key)
         if cached is not None and time.monotonic() - cached[0] < self._secret_ttl:
             return cached[1]
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._store, self._read_terms, app_pk)
+        return await loop.run_in_executor(self._store, self._read_terms, key)
 
-    def _read_terms(self, app_pk: int) -> SendingTerms:
+    def _read_terms(self, key: _TermsKey) -> SendingTerms:
         now = time.monotonic()
+        kind, pk = key
         with self._engine.connect() as conn:
-            found = SendingTerms(
-                signing_secrets(conn, app_pk, self._clock.now_ms()),
-                callback_networks(conn, app_pk),
-            )
+            if kind == "alert":
+                # An alert is signed with its rule's secret and reaches what the
+                # cluster's default admits (no app's networks are its).
+                secret = alert_signing_secret(conn, pk)
+                found = SendingTerms([secret] if secret is not None else [], None)
+            else:
+                found = SendingTerms(
+                    signing_secrets(conn, pk, self._clock.now_ms()),
+                    callback_networks(conn, pk),
+                )
         with self._lock:
-            self._terms[app_pk] = (now, found)
+            self._terms[key] = (now, found)
         return found
+
+
+# Whose terms a message is sent under: ("app", app row id) or ("alert", rule row id).
+_TermsKey = tuple[str, int]
+
+
+def _terms_key(message: CallbackMessage) -> _TermsKey:
+    if message.alert_rule_pk is not None:
+        return ("alert", message.alert_rule_pk)
+    return ("app", message.app_pk)
 
 
 class _Place:
@@ -377,16 +403,28 @@ class _Place:
 
 
 @retry_conflicts("callback_attempt", attempts=None)
-def record_until_written(engine: Engine, records: Sequence[NewAttempt], now_ms: int) -> None:
+def record_until_written(
+    engine: Engine,
+    records: Sequence[NewAttempt],
+    now_ms: int,
+    rules: Sequence[AlertRule] = (),
+) -> None:
     """Record attempts in one transaction, running it again after each lock conflict
     until it is written.
 
     The POSTs it records have happened: were the record given up, the messages would
     go back to the queue and the receivers would be sent them again. A lost connection
     still goes up (an outage), and the copies that come back may be POSTed again.
+
+    A callback that went DEAD fires the alert ``rules`` in the same transaction; their
+    alerts are recorded PENDING, and the leader's sweep hands them to the notifier
+    within seconds (this stage owns no publisher of its own).
     """
     with engine.begin() as conn:
         delivery_batches.record_attempts(conn, records, now_ms)
+        if rules:
+            dead = [r.delivery_id for r in records if r.status is DeliveryStatus.DEAD]
+            record_dead_callbacks(conn, rules, dead, now_ms)
 
 
 def follow_ups(attempts: Sequence[Attempt | None]) -> list[OutgoingMessage]:

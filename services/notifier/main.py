@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import RuleCache
 from common.broker import OutgoingMessage, connect
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
@@ -65,6 +66,7 @@ def notifier_parts(
         settings.secret_cache_seconds,
         scheduler,
         tracing=start_tracing("notifier", settings.otel_endpoint),
+        alerts=RuleCache(engine),
     )
     return NotifierParts(deliverer, scheduler, share_keys())
 

@@ -276,6 +276,54 @@ def test_operators_from_before_roles_become_admins_of_every_app(engine: Engine) 
         assert conn.execute(sa.text("SELECT COUNT(*) FROM operator_apps")).scalar_one() == 0
 
 
+def test_the_alerts_migration_goes_down_and_up_again_keeping_callbacks(engine: Engine) -> None:
+    tables = {"alert_rules", "alert_states"}
+
+    def delivery_columns() -> dict[str, bool]:
+        columns = sa.inspect(engine).get_columns("callback_deliveries")
+        return {str(c["name"]): bool(c["nullable"]) for c in columns}
+
+    assert tables <= set(sa.inspect(engine).get_table_names())
+    assert delivery_columns()["job_id"] and "alert_rule_pk" in delivery_columns()
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO apps (app_id, name, api_key_hash, signing_secret, created_at) "
+                "VALUES ('app_q', 'q', 'h', 's', 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO jobs (app_pk, job_name, handler, params, status, version, "
+                "created_at, updated_at) VALUES (1, 'j', 'demo.noop', '{}', 'WAITING', 0, 0, 0)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO alert_rules (rule_id, url, kinds, signing_secret, created_at, "
+                "created_by) VALUES ('alr_1', 'https://x', 'FAILED', 's', 0, 't')"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO callback_deliveries (delivery_id, execution_id, job_id, app_pk, "
+                "url, payload, status, attempts, created_at, updated_at, alert_rule_pk) VALUES "
+                "('msg_cb', 'e1', 1, 1, 'https://x', '{}', 'DELIVERED', 1, 0, 0, NULL), "
+                "('msg_alert', NULL, NULL, NULL, 'https://x', '{}', 'DEAD', 1, 0, 0, 1)"
+            )
+        )
+    downgrade(engine, "0025")
+    assert not tables & set(sa.inspect(engine).get_table_names())
+    assert not delivery_columns()["job_id"]
+    migrate(engine)
+    migrate(engine)  # every step can run again
+    assert current_revision(engine) == HEAD
+    assert tables <= set(sa.inspect(engine).get_table_names())
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT delivery_id FROM callback_deliveries")).scalars()
+        assert list(kept) == ["msg_cb"]
+
+
 def test_the_retry_limit_migration_goes_down_and_up_again_giving_apps_the_default(
     engine: Engine,
 ) -> None:

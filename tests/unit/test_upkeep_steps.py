@@ -16,7 +16,17 @@ from services.dispatcher.upkeep.rescue import RescueSettings
 from services.dispatcher.upkeep.sweep import Upkeep, UpkeepSettings
 from services.dispatcher.upkeep.timeouts import TimeoutSettings
 
-STEPS = ["epoch", "rescue", "draining", "recall", "timeouts", "callbacks", "gauges", "reconcile"]
+STEPS = [
+    "epoch",
+    "rescue",
+    "draining",
+    "recall",
+    "timeouts",
+    "callbacks",
+    "alert summaries",
+    "gauges",
+    "reconcile",
+]
 
 
 class Steps:
@@ -58,6 +68,9 @@ def upkeep_of(steps: Steps, monkeypatch: pytest.MonkeyPatch) -> Upkeep:
     upkeep._recall = SimpleNamespace(recall_surplus=steps.step("recall"))  # type: ignore[assignment]
     upkeep._timeouts = SimpleNamespace(sweep=steps.step("timeouts"))  # type: ignore[assignment]
     upkeep._gauges = SimpleNamespace(refresh=steps.step("gauges"))  # type: ignore[assignment]
+    upkeep._alerts = SimpleNamespace(  # type: ignore[assignment]
+        send_summaries=steps.step("alert summaries")
+    )
     upkeep._reconciler = SimpleNamespace(sweep=steps.step("reconcile"))  # type: ignore[assignment]
     upkeep._next_reconcile = 0.0
     return upkeep

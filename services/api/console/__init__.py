@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from services.api.console import (
+    alerts,
     apps,
     audit,
     dead_callbacks,
@@ -35,6 +36,7 @@ def install_console(app: FastAPI) -> None:
         executions,
         dead_callbacks,
         audit,
+        alerts,
     )
     for module in pages:
         app.include_router(module.router)

@@ -71,7 +71,7 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
         apps = apps_by_key(conn)
         app_pk = find_app(apps, app).id if app is not None else None
         dead = dead_deliveries(conn, limit, app_pk)
-    return [DeadLine(d, apps.get(d.app_pk)) for d in dead]
+    return [DeadLine(d, apps.get(d.app_pk) if d.app_pk is not None else None) for d in dead]
 
 
 def replay_delivery(state: ApiState, delivery_id: str, actor: str) -> int:
@@ -96,7 +96,7 @@ def replay_job(state: ApiState, job_id: int, actor: str) -> int:
         ).all()
         now = state.clock.now_ms()
         moved = [
-            (str(r.delivery_id), int(r.app_pk))
+            (str(r.delivery_id), int(r.app_pk) if r.app_pk is not None else None)
             for r in rows
             if start_again(conn, str(r.delivery_id), now)
         ]

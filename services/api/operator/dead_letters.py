@@ -57,7 +57,7 @@ class _Walk:
     engine: Engine
     scope: AppScope = EVERY_APP
     report: ReplayReport = field(default_factory=ReplayReport)
-    apps: dict[str, int] = field(default_factory=dict)
+    apps: dict[str, int | None] = field(default_factory=dict)
     """Each delivery's app row id, as read before its copy is sent again."""
     held: list[int] = field(default_factory=list)
     batch: list[tuple[int, CallbackMessage]] = field(default_factory=list)

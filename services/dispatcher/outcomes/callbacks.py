@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
 
+from common.alerts.rules import RuleSource
+from common.alerts.run_alerts import RunEndFact, record_run_alerts
 from common.broker import OutgoingMessage, Publisher
 from common.clock import ClusterClock
 from common.db import deliveries
@@ -20,7 +22,7 @@ from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
-from common.messages import CallbackMessage, ExecutionResult
+from common.messages import ALERTS_APP_PK, CallbackMessage, ExecutionResult
 from common.states import ExecutionStatus
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
@@ -157,9 +159,15 @@ def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery
     )
 
 
-def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_ms: int) -> None:
+def record_claim_failures(
+    conn: Connection,
+    ended: Sequence[NewExecution],
+    now_ms: int,
+    alerts: RuleSource | None = None,
+) -> None:
     """Callback deliveries for triggers a claim itself ended FAILED (a schedule that cannot
-    be computed), as for any trigger's last attempt, in the claim's transaction.
+    be computed), as for any trigger's last attempt, in the claim's transaction, and the
+    alerts they fire through the rules of ``alerts``.
 
     They are recorded PENDING: the claim thread owns no broker channel, and the sweep
     that publishes again deliveries never confirmed in the callbacks queue sends them.
@@ -171,16 +179,36 @@ def record_claim_failures(conn: Connection, ended: Sequence[NewExecution], now_m
     jobs = store.trigger_settings([e.job_id for e in failed])
     ends = [(RunEnd.of_claim(e, now_ms), jobs[e.job_id]) for e in failed if e.job_id in jobs]
     create_deliveries(store, ends, now_ms)
+    rules = alerts.rules() if alerts is not None else ()
+    if rules:
+        facts = [_claim_end_fact(end, job) for end, job in ends]
+        record_run_alerts(conn, rules, facts, now_ms)
+
+
+def _claim_end_fact(end: RunEnd, job: TriggerSettings) -> RunEndFact:
+    """A trigger a claim ended, as an alert on it tells it (no worker ran it)."""
+    return RunEndFact(
+        end.job_id,
+        job.app_pk,
+        job.app_id,
+        end.execution_id,
+        end.attempt,
+        end.status,
+        end.message,
+        "",
+        end.ended_at,
+    )
 
 
 def callback_message(delivery: NewDelivery) -> OutgoingMessage:
     """The message that hands a delivery to the notifier."""
     message = CallbackMessage(
         delivery_id=delivery.delivery_id,
-        app_pk=delivery.app_pk,
+        app_pk=delivery.app_pk if delivery.app_pk is not None else ALERTS_APP_PK,
         url=delivery.url,
         payload=delivery.payload,
         job_id=delivery.job_id,
+        alert_rule_pk=delivery.alert_rule_pk,
     )
     return OutgoingMessage(
         exchange=CALLBACKS_EXCHANGE,
@@ -230,10 +258,14 @@ def republish_stale_deliveries(
         replayed = sum(1 for r in rows if r.attempts > 0)
         if replayed:
             log.info("sending %d replayed callback deliveries", replayed)
-        if len(rows) > replayed:
+        # Alerts of dead callbacks are recorded by the notifier and sent from here.
+        alerts = sum(1 for r in rows if r.attempts == 0 and r.alert_rule_pk is not None)
+        if alerts:
+            log.info("sending %d alerts recorded without a publish", alerts)
+        if len(rows) > replayed + alerts:
             log.warning(
                 "republishing %d callback deliveries never confirmed in the notifier's queue",
-                len(rows) - replayed,
+                len(rows) - replayed - alerts,
             )
         publisher.publish([callback_message(r.as_new()) for r in rows])
         deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import RuleSource
+from common.alerts.run_alerts import RunEndFact, record_run_alerts
 from common.clock import Clock, ClusterClock
 from common.db.deliveries import NewDelivery
 from common.db.engine import lock_waits_of
@@ -56,26 +58,34 @@ class _Finished:
 
 @retry_conflicts(STAGE)
 def record_results(
-    engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult]
+    engine: Engine,
+    clock: ClusterClock,
+    results: Sequence[ExecutionResult],
+    alerts: RuleSource | None = None,
 ) -> list[NewDelivery]:
     """Record every result not recorded before; return the callback deliveries it created.
 
     A result seen twice (a redelivery, or a copy another dispatcher handles at the same
     time) finds its execution already final, or locked and then final, and is skipped.
     A failed attempt with retries left becomes a new SCHEDULED attempt; otherwise the
-    trigger ends: the job moves on and its callback is recorded.
+    trigger ends: the job moves on and its callback is recorded, and the alerts its end
+    fires through the rules of ``alerts`` (their deliveries are returned with the rest).
     """
-    return _record(engine, clock, results, None)
+    return _record(engine, clock, results, None, alerts)
 
 
 # A lock waited on in vain is not waited on again here: whoever holds it may hold it for
 # long, and the caller defers the result instead.
 @retry_conflicts(STAGE, lock_waits=False)
 def _record_bounded(
-    engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult], lock_wait_s: int
+    engine: Engine,
+    clock: ClusterClock,
+    results: Sequence[ExecutionResult],
+    lock_wait_s: int,
+    alerts: RuleSource | None,
 ) -> list[NewDelivery]:
     """``record_results`` waiting at most ``lock_wait_s`` for each row lock."""
-    return _record(engine, clock, results, lock_wait_s)
+    return _record(engine, clock, results, lock_wait_s, alerts)
 
 
 def _record(
@@ -83,13 +93,19 @@ def _record(
     clock: ClusterClock,
     results: Sequence[ExecutionResult],
     lock_wait_s: int | None,
+    alerts: RuleSource | None = None,
 ) -> list[NewDelivery]:
     if not results:
         return []
+    # Read before the transaction: a refresh of the cached rules is a query of its own.
+    rules = alerts.rules() if alerts is not None else ()
     with engine.begin() as conn:
         waits = lock_waits_of(conn, lock_wait_s) if lock_wait_s is not None else None
         with waits or contextlib.nullcontext():
             finished, wanted = _record_in(MySqlOutcomeStore(conn), clock, results)
+            if rules:
+                ends = [_end_fact(f) for f in finished if not f.retry_due]
+                wanted += record_run_alerts(conn, rules, ends, clock.now_ms())
     wake_children_of(engine, clock, [f.job.id for f in finished if _ends_parent_run(f)])
     _log(finished)
     observe_finished([f.result.status for f in finished])
@@ -127,6 +143,22 @@ def _record_in(
         if f.job.callback_url
     ]
     return finished, create_deliveries(store, ends, now)
+
+
+def _end_fact(item: _Finished) -> RunEndFact:
+    """A trigger's last attempt as an alert on it tells it."""
+    result = item.result
+    return RunEndFact(
+        result.job_id,
+        item.job.app_pk,
+        item.job.app_id,
+        result.execution_id,
+        item.execution.attempt,
+        result.status,
+        result.message,
+        result.worker_id,
+        result.ended_at,
+    )
 
 
 def _ends_parent_run(item: _Finished) -> bool:
@@ -225,7 +257,10 @@ class Recorded:
 
 
 def record_each_alone_if_need_be(
-    engine: Engine, clock: ClusterClock, results: Sequence[ExecutionResult]
+    engine: Engine,
+    clock: ClusterClock,
+    results: Sequence[ExecutionResult],
+    alerts: RuleSource | None = None,
 ) -> Recorded:
     """``record_results`` for the batch; if it fails for a reason of its data, each result
     is recorded alone, so one bad result settles by itself and the others go on.
@@ -237,7 +272,7 @@ def record_each_alone_if_need_be(
     waits for the store.
     """
     try:
-        return Recorded(_record_bounded(engine, clock, results, BATCH_LOCK_WAIT_S), [])
+        return Recorded(_record_bounded(engine, clock, results, BATCH_LOCK_WAIT_S, alerts), [])
     except Exception as e:
         if is_store_outage(e):
             raise
@@ -245,14 +280,16 @@ def record_each_alone_if_need_be(
     recorded = Recorded([], [])
     for result in results:
         try:
-            recorded.deliveries += _record_bounded(engine, clock, [result], ALONE_LOCK_WAIT_S)
+            recorded.deliveries += _record_bounded(
+                engine, clock, [result], ALONE_LOCK_WAIT_S, alerts
+            )
         except Exception as e:
             if is_lock_conflict(e):
                 recorded.deferred.append(result)
             elif is_store_outage(e):
                 raise
             else:
-                _record_unrecordable(engine, clock, result, e, recorded)
+                _record_unrecordable(engine, clock, result, e, recorded, alerts)
     if recorded.deferred:
         log.warning("%d results wait for rows another transaction holds", len(recorded.deferred))
     return recorded
@@ -264,6 +301,7 @@ def _record_unrecordable(
     result: ExecutionResult,
     error: Exception,
     recorded: Recorded,
+    alerts: RuleSource | None = None,
 ) -> None:
     extra = {"job_id": result.job_id, "execution_id": result.execution_id}
     log.error("cannot record this result: %r", error, extra=extra)
@@ -278,7 +316,7 @@ def _record_unrecordable(
     }
     failed = result.model_copy(update=update)
     try:
-        recorded.deliveries += record_results(engine, clock, [failed])
+        recorded.deliveries += record_results(engine, clock, [failed], alerts)
     except Exception as e:
         if is_store_outage(e):
             raise

@@ -12,6 +12,7 @@ from typing import Any
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.alerts.rules import RuleSource
 from common.broker import BatchPublisher, OutgoingMessage, Publisher, connect
 from common.clock import ClusterClock
 from common.config import DispatcherSettings
@@ -82,8 +83,11 @@ class ResultsConsumer:
         name: str,
         started: StartedKeys | None = None,
         lag: ResultsLag | None = None,
+        alerts: RuleSource | None = None,
     ) -> None:
         self._settings = settings
+        # The alert rules the runs' ends fire (cached, read again every few seconds).
+        self._alerts = alerts
         self._engine = engine
         self._clock = clock
         self._name = name
@@ -135,7 +139,9 @@ class ResultsConsumer:
     def _handle(self, publisher: Publisher, batch: list[tuple[int, bytes]]) -> int:
         """Record a batch; returns how many of its results were deferred."""
         parsed = parse_results([body for _, body in batch])
-        recorded = record_each_alone_if_need_be(self._engine, self._clock, parsed.results)
+        recorded = record_each_alone_if_need_be(
+            self._engine, self._clock, parsed.results, self._alerts
+        )
         now = self._clock.now_ms()
         self.lag.observe([now - r.ended_at for r in parsed.results])
         publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)

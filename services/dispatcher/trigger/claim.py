@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from common.alerts.rules import RuleSource
 from common.clock import ClusterClock
 from common.db.due_jobs import ClaimUpdate, DueJob, claim_jobs, find_due_jobs
 from common.db.executions import NewExecution, triggers_with_executions
@@ -122,8 +123,11 @@ class TriggerClaimer:
         window_ms: int,
         sender: ClaimSender,
         tracing: Tracing = NO_TRACING,
+        alerts: RuleSource | None = None,
     ):
         self._engine = engine
+        # The alert rules a trigger the claim itself ends FAILED fires.
+        self._alerts = alerts
         self._clock = clock
         self._batch_size = batch_size
         self._window_ms = window_ms
@@ -193,7 +197,7 @@ class TriggerClaimer:
             created = [trigger_execution(j, plans[j.id], self._tracing) for j in due if j.id in won]
             if skip_taken:
                 created = _without_taken(conn, created)
-            record_claim_failures(conn, created, now)
+            record_claim_failures(conn, created, now, self._alerts)
             sent, packs, waiting = self._sender.insert(conn, created, {j.id: j for j in due}, now)
             if not sent:
                 transaction.commit()

@@ -15,14 +15,14 @@ tests), ``WorkerQueues`` (the worker directory on RabbitMQ, or ``MemoryWorkers``
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import Clock
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.db.rescue_store import MySqlRescueTransactions, RescueStore, RescueTransactions
-from common.db.workers import WorkerTransactions
+from common.db.workers import WorkerRecord, WorkerTransactions
 from common.loadbalance import WorkerQueues, runs
 from common.messages import ExecutionResult
 from common.result_messages import publish_results, stand_in_results, stored_result
@@ -71,8 +71,11 @@ class Rescue:
         publisher: Publisher,
         router: Router[WorkerQueues],
         settings: RescueSettings,
+        on_dead: Callable[[WorkerRecord], None] | None = None,
     ) -> None:
         self._transactions = transactions
+        # Told of each dead worker at each sweep that finds it (the leader's alerts).
+        self._on_dead = on_dead
         self._workers = workers
         self._marks = marks
         self._clock = clock
@@ -89,13 +92,23 @@ class Rescue:
         publisher: Publisher,
         router: Router[WorkerDirectory],
         settings: RescueSettings,
+        on_dead: Callable[[WorkerRecord], None] | None = None,
     ) -> Rescue:
         """The dispatcher's rescue: on MySQL, Redis's started marks and the cluster clock.
         Unit tests build one on ``MemoryStore``, ``MemoryStartedMarks`` and a clock of
         their own instead."""
         transactions = MySqlRescueTransactions(stores.engine)
         marks = stores.started_marks()
-        return cls(transactions, stores.workers(), marks, stores.clock, publisher, router, settings)
+        return cls(
+            transactions,
+            stores.workers(),
+            marks,
+            stores.clock,
+            publisher,
+            router,
+            settings,
+            on_dead,
+        )
 
     def rescue_dead_workers(self) -> None:
         """Move work off workers that stopped or went silent and have no consumer on their
@@ -107,6 +120,7 @@ class Rescue:
         for worker in stale:
             if self._directory.consumer_count(worker.worker_id) != 0:
                 continue
+            self._tell_dead(worker)
             # A worker that still had work this sweep is tried again on a later one,
             # once what was moved or reported has left it.
             try:
@@ -119,6 +133,17 @@ class Rescue:
             long_gone = worker.last_heartbeat < now - self._forget_ms
             if forgettable and long_gone and not had_work:
                 forgettable -= self._forget(worker.worker_id, worker.last_heartbeat, now)
+
+    def _tell_dead(self, worker: WorkerRecord) -> None:
+        """Tell ``on_dead`` of a dead worker; its failing costs the rescue nothing."""
+        if self._on_dead is None:
+            return
+        try:
+            self._on_dead(worker)
+        except Exception as e:
+            if is_store_outage(e):
+                raise
+            log.exception("alerting on dead worker %s failed", worker.worker_id)
 
     def move_off_draining_workers(self) -> None:
         """Move the unstarted work of DRAINING workers that stopped consuming (an

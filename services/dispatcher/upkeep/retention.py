@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
 
+from common.alerts.state_rows import prune_alert_states
 from common.clock import ClusterClock
 from common.db.audit import prune_audit
 from common.db.retention import prune_deliveries, prune_executions, prune_jobs
@@ -81,7 +82,8 @@ def prune(
     cutoff = clock.now_ms() - retention_ms
     deadline = time.monotonic() + budget_s
     gone, behind = 0, False
-    for pruner in (prune_executions, prune_deliveries, prune_jobs, prune_audit):
+    pruners = (prune_executions, prune_deliveries, prune_jobs, prune_audit, prune_alert_states)
+    for pruner in pruners:
         gone += _catch_up(engine, pruner, cutoff, deadline, size)
         behind = behind or size.behind
     size.behind = behind

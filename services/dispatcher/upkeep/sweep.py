@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common.alerts.rules import RuleCache
 from common.broker import Publisher
 from common.config import DispatcherSettings
 from common.db.rescue_store import MySqlRescueTransactions
@@ -22,6 +23,7 @@ from common.stores import Stores
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.routing.route import Router
 from services.dispatcher.routing.workers import WorkerDirectory
+from services.dispatcher.upkeep.alerting import LeaderAlerts
 from services.dispatcher.upkeep.gauges import LeaderGauges
 from services.dispatcher.upkeep.recall import Recall, RecallSettings
 from services.dispatcher.upkeep.reconcile import Reconciler, ReconcileSettings
@@ -78,7 +80,12 @@ class Upkeep:
         self._marks = stores.started_marks()
         self._publisher = publisher
         self._settings = settings
-        self.rescue = Rescue.on_stores(stores, publisher, router, settings.rescue)
+        self._alerts = LeaderAlerts(
+            stores.engine, publisher, stores.clock, RuleCache(stores.engine)
+        )
+        self.rescue = Rescue.on_stores(
+            stores, publisher, router, settings.rescue, self._alerts.worker_dead
+        )
         directory = router.directory
         self._reconciler = None
         if settings.reconcile is not None:
@@ -113,6 +120,7 @@ class Upkeep:
                     engine, publisher, clock, s.pending_republish_ms
                 ),
             ),
+            ("alert summaries", self._alerts.send_summaries),
             ("gauges", self._gauges.refresh),
         ]
         for name, step in steps:
