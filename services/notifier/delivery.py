@@ -23,8 +23,7 @@ from sqlalchemy.engine import Engine
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import delivery_batches
-from common.db.app_grants import callback_networks
-from common.db.apps import signing_secrets
+from common.db.apps import MySqlAppTransactions
 from common.db.deliveries import DeliveryToSend, NewAttempt
 from common.db.retry import retry_conflicts
 from common.messages import CallbackMessage
@@ -96,6 +95,8 @@ class CallbackDeliverer:
         tracing: Tracing = NO_TRACING,
     ) -> None:
         self._engine = engine
+        # Each app's signing secrets and networks (the apps aggregate).
+        self._apps = MySqlAppTransactions(engine)
         self._tracing = tracing
         self._poster = poster
         self._clock = clock
@@ -336,10 +337,10 @@ class CallbackDeliverer:
 
     def _read_terms(self, app_pk: int) -> SendingTerms:
         now = time.monotonic()
-        with self._engine.connect() as conn:
+        with self._apps.reading() as apps:
             found = SendingTerms(
-                signing_secrets(conn, app_pk, self._clock.now_ms()),
-                callback_networks(conn, app_pk),
+                apps.signing_secrets(app_pk, self._clock.now_ms()),
+                apps.callback_networks(app_pk),
             )
         with self._lock:
             self._terms[app_pk] = (now, found)

@@ -6,34 +6,23 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.db.apps import (
-    all_apps,
-    create_app,
-    find_app_by_key,
-    handler_patterns,
-    live_job_handlers,
-    previous_secret_until,
-    rotate_api_key,
-    rotate_signing_secret,
-    set_handler_patterns,
-    signing_secrets,
-)
+from common.db.apps import MySqlAppStore
 from common.db.jobs import NewJob, insert_job
 from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 
 
 def test_a_rotated_key_finds_the_app_and_the_old_one_does_not(engine: Engine) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5, EVERY_HANDLER)
-        other = create_app(conn, "reports", 6, EVERY_HANDLER)
-        rotated = rotate_api_key(conn, created.app_id, 10, 10)
+        created = MySqlAppStore(conn).create_app("billing", 5, EVERY_HANDLER)
+        other = MySqlAppStore(conn).create_app("reports", 6, EVERY_HANDLER)
+        rotated = MySqlAppStore(conn).rotate_api_key(created.app_id, 10, 10)
         assert rotated is not None and rotated.api_key != created.api_key
-        assert find_app_by_key(conn, created.api_key) is None
-        found = find_app_by_key(conn, rotated.api_key)
+        assert MySqlAppStore(conn).find_app_by_key(created.api_key) is None
+        found = MySqlAppStore(conn).find_app_by_key(rotated.api_key)
         assert found is not None and found.app_id == created.app_id
-        assert find_app_by_key(conn, other.api_key) is not None  # others untouched
-        assert rotate_api_key(conn, "app_nope", 10, 10) is None
-        listed = [(r.app_id, r.name, r.created_at) for r in all_apps(conn)]
+        assert MySqlAppStore(conn).find_app_by_key(other.api_key) is not None  # others untouched
+        assert MySqlAppStore(conn).rotate_api_key("app_nope", 10, 10) is None
+        listed = [(r.app_id, r.name, r.created_at) for r in MySqlAppStore(conn).all_apps()]
     assert listed == [(created.app_id, "billing", 5), (other.app_id, "reports", 6)]
 
 
@@ -41,60 +30,70 @@ def test_a_rotated_secret_signs_with_the_previous_one_too_until_its_overlap_ends
     engine: Engine,
 ) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5, EVERY_HANDLER)
-        app = find_app_by_key(conn, created.api_key)
+        created = MySqlAppStore(conn).create_app("billing", 5, EVERY_HANDLER)
+        app = MySqlAppStore(conn).find_app_by_key(created.api_key)
         assert app is not None
-        assert signing_secrets(conn, app.id, 1_000) == [created.signing_secret]
-        new_secret = rotate_signing_secret(conn, created.app_id, 1_000, 2_000)
+        assert MySqlAppStore(conn).signing_secrets(app.id, 1_000) == [created.signing_secret]
+        new_secret = MySqlAppStore(conn).rotate_signing_secret(created.app_id, 1_000, 2_000)
         assert new_secret is not None and new_secret != created.signing_secret
-        assert signing_secrets(conn, app.id, 1_999) == [new_secret, created.signing_secret]
-        assert signing_secrets(conn, app.id, 2_000) == [new_secret]
-        assert rotate_signing_secret(conn, "app_nope", 1_000, 2_000) is None
-        assert signing_secrets(conn, app.id + 1_000, 0) == []
+        assert MySqlAppStore(conn).signing_secrets(app.id, 1_999) == [
+            new_secret,
+            created.signing_secret,
+        ]
+        assert MySqlAppStore(conn).signing_secrets(app.id, 2_000) == [new_secret]
+        assert MySqlAppStore(conn).rotate_signing_secret("app_nope", 1_000, 2_000) is None
+        assert MySqlAppStore(conn).signing_secrets(app.id + 1_000, 0) == []
         # A second rotation inside the overlap would drop the secret it promised to keep.
-        assert rotate_signing_secret(conn, created.app_id, 1_500, 9_000) is None
-        assert previous_secret_until(conn, created.app_id) == 2_000
-        assert signing_secrets(conn, app.id, 1_999) == [new_secret, created.signing_secret]
-        forced = rotate_signing_secret(conn, created.app_id, 1_500, 9_000, force=True)
+        assert MySqlAppStore(conn).rotate_signing_secret(created.app_id, 1_500, 9_000) is None
+        assert MySqlAppStore(conn).previous_secret_until(created.app_id) == 2_000
+        assert MySqlAppStore(conn).signing_secrets(app.id, 1_999) == [
+            new_secret,
+            created.signing_secret,
+        ]
+        forced = MySqlAppStore(conn).rotate_signing_secret(created.app_id, 1_500, 9_000, force=True)
         assert forced is not None
-        assert signing_secrets(conn, app.id, 1_999) == [forced, new_secret]
-        after = rotate_signing_secret(conn, created.app_id, 9_000, 10_000)  # overlap over
+        assert MySqlAppStore(conn).signing_secrets(app.id, 1_999) == [forced, new_secret]
+        after = MySqlAppStore(conn).rotate_signing_secret(
+            created.app_id, 9_000, 10_000
+        )  # overlap over
         assert after is not None
-        assert signing_secrets(conn, app.id, 9_500) == [after, forced]
+        assert MySqlAppStore(conn).signing_secrets(app.id, 9_500) == [after, forced]
 
 
 def test_handler_patterns_are_stored_with_the_app_and_come_with_its_key(engine: Engine) -> None:
     restricted = HandlerPatterns(("report.*", "billing.export"))
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5, EVERY_HANDLER)
-        other = create_app(conn, "reports", 6, EVERY_HANDLER)
-        bare = create_app(conn, "bare", 7, NO_HANDLER)
-        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER
+        created = MySqlAppStore(conn).create_app("billing", 5, EVERY_HANDLER)
+        other = MySqlAppStore(conn).create_app("reports", 6, EVERY_HANDLER)
+        bare = MySqlAppStore(conn).create_app("bare", 7, NO_HANDLER)
+        assert MySqlAppStore(conn).handler_patterns(created.app_id) == EVERY_HANDLER
         # An app made without patterns may call no handler until one is granted.
-        assert handler_patterns(conn, bare.app_id) == NO_HANDLER
-        assert set_handler_patterns(conn, created.app_id, restricted)
-        assert handler_patterns(conn, created.app_id) == restricted
-        found = find_app_by_key(conn, created.api_key)
+        assert MySqlAppStore(conn).handler_patterns(bare.app_id) == NO_HANDLER
+        assert MySqlAppStore(conn).set_handler_patterns(created.app_id, restricted)
+        assert MySqlAppStore(conn).handler_patterns(created.app_id) == restricted
+        found = MySqlAppStore(conn).find_app_by_key(created.api_key)
         assert found is not None and found.handlers == restricted
-        untouched = find_app_by_key(conn, other.api_key)
+        untouched = MySqlAppStore(conn).find_app_by_key(other.api_key)
         assert untouched is not None and untouched.handlers == EVERY_HANDLER
-        listed = {r.app_id: r.handlers for r in all_apps(conn)}
+        listed = {r.app_id: r.handlers for r in MySqlAppStore(conn).all_apps()}
         assert listed == {
             created.app_id: restricted,
             other.app_id: EVERY_HANDLER,
             bare.app_id: NO_HANDLER,
         }
-        assert set_handler_patterns(conn, created.app_id, restricted)  # the same again
-        assert set_handler_patterns(conn, created.app_id, EVERY_HANDLER)
-        assert handler_patterns(conn, created.app_id) == EVERY_HANDLER
-        assert not set_handler_patterns(conn, "app_nope", restricted)
-        assert handler_patterns(conn, "app_nope") is None
+        assert MySqlAppStore(conn).set_handler_patterns(
+            created.app_id, restricted
+        )  # the same again
+        assert MySqlAppStore(conn).set_handler_patterns(created.app_id, EVERY_HANDLER)
+        assert MySqlAppStore(conn).handler_patterns(created.app_id) == EVERY_HANDLER
+        assert not MySqlAppStore(conn).set_handler_patterns("app_nope", restricted)
+        assert MySqlAppStore(conn).handler_patterns("app_nope") is None
 
 
 def test_live_jobs_are_counted_by_handler_for_one_app(engine: Engine) -> None:
     with engine.begin() as conn:
-        created = create_app(conn, "billing", 5, EVERY_HANDLER)
-        other = create_app(conn, "reports", 6, EVERY_HANDLER)
+        created = MySqlAppStore(conn).create_app("billing", 5, EVERY_HANDLER)
+        other = MySqlAppStore(conn).create_app("reports", 6, EVERY_HANDLER)
         pks = {
             row.app_id: row.id for row in conn.execute(sa.text("SELECT id, app_id FROM apps")).all()
         }
@@ -115,5 +114,5 @@ def test_live_jobs_are_counted_by_handler_for_one_app(engine: Engine) -> None:
         deleted = insert_job(conn, NewJob(app_pk, "j", "e", {}, None, 0, None, None, None), 0)
         conn.execute(sa.text("UPDATE jobs SET deleted_at = 1 WHERE id = :j"), {"j": deleted})
         insert_job(conn, NewJob(pks[other.app_id], "j", "f", {}, None, 0, None, None, None), 0)
-        assert live_job_handlers(conn, created.app_id) == {"a": 2, "b": 1}
-        assert live_job_handlers(conn, "app_nope") == {}
+        assert MySqlAppStore(conn).live_job_handlers(created.app_id) == {"a": 2, "b": 1}
+        assert MySqlAppStore(conn).live_job_handlers("app_nope") == {}

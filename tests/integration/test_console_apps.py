@@ -11,8 +11,7 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import parse_networks
 from common.config import ApiSettings, StoreSettings
-from common.db.app_grants import set_callback_networks, set_limits
-from common.db.apps import AppCredentials, set_disabled
+from common.db.apps import AppCredentials, MySqlAppStore
 from common.db.records import AppLimits
 from common.handler_patterns import NO_HANDLER
 from tests.integration.console_helpers import make_operator, sign_in
@@ -40,9 +39,11 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
 ) -> None:
     bare = make_app(engine, "bare", NO_HANDLER)
     with engine.begin() as conn:
-        set_callback_networks(conn, app_credentials.app_id, parse_networks("127.0.0.0/8"))
-        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
-        set_disabled(conn, bare.app_id, 1)
+        MySqlAppStore(conn).set_callback_networks(
+            app_credentials.app_id, parse_networks("127.0.0.0/8")
+        )
+        MySqlAppStore(conn).set_limits(app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
+        MySqlAppStore(conn).set_disabled(bare.app_id, 1)
     sign_in(console, make_operator(engine))
     listed = console.get("/console/apps")
     assert listed.status_code == 200

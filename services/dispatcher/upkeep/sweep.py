@@ -81,7 +81,7 @@ class Upkeep:
             self._reconciler = Reconciler(stores, publisher, directory, settings.reconcile)
         self._next_reconcile = 0.0
         self._timeouts = Timeouts(stores, publisher, settings.timeouts)
-        self._gauges = LeaderGauges(stores.engine, stores.workers(), directory, stores.clock)
+        self._gauges = LeaderGauges(stores.apps(), stores.workers(), directory, stores.clock)
 
     def sweep(self, leading_still: Callable[[], bool] = lambda: True) -> None:
         """Run every step once (the reconciler at its own, slower pace), stopping between
