@@ -18,14 +18,13 @@ from common.db.apps.records import (
     AppRecord,
     NewApiKey,
     activity_of,
-    app_document,
+    app_change,
     hash_api_key,
     new_api_key,
     new_app_id,
     new_key_id,
     new_signing_secret,
 )
-from common.db.audit import AuditEntry
 from common.db.job_control import ACTIVE
 from common.db.records import AppLimits
 from common.documents import JsonObject
@@ -286,11 +285,6 @@ class AppTables(AppGrantTables):
         extra: JsonObject | None = None,
     ) -> None:
         """Keep the audit row of ``action`` on app ``app_id``, as the SQL writes it."""
-        after_record = self.app_record(app_id)
-        if after_record is None:
-            return
-        after = {**(app_document(after_record) or {}), **(extra or {})}
-        entry = AuditEntry(
-            actor, action, "app", app_id, after_record.id, app_document(before), after
-        )
-        self.audit.append((now_ms, entry))
+        after = self.app_record(app_id)
+        if after is not None:
+            self.audit.append((now_ms, app_change(actor, action, before, after, extra)))

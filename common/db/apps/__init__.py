@@ -32,7 +32,6 @@ from common.db.apps.records import (
     AppPolicy,
     AppRecord,
     NewApiKey,
-    app_document,
     hash_api_key,
 )
 from common.db.apps.store import AppStore, AppTransactions
@@ -52,6 +51,5 @@ __all__ = [
     "MySqlAppStore",
     "MySqlAppTransactions",
     "NewApiKey",
-    "app_document",
     "hash_api_key",
 ]

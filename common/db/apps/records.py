@@ -11,6 +11,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from common.callback_urls import IPNetwork, networks_from_stored
+from common.db.audit import AuditEntry
 from common.db.records import NO_LIMITS, AppLimits
 from common.db.rows import AnyRow
 from common.documents import JsonObject
@@ -188,6 +189,19 @@ def app_document(record: AppRecord | None) -> JsonObject | None:
         "limits": dataclasses.asdict(record.limits),
         "disabled": record.disabled_at is not None,
     }
+
+
+def app_change(
+    actor: str,
+    action: str,
+    before: AppRecord | None,
+    after: AppRecord,
+    extra: JsonObject | None = None,
+) -> AuditEntry:
+    """The audit row of ``action`` on an app: as it was (``before``) and as it is
+    (``after``), with ``extra`` facts (a new key's id) added after."""
+    doc_after = {**(app_document(after) or {}), **(extra or {})}
+    return AuditEntry(actor, action, "app", after.app_id, after.id, app_document(before), doc_after)
 
 
 def hash_api_key(api_key: str) -> str:

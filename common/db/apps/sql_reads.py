@@ -12,10 +12,10 @@ from common.db.apps.records import (
     AppActivity,
     AppRecord,
     activity_of,
-    app_document,
+    app_change,
 )
 from common.db.apps.sql_keys import LIMIT_COLUMNS
-from common.db.audit import AuditEntry, record_audit
+from common.db.audit import record_audit
 from common.db.job_control import ACTIVE
 from common.db.schema import apps, executions, jobs
 from common.documents import JsonObject
@@ -146,10 +146,6 @@ class AppReadSql:
         extra: JsonObject | None = None,
     ) -> None:
         """Write the row of ``action`` on app ``app_id`` in this transaction."""
-        after_record = self.app_record(app_id)
-        if after_record is None:
-            return
-        after = {**(app_document(after_record) or {}), **(extra or {})}
-        doc_before = app_document(before)
-        entry = AuditEntry(actor, action, "app", app_id, after_record.id, doc_before, after)
-        record_audit(self._conn, [entry], now_ms)
+        after = self.app_record(app_id)
+        if after is not None:
+            record_audit(self._conn, [app_change(actor, action, before, after, extra)], now_ms)
