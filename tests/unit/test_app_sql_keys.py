@@ -1,4 +1,5 @@
-"""What the apps module sends MySQL, where the order of a SET is the behaviour."""
+"""What the app store's key SQL (``common/db/apps/sql_keys.py``) sends MySQL, where the
+order of a SET is the behaviour."""
 
 from __future__ import annotations
 
