@@ -31,6 +31,7 @@ from common.documents import JsonObject
 from common.handler_patterns import HandlerPatterns
 from common.memory.app_rows import MemoryApiKey, MemoryApp
 from common.memory.tables import MemoryTables
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import ExecutionStatus
 
 
@@ -218,6 +219,15 @@ class AppTables(AppGrantTables):
         """One app as ``all_apps`` lists it; None if no such app."""
         app = self._named(app_id)
         return None if app is None else app.record()
+
+    def apps_by_key(self, scope: AppScope = EVERY_APP) -> dict[int, App]:
+        """Every app in ``scope`` by its primary key, by name."""
+        named = sorted(self.apps.values(), key=lambda a: a.name)
+        return {
+            a.id: App(a.id, a.app_id, a.name, a.handlers, disabled=a.disabled_at is not None)
+            for a in named
+            if scope.includes(a.id)
+        }
 
     def _live_jobs(self, app_pk: int) -> list[str]:
         """The handlers of the app's jobs not ended and not deleted, one per job."""

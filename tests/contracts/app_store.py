@@ -14,10 +14,11 @@ import dataclasses
 import pytest
 
 from common.callback_urls import parse_networks
-from common.db.apps import AppCredentials, AppPolicy, AppRecord
+from common.db.apps import App, AppCredentials, AppPolicy, AppRecord
 from common.db.executions import NewExecution
 from common.db.records import NO_LIMITS, AppLimits
 from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
+from common.operator_roles import AppScope
 from common.states import ExecutionStatus, JobStatus
 from tests.contracts.store_harness import StoreHarness
 
@@ -60,6 +61,21 @@ class AppStoreContract(StoreHarness):
         assert record in self.app_store.all_apps()
         assert self.record(reports.app_id).handlers == NO_HANDLER
         assert self.app_store.app_record("app_nope") is None
+
+    # apps_by_key
+
+    def test_apps_by_key_are_those_in_scope_by_name_with_their_fences(self) -> None:
+        zeta, alpha = self.an_app("zeta"), self.app_store.create_app("alpha", 2, NO_HANDLER)
+        zeta_pk, alpha_pk = self.record(zeta.app_id).id, self.record(alpha.app_id).id
+        self.app_store.set_disabled(zeta.app_id, 3)
+        every = {
+            pk: a for pk, a in self.app_store.apps_by_key().items() if pk in {zeta_pk, alpha_pk}
+        }
+        assert list(every) == [alpha_pk, zeta_pk]
+        assert every[alpha_pk] == App(alpha_pk, alpha.app_id, "alpha", NO_HANDLER)
+        assert every[zeta_pk] == App(zeta_pk, zeta.app_id, "zeta", REPORTS, disabled=True)
+        scoped = self.app_store.apps_by_key(AppScope(frozenset({zeta_pk})))
+        assert list(scoped) == [zeta_pk]
 
     # find_app_by_key, database_now_ms
 

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.apps import MySqlAppStore
+from common.db.apps import MySqlAppTransactions
 from common.db.records import AppLimits
 from services.cli import main
 from tests.integration.helpers import make_app
@@ -48,8 +48,8 @@ def test_an_operator_sets_shows_and_clears_an_apps_callback_networks(
     )
     assert code == 0 and "KAIROS_AUTH_CACHE_SECONDS" in err
     assert json.loads(out)["callbackNetworks"] == ["127.0.0.0/8", "10.20.0.0/16", "::1/128"]
-    with engine.connect() as conn:
-        found = MySqlAppStore(conn).find_app_by_key(app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
         assert found is not None
         assert [str(n) for n in found.callback_networks or ()] == [
             "127.0.0.0/8",
@@ -58,8 +58,8 @@ def test_an_operator_sets_shows_and_clears_an_apps_callback_networks(
         ]
     code, out, _ = run(capsys, "app", "networks", app.app_id, "--clear")
     assert code == 0 and json.loads(out)["callbackNetworks"] is None
-    with engine.connect() as conn:
-        assert MySqlAppStore(conn).callback_networks(found.id) is None
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.callback_networks(found.id) is None
 
 
 def test_a_bad_network_or_app_changes_nothing(
@@ -70,8 +70,8 @@ def test_a_bad_network_or_app_changes_nothing(
     assert code == 2 and out == "" and "--allow: 'nope' is no network" in err
     code, _, err = run(capsys, "app", "networks", "app_nope", "--allow", "10.0.0.0/8")
     assert code == 2 and "app_nope" in err
-    with engine.connect() as conn:
-        found = MySqlAppStore(conn).find_app_by_key(app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
     assert found is not None and found.callback_networks is None
 
 
@@ -107,18 +107,16 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
     assert code == 0
     assert json.loads(out)["limits"]["maxRunning"] == 50
     assert json.loads(out)["limits"]["runLogBytesPerHour"] == 50_000_000_000
-    with engine.connect() as conn:
-        found = MySqlAppStore(conn).find_app_by_key(app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
         assert found is not None
         expected = AppLimits(3, 50, 1000, 60, 50_000_000_000)
-        assert MySqlAppStore(conn).app_limits(found.id) == expected == found.limits
-        assert MySqlAppStore(conn).run_log_quotas() == {found.id: 50_000_000_000}
+        assert apps.app_limits(found.id) == expected == found.limits
+        assert apps.run_log_quotas() == {found.id: 50_000_000_000}
     code, out, _ = run(capsys, "app", "limits", app.app_id, "--max-jobs", "none")
     assert code == 0
-    with engine.connect() as conn:
-        assert MySqlAppStore(conn).app_limits(found.id) == AppLimits(
-            3, 50, None, 60, 50_000_000_000
-        )
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60, 50_000_000_000)
     for bad in (
         ["--weight", "0"],
         ["--weight", "none"],
@@ -128,9 +126,9 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         with pytest.raises(SystemExit):
             main(["app", "limits", app.app_id, *bad])
     run(capsys, "app", "limits", app.app_id, "--run-log-bytes-per-hour", "none")
-    with engine.connect() as conn:
-        assert MySqlAppStore(conn).app_limits(found.id) == AppLimits(3, 50, None, 60)
-        assert MySqlAppStore(conn).run_log_quotas() == {}
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60)
+        assert apps.run_log_quotas() == {}
 
 
 def test_show_prints_everything_an_operator_granted(

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import parse_networks
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials, MySqlAppStore
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.records import AppLimits
 from common.handler_patterns import NO_HANDLER
 from tests.integration.console_helpers import make_operator, sign_in
@@ -38,12 +38,10 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     console: TestClient, engine: Engine, app_credentials: AppCredentials
 ) -> None:
     bare = make_app(engine, "bare", NO_HANDLER)
-    with engine.begin() as conn:
-        MySqlAppStore(conn).set_callback_networks(
-            app_credentials.app_id, parse_networks("127.0.0.0/8")
-        )
-        MySqlAppStore(conn).set_limits(app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
-        MySqlAppStore(conn).set_disabled(bare.app_id, 1)
+    with MySqlAppTransactions(engine).transaction() as apps:
+        apps.set_callback_networks(app_credentials.app_id, parse_networks("127.0.0.0/8"))
+        apps.set_limits(app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000))
+        apps.set_disabled(bare.app_id, 1)
     sign_in(console, make_operator(engine))
     listed = console.get("/console/apps")
     assert listed.status_code == 200

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db.apps import MySqlAppStore, MySqlAppTransactions
+from common.db.apps import MySqlAppTransactions
 from common.db.records import AppLimits
 from common.keys import RedisKeys
 from common.messages import DispatchMessage
@@ -42,8 +42,8 @@ class Stored:
 
 
 def app_pk(engine: Engine, api_key: str) -> int:
-    with engine.connect() as conn:
-        app = MySqlAppStore(conn).find_app_by_key(api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        app = apps.find_app_by_key(api_key)
     assert app is not None
     return app.id
 
@@ -51,8 +51,8 @@ def app_pk(engine: Engine, api_key: str) -> int:
 def with_quota(engine: Engine, name: str, quota: int | None) -> int:
     """A new app with a run-log quota (None: none); its primary key."""
     credentials = make_app(engine, name)
-    with engine.begin() as conn:
-        MySqlAppStore(conn).set_limits(credentials.app_id, AppLimits(run_log_bytes_per_hour=quota))
+    with MySqlAppTransactions(engine).transaction() as apps:
+        apps.set_limits(credentials.app_id, AppLimits(run_log_bytes_per_hour=quota))
     return app_pk(engine, credentials.api_key)
 
 

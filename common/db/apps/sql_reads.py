@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 from common.db import driver
 from common.db.apps.records import (
     LAG_WINDOW_MS,
+    App,
     AppActivity,
     AppRecord,
     activity_of,
@@ -19,6 +20,8 @@ from common.db.audit import record_audit
 from common.db.job_control import ACTIVE
 from common.db.schema import apps, executions, jobs
 from common.documents import JsonObject
+from common.handler_patterns import HandlerPatterns
+from common.operator_roles import EVERY_APP, AppScope
 from common.states import ExecutionStatus
 
 APP_RECORD_COLUMNS = (
@@ -53,6 +56,26 @@ class AppReadSql:
         query = sa.select(*APP_RECORD_COLUMNS).where(apps.c.app_id == app_id)
         row = self._conn.execute(query).first()
         return None if row is None else AppRecord.from_row(row)
+
+    def apps_by_key(self, scope: AppScope = EVERY_APP) -> dict[int, App]:
+        """Every app in ``scope`` by its primary key, by name, with its handler patterns
+        and whether it is disabled."""
+        rows = self._conn.execute(
+            sa.select(
+                apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns, apps.c.disabled_at
+            ).order_by(apps.c.name)
+        )
+        return {
+            int(r.id): App(
+                int(r.id),
+                str(r.app_id),
+                str(r.name),
+                HandlerPatterns.from_stored(r.handler_patterns),
+                disabled=r.disabled_at is not None,
+            )
+            for r in rows
+            if scope.includes(int(r.id))
+        }
 
     def live_job_handlers(self, app_id: str) -> dict[str, int]:
         """How many of the app's live jobs name each handler; empty if no such app."""

@@ -20,6 +20,7 @@ from common.db.records import AppLimits
 from common.db.store_transactions import StoreTransactions
 from common.documents import JsonObject
 from common.handler_patterns import HandlerPatterns
+from common.operator_roles import EVERY_APP, AppScope
 
 
 class AppKeys(Protocol):
@@ -127,6 +128,11 @@ class AppReads(Protocol):
 
     def app_record(self, app_id: str) -> AppRecord | None:
         """One app as ``all_apps`` lists it; None if no such app."""
+        ...
+
+    def apps_by_key(self, scope: AppScope = EVERY_APP) -> dict[int, App]:
+        """Every app in ``scope`` by its primary key, by name (what operators' pages
+        name jobs' apps by), with its handler patterns and whether it is disabled."""
         ...
 
     def live_job_handlers(self, app_id: str) -> dict[str, int]:
