@@ -1,6 +1,8 @@
 """The apps aggregate in memory: ``AppStore``'s twin (``common.db.apps``) over the
 in-memory apps and API keys tables, reading the jobs and executions tables as the SQL
-does, and keeping the audit rows it writes."""
+does, and keeping the audit rows it writes. The store's clock (``database_now_ms``,
+which keys end by) is ``MemoryTables.clock``; an app's start lag is read from all its
+recent runs, without the SQL's cap on how many one read looks at."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 
 from common.callback_urls import parse_networks
 from common.db.apps import App, AppCredentials, AppPolicy, AppRecord
-from common.db.executions import NewExecution
+from common.db.executions import NewExecution, Outcome
 from common.db.records import NO_LIMITS, AppLimits
 from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 from common.operator_roles import AppScope
@@ -271,6 +271,31 @@ class AppStoreContract(StoreHarness):
         [alone] = self.app_store.app_activity(5_000, busy.app_id)
         assert dataclasses.replace(alone, max_start_lag=None) == mine
         assert self.app_store.app_activity(5_000, "app_nope") == []
+
+    def test_one_apps_standing_has_the_start_lag_of_its_recent_first_attempts(self) -> None:
+        created = self.an_app()
+        pk = self.record(created.app_id).id
+        job = self.a_job(app_pk=pk)
+        rows = [
+            NewExecution("a", job, 1, 100_000, 100_000),
+            NewExecution("b", job, 1, 200_000, 200_000),
+            NewExecution("retry", job, 2, 200_000, 200_000),
+            NewExecution("manual", job, 1, 300_000, 300_000, manual=True),
+            NewExecution("early", job, 1, 400_000, 400_000),
+            NewExecution("old", job, 1, 50_000, 50_000),
+        ]
+        self.store.insert_executions([r.queued_on("w1") for r in rows], 1_000)
+        started = {"a": 101_000, "b": 203_000, "retry": 290_000, "manual": 390_000}
+        started |= {"early": 399_000, "old": 60_000}
+        ended = ExecutionStatus.SUCCEEDED
+        self.store.record_outcomes(
+            [Outcome(self.locked(e), ended, "w1", None, None, at, at) for e, at in started.items()]
+        )
+        [alone] = self.app_store.app_activity(700_000, created.app_id)
+        assert (alone.started, alone.max_start_lag) == (3, 3.0)
+        assert alone.start_lag == {0.5: 1.0, 0.9: 3.0, 0.99: 3.0}
+        [listed] = [a for a in self.app_store.app_activity(700_000) if a.app_pk == pk]
+        assert (listed.started, listed.start_lag, listed.max_start_lag) == (0, {}, None)
 
     # audit_change
 
