@@ -81,6 +81,8 @@ bench: install services
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/sweep.py --workers 200
 	$(BIN)/python bench/cron.py
+	$(BIN)/python bench/worker_store.py --workers 50 --calls 1000
+	$(BIN)/python bench/app_store.py --apps 50 --calls 1000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

@@ -18,7 +18,7 @@ import time
 import sqlalchemy as sa
 from harness import scratch_engine
 
-from common.db.apps import create_app
+from common.db.apps import MySqlAppStore
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.db.workers import MySqlWorkerTransactions
@@ -38,7 +38,7 @@ class StoppedClock:
 
 def fill(engine: sa.Engine, rows: int) -> None:
     with engine.begin() as conn:
-        create_app(conn, "bench", 0, EVERY_HANDLER)
+        MySqlAppStore(conn).create_app("bench", 0, EVERY_HANDLER)
         job = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
         for first in range(0, rows, INSERT_ROWS):
             batch = [

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from common.clock import wall_ms
 from common.config import StoreSettings
-from common.db.app_audit import audit_app_change
-from common.db.apps import AppCredentials, all_apps, create_app, rotate_api_key
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.engine import ensure_database, make_engine, migrate
 from common.errors import AppNameTakenError
 from common.handler_patterns import HandlerPatterns
@@ -30,8 +29,8 @@ def create_app_credentials(
     and return its one-time credentials."""
     engine = make_engine(settings, pool_size=1)
     try:
-        with engine.begin() as conn:
-            return create_app(conn, name, wall_ms(), handlers)
+        with MySqlAppTransactions(engine).transaction() as apps:
+            return apps.create_app(name, wall_ms(), handlers)
     finally:
         engine.dispose()
 
@@ -49,13 +48,13 @@ def create_unique_app(
     audit trail names."""
     engine = make_engine(settings, pool_size=1)
     try:
-        with engine.begin() as conn:
-            taken = [app.app_id for app in all_apps(conn) if app.name == name]
+        with MySqlAppTransactions(engine).transaction() as apps:
+            taken = [app.app_id for app in apps.all_apps() if app.name == name]
             if taken:
                 raise AppNameTakenError(name, taken)
             now = wall_ms()
-            created = create_app(conn, name, now, handlers)
-            audit_app_change(conn, actor, "app.create", created.app_id, None, now)
+            created = apps.create_app(name, now, handlers)
+            apps.audit_change(actor, "app.create", created.app_id, None, now)
             return created
     finally:
         engine.dispose()
@@ -68,13 +67,13 @@ def app_api_key(settings: StoreSettings, name: str, handlers: HandlerPatterns) -
     --demo``) reuses its demo app."""
     engine = make_engine(settings, pool_size=1)
     try:
-        with engine.begin() as conn:
-            named = [app.app_id for app in all_apps(conn) if app.name == name]
+        with MySqlAppTransactions(engine).transaction() as apps:
+            named = [app.app_id for app in apps.all_apps() if app.name == name]
             now = wall_ms()
             if named:
-                key = rotate_api_key(conn, named[0], now, now + REUSED_APP_KEY_OVERLAP_MS)
+                key = apps.rotate_api_key(named[0], now, now + REUSED_APP_KEY_OVERLAP_MS)
                 assert key is not None  # the app was read in this transaction
                 return key.api_key, True
-            return create_app(conn, name, now, handlers).api_key, False
+            return apps.create_app(name, now, handlers).api_key, False
     finally:
         engine.dispose()

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from common.broker import connect
 from common.clock import ClusterClock
 from common.config import StoreSettings
+from common.db.apps import MySqlAppTransactions
 from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.started_marks import RedisStartedMarks
@@ -31,6 +32,10 @@ class Stores:
     def build(cls, settings: StoreSettings, engine: Engine, client: Redis) -> Stores:
         """Stores for ``settings``' namespace around an engine and a Redis client."""
         return cls(settings, engine, client, RedisKeys(settings.namespace), ClusterClock(client))
+
+    def apps(self) -> MySqlAppTransactions:
+        """The apps aggregate on the engine (``common/db/apps``)."""
+        return MySqlAppTransactions(self.engine)
 
     def workers(self) -> MySqlWorkerTransactions:
         """The workers aggregate on the engine (``common/db/workers.py``)."""

@@ -15,8 +15,8 @@ from typing import Protocol, TypeAlias
 
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import app_policies, executions, executions_with_job, job_dependencies, jobs
-from common.db.app_policies import AppPolicy
+from common.db import executions, executions_with_job, job_dependencies, jobs
+from common.db.apps import AppPolicy, MySqlAppStore
 from common.db.dispatch_store import DispatchStore
 from common.db.engine import lock_waits_of
 from common.db.executions_with_job import ExecutionWithJob
@@ -122,12 +122,12 @@ class MySqlFireStore:
         return executions_with_job.scheduled_until(self._conn, until_ms, per_app, aging_ms)
 
     def app_policies(self) -> dict[int, AppPolicy]:
-        """See ``app_policies.read_app_policies``."""
-        return app_policies.read_app_policies(self._conn)
+        """See ``AppStore.app_policies`` (the apps aggregate's SQL)."""
+        return MySqlAppStore(self._conn).app_policies()
 
     def running_by_app(self) -> dict[int, int]:
-        """See ``app_policies.running_by_app``."""
-        return app_policies.running_by_app(self._conn)
+        """See ``AppStore.running_by_app`` (the apps aggregate's SQL)."""
+        return MySqlAppStore(self._conn).running_by_app()
 
     def mark_waiting(self, keys: Sequence[int]) -> None:
         """See ``executions_with_job.mark_waiting``."""

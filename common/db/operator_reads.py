@@ -1,4 +1,5 @@
-"""What the console reads across every app: jobs by filter, one job, the apps by key.
+"""What the console reads across every app: jobs by filter, one job (the apps by key:
+``AppStore.apps_by_key``).
 
 The OpenAPI's reads are scoped to the calling app (``common.db.job_control``); an operator
 sees the jobs of every app it reaches (``AppScope``), so these queries take a scope, and
@@ -12,10 +13,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from common.db.apps import App
 from common.db.records import ExecutionRecord, JobRecord
-from common.db.schema import apps, executions, jobs
-from common.handler_patterns import HandlerPatterns
+from common.db.schema import executions, jobs
 from common.operator_roles import EVERY_APP, AppScope
 from common.states import JobStatus
 
@@ -66,27 +65,6 @@ def find_job(conn: Connection, job_id: int, scope: AppScope = EVERY_APP) -> JobR
     if row is None or not scope.includes(int(row.app_pk)):
         return None
     return JobRecord.from_row(row)
-
-
-def apps_by_key(conn: Connection, scope: AppScope = EVERY_APP) -> dict[int, App]:
-    """Every app in ``scope`` by its primary key, with its handler patterns and whether
-    it is disabled."""
-    rows = conn.execute(
-        sa.select(
-            apps.c.id, apps.c.app_id, apps.c.name, apps.c.handler_patterns, apps.c.disabled_at
-        ).order_by(apps.c.name)
-    )
-    return {
-        int(r.id): App(
-            int(r.id),
-            str(r.app_id),
-            str(r.name),
-            HandlerPatterns.from_stored(r.handler_patterns),
-            disabled=r.disabled_at is not None,
-        )
-        for r in rows
-        if scope.includes(int(r.id))
-    }
 
 
 def executions_of_job(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from common.db.app_policies import AppPolicy
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.dependencies import HELD_FOR_PARENTS, ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS, in_order
@@ -14,7 +13,8 @@ from common.states import ExecutionStatus
 
 
 class FireTables(MemoryTables):
-    """``FireStore`` (with ``DispatchStore``) in memory; ``release_jobs`` is recording's."""
+    """``FireStore`` (with ``DispatchStore``) in memory; ``release_jobs`` is recording's,
+    ``app_policies`` and ``running_by_app`` the apps aggregate's (``AppTables``)."""
 
     def scheduled_until(
         self, until_ms: int, per_app: int, aging_ms: int = AGING_MS
@@ -34,19 +34,6 @@ class FireTables(MemoryTables):
             by_app.setdefault(row.app_pk, []).append(row)
         kept = [row for rows in by_app.values() for row in in_order(rows, aging_ms)[:per_app]]
         return sorted(kept, key=lambda r: (r.scheduled_at, r.id))
-
-    def app_policies(self) -> dict[int, AppPolicy]:
-        """The apps' policies a test set."""
-        return dict(self.apps)
-
-    def running_by_app(self) -> dict[int, int]:
-        """How many executions each app has QUEUED."""
-        counts: dict[int, int] = {}
-        for row in self.executions.values():
-            if row.status is ExecutionStatus.QUEUED:
-                app = self.jobs[row.job_id].app_pk
-                counts[app] = counts.get(app, 0) + 1
-        return counts
 
     def mark_waiting(self, keys: Sequence[int]) -> None:
         """Write ``SLOT_WAIT`` on these executions that are still SCHEDULED."""

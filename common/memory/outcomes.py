@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from common.db.app_policies import DEFAULT_POLICY
+from common.db.apps import DEFAULT_POLICY, AppPolicy
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import UNFINISHED, LockedExecution, Outcome
 from common.db.jobs import TriggerSettings
@@ -37,7 +37,7 @@ class OutcomeTables(MemoryTables):
                 j.recurring,
                 j.next_trigger_time is not None,
                 j.callback_url,
-                min(j.max_retries, self.apps.get(j.app_pk, DEFAULT_POLICY).max_retries),
+                min(j.max_retries, self._app_policy(j.app_pk).max_retries),
                 j.retry_backoff_seconds,
                 j.retry_backoff_max_seconds,
                 self.apps[j.app_pk].app_id if j.app_pk in self.apps else "",
@@ -46,6 +46,11 @@ class OutcomeTables(MemoryTables):
             for j in (self.jobs.get(i) for i in sorted(set(job_ids)))
             if j is not None
         }
+
+    def _app_policy(self, app_pk: int) -> AppPolicy:
+        """The app's policy as the dispatcher reads it; the defaults for an app not here."""
+        app = self.apps.get(app_pk)
+        return DEFAULT_POLICY if app is None else app.policy()
 
     def record_outcomes(self, outcomes: Sequence[Outcome]) -> None:
         """Write final states over rows that exist (as ``lock_unfinished`` returned them)."""

@@ -9,22 +9,26 @@ runs one test class against it and against MySQL.
 It keeps ``DispatchStore`` (``unmark_queued``), ``FireStore`` (what is due, and the
 writes that settle it), ``RescueStore`` (moving what is QUEUED on a worker) and
 ``WorkerStore`` (the workers aggregate: heartbeats, live, gone and draining workers,
-forgetting one, listings, pruning) too, and ``FireTransactions``,
-``RescueTransactions`` and ``WorkerTransactions``:
+forgetting one, listings, pruning) and ``AppStore`` (the apps aggregate: apps, their
+keys, secrets, grants and limits, their standing, and the audit rows of changes to
+them) too, and ``FireTransactions``, ``RescueTransactions``, ``WorkerTransactions`` and
+``AppTransactions``:
 a ``transaction`` that undoes what it changed when it raises, as a rolled-back one
 does, and a plain ``reading``. What it leaves out: locks and isolation (one caller at a
 time: nothing is ever held by another transaction, so ``skip_locked`` passes nothing
-over and ``forget_worker_unless_held`` never finds the row held), the apps table and
-its keys, and every column that recording, firing, sending and rescue do not touch.
+over and ``forget_worker_unless_held`` never finds the row held), and every column that
+recording, firing, sending, rescue and the apps aggregate do not touch.
 """
 
 from __future__ import annotations
 
+from common.memory.apps import AppTables
 from common.memory.firing import FireTables
 from common.memory.outcomes import OutcomeTables
 from common.memory.worker_moves import MoveTables
 
 
-class MemoryStore(OutcomeTables, FireTables, MoveTables):
-    """The jobs, executions, deliveries and workers tables: ``OutcomeStore``,
-    ``FireStore``, ``RescueStore``, ``WorkerStore``, their transactions, and seeding."""
+class MemoryStore(OutcomeTables, FireTables, MoveTables, AppTables):
+    """The jobs, executions, deliveries, workers and apps tables: ``OutcomeStore``,
+    ``FireStore``, ``RescueStore``, ``WorkerStore``, ``AppStore``, their transactions,
+    and seeding."""

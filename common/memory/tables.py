@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
-from common.db.app_policies import AppPolicy
+from common.clock import wall_ms
+from common.db.audit import AuditEntry
 from common.db.executions import UNFINISHED, NewExecution
 from common.db.workers import WorkerRecord
+from common.memory.app_rows import MemoryApiKey, MemoryApp
 from common.memory.rows import (
     DUPLICATE_KEY,
     NO_PARENT_ROW,
@@ -25,15 +27,21 @@ from common.states import ExecutionStatus
 
 @dataclass
 class MemoryTables:
-    """The jobs, executions, deliveries and workers tables, a transaction over them all,
-    and seeding."""
+    """The jobs, executions, deliveries, workers, apps and API keys tables and the audit
+    rows, a transaction over them all, and seeding."""
 
     jobs: dict[int, MemoryJob] = field(default_factory=dict)
     executions: dict[int, MemoryExecution] = field(default_factory=dict)
     deliveries: list[MemoryDelivery] = field(default_factory=list)
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
-    # The apps' policies as the dispatcher reads them (an app not here has the defaults).
-    apps: dict[int, AppPolicy] = field(default_factory=dict)
+    # An app not here has the defaults as the dispatcher reads them.
+    apps: dict[int, MemoryApp] = field(default_factory=dict)
+    api_keys: list[MemoryApiKey] = field(default_factory=list)
+    # The audit rows written, with when.
+    audit: list[tuple[int, AuditEntry]] = field(default_factory=list)
+    # The store's own clock, which API keys end by (MySQL's ``NOW(3)``).
+    clock: Callable[[], int] = wall_ms
+    _next_app_pk: int = 1
     _next_job_id: int = 1
     _next_execution_key: int = 1
 

@@ -22,8 +22,7 @@ from itertools import pairwise
 
 from sqlalchemy.engine import Connection
 
-from common.db.app_grants import stored_job_count
-from common.db.apps import App
+from common.db.apps import App, MySqlAppStore
 from common.errors import JobQuotaExceededError, RetriesOverLimitError, ScheduleTooFrequentError
 from common.schedule import Schedule
 
@@ -38,7 +37,7 @@ def check_job_quota(conn: Connection, app: App, adding: int) -> None:
     quota = app.limits.max_jobs
     if quota is None or adding <= 0:
         return
-    stored = stored_job_count(conn, app.id)
+    stored = MySqlAppStore(conn).stored_job_count(app.id)
     if stored + adding > quota:
         raise JobQuotaExceededError(app.app_id, quota, stored, adding)
 

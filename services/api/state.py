@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
 from common.config import ApiSettings
-from common.db.apps import App, find_app_by_key
+from common.db.apps import App, MySqlAppTransactions
 from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.tracing.spans import NO_TRACING, Tracing
@@ -57,6 +57,10 @@ class ApiState:
         """The callback URL policy of ``app``: its own allowed networks, or the cluster's
         default (``KAIROS_CALLBACK_ALLOWED_NETWORKS``) when it has none."""
         return self.callback_policy.for_app(app.callback_networks)
+
+    def apps(self) -> MySqlAppTransactions:
+        """The apps aggregate on the engine (``common/db/apps``)."""
+        return MySqlAppTransactions(self.engine)
 
     def workers(self) -> MySqlWorkerTransactions:
         """The workers aggregate on the engine (``common/db/workers.py``)."""
@@ -118,8 +122,8 @@ class ApiState:
             return cached
         if self.known_miss(api_key):
             return None
-        with self.engine.connect() as conn:
-            app = find_app_by_key(conn, api_key)
+        with self.apps().reading() as apps:
+            app = apps.find_app_by_key(api_key)
         remembered = self._apps if app is not None else self._misses
         # Bounded: many distinct keys start the cache afresh rather than grow it.
         if len(remembered) > 10_000:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.db.app_activity import LAG_WINDOW_MS, QUANTILES, AppActivity
+from common.db.apps import LAG_WINDOW_MS, QUANTILES, AppActivity
 from common.documents import JsonObject
 from services.cli.render import Column, make_console, print_facts, print_json, print_table
 
@@ -20,7 +20,7 @@ def cmd_stats_apps(args: argparse.Namespace) -> int:
 
     from common.clock import ClusterClock
     from common.config import ApiSettings
-    from common.db.app_activity import app_activity
+    from common.db.apps import MySqlAppTransactions
     from common.db.engine import make_engine
 
     settings = ApiSettings()
@@ -28,8 +28,8 @@ def cmd_stats_apps(args: argparse.Namespace) -> int:
     engine = make_engine(settings, pool_size=1)
     one = None if args.app == EVERY_APP else str(args.app)
     try:
-        with engine.connect() as conn:
-            found = app_activity(conn, ClusterClock(client).now_ms(), one)
+        with MySqlAppTransactions(engine).reading() as apps:
+            found = apps.app_activity(ClusterClock(client).now_ms(), one)
     finally:
         engine.dispose()
         client.close()

@@ -26,8 +26,7 @@ from common.alerts.system_alerts import record_dead_callbacks
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
 from common.db import delivery_batches
-from common.db.app_grants import callback_networks
-from common.db.apps import signing_secrets
+from common.db.apps import MySqlAppTransactions
 from common.db.deliveries import DeliveryToSend, NewAttempt
 from common.db.retry import retry_conflicts
 from common.messages import CallbackMessage
@@ -102,6 +101,8 @@ class CallbackDeliverer:
         self._engine = engine
         # The alert rules a callback going DEAD fires (read only when one does).
         self._alerts = alerts
+        # Each app's signing secrets and networks (the apps aggregate).
+        self._apps = MySqlAppTransactions(engine)
         self._tracing = tracing
         self._poster = poster
         self._clock = clock
@@ -346,16 +347,16 @@ class CallbackDeliverer:
     def _read_terms(self, key: _TermsKey) -> SendingTerms:
         now = time.monotonic()
         kind, pk = key
-        with self._engine.connect() as conn:
-            if kind == "alert":
-                # An alert is signed with its rule's secret and reaches what the
-                # cluster's default admits (no app's networks are its).
+        if kind == "alert":
+            # An alert is signed with its rule's secret and reaches what the cluster's
+            # default admits (no app's networks are its).
+            with self._engine.connect() as conn:
                 secret = alert_signing_secret(conn, pk)
-                found = SendingTerms([secret] if secret is not None else [], None)
-            else:
+            found = SendingTerms([secret] if secret is not None else [], None)
+        else:
+            with self._apps.reading() as apps:
                 found = SendingTerms(
-                    signing_secrets(conn, pk, self._clock.now_ms()),
-                    callback_networks(conn, pk),
+                    apps.signing_secrets(pk, self._clock.now_ms()), apps.callback_networks(pk)
                 )
         with self._lock:
             self._terms[key] = (now, found)

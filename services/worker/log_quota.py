@@ -28,9 +28,8 @@ from redis import Redis
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
-from sqlalchemy.engine import Engine
 
-from common.db.app_grants import run_log_quotas
+from common.db.apps import AppTransactions
 from common.keys import RedisKeys
 from services.worker.run_logs import LogLine, RunLog
 
@@ -81,24 +80,24 @@ def quota_note(quota: int) -> str:
     )
 
 
-def build_run_log_quota(redis_url: str, keys: RedisKeys, engine: Engine) -> RunLogQuota:
+def build_run_log_quota(redis_url: str, keys: RedisKeys, apps: AppTransactions) -> RunLogQuota:
     """A quota on its own Redis client with short timeouts and no retries, reading the
-    quotas from MySQL through ``engine``."""
+    quotas from the apps aggregate (MySQL)."""
     client = Redis.from_url(
         redis_url,
         socket_timeout=REDIS_TIMEOUT_SECONDS,
         socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
         retry=Retry(NoBackoff(), 0),
     )
-    return RunLogQuota(client, keys, mysql_quotas(engine))
+    return RunLogQuota(client, keys, stored_quotas(apps))
 
 
-def mysql_quotas(engine: Engine) -> Callable[[], Mapping[int, int]]:
-    """Read every app's run-log quota (``common.db.app_grants.run_log_quotas``)."""
+def stored_quotas(apps: AppTransactions) -> Callable[[], Mapping[int, int]]:
+    """Read every app's run-log quota (``AppStore.run_log_quotas``)."""
 
     def read() -> Mapping[int, int]:
-        with engine.connect() as conn:
-            return run_log_quotas(conn)
+        with apps.reading() as store:
+            return store.run_log_quotas()
 
     return read
 

@@ -73,7 +73,7 @@ def run_worker(settings: WorkerSettings) -> None:
     stores = open_stores(settings, pool_size=2)
     refuse_if_running(stores, worker_id)
     install_capture()
-    quota = build_run_log_quota(settings.redis_url, stores.keys, stores.engine)
+    quota = build_run_log_quota(settings.redis_url, stores.keys, stores.apps())
     run_logs = RunLogWriter(mysql_store(stores.engine), settings.run_log_max_bytes, quota=quota)
     runner = ExecutionRunner(
         worker_id,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from common.db.app_policies import DEFAULT_POLICY
+from common.db.apps import DEFAULT_POLICY
 from common.db.executions import NewExecution
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.job_dependencies import After

@@ -9,17 +9,34 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
+from common.db.apps import AppStore
 from common.db.dispatch_store import DispatchStore
 from common.db.executions import LockedExecution, NewExecution
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
 from common.db.rescue_store import RescueStore
 from common.db.workers import Heartbeat, WorkerRecord, WorkerStore
+from common.documents import JsonObject
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import ExecutionStatus, WorkerState
 
 NOW = 5_000
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """An audit row as the contracts compare it (secrets masked, documents as JSON)."""
+
+    at: int
+    actor: str
+    action: str
+    object_type: str
+    object_id: str
+    app_pk: int | None
+    before: JsonObject | None
+    after: JsonObject | None
 
 
 class StoreHarness(ABC):
@@ -49,6 +66,15 @@ class StoreHarness(ABC):
     @abstractmethod
     def worker_store(self) -> WorkerStore:
         """The same store as the workers aggregate (``WorkerStore``)."""
+
+    @property
+    @abstractmethod
+    def app_store(self) -> AppStore:
+        """The same store as the apps aggregate (``AppStore``)."""
+
+    @abstractmethod
+    def audit_rows(self) -> list[AuditRow]:
+        """Every audit row written, oldest first, its documents read back as JSON."""
 
     @abstractmethod
     def undone_on_error(self) -> AbstractContextManager[object]:

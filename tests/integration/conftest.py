@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
@@ -24,6 +25,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def statements(engine: Engine) -> Iterator[list[str]]:
+    """The SQL statements the engine sends, in order, while the test runs."""
+    sent: list[str] = []
+
+    def record(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    yield sent
+    sa.event.remove(engine, "before_cursor_execute", record)
 
 
 @pytest.fixture

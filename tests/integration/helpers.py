@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.callback_urls import TableResolver
-from common.db.apps import AppCredentials, create_app
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.workers import Heartbeat, MySqlWorkerTransactions
 from common.handler_patterns import EVERY_HANDLER, HandlerPatterns
 from common.states import WorkerState
@@ -28,8 +28,8 @@ def make_app(
     engine: Engine, name: str = "tests", handlers: HandlerPatterns = EVERY_HANDLER
 ) -> AppCredentials:
     """Create an app (granted every handler unless told) and return its credentials."""
-    with engine.begin() as conn:
-        return create_app(conn, name, 0, handlers)
+    with MySqlAppTransactions(engine).transaction() as apps:
+        return apps.create_app(name, 0, handlers)
 
 
 def register_worker(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
@@ -9,18 +10,19 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from common.db.apps import AppStore, MySqlAppStore
 from common.db.deliveries import NewDelivery
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.job_dependencies import insert_edges
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.rescue_store import MySqlRescueStore, RescueStore
-from common.db.schema import apps, callback_deliveries, jobs, workers
+from common.db.schema import apps, audit_events, callback_deliveries, jobs, workers
 from common.db.schema import executions as executions_table
 from common.db.workers import MySqlWorkerStore, WorkerRecord, WorkerStore
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.states import DeliveryStatus, ExecutionStatus, JobStatus
-from tests.contracts.store_harness import StoreHarness
+from tests.contracts.store_harness import AuditRow, StoreHarness
 from tests.integration.helpers import make_app
 
 
@@ -37,6 +39,7 @@ class MySqlStoreHarness(StoreHarness):
             self._fire_store = MySqlFireStore(conn)
             self._rescue_store = MySqlRescueStore(conn)
             self._worker_store = MySqlWorkerStore(conn)
+            self._app_store = MySqlAppStore(conn)
             with conn.begin() as transaction:
                 self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
                 yield
@@ -61,6 +64,26 @@ class MySqlStoreHarness(StoreHarness):
     @property
     def worker_store(self) -> WorkerStore:
         return self._worker_store
+
+    @property
+    def app_store(self) -> AppStore:
+        return self._app_store
+
+    def audit_rows(self) -> list[AuditRow]:
+        query = sa.select(audit_events).order_by(audit_events.c.id)
+        return [
+            AuditRow(
+                int(r.at),
+                r.actor,
+                r.action,
+                r.object_type,
+                r.object_id,
+                r.app_pk,
+                None if r.before_doc is None else json.loads(r.before_doc),
+                None if r.after_doc is None else json.loads(r.after_doc),
+            )
+            for r in self._conn.execute(query)
+        ]
 
     def undone_on_error(self) -> AbstractContextManager[object]:
         return self._conn.begin_nested()

@@ -9,8 +9,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.app_grants import app_limits, callback_networks, run_log_quotas
-from common.db.apps import find_app_by_key
+from common.db.apps import MySqlAppTransactions
 from common.db.records import AppLimits
 from services.cli import main
 from tests.integration.helpers import make_app
@@ -49,8 +48,8 @@ def test_an_operator_sets_shows_and_clears_an_apps_callback_networks(
     )
     assert code == 0 and "KAIROS_AUTH_CACHE_SECONDS" in err
     assert json.loads(out)["callbackNetworks"] == ["127.0.0.0/8", "10.20.0.0/16", "::1/128"]
-    with engine.connect() as conn:
-        found = find_app_by_key(conn, app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
         assert found is not None
         assert [str(n) for n in found.callback_networks or ()] == [
             "127.0.0.0/8",
@@ -59,8 +58,8 @@ def test_an_operator_sets_shows_and_clears_an_apps_callback_networks(
         ]
     code, out, _ = run(capsys, "app", "networks", app.app_id, "--clear")
     assert code == 0 and json.loads(out)["callbackNetworks"] is None
-    with engine.connect() as conn:
-        assert callback_networks(conn, found.id) is None
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.callback_networks(found.id) is None
 
 
 def test_a_bad_network_or_app_changes_nothing(
@@ -71,8 +70,8 @@ def test_a_bad_network_or_app_changes_nothing(
     assert code == 2 and out == "" and "--allow: 'nope' is no network" in err
     code, _, err = run(capsys, "app", "networks", "app_nope", "--allow", "10.0.0.0/8")
     assert code == 2 and "app_nope" in err
-    with engine.connect() as conn:
-        found = find_app_by_key(conn, app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
     assert found is not None and found.callback_networks is None
 
 
@@ -112,16 +111,16 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
     assert json.loads(out)["limits"]["maxRetries"] == 3
     assert json.loads(out)["limits"]["maxRunning"] == 50
     assert json.loads(out)["limits"]["runLogBytesPerHour"] == 50_000_000_000
-    with engine.connect() as conn:
-        found = find_app_by_key(conn, app.api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(app.api_key)
         assert found is not None
         expected = AppLimits(3, 50, 1000, 60, 50_000_000_000, 3)
-        assert app_limits(conn, found.id) == expected == found.limits
-        assert run_log_quotas(conn) == {found.id: 50_000_000_000}
+        assert apps.app_limits(found.id) == expected == found.limits
+        assert apps.run_log_quotas() == {found.id: 50_000_000_000}
     code, out, _ = run(capsys, "app", "limits", app.app_id, "--max-jobs", "none")
     assert code == 0
-    with engine.connect() as conn:
-        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, 50_000_000_000, 3)
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60, 50_000_000_000, 3)
     for bad in (
         ["--weight", "0"],
         ["--weight", "none"],
@@ -133,9 +132,9 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
         with pytest.raises(SystemExit):
             main(["app", "limits", app.app_id, *bad])
     run(capsys, "app", "limits", app.app_id, "--run-log-bytes-per-hour", "none")
-    with engine.connect() as conn:
-        assert app_limits(conn, found.id) == AppLimits(3, 50, None, 60, max_retries=3)
-        assert run_log_quotas(conn) == {}
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60)
+        assert apps.run_log_quotas() == {}
 
 
 def test_show_prints_everything_an_operator_granted(

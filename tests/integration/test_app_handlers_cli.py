@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.apps import AppCredentials, handler_patterns
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.jobs import NewJob, insert_job
 from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 from services.cli import main
@@ -55,20 +55,20 @@ def test_an_operator_sets_shows_and_lifts_an_apps_handler_patterns(
         "handlerPatterns": ["report.*", "billing.export"],
     }
     assert "KAIROS_AUTH_CACHE_SECONDS, 12 s here" in err
-    with engine.connect() as conn:
-        assert handler_patterns(conn, app.app_id) == HandlerPatterns(("report.*", "billing.export"))
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.handler_patterns(app.app_id) == HandlerPatterns(("report.*", "billing.export"))
     code, out, _ = run(capsys, "app", "handlers", app.app_id)
     assert json.loads(out)["handlerPatterns"] == ["report.*", "billing.export"]
 
     code, out, err = run(capsys, "app", "handlers", app.app_id, "--all")
     assert code == 0 and json.loads(out)["handlerPatterns"] == ["*"]
-    with engine.connect() as conn:
-        assert handler_patterns(conn, app.app_id) == EVERY_HANDLER
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.handler_patterns(app.app_id) == EVERY_HANDLER
     code, out, err = run(capsys, "app", "handlers", app.app_id, "--none")
     assert code == 0 and json.loads(out)["handlerPatterns"] == []
     assert "no handler" in err
-    with engine.connect() as conn:
-        assert handler_patterns(conn, app.app_id) == NO_HANDLER
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.handler_patterns(app.app_id) == NO_HANDLER
 
 
 def test_an_app_is_created_with_the_handlers_it_is_granted_and_none_without(
@@ -81,9 +81,9 @@ def test_an_app_is_created_with_the_handlers_it_is_granted_and_none_without(
     bare = json.loads(out)
     assert code == 0 and bare["handlerPatterns"] == []
     assert f"kairos app handlers {bare['appId']} --allow" in err
-    with engine.connect() as conn:
-        assert handler_patterns(conn, granted["appId"]) == HandlerPatterns(("report.*", "demo.*"))
-        assert handler_patterns(conn, bare["appId"]) == NO_HANDLER
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert apps.handler_patterns(granted["appId"]) == HandlerPatterns(("report.*", "demo.*"))
+        assert apps.handler_patterns(bare["appId"]) == NO_HANDLER
     code, out, err = run(capsys, "app", "create", "bad", "--handlers", "report.[a]")
     assert code == 2 and out == "" and "--handlers" in err
 

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.apps import all_apps, create_app, find_app_by_key
+from common.db.apps import MySqlAppTransactions
 from common.errors import AppNameTakenError
 from common.handler_patterns import HandlerPatterns
 from common.namespace import app_api_key, create_unique_app
@@ -22,8 +22,8 @@ def test_a_second_app_of_one_name_is_refused_and_nothing_is_written(
     first = create_unique_app(namespace, "billing", DEMO, actor="tester")
     with pytest.raises(AppNameTakenError, match=rf"'billing' exists already \({first.app_id}\)"):
         create_unique_app(namespace, "billing", DEMO, actor="tester")
-    with engine.connect() as conn:
-        assert [a.app_id for a in all_apps(conn)] == [first.app_id]
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert [a.app_id for a in apps.all_apps()] == [first.app_id]
 
 
 def test_the_cli_says_the_name_is_taken_and_exits_2(
@@ -43,20 +43,23 @@ def test_the_demo_app_is_reused_with_a_new_key_and_its_old_key_works_on(
     assert not reused
     second, reused = app_api_key(namespace, "demo", DEMO)
     assert reused and second != first
-    with engine.connect() as conn:
-        assert [a.name for a in all_apps(conn)] == ["demo"]
-        one, other = find_app_by_key(conn, first), find_app_by_key(conn, second)
+    with MySqlAppTransactions(engine).reading() as apps:
+        assert [a.name for a in apps.all_apps()] == ["demo"]
+        one, other = (
+            apps.find_app_by_key(first),
+            apps.find_app_by_key(second),
+        )
     assert one is not None and other is not None and one.app_id == other.app_id
 
 
 def test_apps_made_twice_before_names_were_unique_are_kept_and_the_oldest_reused(
     namespace: StoreSettings, engine: Engine
 ) -> None:
-    with engine.begin() as conn:
-        oldest = create_app(conn, "demo", 1, DEMO)
-        create_app(conn, "demo", 2, DEMO)
+    with MySqlAppTransactions(engine).transaction() as apps:
+        oldest = apps.create_app("demo", 1, DEMO)
+        apps.create_app("demo", 2, DEMO)
     key, reused = app_api_key(namespace, "demo", DEMO)
-    with engine.connect() as conn:
-        found = find_app_by_key(conn, key)
-        assert len(all_apps(conn)) == 2
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.find_app_by_key(key)
+        assert len(apps.all_apps()) == 2
     assert reused and found is not None and found.app_id == oldest.app_id

@@ -14,8 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.config import ApiSettings, StoreSettings
-from common.db.app_grants import set_limits
-from common.db.apps import AppCredentials
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.records import AppLimits
 
 JOBS = "/openapi/jobs"
@@ -23,8 +22,8 @@ BATCH = "/openapi/jobs/batch"
 
 
 def limited(engine: Engine, app_id: str, **limits: Any) -> None:
-    with engine.begin() as conn:
-        assert set_limits(conn, app_id, AppLimits(**limits))
+    with MySqlAppTransactions(engine).transaction() as apps:
+        assert apps.set_limits(app_id, AppLimits(**limits))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials, app_record
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.audit import AuditQuery, find_audit, prune_audit
 from common.db.schema import audit_events, jobs
 from common.operator_roles import Role
@@ -107,8 +107,8 @@ def test_every_change_of_many_actors_at_once_is_recorded_once_with_its_actor(
     assert len(stored) == 2 * per_app + 1_000
     # Every job created is listed once, under the key of the app that created it.
     for app in apps:
-        with engine.connect() as conn:
-            found = app_record(conn, app.app_id)
+        with MySqlAppTransactions(engine).reading() as store:
+            found = store.app_record(app.app_id)
         assert found is not None
         listed = created_ids(engine, app.key_id)
         assert sorted(listed) == sorted(j for j, pk in stored.items() if pk == found.id)
@@ -157,8 +157,8 @@ def test_kairos_audit_and_the_console_page_read_within_the_readers_apps(
     status, out, _ = cli("audit")
     assert "operator.create" in out and "operator:otto" in out
 
-    with engine.connect() as conn:
-        pk = app_record(conn, app_credentials.app_id)
+    with MySqlAppTransactions(engine).reading() as apps:
+        pk = apps.app_record(app_credentials.app_id)
     assert pk is not None
     scoped = open_client()
     sign_in(scoped, make_operator(engine, "ops", Role.OPERATOR, [pk.id]))

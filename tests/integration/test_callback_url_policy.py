@@ -18,8 +18,7 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import CachingResolver, SystemResolver, TableResolver, parse_networks
 from common.config import ApiSettings, StoreSettings
-from common.db.app_grants import set_callback_networks
-from common.db.apps import AppCredentials
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from tests.integration.helpers import PUBLIC_ADDRESS, make_app
 
 JOBS = "/openapi/jobs"
@@ -183,8 +182,8 @@ def test_an_apps_own_networks_admit_only_its_callbacks_and_replace_the_default(
     namespace: StoreSettings, engine: Engine, app_credentials: AppCredentials
 ) -> None:
     allowed, other = app_credentials, make_app(engine, "other")
-    with engine.begin() as conn:
-        set_callback_networks(conn, allowed.app_id, parse_networks("127.0.0.0/8"))
+    with MySqlAppTransactions(engine).transaction() as apps:
+        apps.set_callback_networks(allowed.app_id, parse_networks("127.0.0.0/8"))
     loopback = body(callbackUrl="http://127.0.0.1:9/h")
     # The cluster's default admits 10.0.0.0/8: the app with a list of its own loses it.
     with api(namespace, allowed, callback_allowed_networks="10.0.0.0/8") as client:

@@ -13,7 +13,7 @@ from standardwebhooks import Webhook
 
 from common.alerts.rules import read_rules
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials, app_record
+from common.db.apps import AppCredentials, MySqlAppStore
 from common.operator_roles import Role
 from tests.integration.alert_helpers import new_rule
 from tests.integration.console_helpers import make_operator, sign_in
@@ -98,7 +98,7 @@ def test_anyone_but_an_admin_of_every_app_is_refused_and_changes_nothing(
     scoped: bool,
 ) -> None:
     with engine.connect() as conn:
-        found = app_record(conn, app_credentials.app_id)
+        found = MySqlAppStore(conn).app_record(app_credentials.app_id)
     assert found is not None
     csrf = sign_in(browser, make_operator(engine, "someone", role, [found.id] if scoped else None))
     existing, _ = new_rule(engine, "https://hooks.example/old", "FAILED")

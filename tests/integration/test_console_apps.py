@@ -11,8 +11,7 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import parse_networks
 from common.config import ApiSettings, StoreSettings
-from common.db.app_grants import set_callback_networks, set_limits
-from common.db.apps import AppCredentials, set_disabled
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.records import AppLimits
 from common.handler_patterns import NO_HANDLER
 from tests.integration.console_helpers import make_operator, sign_in
@@ -39,10 +38,10 @@ def test_the_apps_page_shows_each_apps_grants_and_links_its_page(
     console: TestClient, engine: Engine, app_credentials: AppCredentials
 ) -> None:
     bare = make_app(engine, "bare", NO_HANDLER)
-    with engine.begin() as conn:
-        set_callback_networks(conn, app_credentials.app_id, parse_networks("127.0.0.0/8"))
-        set_limits(conn, app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000, 7))
-        set_disabled(conn, bare.app_id, 1)
+    with MySqlAppTransactions(engine).transaction() as apps:
+        apps.set_callback_networks(app_credentials.app_id, parse_networks("127.0.0.0/8"))
+        apps.set_limits(app_credentials.app_id, AppLimits(3, 40, 500, 60, 1_000_000, 7))
+        apps.set_disabled(bare.app_id, 1)
     sign_in(console, make_operator(engine))
     listed = console.get("/console/apps")
     assert listed.status_code == 200

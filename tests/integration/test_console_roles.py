@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials, app_record
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.schema import executions, jobs
 from common.keys import RedisKeys
@@ -79,8 +79,8 @@ def a_job(client: TestClient, api_key: str, name: str) -> int:
 
 
 def app_pk(engine: Engine, app_id: str) -> int:
-    with engine.connect() as conn:
-        found = app_record(conn, app_id)
+    with MySqlAppTransactions(engine).reading() as apps:
+        found = apps.app_record(app_id)
     assert found is not None
     return found.id
 

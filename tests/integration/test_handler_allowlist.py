@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import AppCredentials, set_handler_patterns
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.handler_patterns import EVERY_HANDLER, NO_HANDLER, HandlerPatterns
 from services.api.state import ApiState
 from tests.integration.helpers import make_app
@@ -43,10 +43,9 @@ def client_for(namespace: StoreSettings) -> Iterator[ClientFor]:
 
 
 def restrict(engine: Engine, app_id: str, *patterns: str) -> None:
-    with engine.begin() as conn:
-        found = set_handler_patterns(
-            conn, app_id, HandlerPatterns(patterns) if patterns else EVERY_HANDLER
-        )
+    with MySqlAppTransactions(engine).transaction() as apps:
+        granted = HandlerPatterns(patterns) if patterns else EVERY_HANDLER
+        found = apps.set_handler_patterns(app_id, granted)
     assert found
 
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from common.config import ApiSettings, StoreSettings
-from common.db.apps import find_app_by_key
+from common.db.apps import MySqlAppStore
 from common.db.backfill import backfill_execution
 from common.db.executions import NewExecution, insert_executions, insert_missing_executions
 from common.db.records import JobRecord
@@ -426,7 +426,7 @@ def backfill_charged(
     """``backfill_job`` as the app's own call, paying ``charge``."""
     state = api_state(client)
     with state.engine.connect() as conn:
-        app = find_app_by_key(conn, app_key)
+        app = MySqlAppStore(conn).find_app_by_key(app_key)
     assert app is not None
     body = BackfillRequest.model_validate({"from": span[0], "to": span[1]})
     return backfill_job(state, app, job_id, body, charge)

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.clock import ClusterClock
+from common.db.apps import MySqlAppTransactions
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.db.workers import MySqlWorkerTransactions
@@ -61,7 +62,9 @@ def test_queue_depths_and_live_workers_per_handler(
         insert_executions(conn, runs, 0)
         mark_queued(conn, dict.fromkeys(primary_keys(conn, ["e0"]), "w1"), 10)
 
-    gauges = LeaderGauges(engine, MySqlWorkerTransactions(engine), directory, clock, every=0.0)
+    gauges = LeaderGauges(
+        MySqlAppTransactions(engine), MySqlWorkerTransactions(engine), directory, clock, every=0.0
+    )
     gauges.refresh()
 
     standing = {

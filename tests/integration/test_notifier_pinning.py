@@ -25,7 +25,7 @@ from common.callback_urls import (
     parse_networks,
 )
 from common.clock import ClusterClock
-from common.db.app_grants import set_callback_networks
+from common.db.apps import MySqlAppStore
 from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import CallbackMessage
@@ -270,7 +270,7 @@ def test_an_apps_own_networks_admit_its_callbacks_at_send_time_and_no_other_apps
     make_app(engine, "other")
     with engine.begin() as conn:
         allowed_id = conn.execute(sa.text("SELECT app_id FROM apps WHERE id = 1")).scalar_one()
-        set_callback_networks(conn, str(allowed_id), parse_networks("127.0.0.0/8"))
+        MySqlAppStore(conn).set_callback_networks(str(allowed_id), parse_networks("127.0.0.0/8"))
     url = f"http://{HOST}:{receiver.port}/h"
     poster = poster_for(TableResolver({HOST: ["127.0.0.1"]}))
     try:

@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
-from common.db.apps import AppCredentials, rotate_signing_secret
+from common.db.apps import AppCredentials, MySqlAppTransactions
 from common.topology import CALLBACKS_DEAD_QUEUE, retry_queue
 from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
@@ -173,8 +173,8 @@ def test_while_a_secret_rotates_receivers_holding_either_secret_verify(
     app: AppCredentials,
 ) -> None:
     now = ClusterClock(redis_client).now_ms()
-    with engine.begin() as conn:
-        new_secret = rotate_signing_secret(conn, app.app_id, now, now + 3_600_000)
+    with MySqlAppTransactions(engine).transaction() as apps:
+        new_secret = apps.rotate_signing_secret(app.app_id, now, now + 3_600_000)
     assert new_secret is not None
     receiver = ScriptedReceiver()
     try:

@@ -17,12 +17,11 @@ from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db.app_grants import set_limits
-from common.db.apps import find_app_by_key
+from common.db.apps import MySqlAppTransactions
 from common.db.records import AppLimits
 from common.keys import RedisKeys
 from common.messages import DispatchMessage
-from services.worker.log_quota import RunLogQuota, build_run_log_quota, mysql_quotas
+from services.worker.log_quota import RunLogQuota, build_run_log_quota, stored_quotas
 from services.worker.log_writer import RunLogWriter, mysql_store
 from services.worker.registry import collect_handlers
 from services.worker.run_logs import LogLine, install_capture
@@ -43,8 +42,8 @@ class Stored:
 
 
 def app_pk(engine: Engine, api_key: str) -> int:
-    with engine.connect() as conn:
-        app = find_app_by_key(conn, api_key)
+    with MySqlAppTransactions(engine).reading() as apps:
+        app = apps.find_app_by_key(api_key)
     assert app is not None
     return app.id
 
@@ -52,8 +51,8 @@ def app_pk(engine: Engine, api_key: str) -> int:
 def with_quota(engine: Engine, name: str, quota: int | None) -> int:
     """A new app with a run-log quota (None: none); its primary key."""
     credentials = make_app(engine, name)
-    with engine.begin() as conn:
-        set_limits(conn, credentials.app_id, AppLimits(run_log_bytes_per_hour=quota))
+    with MySqlAppTransactions(engine).transaction() as apps:
+        apps.set_limits(credentials.app_id, AppLimits(run_log_bytes_per_hour=quota))
     return app_pk(engine, credentials.api_key)
 
 
@@ -104,7 +103,9 @@ def capture() -> Iterator[None]:
 
 
 def quota_of(client: redis.Redis, namespace: StoreSettings, engine: Engine) -> RunLogQuota:
-    return RunLogQuota(client, RedisKeys(namespace.namespace), mysql_quotas(engine))
+    return RunLogQuota(
+        client, RedisKeys(namespace.namespace), stored_quotas(MySqlAppTransactions(engine))
+    )
 
 
 def run_all(runner: ExecutionRunner, messages: Sequence[DispatchMessage]) -> list[str]:
@@ -195,7 +196,7 @@ def test_without_redis_the_quota_lets_lines_through_and_waits_before_asking_agai
 ) -> None:
     noisy = with_quota(engine, "noisy", 100)
     keys = RedisKeys(namespace.namespace)
-    quota = build_run_log_quota("redis://127.0.0.1:1/0", keys, engine)
+    quota = build_run_log_quota("redis://127.0.0.1:1/0", keys, MySqlAppTransactions(engine))
     script: Any = quota._script
     calls: list[object] = []
 

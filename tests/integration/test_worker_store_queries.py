@@ -4,11 +4,7 @@ fresh workers, and what is QUEUED on each)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
-import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
@@ -20,19 +16,6 @@ from common.topology import declare_core, declare_worker_queue
 from services.dispatcher.routing.workers import WorkerDirectory
 from services.worker.heartbeat import Heartbeater, WorkerIdentity
 from tests.integration.test_worker_drain import Idle
-
-
-@pytest.fixture
-def statements(engine: Engine) -> Iterator[list[str]]:
-    """The SQL statements the engine sends, in order, while the test runs."""
-    sent: list[str] = []
-
-    def record(*args: object) -> None:
-        sent.append(str(args[2]))
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield sent
-    sa.event.remove(engine, "before_cursor_execute", record)
 
 
 def test_a_heartbeat_writes_one_upsert_and_a_reload_reads_twice(

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from contextlib import AbstractContextManager
 
-from common.db.app_policies import AppPolicy
+from common.db.apps import AppPolicy, AppStore
+from common.db.audit import masked
 from common.db.dispatch_store import DispatchStore
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
 from common.db.rescue_store import RescueStore
 from common.db.workers import WorkerRecord, WorkerStore
+from common.documents import JsonObject
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.memory.store import MemoryStore
-from tests.contracts.store_harness import StoreHarness
+from tests.contracts.store_harness import AuditRow, StoreHarness
+
+
+def _document(doc: JsonObject | None) -> JsonObject | None:
+    """A document as MySQL gives it back: masked, through JSON."""
+    return None if doc is None else json.loads(json.dumps(masked(doc), default=str))
 
 
 class MemoryStoreHarness(StoreHarness):
@@ -42,6 +50,25 @@ class MemoryStoreHarness(StoreHarness):
     def worker_store(self) -> WorkerStore:
         return self.memory
 
+    @property
+    def app_store(self) -> AppStore:
+        return self.memory
+
+    def audit_rows(self) -> list[AuditRow]:
+        return [
+            AuditRow(
+                at,
+                e.actor,
+                e.action,
+                e.object_type,
+                e.object_id,
+                e.app_pk,
+                _document(e.before),
+                _document(e.after),
+            )
+            for at, e in self.memory.audit
+        ]
+
     def undone_on_error(self) -> AbstractContextManager[object]:
         return self.memory.transaction()
 
@@ -53,8 +80,11 @@ class MemoryStoreHarness(StoreHarness):
         return self.memory.add_job(job)
 
     def limit_retries(self, max_retries: int) -> None:
-        policy = self.memory.apps.get(self.app_pk, AppPolicy())
-        self.memory.apps[self.app_pk] = dataclasses.replace(policy, max_retries=max_retries)
+        app = self.memory.apps.get(self.app_pk)
+        if app is None:
+            self.memory.put_policy(self.app_pk, AppPolicy(max_retries=max_retries))
+        else:
+            app.limits = dataclasses.replace(app.limits, max_retries=max_retries)
 
     def job(self, job_id: int) -> MemoryJob:
         return dataclasses.replace(self.memory.jobs[job_id])

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from common.db.app_policies import AppPolicy
+from common.db.apps import AppPolicy
 from common.db.executions_with_job import SLOT_WAIT
 from common.loadbalance import WorkerChooser, WorkerLoad
 from common.states import ExecutionStatus, JobStatus
@@ -122,7 +122,7 @@ def test_nothing_is_chosen_ahead_while_runs_wait_so_the_share_decides_at_the_ins
 
 def test_an_apps_cap_holds_across_a_choice_made_ahead_and_a_load() -> None:
     stage = warm_stage()
-    stage.store.apps[3] = AppPolicy(max_running=3)
+    stage.store.put_policy(3, AppPolicy(max_running=3))
     capped = flood(stage, 3, 10, at=INSTANT)
     stage.firer.load()
     stage.firer.warm_up()

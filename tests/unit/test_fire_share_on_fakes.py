@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.db.app_policies import AppPolicy
+from common.db.apps import AppPolicy
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.handler_patterns import HandlerPatterns
 from common.memory.rows import MemoryExecution
@@ -72,8 +72,8 @@ def test_a_quiet_apps_run_takes_the_next_free_slot_ahead_of_a_flood() -> None:
 
 def test_slots_go_by_weight_while_both_apps_wait() -> None:
     stage = a_stage()
-    stage.store.apps[1] = AppPolicy(weight=1)
-    stage.store.apps[3] = AppPolicy(weight=3)
+    stage.store.put_policy(1, AppPolicy(weight=1))
+    stage.store.put_policy(3, AppPolicy(weight=3))
     flood(stage, 1, 100)
     flood(stage, 3, 100)
     started: list[str] = []
@@ -88,7 +88,7 @@ def test_slots_go_by_weight_while_both_apps_wait() -> None:
 
 def test_an_app_never_has_more_runs_going_than_its_cap() -> None:
     stage = a_stage()
-    stage.store.apps[4] = AppPolicy(weight=10, max_running=3)
+    stage.store.put_policy(4, AppPolicy(weight=10, max_running=3))
     capped = set(flood(stage, 4, 30))
     flood(stage, 1, 30)
     started: list[str] = []
@@ -147,7 +147,7 @@ def test_a_run_that_waited_while_held_without_a_load_is_no_misfire() -> None:
 
 def test_a_disabled_app_runs_nothing_new_and_its_crons_skip_saying_why() -> None:
     stage = a_stage()
-    stage.store.apps[5] = AppPolicy(disabled=True)
+    stage.store.put_policy(5, AppPolicy(disabled=True))
     one_shot = stage.due(stage.job(app_pk=5), "one-shot")
     cron = stage.job(
         app_pk=5, recurring=True, next_trigger_time=NOW + 60_000, status=JobStatus.WAITING
@@ -161,7 +161,7 @@ def test_a_disabled_app_runs_nothing_new_and_its_crons_skip_saying_why() -> None
     assert stage.row(one_shot).status is ExecutionStatus.SCHEDULED
     assert all(stage.row(e).status is QUEUED for e in other)
     assert stage.books() == []
-    stage.store.apps[5] = AppPolicy()
+    stage.store.put_policy(5, AppPolicy())
     stage.later(5_000)
     stage.fire()
     assert stage.row(one_shot).status is QUEUED
@@ -169,7 +169,7 @@ def test_a_disabled_app_runs_nothing_new_and_its_crons_skip_saying_why() -> None
 
 def test_a_handler_its_app_may_no_longer_call_is_held_saying_how_to_grant_it() -> None:
     stage = a_stage()
-    stage.store.apps[6] = AppPolicy(handlers=HandlerPatterns(("report.*",)))
+    stage.store.put_policy(6, AppPolicy(handlers=HandlerPatterns(("report.*",))))
     held = stage.due(stage.job(app_pk=6, handler="demo.noop"), "fenced")
     stage.fire()
     row = stage.row(held)
@@ -181,7 +181,9 @@ def test_a_handler_its_app_may_no_longer_call_is_held_saying_how_to_grant_it() -
 def test_many_apps_share_the_slots_and_every_run_starts_once() -> None:
     stage = a_stage()
     for app in range(1, 13):
-        stage.store.apps[app] = AppPolicy(weight=1 + app % 3, max_running=None if app % 4 else 2)
+        stage.store.put_policy(
+            app, AppPolicy(weight=1 + app % 3, max_running=None if app % 4 else 2)
+        )
         flood(stage, app, 20 + app * 3)
     total = len(stage.store.executions)
     started: list[str] = []
@@ -261,7 +263,7 @@ def test_an_app_holds_what_a_load_would_and_a_load_reads_its_next_runs() -> None
 def test_a_cap_set_after_the_last_load_holds_for_the_runs_a_claim_hands_over() -> None:
     stage = a_stage()
     stage.firer.load()  # the apps as they were: no cap yet
-    stage.store.apps[7] = AppPolicy(max_running=2)
+    stage.store.put_policy(7, AppPolicy(max_running=2))
     capped = flood(stage, 7, 6)
     assert stage.firer.add(as_claimed(stage, capped)) == 6
     while stage.firer.fire_due():

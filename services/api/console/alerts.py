@@ -19,7 +19,7 @@ from common.alerts.rules import (
     read_rules,
     remove_rule,
 )
-from common.db.apps import all_apps
+from common.db.apps import MySqlAppStore
 from common.db.operators import Operator, OperatorSession
 from common.errors import CallbackUrlRefusedError
 from common.operator_roles import Role
@@ -46,7 +46,7 @@ def alerts_context(state: ApiState) -> PageContext:
     """The rules, oldest first, and the apps a new rule may name."""
     with state.engine.connect() as conn:
         rules = read_rules(conn)
-        apps = all_apps(conn)
+        apps = MySqlAppStore(conn).all_apps()
     return {
         "rules": rules,
         "apps": sorted(apps, key=lambda a: a.name),

@@ -11,9 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.db.app_activity import LAG_WINDOW_MS, app_activity
-from common.db.app_grants import stored_job_count
-from common.db.apps import AppRecord, all_apps, app_record
+from common.db.apps import LAG_WINDOW_MS, AppRecord
 from common.errors import UnknownAppError
 from common.operator_roles import EVERY_APP, AppScope
 from services.api.console.render import PageContext, page
@@ -31,20 +29,20 @@ def _default_networks(state: ApiState) -> list[str]:
 def apps_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContext:
     """Every app in ``scope``, oldest first, with the cluster's default callback
     networks."""
-    with state.engine.connect() as conn:
-        listed = [a for a in all_apps(conn) if scope.includes(a.id)]
+    with state.apps().reading() as apps:
+        listed = [a for a in apps.all_apps() if scope.includes(a.id)]
     return {"apps": listed, "default_networks": _default_networks(state)}
 
 
 def app_context(state: ApiState, app_id: str, scope: AppScope = EVERY_APP) -> PageContext:
     """One app in ``scope`` and how many jobs it keeps stored. Raises
     ``UnknownAppError`` (for an app out of ``scope`` too)."""
-    with state.engine.connect() as conn:
-        found: AppRecord | None = app_record(conn, app_id)
+    with state.apps().reading() as apps:
+        found: AppRecord | None = apps.app_record(app_id)
         if found is None or not scope.includes(found.id):
             raise UnknownAppError(app_id)
-        stored = stored_job_count(conn, found.id)
-        [standing] = app_activity(conn, state.clock.now_ms(), app_id)
+        stored = apps.stored_job_count(found.id)
+        [standing] = apps.app_activity(state.clock.now_ms(), app_id)
     return {
         "app": found,
         "stored_jobs": stored,

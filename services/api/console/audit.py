@@ -10,7 +10,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.db.operator_reads import apps_by_key
 from common.db.operators import Operator
 from common.operator_roles import Role
 from services.api.console.access import ActingSessionDep
@@ -39,8 +38,8 @@ def audit_context(
     rows = read_audit(
         state.engine, app or None, actor or None, since_ms, SHOWN, operator.scope, not whole
     )
-    with state.engine.connect() as conn:
-        apps = apps_by_key(conn, operator.scope)
+    with state.apps().reading() as store:
+        apps = store.apps_by_key(operator.scope)
     return {
         "rows": rows,
         "apps": sorted(apps.values(), key=lambda a: a.name),

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from common.db.apps import MySqlAppStore
 from common.db.job_dependencies import waited_for
-from common.db.operator_reads import JobQuery, apps_by_key
+from common.db.operator_reads import JobQuery
 from common.db.records import ExecutionRecord
 from common.operator_roles import EVERY_APP, AppScope
 from common.states import JobStatus
@@ -45,7 +46,7 @@ def jobs_page(
     state = console_state(request)
     scope = session.operator.scope
     with state.engine.connect() as conn:
-        apps = apps_by_key(conn, scope)
+        apps = MySqlAppStore(conn).apps_by_key(scope)
         app_pk = next((a.id for a in apps.values() if a.app_id == app), None)
         unknown_app = bool(app) and app_pk is None
         narrowing = (_status_filter(status), handler or None, name or None, before, PAGE_SIZE)

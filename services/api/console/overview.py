@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request, Response
 
 from common.activity import MinuteActivity, merged_buckets, quantile, read_activity
-from common.db.app_activity import app_activity
 from common.db.deliveries import count_dead
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
@@ -91,9 +90,10 @@ def overview_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContex
         workers = worker_views(store, now, state.settings.heartbeat_stale_ms)
     with state.engine.connect() as conn:
         dead = count_dead(conn, scope.app_pks)
+    with state.apps().reading() as app_store:
         apps = [
             a
-            for a in app_activity(conn, now)
+            for a in app_store.app_activity(now)
             if (a.waiting or a.running) and scope.includes(a.app_pk)
         ]
     present = [w for w in workers if w.state is not WorkerState.FORGOTTEN]

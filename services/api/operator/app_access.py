@@ -12,23 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from sqlalchemy.engine import Connection
-
 from common.callback_urls import IPNetwork
 from common.config import StoreSettings
-from common.db.app_audit import audit_app_change
-from common.db.app_grants import set_callback_networks, set_limits
-from common.db.apps import (
-    ApiKeyRecord,
-    AppRecord,
-    NewApiKey,
-    app_keys,
-    app_record,
-    database_now_ms,
-    revoke_api_key,
-    rotate_api_key,
-    set_disabled,
-)
+from common.db.apps import ApiKeyRecord, AppRecord, AppStore, MySqlAppTransactions, NewApiKey
 from common.db.engine import make_engine
 from common.db.records import AppLimits
 from common.documents import JsonObject
@@ -46,12 +32,12 @@ class KeyRotation:
     others_until_ms: int
 
 
-def _at_database_time(settings: StoreSettings, work: Callable[[Connection, int], T]) -> T:
-    """Run ``work(conn, now_ms)`` in one transaction, ``now_ms`` from the database."""
+def _at_database_time(settings: StoreSettings, work: Callable[[AppStore, int], T]) -> T:
+    """Run ``work(apps, now_ms)`` in one transaction, ``now_ms`` from the database."""
     engine = make_engine(settings, pool_size=1)
     try:
-        with engine.begin() as conn:
-            return work(conn, database_now_ms(conn))
+        with MySqlAppTransactions(engine).transaction() as apps:
+            return work(apps, apps.database_now_ms())
     finally:
         engine.dispose()
 
@@ -60,20 +46,20 @@ def _audited(
     actor: str,
     action: str,
     app_id: str,
-    work: Callable[[Connection, int], T],
+    work: Callable[[AppStore, int], T],
     extra: JsonObject | None = None,
-) -> Callable[[Connection, int], T]:
+) -> Callable[[AppStore, int], T]:
     """``work``, followed in its transaction by the audit row of what it changed (none
     when it found no app or changed nothing), with ``extra`` facts added after."""
 
-    def run(conn: Connection, now: int) -> T:
-        before = app_record(conn, app_id)
-        result = work(conn, now)
+    def run(apps: AppStore, now: int) -> T:
+        before = apps.app_record(app_id)
+        result = work(apps, now)
         if before is not None and result is not None and result is not False:
             facts = dict(extra or {})
             if isinstance(result, KeyRotation):
                 facts["newKeyId"] = result.key.key_id
-            audit_app_change(conn, actor, action, app_id, before, now, facts)
+            apps.audit_change(actor, action, app_id, before, now, facts)
         return result
 
     return run
@@ -85,9 +71,9 @@ def rotate_key(
     """Give an app a new API key; its other keys keep working for ``overlap_hours`` (0:
     they stop at once). Raises ``UnknownAppError``."""
 
-    def rotate(conn: Connection, now: int) -> KeyRotation | None:
+    def rotate(apps: AppStore, now: int) -> KeyRotation | None:
         until = now + int(overlap_hours * 3_600_000)
-        key = rotate_api_key(conn, app_id, now, until)
+        key = apps.rotate_api_key(app_id, now, until)
         return None if key is None else KeyRotation(key, until)
 
     rotation = _at_database_time(settings, _audited(actor, "app.rotate_key", app_id, rotate))
@@ -100,10 +86,10 @@ def revoke_key(settings: StoreSettings, app_id: str, key_id: str, *, actor: str)
     """Stop one API key of an app; False if the app has no such key. Raises
     ``UnknownAppError``."""
 
-    def revoke(conn: Connection, now: int) -> bool | None:
-        if app_keys(conn, app_id) is None:
+    def revoke(apps: AppStore, now: int) -> bool | None:
+        if apps.app_keys(app_id) is None:
             return None
-        return revoke_api_key(conn, app_id, key_id, now)
+        return apps.revoke_api_key(app_id, key_id, now)
 
     revoked = _at_database_time(
         settings, _audited(actor, "app.revoke_key", app_id, revoke, {"revokedKeyId": key_id})
@@ -116,7 +102,7 @@ def revoke_key(settings: StoreSettings, app_id: str, key_id: str, *, actor: str)
 def keys_table(settings: StoreSettings, app_id: str) -> str:
     """A table of an app's API keys: id, creation, end, state now.
     Raises ``UnknownAppError``."""
-    keys, now = _at_database_time(settings, lambda conn, now: (app_keys(conn, app_id), now))
+    keys, now = _at_database_time(settings, lambda apps, now: (apps.app_keys(app_id), now))
     if keys is None:
         raise UnknownAppError(app_id)
     lines = [f"{'KEY_ID':22} {'CREATED':24} {'ENDS':24} STATE"]
@@ -140,8 +126,8 @@ def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool, *, ac
     """Disable an app (every API call with its keys is refused) or enable it again.
     Raises ``UnknownAppError``."""
 
-    def change(conn: Connection, now: int) -> bool:
-        return set_disabled(conn, app_id, now if disabled else None)
+    def change(apps: AppStore, now: int) -> bool:
+        return apps.set_disabled(app_id, now if disabled else None)
 
     action = "app.disable" if disabled else "app.enable"
     if not _at_database_time(settings, _audited(actor, action, app_id, change)):
@@ -151,7 +137,7 @@ def set_app_disabled(settings: StoreSettings, app_id: str, disabled: bool, *, ac
 def app_details(settings: StoreSettings, app_id: str) -> AppRecord:
     """One app: handlers, callback networks, limits, whether it is disabled (no secret).
     Raises ``UnknownAppError``."""
-    found = _at_database_time(settings, lambda conn, now: app_record(conn, app_id))
+    found = _at_database_time(settings, lambda apps, now: apps.app_record(app_id))
     if found is None:
         raise UnknownAppError(app_id)
     return found
@@ -163,8 +149,8 @@ def set_app_networks(
     """Let an app's callbacks reach ``networks`` although they are not public (None: the
     cluster's default again). Raises ``UnknownAppError``."""
 
-    def change(conn: Connection, now: int) -> bool:
-        return set_callback_networks(conn, app_id, networks)
+    def change(apps: AppStore, now: int) -> bool:
+        return apps.set_callback_networks(app_id, networks)
 
     if not _at_database_time(settings, _audited(actor, "app.networks", app_id, change)):
         raise UnknownAppError(app_id)
@@ -180,12 +166,12 @@ def change_app_limits(
     """Store ``update(the app's limits now)`` in one transaction; the app as it then
     is. Raises ``UnknownAppError``."""
 
-    def change(conn: Connection, now: int) -> AppRecord | None:
-        found = app_record(conn, app_id)
+    def change(apps: AppStore, now: int) -> AppRecord | None:
+        found = apps.app_record(app_id)
         if found is None:
             return None
         limits = update(found.limits)
-        set_limits(conn, app_id, limits)
+        apps.set_limits(app_id, limits)
         return replace(found, limits=limits)
 
     changed = _at_database_time(settings, _audited(actor, "app.limits", app_id, change))

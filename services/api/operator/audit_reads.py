@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from common.db.apps import app_record
+from common.db.apps import MySqlAppStore
 from common.db.audit import AuditQuery, AuditRecord, find_audit
 from common.errors import UnknownAppError
 from common.operator_roles import EVERY_APP, AppScope
@@ -28,7 +28,7 @@ def read_audit(
     with engine.connect() as conn:
         app_pks = scope.app_pks
         if app_id is not None:
-            found = app_record(conn, app_id)
+            found = MySqlAppStore(conn).app_record(app_id)
             if found is None or not scope.includes(found.id):
                 raise UnknownAppError(app_id)
             app_pks = frozenset({found.id})

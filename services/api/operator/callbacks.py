@@ -8,10 +8,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from common.broker import connect
-from common.db.apps import App
+from common.db.apps import App, MySqlAppStore, MySqlAppTransactions
 from common.db.audit import audit_replays
 from common.db.deliveries import DeliveryRecord, dead_deliveries, get_delivery, start_again
-from common.db.operator_reads import apps_by_key
 from common.db.schema import callback_deliveries as deliveries
 from common.notifier_standing import (
     AppStanding,
@@ -51,8 +50,8 @@ def receiving_hosts(state: ApiState) -> ReceivingHosts:
     """The receiving hosts and apps as the notifiers' last reports (seconds old) have
     them, busiest first."""
     standings = read_standings(state.redis, state.keys)
-    with state.engine.connect() as conn:
-        names = apps_by_key(conn)
+    with MySqlAppTransactions(state.engine).reading() as apps:
+        names = apps.apps_by_key()
     return ReceivingHosts(merged_hosts(standings), merged_apps(standings), len(standings), names)
 
 
@@ -68,7 +67,7 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
     """Dead deliveries, most recently parked first; only ``app``'s (an app id or a
     unique name) when given. Raises ``UnknownAppError``."""
     with state.engine.connect() as conn:
-        apps = apps_by_key(conn)
+        apps = MySqlAppStore(conn).apps_by_key()
         app_pk = find_app(apps, app).id if app is not None else None
         dead = dead_deliveries(conn, limit, app_pk)
     return [DeadLine(d, apps.get(d.app_pk) if d.app_pk is not None else None) for d in dead]

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
-from sqlalchemy.engine import Connection
 
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock, wall_ms
 from common.config import StoreSettings
-from common.db.app_audit import audit_app_change
-from common.db.apps import (
-    all_apps,
-    app_record,
-    handler_patterns,
-    live_job_handlers,
-    previous_secret_until,
-    rotate_signing_secret,
-    set_handler_patterns,
-)
+from common.db.apps import AppStore, MySqlAppStore, MySqlAppTransactions
 from common.db.engine import make_engine
 from common.db.stuck_executions import find_unfinished
 from common.errors import RotationOpenError, UnknownAppError
@@ -40,6 +31,13 @@ from services.api.operator.execution_control import (
 )
 from services.api.operator.one_transaction import in_transaction
 
+T = TypeVar("T")
+
+
+def _in_transaction(settings: StoreSettings, work: Callable[[AppStore], T]) -> T:
+    """Run ``work`` on the apps in one transaction on a short-lived engine of its own."""
+    return in_transaction(settings, lambda conn: work(MySqlAppStore(conn)))
+
 
 @dataclass(frozen=True)
 class SecretRotation:
@@ -52,7 +50,7 @@ class SecretRotation:
 def list_apps(settings: StoreSettings) -> str:
     """A table of apps: id, creation time, state (``enabled`` or ``disabled``), handler
     patterns (``(none)`` when the app may name no handler), name."""
-    listed = in_transaction(settings, all_apps)
+    listed = _in_transaction(settings, lambda apps: apps.all_apps())
     if not listed:
         return "no app yet: `kairos app create NAME` makes one"
     lines = [f"{'APP_ID':22} {'CREATED':24} {'STATE':8} {'HANDLERS':16}  NAME"]
@@ -66,7 +64,7 @@ def list_apps(settings: StoreSettings) -> str:
 
 def app_handler_patterns(settings: StoreSettings, app_id: str) -> HandlerPatterns:
     """The handlers an app may name. Raises ``UnknownAppError``."""
-    found = in_transaction(settings, lambda conn: handler_patterns(conn, app_id))
+    found = _in_transaction(settings, lambda apps: apps.handler_patterns(app_id))
     if found is None:
         raise UnknownAppError(app_id)
     return found
@@ -79,15 +77,15 @@ def set_app_handler_patterns(
     its live jobs name each handler the patterns leave out (they keep their schedule).
     Raises ``UnknownAppError``."""
 
-    def change(conn: Connection) -> dict[str, int] | None:
-        before = app_record(conn, app_id)
-        if not set_handler_patterns(conn, app_id, patterns):
+    def change(apps: AppStore) -> dict[str, int] | None:
+        before = apps.app_record(app_id)
+        if not apps.set_handler_patterns(app_id, patterns):
             return None
-        audit_app_change(conn, actor, "app.handlers", app_id, before, wall_ms())
-        in_use = live_job_handlers(conn, app_id)
+        apps.audit_change(actor, "app.handlers", app_id, before, wall_ms())
+        in_use = apps.live_job_handlers(app_id)
         return {h: n for h, n in sorted(in_use.items()) if not patterns.allows(h)}
 
-    outside = in_transaction(settings, change)
+    outside = _in_transaction(settings, change)
     if outside is None:
         raise UnknownAppError(app_id)
     return outside
@@ -110,13 +108,13 @@ def rotate_app_secret(
     try:
         now = ClusterClock(client).now_ms()
         until = now + int(overlap_hours * 3_600_000)
-        with engine.begin() as conn:
-            before = app_record(conn, app_id)
-            secret = rotate_signing_secret(conn, app_id, now, until, force)
-            open_until = None if secret else previous_secret_until(conn, app_id)
+        with MySqlAppTransactions(engine).transaction() as apps:
+            before = apps.app_record(app_id)
+            secret = apps.rotate_signing_secret(app_id, now, until, force)
+            open_until = None if secret else apps.previous_secret_until(app_id)
             if secret:
                 extra = {"signingSecret": "rotated", "previousUntil": iso_ms(until)}
-                audit_app_change(conn, actor, "app.rotate_secret", app_id, before, now, extra)
+                apps.audit_change(actor, "app.rotate_secret", app_id, before, now, extra)
     finally:
         engine.dispose()
         client.close()

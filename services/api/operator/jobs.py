@@ -23,14 +23,13 @@ from common.clock import ClusterClock
 from common.config import ApiSettings
 from common.cron.words import describe_schedule
 from common.db import job_control
-from common.db.apps import App
+from common.db.apps import App, MySqlAppStore
 from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job
 from common.db.engine import make_engine
 from common.db.executions import jobs_with_runs, list_for_job
 from common.db.job_dependencies import After, parents_of_jobs
 from common.db.operator_reads import (
     JobQuery,
-    apps_by_key,
     executions_of_job,
     find_job,
     find_jobs,
@@ -153,7 +152,7 @@ def list_jobs(state: ApiState, query: JobQuery, app: str | None = None) -> JobPa
     """Every app's live jobs matching ``query``, newest first; ``app`` (an app id or a
     unique name) narrows them to one app's. Raises ``UnknownAppError``."""
     with state.engine.connect() as conn:
-        apps = apps_by_key(conn)
+        apps = MySqlAppStore(conn).apps_by_key()
         if app is not None:
             query = dataclasses.replace(query, app_pk=find_app(apps, app).id)
         lines, more = job_lines(conn, query, apps)
@@ -210,7 +209,7 @@ def job_detail(
         job = find_job(conn, job_id, scope)
         if job is None:
             raise JobNotFoundError(job_id)
-        app = apps_by_key(conn).get(job.app_pk)
+        app = MySqlAppStore(conn).apps_by_key().get(job.app_pk)
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
         sent = recent_for_job(conn, job_id, callbacks)
@@ -285,7 +284,7 @@ def _job_and_app(
     disabled app's job."""
     with state.engine.connect() as conn:
         job = find_job(conn, job_id, scope)
-        app = apps_by_key(conn).get(job.app_pk) if job is not None else None
+        app = MySqlAppStore(conn).apps_by_key().get(job.app_pk) if job is not None else None
     if job is None or app is None:
         raise JobNotFoundError(job_id)
     if app.disabled and starts_runs:

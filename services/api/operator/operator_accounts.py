@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from common.clock import wall_ms
 from common.config import StoreSettings
-from common.db.apps import app_record
+from common.db.apps import MySqlAppStore
 from common.db.audit import AuditEntry, record_audit
 from common.db.operators import (
     OperatorRecord,
@@ -28,9 +28,9 @@ from services.api.operator.one_transaction import in_transaction
 
 def _app_pks(conn: Connection, app_ids: Sequence[str]) -> list[int]:
     """The row ids of the apps ``app_ids`` names. Raises ``UnknownAppError``."""
-    found = []
+    found, apps = [], MySqlAppStore(conn)
     for app_id in app_ids:
-        record = app_record(conn, app_id)
+        record = apps.app_record(app_id)
         if record is None:
             raise UnknownAppError(app_id)
         found.append(record.id)

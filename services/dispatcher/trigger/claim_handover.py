@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection, RootTransaction
 
 from common.broker import Publisher
-from common.db.app_policies import DEFAULT_POLICY, AppPolicy, read_app_policies
+from common.db.apps import DEFAULT_POLICY, AppPolicy, MySqlAppStore
 from common.db.due_jobs import DueJob
 from common.db.executions import (
     UNFINISHED,
@@ -184,7 +184,7 @@ class ClaimSender:
         # Read in the claim's own transaction: an operator's cap, fence or disable set a
         # moment before the jobs were submitted holds for their first runs too (a copy
         # from the firer's last load could be seconds old).
-        apps = read_app_policies(conn) if now_due else {}
+        apps = MySqlAppStore(conn).app_policies() if now_due else {}
         due = {e.execution_id: e for e in now_due if _sendable(jobs[e.job_id], apps)}
         if not due:
             keys = insert_executions_with_ids(conn, created, now_ms)

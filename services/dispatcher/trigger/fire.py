@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from common.broker import Publisher
 from common.clock import Clock
-from common.db.app_policies import DEFAULT_POLICY, AppPolicy
+from common.db.apps import DEFAULT_POLICY, AppPolicy
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.fire_store import FireStore, FireTransactions, MySqlFireTransactions
 from common.db.retry import retry_conflicts

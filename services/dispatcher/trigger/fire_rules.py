@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from common.db.app_policies import DEFAULT_POLICY, AppPolicy
+from common.db.apps import DEFAULT_POLICY, AppPolicy
 from common.db.executions_with_job import ExecutionWithJob
 from common.schedule import (
     PAUSED_SKIP,

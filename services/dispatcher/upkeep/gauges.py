@@ -11,10 +11,8 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy.engine import Engine
-
 from common.clock import Clock
-from common.db.app_activity import app_activity
+from common.db.apps import AppTransactions
 from common.db.workers import WorkerTransactions
 from common.metrics import (
     APP_LABELS,
@@ -41,13 +39,13 @@ class LeaderGauges:
 
     def __init__(
         self,
-        engine: Engine,
+        apps: AppTransactions,
         workers: WorkerTransactions,
         directory: WorkerDirectory,
         clock: Clock,
         every: float = REFRESH_SECONDS,
     ) -> None:
-        self._engine = engine
+        self._apps = apps
         self._workers = workers
         self._clock = clock
         self._directory = directory
@@ -66,8 +64,8 @@ class LeaderGauges:
 
     def _app_standing(self) -> None:
         """Each app's runs waiting for a slot and going."""
-        with self._engine.connect() as conn:
-            standing = app_activity(conn, self._clock.now_ms())
+        with self._apps.reading() as apps:
+            standing = apps.app_activity(self._clock.now_ms())
         set_app_standing(
             APP_LABELS,
             {a.app_id: a.waiting for a in standing if a.waiting or a.running},

@@ -94,7 +94,7 @@ class Upkeep:
         moves = MySqlRescueTransactions(stores.engine)
         self._recall = Recall(moves, self._marks, directory, settings.recall)
         self._timeouts = Timeouts(stores, publisher, settings.timeouts)
-        self._gauges = LeaderGauges(stores.engine, stores.workers(), directory, stores.clock)
+        self._gauges = LeaderGauges(stores.apps(), stores.workers(), directory, stores.clock)
 
     def sweep(self, leading_still: Callable[[], bool] = lambda: True) -> None:
         """Run every step once (the reconciler at its own, slower pace), stopping between
