@@ -56,9 +56,10 @@ REFRESH_SECONDS = 1.5
 LAG_BOUND_MS = int((TURNOVERS * RUN_SECONDS + REFRESH_SECONDS) * 1000)
 # When the flood was queued at a quick handler's old price, the quiet runs due before the
 # leader takes it back wait for that too: the workers' report of the handler grown slow
-# (at once), the leader's view of it (0.5 s), its next upkeep sweep (1 s) and the
-# recall itself, 2.5 s on a busy machine. Measured: 1.1-4.8 s here, 30-38 s before.
-RECALL_SECONDS = 2.5
+# (at once), the leader's view of it (0.5 s), its next upkeep sweep (1 s), the recall
+# itself, and the copies it leaves in the queues, each dropped as a slot frees. Worst
+# quiet lags measured: 4.8 s and 5.6 s at load 5-15 (30-38 s before the recall).
+RECALL_SECONDS = 4.0
 # Weighted share: two backlogged apps, weights 3 and 1, 240 runs each.
 WEIGHTED_RUNS = 240
 HEAVY_WEIGHT = 3
