@@ -43,3 +43,28 @@ def test_a_heartbeat_writes_one_upsert_and_a_reload_reads_twice(
     assert len(statements) == 2
     assert statements[0].startswith("SELECT workers.")
     assert "count(*)" in statements[1].lower() and "GROUP BY executions.worker_id" in statements[1]
+
+
+def test_a_queue_counted_afresh_reloads_the_view_at_the_next_look(
+    namespace: StoreSettings,
+    engine: Engine,
+    redis_client: redis.Redis,
+    connection: BlockingConnection,
+    statements: list[str],
+) -> None:
+    # The view read before a recall still shows the room the old prices left: kept for
+    # its time to live, it would let the firer send the recalled runs straight back.
+    stores = Stores.build(namespace, engine, redis_client)
+    Heartbeater(WorkerIdentity("w1", 2, ("demo.noop",)), Idle(), stores, 60).send()
+    channel = connection.channel()
+    declare_core(channel)
+    channel.basic_consume(declare_worker_queue(channel, "w1"), lambda *_: None)
+    workers = MySqlWorkerTransactions(engine)
+    directory = WorkerDirectory(workers, connection, ClusterClock(redis_client), 60_000, ttl=60.0)
+    first = directory.live()
+    statements.clear()
+    assert directory.live() is first, "kept for its time to live"
+    assert statements == []
+    directory.repriced("w1", 0, 0.0, 3)
+    assert directory.live() is not first
+    assert len(statements) == 2, "read again at once"

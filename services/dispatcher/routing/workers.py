@@ -140,6 +140,9 @@ class WorkerDirectory:
         were taken back (which its in-flight count no longer holds, and did not finish)."""
         self.slow_runs.reprice(worker_id, queued, extra_ms)
         self.turnover.sent(worker_id, -recalled)
+        # The view read before the count still shows the room the old prices left: the
+        # firer would send the runs just recalled straight back into the same queue.
+        self._loaded_at = -1e18
 
     def _load(self) -> list[WorkerLoad]:
         with self._workers.reading() as workers:
