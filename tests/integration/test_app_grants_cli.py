@@ -133,7 +133,7 @@ def test_an_operator_sets_and_lifts_an_apps_limits(
             main(["app", "limits", app.app_id, *bad])
     run(capsys, "app", "limits", app.app_id, "--run-log-bytes-per-hour", "none")
     with MySqlAppTransactions(engine).reading() as apps:
-        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60)
+        assert apps.app_limits(found.id) == AppLimits(3, 50, None, 60, max_retries=3)
         assert apps.run_log_quotas() == {}
 
 
