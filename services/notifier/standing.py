@@ -100,7 +100,7 @@ def export_metrics(hosts: list[HostStanding], apps: list[AppStanding]) -> None:
 
 class StandingReporter:
     """Reports every ``REPORT_SECONDS`` when ``maybe_report`` is called (from the
-    consumer's connection thread, which owns the line). The report is written to Redis
+    consumer's connection thread; the line's counts are read under its lock). The report is written to Redis
     in a thread of its own: a Redis that does not answer never holds up callbacks."""
 
     def __init__(
