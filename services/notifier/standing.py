@@ -100,8 +100,9 @@ def export_metrics(hosts: list[HostStanding], apps: list[AppStanding]) -> None:
 
 class StandingReporter:
     """Reports every ``REPORT_SECONDS`` when ``maybe_report`` is called (from the
-    consumer's connection thread; the line's counts are read under its lock). The report is written to Redis
-    in a thread of its own: a Redis that does not answer never holds up callbacks."""
+    consumer's connection thread; the line's counts are read under its lock). The report
+    is written to Redis in a thread of its own: a Redis that does not answer never holds
+    up callbacks."""
 
     def __init__(
         self,
