@@ -70,6 +70,11 @@ class Attempt:
 # batch of each at a time) and the sending terms of an app not cached.
 STORE_THREADS = 3
 
+# Attempts recorded in one statement set at most. With the records one batch at a time,
+# batches of 64 left hundreds of posted callbacks waiting for their records (and their
+# acks), which emptied the line while the prefetch was used up; see bench/RESULTS.md.
+RECORD_BATCH = 500
+
 # An attempt's record waiting to be gathered: the attempt, and the delay after which
 # its retry is due (its ``next_attempt_at`` is set from the cluster clock when written).
 PendingRecord = tuple[NewAttempt, int | None]
@@ -109,7 +114,9 @@ class CallbackDeliverer:
         self._backoff = backoff if backoff is not None else StoreBackoff()
         self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
         self._reads = DeliveryReads(Gathered(self._read_deliveries, self._store))
-        self._records: Gathered[PendingRecord, None] = Gathered(self._record_attempts, self._store)
+        self._records: Gathered[PendingRecord, None] = Gathered(
+            self._record_attempts, self._store, most=RECORD_BATCH
+        )
         self.counts = AttemptCounts()
         # Called (on the loop, once for the POSTs that end together) when POSTs end and
         # free their places: the line starts the next attempts then, on the loop, not
