@@ -14,9 +14,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -71,14 +72,20 @@ class Attempt:
 # batch of each at a time) and the sending terms of an app not cached.
 STORE_THREADS = 3
 
+# Attempts recorded in one statement set at most. With the records one batch at a time,
+# batches of 64 left hundreds of posted callbacks waiting for their records (and their
+# acks), which emptied the line while the prefetch was used up; see bench/RESULTS.md.
+RECORD_BATCH = 500
+
 # An attempt's record waiting to be gathered: the attempt, and the delay after which
 # its retry is due (its ``next_attempt_at`` is set from the cluster clock when written).
 PendingRecord = tuple[NewAttempt, int | None]
 
 
 class CallbackDeliverer:
-    """Starts attempts from any thread (``start_pending``); each runs as a task on the
-    poster's loop. Close it after the poster's last attempt.
+    """Runs attempts as tasks on the poster's loop: those the line starts there
+    (``attempt_waiting``), and from any thread ``start_pending``. Close it after the
+    poster's last attempt.
 
     ``scheduler``, when given, counted each attempt the line started and is told when
     it ends, and how its POST went. The attempts' reads of delivery rows, and their
@@ -114,11 +121,13 @@ class CallbackDeliverer:
         self._backoff = backoff if backoff is not None else StoreBackoff()
         self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="store")
         self._reads = DeliveryReads(Gathered(self._read_deliveries, self._store))
-        self._records: Gathered[PendingRecord, None] = Gathered(self._record_attempts, self._store)
+        self._records: Gathered[PendingRecord, None] = Gathered(
+            self._record_attempts, self._store, most=RECORD_BATCH
+        )
         self.counts = AttemptCounts()
         # Called (on the loop, once for the POSTs that end together) when POSTs end and
-        # free their places: the line's consumer starts the next attempts then, not
-        # when the records are written (``PooledConsumer.wake``).
+        # free their places: the line starts the next attempts then, on the loop, not
+        # when the records are written (``LoopLine.pump``).
         self.on_posted: Callable[[], object] | None = None
         self._wake_due = False
 
@@ -132,23 +141,35 @@ class CallbackDeliverer:
         return self.start_pending(read_pending(body, ShareKeys()), counted=False).result()
 
     def start_pending(self, unit: PendingCallback, counted: bool = True) -> Future[Attempt | None]:
-        """Start the attempt of the callback the line started (``counted`` with the
-        scheduler) as a task on the poster's loop; its future (None: nothing to send).
+        """Start the attempt of ``unit`` (``counted`` with the scheduler already) as a
+        task on the poster's loop; its future (None: nothing to send).
 
-        A body that cannot be read is parked in the dead-letter queue as it is: sent
-        back to the callbacks queue it would come back for good. A parked callback (its
-        app's or host's backlog past its bound) waits in the first retry delay, not
-        attempted. Neither needs the loop: their future is done at once.
+        One that goes without an attempt (``settle_unsent``) needs no loop: its future
+        is done at once.
         """
         message = unit.message
         if message is None or unit.park:
             settled: Future[Attempt | None] = Future()
-            settled.set_result(self._settle_unsent(unit))
+            settled.set_result(self.settle_unsent(unit))
             return settled
         return self._poster.submit(self.attempt(message, unit, counted))
 
-    def _settle_unsent(self, unit: PendingCallback) -> Attempt:
-        """Where a callback goes that is not attempted: unreadable, or parked."""
+    def on_loop(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task on the poster's loop (from any thread)."""
+        self._poster.submit(work)
+
+    async def attempt_waiting(self, unit: PendingCallback) -> Attempt | None:
+        """The attempt of a callback the line started (counted with the scheduler), on
+        the poster's loop."""
+        if unit.message is None:
+            return self.settle_unsent(unit)
+        return await self.attempt(unit.message, unit)
+
+    def settle_unsent(self, unit: PendingCallback) -> Attempt:
+        """Where a callback goes that is not attempted. A body that cannot be read is
+        parked in the dead-letter queue as it is: sent back to the callbacks queue it
+        would come back for good. A parked callback (its app's or host's backlog past
+        its bound, or it waited too long) waits in the first retry delay."""
         if unit.message is None:
             log.error("parking a callback message that cannot be read: %r", unit.body[:200])
             dead = OutgoingMessage("", CALLBACKS_DEAD_QUEUE, unit.body, "unreadable")
@@ -174,13 +195,10 @@ class CallbackDeliverer:
 
     def read_ahead(self, units: Sequence[PendingCallback]) -> None:
         """Read the delivery rows of these callbacks, waiting in the line, ahead of
-        their attempts (from any thread)."""
+        their attempts (on the poster's loop)."""
         ids = [u.message.delivery_id for u in units if u.message is not None and not u.park]
         if ids:
-            self._poster.submit(self._read_ahead(ids))
-
-    async def _read_ahead(self, delivery_ids: Sequence[str]) -> None:
-        self._reads.read_ahead(delivery_ids)
+            self._reads.read_ahead(ids)
 
     def _posted(self) -> None:
         """A POST freed its place: wake the line once for the POSTs ending together."""

@@ -25,6 +25,7 @@ from common.tracing.spans import start_tracing
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.fair_line import Backlog, FairLine
 from services.notifier.host_limits import HostLimits
+from services.notifier.loop_line import LineHooks, LoopLine
 from services.notifier.pending import CallbackPacking, PendingCallback
 from services.notifier.posting import CallbackPoster, Poster
 from services.notifier.schedule import RetrySchedule
@@ -86,7 +87,7 @@ def retry_schedule(settings: NotifierSettings) -> RetrySchedule:
 ADDRESS_LOOKUP_SECONDS = 2.0
 
 
-# Run slots besides the attempts: parked and unreadable callbacks go through them at
+# Run slots besides the attempts: parked and unreadable callbacks settle in them at
 # once, even while every attempt is taken.
 QUICK_SLOTS = 2
 
@@ -143,9 +144,9 @@ def _redeclaring(
 
 
 def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
-    """Run slots for every held callback: the scheduler bounds the POSTs going at once;
-    an attempt past its POST holds only its run slot while its record is written (the
-    consumer acks it after), so the next POST need not wait for MySQL."""
+    """A run slot for every held callback: each goes into the line on the poster's
+    loop as it arrives (``LoopLine``), where the scheduler bounds the POSTs going at
+    once; the consumer acks a callback once its attempt is recorded."""
     return ConsumerSettings(
         CALLBACKS_QUEUE,
         max(settings.held_callbacks, settings.concurrency + QUICK_SLOTS),
@@ -154,26 +155,22 @@ def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
     )
 
 
-def _released(scheduler: AttemptScheduler) -> Callable[[Sequence[PendingCallback]], None]:
-    """The consumer's ``release``: attempts counted but never run give their count back."""
-
-    def release(units: Sequence[PendingCallback]) -> None:
-        for unit in units:
-            if not unit.goes_at_once:
-                scheduler.finish(unit)
-
-    return release
+def loop_line(settings: NotifierSettings, parts: NotifierParts) -> LoopLine:
+    """One consumer's fair line, served on the poster's loop by the deliverer."""
+    deliverer = parts.deliverer
+    line = FairLine(parts.scheduler, line_backlog(settings), on_waiting=deliverer.read_ahead)
+    hooks = LineHooks(deliverer.on_loop, deliverer.attempt_waiting, deliverer.settle_unsent)
+    return LoopLine(line, hooks)
 
 
 def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Event) -> None:
-    """Consume callbacks on one connection until ``stop``, then let running posts end."""
+    """Consume callbacks on one connection until ``stop``, then hand the waiting ones
+    back to the queue and let running attempts end."""
     connection = connect(settings, "kairos notifier")
     consumer = None
+    line = loop_line(settings, parts)
     try:
         _declare(connection, settings)
-        line = FairLine(
-            parts.scheduler, line_backlog(settings), on_waiting=parts.deliverer.read_ahead
-        )
         consumer = PooledConsumer(
             connection,
             _consumer_settings(settings),
@@ -182,13 +179,11 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
                 _unchanged,
                 None,
                 follow_ups,
-                release=_released(parts.scheduler),
                 reroute=_redeclaring(connection, settings),
-                line=line,
-                start=parts.deliverer.start_pending,
+                start=line.start,
             ),
         )
-        parts.deliverer.on_posted = consumer.wake
+        parts.deliverer.on_posted = line.pump
         consumer.start()
         log.info("notifier consuming %s", CALLBACKS_QUEUE)
         while not stop.is_set():
@@ -197,10 +192,12 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
                 parts.reporter.maybe_report(parts.scheduler, line)
             parts.deliverer.counts.maybe_log()
         consumer.stop_consuming()
+        line.give_back()
         while consumer.active:
             connection.process_data_events(time_limit=0.2)
     finally:
         parts.deliverer.on_posted = None
+        line.drop()
         if consumer is not None:
             consumer.close()
         if connection.is_open:

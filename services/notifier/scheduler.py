@@ -1,11 +1,12 @@
 """Which callback attempts may start now: the shares, the hosts' adaptive limits, and one
 attempt at a time per job, counted across the notifier's attempts.
 
-The line (``services.notifier.fair_line``) asks ``try_start`` in the consumer's
-connection thread; the attempt, a task on the poster's loop, calls ``observe`` and
-``posted`` as its POST ends (its app's and host's places are free for the next attempt
-then: what follows, the attempt's record, is MySQL's work, not the receiver's), and
-``finish`` once its record is written, which frees its job for its next callback.
+The line (``services.notifier.fair_line``, served on the poster's loop by
+``services.notifier.loop_line``) asks ``try_start``; the attempt, a task on that loop,
+calls ``observe`` and ``posted`` as its POST ends (its app's and host's places are free
+for the next attempt then: what follows, the attempt's record, is MySQL's work, not the
+receiver's), and ``finish`` once its record is written, which frees its job for its
+next callback.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import redis
 from prometheus_client import Gauge
@@ -29,7 +30,6 @@ from common.notifier_standing import (
     publish_standing,
     withdraw_standing,
 )
-from services.notifier.fair_line import FairLine
 from services.notifier.scheduler import AttemptScheduler
 
 REPORT_SECONDS = 2.0
@@ -38,12 +38,22 @@ LABELLED = 10
 OTHER = "other"
 
 
+class WaitingCounts(Protocol):
+    """A line's callbacks waiting for their attempts, by app and by host."""
+
+    def waiting_by_app(self) -> dict[int, int]:
+        """Callbacks waiting, by app."""
+
+    def waiting_by_host(self) -> dict[str, int]:
+        """Callbacks waiting, by host."""
+
+
 def notifier_id() -> str:
     """This notifier process's id in its reports: host name and pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def host_standings(scheduler: AttemptScheduler, line: FairLine) -> list[HostStanding]:
+def host_standings(scheduler: AttemptScheduler, line: WaitingCounts) -> list[HostStanding]:
     """Every host with attempts going, callbacks waiting, or a limit below its ceiling."""
     waiting = line.waiting_by_host()
     return [
@@ -60,7 +70,7 @@ def host_standings(scheduler: AttemptScheduler, line: FairLine) -> list[HostStan
     ]
 
 
-def app_standings(scheduler: AttemptScheduler, line: FairLine) -> list[AppStanding]:
+def app_standings(scheduler: AttemptScheduler, line: WaitingCounts) -> list[AppStanding]:
     """Every app with attempts going or callbacks waiting."""
     going, waiting = scheduler.apps_in_flight(), line.waiting_by_app()
     apps = [AppStanding(pk, going.get(pk, 0), waiting.get(pk, 0)) for pk in going | waiting]
@@ -90,8 +100,9 @@ def export_metrics(hosts: list[HostStanding], apps: list[AppStanding]) -> None:
 
 class StandingReporter:
     """Reports every ``REPORT_SECONDS`` when ``maybe_report`` is called (from the
-    consumer's connection thread, which owns the line). The report is written to Redis
-    in a thread of its own: a Redis that does not answer never holds up callbacks."""
+    consumer's connection thread; the line's counts are read under its lock). The report
+    is written to Redis in a thread of its own: a Redis that does not answer never holds
+    up callbacks."""
 
     def __init__(
         self,
@@ -112,7 +123,7 @@ class StandingReporter:
         self._thread = threading.Thread(target=self._write_reports, name="standing", daemon=True)
         self._thread.start()
 
-    def maybe_report(self, scheduler: AttemptScheduler, line: FairLine) -> None:
+    def maybe_report(self, scheduler: AttemptScheduler, line: WaitingCounts) -> None:
         """Report now if the last report is ``REPORT_SECONDS`` old."""
         if self._clock() - self._last < REPORT_SECONDS:
             return
