@@ -93,7 +93,7 @@ def test_a_burst_posted_during_a_record_is_recorded_in_one_batch_after_it(
     assert len(receiver.arrivals) == CALLBACKS
 
 
-def callback_body(delivery_id: str, job_id: int, url: str) -> bytes:
+def callback_body(delivery_id: str, job_id: int | None, url: str) -> bytes:
     """The callbacks queue's message for a delivery recorded by ``record``."""
     message = CallbackMessage(
         delivery_id=delivery_id, app_pk=1, url=url, payload="{}", job_id=job_id
