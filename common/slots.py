@@ -17,11 +17,12 @@ That bound counts places, each standing for the worker's average run time. A run
 slower handler takes as many places as its own time holds (``run_cost``: the worker's
 time for that handler, else the slowest peer's; a handler nobody has timed fills the
 horizon), and keeps them until it leaves the queue (``SlowRuns``). A handler's time
-is the longer of its recent runs' mean and how long its runs going have gone (their
-median), sent as soon as they outgrow it (``services.worker.heartbeat``), so runs of
-a handler grown slow are priced as slow before they end. So a flood of slow
-runs after a stretch of quick ones queues what starts within the horizon, not tens of
-thousands of runs that would hold every other app's for minutes.
+is the longer of its runs' mean (its latest runs', once those outgrow the mean over
+minutes) and how long its runs going have gone (their median), sent as soon as they
+outgrow it (``services.worker.heartbeat``), so runs of a handler grown slow are priced
+as slow before they end. So a flood of slow runs after a stretch of quick ones queues
+what starts within the horizon, not tens of thousands of runs that would hold every
+other app's for minutes.
 Due work beyond that waits in Kairos, where the fair share decides who goes next.
 """
 

@@ -31,6 +31,8 @@ FIRST_RUN_POLL_S = 0.05
 # this much longer (ms): quick runs that take a few ms more now and then are not news.
 OUTGROWN_FACTOR = 2.0
 OUTGROWN_MIN_MS = 50.0
+# How many of a handler's latest runs say that it has grown slow (``handler_ms``).
+RECENT_RUNS = 8
 # The fewest seconds between two heartbeats sent early for outgrown runs.
 EARLY_GAP_S = 0.5
 
@@ -48,8 +50,9 @@ def handler_ms(
     window: float = AVERAGE_WINDOW_SECONDS,
     running: Mapping[str, float] | None = None,
 ) -> dict[str, int]:
-    """``average_ms`` of each handler's own runs, or the time its runs going now have
-    taken (``running``: seconds, by handler, as ``LoadSource.running_for`` gives it),
+    """``average_ms`` of each handler's own runs (of its latest ones once they have
+    outgrown that: ``_paced_ms``), or the time its runs going now have taken
+    (``running``: seconds, by handler, as ``LoadSource.running_for`` gives it),
     whichever is longer; handlers with no run ended in the window are left out.
 
     The mean over the window moves slowly: after a stretch of quick runs, the same
@@ -59,9 +62,24 @@ def handler_ms(
     runs: the leader prices it at its whole horizon, which a run just begun would lower.
     """
     # A copy first: the consumer's thread adds handlers while the heartbeat reads.
-    timed = {name: _mean_ms(runs, now, window) for name, runs in dict(stats.by_kind).items()}
+    timed = {name: _paced_ms(runs, now, window) for name, runs in dict(stats.by_kind).items()}
     going = running or {}
     return {name: max(ms, int(going.get(name, 0.0) * 1000)) for name, ms in timed.items() if ms}
+
+
+def _paced_ms(runs: Iterable[tuple[float, float]], now: float, window: float) -> int:
+    """A handler's time: the mean of its runs in the window, or of its latest
+    ``RECENT_RUNS`` once those have outgrown it.
+
+    The runs going alone say too little: right after a turnover they have only just
+    begun, and a handler grown slow would be priced at its old time between two
+    turnovers, its runs sent by the hundred at that price. Its latest runs ended say it
+    steadily. Only outgrown: noise among steady runs must not price a worker of one
+    handler above its own average (two places a run, half its queue)."""
+    recent = [(ended, seconds) for ended, seconds in list(runs) if now - ended <= window]
+    ms = _mean_ms(recent, now, window)
+    latest = _mean_ms(recent[-RECENT_RUNS:], now, window)
+    return latest if latest >= max(OUTGROWN_FACTOR * ms, ms + OUTGROWN_MIN_MS) else ms
 
 
 def outgrown(reported: Mapping[str, int], running: Mapping[str, float]) -> bool:

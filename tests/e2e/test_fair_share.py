@@ -58,7 +58,9 @@ LAG_BOUND_MS = int((TURNOVERS * RUN_SECONDS + REFRESH_SECONDS) * 1000)
 # leader takes it back wait for that too: the workers' report of the handler grown slow
 # (at once), the leader's view of it (0.5 s), its next upkeep sweep (1 s), the recall
 # itself, and the copies it leaves in the queues, each dropped as a slot frees. Worst
-# quiet lags measured: 4.8 s and 5.6 s at load 5-15 (30-38 s before the recall).
+# quiet lags measured: 4.8 s and 5.6 s at load 5-15 (30-38 s before the recall); 3.3-3.6 s
+# at load 4 once a handler's latest runs price it (7.5 s and 10 s before: priced by
+# its runs going alone, just begun after each turnover, it was refilled at its old price).
 RECALL_SECONDS = 4.0
 # Weighted share: two backlogged apps, weights 3 and 1, 240 runs each.
 WEIGHTED_RUNS = 240

@@ -101,3 +101,24 @@ def test_a_run_outgrows_its_handler_at_twice_its_time_and_50_ms_more() -> None:
     assert outgrown({"h": 100}, {"h": 0.2})
     assert not outgrown({}, {"h": 9.0}), "a handler never reported is priced at the horizon"
     assert not outgrown({"h": 2}, {})
+
+
+def test_a_handler_grown_slow_reads_the_time_of_its_latest_runs() -> None:
+    # A thousand quick runs in the window hold its mean near 1 ms for minutes; between
+    # two turnovers its runs going have only just begun, so only its latest runs ended
+    # say what a run takes now.
+    stats = ConsumerStats()
+    for n in range(1000):
+        stats.timed(100.0 + n * 0.001, 0.001, "demo.sleep")
+    for n in range(8):
+        stats.timed(102.0 + n * 0.1, 0.5, "demo.sleep")
+    assert handler_ms(stats, now=103.0, running={"demo.sleep": 0.01}) == {"demo.sleep": 500}
+
+
+def test_steady_runs_of_one_handler_read_the_mean_of_the_window() -> None:
+    # Latest runs a little slower than the window's mean are noise: a worker of one
+    # handler must still price its runs at one place each.
+    stats = ConsumerStats()
+    for n in range(100):
+        stats.timed(100.0 + n, 0.1 + (n % 10) * 0.01, "demo.echo")
+    assert handler_ms(stats, now=200.0) == {"demo.echo": average_ms(stats, now=200.0)}
