@@ -15,6 +15,7 @@ from common.db.apps import MySqlAppTransactions
 from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.started_marks import RedisStartedMarks
+from common.worker_marks import RedisWorkerMarks
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class Stores:
     def started_marks(self) -> RedisStartedMarks:
         """The started keys and epoch of the namespace (``common/started_marks.py``)."""
         return RedisStartedMarks(self.redis, self.keys)
+
+    def worker_marks(self) -> RedisWorkerMarks:
+        """The workers' heartbeat hashes and operators' orders (``common/worker_marks.py``)."""
+        return RedisWorkerMarks(self.redis, self.keys)
 
     def connect_broker(self, name: str) -> BlockingConnection:
         """A new broker connection to the namespace's vhost, named for the management UI."""

@@ -17,6 +17,7 @@ from common.db.apps import App, MySqlAppTransactions
 from common.db.workers import MySqlWorkerTransactions
 from common.keys import RedisKeys
 from common.tracing.spans import NO_TRACING, Tracing
+from common.worker_marks import RedisWorkerMarks
 from services.api.auth_failures import FailedAuthentications
 from services.api.callback_screening import ResolverPerApp
 from services.api.group_insert import GroupInserter
@@ -65,6 +66,10 @@ class ApiState:
     def workers(self) -> MySqlWorkerTransactions:
         """The workers aggregate on the engine (``common/db/workers.py``)."""
         return MySqlWorkerTransactions(self.engine)
+
+    def worker_marks(self) -> RedisWorkerMarks:
+        """The workers' heartbeat hashes and operators' orders (``common/worker_marks.py``)."""
+        return RedisWorkerMarks(self.redis, self.keys)
 
     def known_handlers(self) -> frozenset[str]:
         """Handler names some worker has registered, re-read every few seconds."""

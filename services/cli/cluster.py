@@ -112,7 +112,6 @@ def cmd_workers(args: argparse.Namespace) -> int:
     from common.topology import worker_queue
     from common.worker_views import worker_views
     from services.api.operator.jobs import operator_state
-    from services.api.operator.worker_control import drained, drains_requested
 
     settings = ApiSettings()
     with operator_state(settings) as state:
@@ -120,8 +119,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
         with state.workers().reading() as store:
             workers = worker_views(store, now, settings.heartbeat_stale_ms)
         ids = [w.worker_id for w in workers]
-        drains = drains_requested(state.redis, state.keys, ids)
-        standing = drained(state.redis, state.keys, ids)
+        marks = state.worker_marks()
+        drains = marks.stops_requested(ids)
+        standing = marks.drained(ids)
     queues, queue_error = _queues_by_worker(settings)
     if queue_error is not None:
         print(f"kairos: queue figures left out: {queue_error}", file=sys.stderr)

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 import psutil
 
@@ -154,10 +154,10 @@ class Heartbeater:
     worker starts no new run; ``on_reopen`` is called when one lands again. Each closing
     is logged once, whether the heartbeats fail or one hangs (``FenceWatch``).
 
-    Each heartbeat also reads an operator's standing drain (``RedisKeys.worker_drained``)
-    and hands each change to ``on_drained``; and it takes an operator's drain request
-    (``RedisKeys.worker_drain``, set from the console) and hands it to ``on_drain``: the
-    worker then drains and stops as on SIGTERM.
+    Each heartbeat also reads an operator's standing drain (``WorkerMarks.drain``) and
+    hands each change to ``on_drained``; and it takes an operator's request to drain and
+    stop (``WorkerMarks.request_stop``, from the console or the CLI) and hands it to
+    ``on_drain``: the worker then drains and stops as on SIGTERM.
     """
 
     def __init__(
@@ -173,8 +173,8 @@ class Heartbeater:
         self._capacity = identity.capacity
         self._handlers = identity.handlers
         self._source = source
-        self._redis, self._workers = stores.redis, stores.workers()
-        self._keys, self._clock = stores.keys, stores.clock
+        self._marks, self._workers = stores.worker_marks(), stores.workers()
+        self._clock = stores.clock
         self._interval = interval
         self._on_drain = hooks.on_drain
         self.fence = fence if fence is not None else Fence(interval)
@@ -226,36 +226,29 @@ class Heartbeater:
         # The time is taken before the count: a reader that sees "nothing held" knows
         # this worker held nothing at some moment at or after ``held_at``.
         held_at = self._clock.now_ms()
-        held = {
+        held: dict[str, str | int] = {
             WORKER_HELD: self._source.held(),
             WORKER_HELD_AT: held_at,
             WORKER_INCARNATION: self._incarnation,
         }
         heartbeat = self.build()
         self.reported_ms = dict(heartbeat.handler_ms)
-        key = self._keys.worker(self._worker_id)
-        drain = self._keys.worker_drain(self._worker_id)
-        pipe = self._redis.pipeline()
-        pipe.hset(key, mapping=cast(Any, {**heartbeat.as_dict(), **held}))
-        pipe.pexpire(key, int(self._interval * 3000))
-        pipe.get(drain)
-        pipe.delete(drain)
-        pipe.get(self._keys.worker_drained(self._worker_id))
-        replies = pipe.execute()
-        requested_by, drained_by = replies[2], replies[4]
+        orders = self._marks.beat(
+            self._worker_id, {**heartbeat.as_dict(), **held}, int(self._interval * 3000)
+        )
         with self._workers.transaction() as workers:
             workers.upsert_heartbeat(heartbeat)
         self._landed()
-        self._take_drained(drained_by)
-        if requested_by is not None and self.state is WorkerState.ACTIVE:
+        self._take_drained(orders.drained_by)
+        if orders.stop_by is not None and self.state is WorkerState.ACTIVE:
             log.info(
                 "drain requested by operator %s: finishing the runs going, then stopping",
-                requested_by.decode(errors="replace"),
+                orders.stop_by,
                 extra={"worker_id": self._worker_id},
             )
             self._on_drain()
 
-    def _take_drained(self, drained_by: bytes | None) -> None:
+    def _take_drained(self, drained_by: str | None) -> None:
         """Hand a standing drain set or lifted since the last heartbeat to ``on_drained``."""
         drained = drained_by is not None
         if drained == self._drained:
@@ -264,7 +257,7 @@ class Heartbeater:
         if drained_by is not None:
             log.info(
                 "drained by operator %s: taking no new work, finishing the runs going",
-                drained_by.decode(errors="replace"),
+                drained_by,
                 extra={"worker_id": self._worker_id},
             )
         else:
@@ -293,7 +286,7 @@ class Heartbeater:
     def start(self) -> None:
         """Send one heartbeat now, then keep sending in the background. A drain request
         left from before this process started is not this process's to take."""
-        self._redis.delete(self._keys.worker_drain(self._worker_id))
+        self._marks.forget_stop_request(self._worker_id)
         self.send()
         self._thread.start()
         self._watch.start()

@@ -32,13 +32,14 @@ class LastHeartbeat:
     incarnation: str
 
     @classmethod
-    def from_hash(cls, fields: Mapping[bytes, bytes]) -> LastHeartbeat | None:
-        """The heartbeat as Redis holds it; None when there is none (it expired)."""
+    def from_hash(cls, fields: Mapping[str, str]) -> LastHeartbeat | None:
+        """The heartbeat as ``WorkerMarks.last_beat`` reads it; None when there is none
+        (it expired)."""
         if not fields:
             return None
 
         def text(name: str) -> str:
-            return fields.get(name.encode(), b"").decode(errors="replace")
+            return fields.get(name, "")
 
         sent_at = text("last_heartbeat")
         return cls(
@@ -63,8 +64,7 @@ def taken_by(heartbeat: LastHeartbeat | None, consumers: int) -> LastHeartbeat |
 def refuse_if_running(stores: Stores, worker_id: str) -> None:
     """Raise ``WorkerIdInUseError`` when a live process runs under ``worker_id``; read
     only, so the running one is not disturbed."""
-    fields = stores.redis.hgetall(stores.keys.worker(worker_id))
-    heartbeat = LastHeartbeat.from_hash(fields)  # type: ignore[arg-type]
+    heartbeat = LastHeartbeat.from_hash(stores.worker_marks().last_beat(worker_id))
     if heartbeat is None:
         return
     running = taken_by(heartbeat, _consumers(stores, worker_id))

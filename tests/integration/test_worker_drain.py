@@ -17,7 +17,7 @@ from common.errors import WorkerNotLiveError
 from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores
-from services.api.operator.worker_control import drains_requested, request_drain
+from services.api.operator.worker_control import request_drain
 from services.worker.heartbeat import Heartbeater, HeartbeatHooks, Load, WorkerIdentity
 from tests.integration.helpers import register_worker
 
@@ -51,10 +51,10 @@ def test_a_drain_request_is_taken_by_the_next_heartbeat_and_stops_the_worker(
     assert not stop.is_set(), "a request left from before the process started is dropped"
 
     request_drain(stores, "w1", 15_000, "alice")
-    assert drains_requested(redis_client, keys, ["w1", "w2"]) == {"w1"}
+    assert stores.worker_marks().stops_requested(["w1", "w2"]) == {"w1"}
     heartbeat.send()
     assert stop.is_set()
-    assert drains_requested(redis_client, keys, ["w1"]) == set()
+    assert stores.worker_marks().stops_requested(["w1"]) == set()
     heartbeat.stop(WorkerState.STOPPED)
 
 
@@ -75,10 +75,10 @@ def test_a_worker_that_is_not_running_cannot_be_asked_to_drain(
     why: str,
 ) -> None:
     stores = Stores.build(namespace, engine, redis_client)
-    keys, clock = stores.keys, stores.clock
+    clock = stores.clock
     register_worker(engine, "w1", clock.now_ms() - heard_ms_ago, state=state)
     with pytest.raises(WorkerNotLiveError, match=why):
         request_drain(stores, "w1", 15_000, "alice")
     with pytest.raises(WorkerNotLiveError, match="no worker has that id"):
         request_drain(stores, "w9", 15_000, "alice")
-    assert drains_requested(redis_client, keys, ["w1", "w9"]) == set()
+    assert stores.worker_marks().stops_requested(["w1", "w9"]) == set()

@@ -16,6 +16,7 @@ from common.consumer.stats import ConsumerStats
 from common.keys import RedisKeys
 from common.states import WorkerState
 from common.stores import Stores
+from common.worker_marks import RedisWorkerMarks
 from services.worker.heartbeat import EARLY_GAP_S, Heartbeater, Load, WorkerIdentity
 
 INTERVAL = 0.05
@@ -73,8 +74,9 @@ def test_a_hanging_heartbeat_is_logged_once_per_change_of_the_fence(
     client = HangingRedis()
     clock = mock.Mock()
     clock.now_ms.return_value = 0
+    marks = RedisWorkerMarks(cast(Any, client), RedisKeys("t"))
     stores = cast(
-        Stores, mock.Mock(redis=client, workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock)
+        Stores, mock.Mock(worker_marks=lambda: marks, workers=mock.MagicMock(), clock=clock)
     )
     beat = Heartbeater(WorkerIdentity("w1", 1, ("demo.noop",)), Source(), stores, INTERVAL)
     caplog.set_level(logging.INFO)
@@ -126,9 +128,7 @@ def test_the_first_runs_time_is_sent_at_once_not_an_interval_later() -> None:
     clock = mock.Mock(now_ms=lambda: 0)
     stores = cast(
         Stores,
-        mock.Mock(
-            redis=mock.MagicMock(), workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
-        ),
+        mock.Mock(worker_marks=mock.MagicMock(), workers=mock.MagicMock(), clock=clock),
     )
     source = Source()
     source.stats = ConsumerStats()  # this test's own
@@ -155,9 +155,7 @@ def test_a_run_that_outgrows_its_handlers_time_is_sent_at_once_then_not_again_at
     clock = mock.Mock(now_ms=lambda: 0)
     stores = cast(
         Stores,
-        mock.Mock(
-            redis=mock.MagicMock(), workers=mock.MagicMock(), keys=RedisKeys("t"), clock=clock
-        ),
+        mock.Mock(worker_marks=mock.MagicMock(), workers=mock.MagicMock(), clock=clock),
     )
     going: dict[str, float] = {}
 

@@ -7,11 +7,11 @@ from services.worker.id_guard import LastHeartbeat, taken_by
 
 def _heartbeat(state: str = "ACTIVE") -> LastHeartbeat | None:
     fields = {
-        b"state": state.encode(),
-        b"last_heartbeat": b"1700000000000",
-        b"hostname": b"vm",
-        b"pid": b"4242",
-        b"incarnation": b"abc",
+        "state": state,
+        "last_heartbeat": "1700000000000",
+        "hostname": "vm",
+        "pid": "4242",
+        "incarnation": "abc",
     }
     return LastHeartbeat.from_hash(fields)
 

@@ -23,13 +23,7 @@ from services.api.console.access import ActingSessionDep, check_every_app
 from services.api.console.render import PageContext, page, redirect
 from services.api.console.routing import ConsoleRoute
 from services.api.console.session import SessionDep, check_form, console_state, read_form
-from services.api.operator.worker_control import (
-    clear_drained,
-    drained,
-    drains_requested,
-    request_drain,
-    set_drained,
-)
+from services.api.operator.worker_control import clear_drained, request_drain, set_drained
 from services.api.state import ApiState
 
 log = logging.getLogger(__name__)
@@ -47,12 +41,14 @@ def workers_context(state: ApiState) -> PageContext:
         queue_error = None
     except StoreUnavailableError as e:
         queues, queue_error = {}, str(e)
+    ids = [w.worker_id for w in workers]
+    marks = state.worker_marks()
     return {
         "workers": workers,
         "queues": {w.worker_id: queues.get(worker_queue(w.worker_id)) for w in workers},
         "queue_error": queue_error,
-        "draining": drains_requested(state.redis, state.keys, [w.worker_id for w in workers]),
-        "drained": drained(state.redis, state.keys, [w.worker_id for w in workers]),
+        "draining": marks.stops_requested(ids),
+        "drained": marks.drained(ids),
         "stale_s": state.settings.heartbeat_stale_ms / 1000,
         "now": now,
     }

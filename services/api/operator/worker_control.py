@@ -12,10 +12,8 @@ worker on any host).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
-import redis
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
@@ -23,8 +21,8 @@ from common.db.audit import AuditEntry, record_alone
 from common.db.workers import WorkerTransactions
 from common.documents import JsonObject
 from common.errors import WorkerNotLiveError
-from common.keys import RedisKeys
 from common.states import WorkerState
+from common.worker_marks import WorkerMarks
 from common.worker_views import WorkerView, worker_views
 
 DRAIN_REQUEST_SECONDS = 600
@@ -35,14 +33,10 @@ class WorkerStores(Protocol):
 
     def workers(self) -> WorkerTransactions: ...
 
+    def worker_marks(self) -> WorkerMarks: ...
+
     @property
     def engine(self) -> Engine: ...
-
-    @property
-    def redis(self) -> redis.Redis: ...
-
-    @property
-    def keys(self) -> RedisKeys: ...
 
     @property
     def clock(self) -> ClusterClock: ...
@@ -56,7 +50,7 @@ def request_drain(
     ``stale_ms``). Returns the worker as it was."""
     worker = _live_worker(stores, worker_id, stale_ms)
     _audit(stores, requested_by, "worker.stop", worker_id, {"drainAndStop": True})
-    stores.redis.set(stores.keys.worker_drain(worker_id), requested_by, ex=DRAIN_REQUEST_SECONDS)
+    stores.worker_marks().request_stop(worker_id, requested_by, DRAIN_REQUEST_SECONDS)
     return worker
 
 
@@ -92,30 +86,15 @@ def set_drained(
     worker as it was."""
     worker = _live_worker(stores, worker_id, stale_ms)
     _audit(stores, requested_by, "worker.drain", worker_id, {"drained": True})
-    stores.redis.set(stores.keys.worker_drained(worker_id), requested_by)
+    stores.worker_marks().drain(worker_id, requested_by)
     return worker
 
 
 def clear_drained(stores: WorkerStores, worker_id: str, actor: str) -> bool:
     """Undrain a worker: it takes work again with its next heartbeat. False when it was
     not drained (nothing is written then)."""
-    if stores.redis.get(stores.keys.worker_drained(worker_id)) is None:
+    marks = stores.worker_marks()
+    if not marks.drained([worker_id]):
         return False
     _audit(stores, actor, "worker.undrain", worker_id, {"drained": False})
-    return bool(stores.redis.delete(stores.keys.worker_drained(worker_id)))
-
-
-def drained(client: redis.Redis, keys: RedisKeys, worker_ids: Sequence[str]) -> set[str]:
-    """Which of these workers an operator drained (and has not undrained)."""
-    if not worker_ids:
-        return set()
-    found = client.mget([keys.worker_drained(w) for w in worker_ids])
-    return {w for w, value in zip(worker_ids, found, strict=True) if value is not None}
-
-
-def drains_requested(client: redis.Redis, keys: RedisKeys, worker_ids: Sequence[str]) -> set[str]:
-    """Which of these workers have a drain request no heartbeat has taken yet."""
-    if not worker_ids:
-        return set()
-    found = client.mget([keys.worker_drain(w) for w in worker_ids])
-    return {w for w, value in zip(worker_ids, found, strict=True) if value is not None}
+    return marks.undrain(worker_id)

@@ -31,7 +31,6 @@ from common.clock import CLOCK_SLACK_MS
 from common.db.executions_with_job import SLOT_WAIT
 from common.db.rescue_store import MySqlRescueTransactions
 from common.db.stuck_executions import Page, StuckExecution, queued_before
-from common.keys import WORKER_HELD, WORKER_HELD_AT
 from common.messages import ExecutionResult
 from common.metrics import EXECUTIONS_RECONCILED
 from common.result_messages import publish_results, stand_in_results, stored_result
@@ -72,7 +71,7 @@ class Reconciler:
         self._moves = MySqlRescueTransactions(stores.engine)
         self._publisher = publisher
         self._directory = directory
-        self._redis, self._keys, self._clock = stores.redis, stores.keys, stores.clock
+        self._worker_marks, self._clock = stores.worker_marks(), stores.clock
         self._marks = stores.started_marks()
         self._settings = settings
         # Worker id -> the cluster time its queue was first seen with no ready message,
@@ -196,10 +195,10 @@ class Reconciler:
             self._quiet_since.pop(worker_id, None)
             return False
         since = self._quiet_since.setdefault(worker_id, now)
-        held, held_at = self._redis.hmget(self._keys.worker(worker_id), WORKER_HELD, WORKER_HELD_AT)
-        if held is None or held_at is None or int(held) != 0:
+        held = self._worker_marks.held(worker_id)
+        if held is None or held.count != 0:
             return False
-        return int(held_at) > since + CLOCK_SLACK_MS
+        return held.at_ms > since + CLOCK_SLACK_MS
 
     def _fence(self, rows: Sequence[StuckExecution]) -> list[StuckExecution]:
         """Take the started key of each execution; the ones taken can never run now."""
