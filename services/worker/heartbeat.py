@@ -79,7 +79,13 @@ def _paced_ms(runs: Iterable[tuple[float, float]], now: float, window: float) ->
     recent = [(ended, seconds) for ended, seconds in list(runs) if now - ended <= window]
     ms = _mean_ms(recent, now, window)
     latest = _mean_ms(recent[-RECENT_RUNS:], now, window)
-    return latest if latest >= max(OUTGROWN_FACTOR * ms, ms + OUTGROWN_MIN_MS) else ms
+    return latest if _grown(latest, ms) else ms
+
+
+def _grown(ms: float, before_ms: float) -> bool:
+    """Whether ``ms`` is twice ``before_ms`` and 50 ms more: a handler's runs grown
+    slow, not the noise of quick runs that take a few ms more now and then."""
+    return ms >= max(OUTGROWN_FACTOR * before_ms, before_ms + OUTGROWN_MIN_MS)
 
 
 def outgrown(reported: Mapping[str, int], running: Mapping[str, float]) -> bool:
@@ -88,7 +94,7 @@ def outgrown(reported: Mapping[str, int], running: Mapping[str, float]) -> bool:
     what they take."""
     for name, seconds in running.items():
         ms = reported.get(name)
-        if ms is not None and seconds * 1000 >= max(OUTGROWN_FACTOR * ms, ms + OUTGROWN_MIN_MS):
+        if ms is not None and _grown(seconds * 1000, ms):
             return True
     return False
 
