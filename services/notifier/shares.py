@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from urllib.parse import urlsplit
 
 from publicsuffixlist import PublicSuffixList
@@ -91,6 +91,9 @@ def _suffixes() -> PublicSuffixList:
     return PublicSuffixList()
 
 
+# Bounded: a notifier sees a few receiving hosts again and again, and each reading of
+# one parses it as an address and walks the suffix list.
+@lru_cache(maxsize=4096)
 def registrable_domain(host: str) -> str:
     """The part of ``host`` one owner registers (``x.com`` for ``a.b.x.com``,
     ``bar.co.uk`` for ``foo.bar.co.uk``), by the public suffix list; an address, or a
@@ -125,15 +128,21 @@ class ShareKeys:
         """The registrable domain of ``url``'s host, and the address it resolves to
         (None when it does not, or when the host is an address itself)."""
         try:
-            parts = urlsplit(url)
-            host = parts.hostname or ""
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            host, port = host_and_port(url)
         except ValueError:
             return HostKeys(url, None)
         address = self._address_of(host, port)
         # With the port: two services on one machine are two receivers.
         resolved = f"{address}:{port}" if address is not None and address != host else None
         return HostKeys(f"{registrable_domain(host)}:{port}", resolved)
+
+
+@lru_cache(maxsize=4096)
+def host_and_port(url: str) -> tuple[str, int]:
+    """The host of ``url`` and its port (the scheme's when none is given); raises
+    ValueError for a URL that has none that can be read."""
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def lookup_address(

@@ -103,3 +103,22 @@ def test_two_services_on_one_address_are_two_receivers() -> None:
     assert slow.count(True) == 6
     assert delivery.take(99, "http://127.0.0.1:9002/hook")
     assert ShareKeys(address_of).of("https://hooks.alpha.example/").domain == "alpha.example:443"
+
+
+def test_a_url_read_again_follows_its_host_to_a_new_address() -> None:
+    """The URL's host and port are kept once read; the address is the resolver's answer
+    of the moment, so a name that moves is counted at its new address."""
+    answers = iter(["10.0.0.1", "10.0.0.2"])
+    keys = ShareKeys(lambda _host, _port: next(answers))
+    first = keys.of("https://hooks.gamma.example/a")
+    second = keys.of("https://hooks.gamma.example/a")
+    assert (first.address, second.address) == ("10.0.0.1:443", "10.0.0.2:443")
+    assert first.domain == second.domain == "gamma.example:443"
+
+
+def test_a_url_whose_port_cannot_be_read_counts_as_itself_every_time() -> None:
+    keys = ShareKeys(address_of)
+    for _ in range(2):
+        assert keys.of("http://hooks.alpha.example:99999/") == HostKeys(
+            "http://hooks.alpha.example:99999/", None
+        )

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from common.timefmt import iso_ms, parse_instant
+from common.timefmt import MAX_INSTANT_MS, iso_ms, parse_instant
 
 NEW_YEAR_2026_MS = 1_767_225_600_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -33,6 +35,13 @@ def test_iso_ms_shows_milliseconds_and_z() -> None:
 )
 def test_iso_ms_pads_and_never_rounds_up(epoch_ms: int, text: str) -> None:
     assert iso_ms(epoch_ms) == text
+
+
+@given(st.integers(min_value=-62_135_596_800_000, max_value=MAX_INSTANT_MS))
+def test_iso_ms_is_the_isoformat_of_the_instant_cut_to_milliseconds(epoch_ms: int) -> None:
+    moment = EPOCH + timedelta(milliseconds=epoch_ms)
+    expected = moment.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    assert iso_ms(epoch_ms) == expected
 
 
 def test_iso_ms_keeps_none() -> None:
