@@ -90,6 +90,13 @@ class CallbackMessage(BaseModel):
     job_id: int | None = None
     # An alert's rule, whose secret signs it (``app_pk`` is then ``ALERTS_APP_PK``).
     alert_rule_pk: int | None = None
+    # The run's W3C traceparent, sent with the POST; None: not traced (or not carried:
+    # the notifier reads it with the delivery's row).
+    traceparent: str | None = None
+    # Published by the results consumer right after its delivery was recorded, with no
+    # other callback of its job on its way then: its first attempt needs no read of the
+    # delivery's row (``services/notifier/delivery.py``). Any copy sent again is not.
+    alone: bool = False
 
 
 M = TypeVar("M", bound=BaseModel)

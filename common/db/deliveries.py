@@ -31,6 +31,9 @@ class NewDelivery:
     # The run's W3C traceparent, sent as a header with each POST; None: not traced.
     traceparent: str | None = None
     alert_rule_pk: int | None = None
+    # No other callback of its job was on its way when it was recorded, nor recorded
+    # with it: its message may be sent without a read of its row (``CallbackMessage``).
+    alone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,20 @@ def job_labels(conn: Connection, job_ids: Iterable[int]) -> dict[int, JobLabel]:
         sa.select(jobs.c.id, jobs.c.job_name, jobs.c.client_request_id).where(jobs.c.id.in_(ids))
     ).all()
     return {int(r.id): JobLabel(r.job_name, r.client_request_id) for r in rows}
+
+
+def jobs_with_callbacks_on_their_way(conn: Connection, job_ids: Iterable[int]) -> set[int]:
+    """Those of these jobs with a delivery PENDING, QUEUED or RETRYING, in one query
+    through the index on job and status."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return set()
+    rows = conn.execute(
+        sa.select(deliveries.c.job_id)
+        .where(deliveries.c.job_id.in_(ids), deliveries.c.status.in_(UNSETTLED))
+        .distinct()
+    ).all()
+    return {int(r.job_id) for r in rows}
 
 
 def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int) -> None:

@@ -1,4 +1,4 @@
-"""The store as recording outcomes sees it: seven operations, one transaction.
+"""The store as recording outcomes sees it: eight operations, one transaction.
 
 ``OutcomeStore`` is the port ``services.dispatcher.outcomes.recording`` writes through;
 ``MySqlOutcomeStore`` passes each call to the repository function of the same name on
@@ -47,6 +47,10 @@ class OutcomeStore(Protocol):
         """The name and client request id of each job, for its callback."""
         ...
 
+    def jobs_with_callbacks_on_their_way(self, job_ids: Iterable[int]) -> set[int]:
+        """Those of these jobs with a callback delivery PENDING, QUEUED or RETRYING."""
+        ...
+
     def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
         """Record PENDING callback deliveries."""
         ...
@@ -83,6 +87,10 @@ class MySqlOutcomeStore:
     def job_labels(self, job_ids: Iterable[int]) -> dict[int, JobLabel]:
         """See ``deliveries.job_labels``."""
         return deliveries.job_labels(self._conn, job_ids)
+
+    def jobs_with_callbacks_on_their_way(self, job_ids: Iterable[int]) -> set[int]:
+        """See ``deliveries.jobs_with_callbacks_on_their_way``."""
+        return deliveries.jobs_with_callbacks_on_their_way(self._conn, job_ids)
 
     def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
         """See ``deliveries.insert_deliveries``."""

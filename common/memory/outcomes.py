@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from common.db.apps import DEFAULT_POLICY, AppPolicy
-from common.db.deliveries import JobLabel, NewDelivery
+from common.db.deliveries import UNSETTLED, JobLabel, NewDelivery
 from common.db.executions import UNFINISHED, LockedExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.memory.rows import DUPLICATE_KEY, MemoryDelivery, MemoryJob, refused
@@ -78,6 +78,15 @@ class OutcomeTables(MemoryTables):
         """The name and client request id of each job that exists."""
         found = (self.jobs.get(i) for i in set(job_ids))
         return {j.id: JobLabel(j.job_name, j.client_request_id) for j in found if j is not None}
+
+    def jobs_with_callbacks_on_their_way(self, job_ids: Iterable[int]) -> set[int]:
+        """Those of these jobs with a delivery PENDING, QUEUED or RETRYING."""
+        wanted = set(job_ids)
+        return {
+            job_id
+            for job_id, status in ((d.delivery.job_id, d.status) for d in self.deliveries)
+            if job_id is not None and job_id in wanted and status in UNSETTLED
+        }
 
     def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
         """Record PENDING deliveries: all, or none if a unique key refuses one."""

@@ -77,6 +77,9 @@ STORE_THREADS = 3
 # acks), which emptied the line while the prefetch was used up; see bench/RESULTS.md.
 RECORD_BATCH = 500
 
+# Callbacks noted as copies at most (``note_copies``); past it the set starts again.
+MAX_COPIES_NOTED = 100_000
+
 # An attempt's record waiting to be gathered: the attempt, and the delay after which
 # its retry is due (its ``next_attempt_at`` is set from the cluster clock when written).
 PendingRecord = tuple[NewAttempt, int | None]
@@ -130,6 +133,10 @@ class CallbackDeliverer:
         # when the records are written (``LoopLine.pump``).
         self.on_posted: Callable[[], object] | None = None
         self._wake_due = False
+        # Callbacks whose message came again from the broker (a notifier stopped, or
+        # an attempt raised, before its ack): an earlier copy may have been attempted,
+        # so each is read before its attempt, alone or not (``note_copies``).
+        self._copies: set[str] = set()
 
     def close(self) -> None:
         """Stop the store threads once their work is done."""
@@ -195,10 +202,30 @@ class CallbackDeliverer:
 
     def read_ahead(self, units: Sequence[PendingCallback]) -> None:
         """Read the delivery rows of these callbacks, waiting in the line, ahead of
-        their attempts (on the poster's loop)."""
-        ids = [u.message.delivery_id for u in units if u.message is not None and not u.park]
+        their attempts (on the poster's loop); those sent as recorded need none."""
+        ids = [
+            u.message.delivery_id
+            for u in units
+            if u.message is not None and not u.park and not self._as_recorded(u.message)
+        ]
         if ids:
             self._reads.read_ahead(ids)
+
+    def note_copies(self, units: Sequence[PendingCallback]) -> None:
+        """These callbacks came again from the broker: read each before its attempt
+        (the consumer's ``redelivered``, on its thread)."""
+        if len(self._copies) > MAX_COPIES_NOTED:
+            # Only after a storm of redeliveries; the copies still unread are then
+            # taken as they say, as a message that is not a copy is.
+            self._copies.clear()
+        self._copies.update(u.message.delivery_id for u in units if u.message is not None)
+
+    def _as_recorded(self, message: CallbackMessage) -> bool:
+        """Whether ``message`` is sent as the results consumer published it: the first
+        attempt of a callback alone on its job, never handed out before. Its row was
+        just written QUEUED or PENDING with nothing before it, so reading it would say
+        nothing the message does not."""
+        return message.alone and message.attempt == 1 and message.delivery_id not in self._copies
 
     def _posted(self) -> None:
         """A POST freed its place: wake the line once for the POSTs ending together."""
@@ -214,20 +241,25 @@ class CallbackDeliverer:
 
     async def _attempt(self, message: CallbackMessage, place: _Place) -> Attempt | None:
         """One POST of the callback, recorded; None when there is nothing to send."""
-        found = await self._reads.read(message.delivery_id)
-        if found is None:
-            CALLBACKS_ORPHANED.inc()
-            log.warning(
-                "callback message of a delivery that no longer exists (pruned): not sent",
-                extra={"delivery_id": message.delivery_id},
-            )
-            return None
-        if found.record.status is DeliveryStatus.DELIVERED:
-            return None
-        if found.held:
-            return self._hold(message, found.record.job_id)
+        if self._as_recorded(message):
+            traceparent = message.traceparent
+        else:
+            found = await self._reads.read(message.delivery_id)
+            self._copies.discard(message.delivery_id)
+            if found is None:
+                CALLBACKS_ORPHANED.inc()
+                log.warning(
+                    "callback message of a delivery that no longer exists (pruned): not sent",
+                    extra={"delivery_id": message.delivery_id},
+                )
+                return None
+            if found.record.status is DeliveryStatus.DELIVERED:
+                return None
+            if found.held:
+                return self._hold(message, found.record.job_id)
+            traceparent = found.record.traceparent
         began = time.monotonic()
-        outcome = await self._post(message, found.record.traceparent)
+        outcome = await self._post(message, traceparent)
         seconds = time.monotonic() - began
         place.posted(seconds, outcome)
         duration_ms = int(seconds * 1000)
@@ -280,7 +312,7 @@ class CallbackDeliverer:
     def _follow_up(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
     ) -> OutgoingMessage | None:
-        later = message.model_copy(update={"attempt": message.attempt + 1})
+        later = message.model_copy(update={"attempt": message.attempt + 1, "alone": False})
         body = later.model_dump_json().encode()
         if verdict.status is DeliveryStatus.RETRYING and verdict.delay_ms is not None:
             queue = retry_queue(verdict.delay_ms)
@@ -319,9 +351,11 @@ class CallbackDeliverer:
         return self._park(message)
 
     def _park(self, message: CallbackMessage) -> Attempt:
-        """The message, unchanged, through a delay of the first retry tier."""
+        """The message through a delay of the first retry tier, to be read before its
+        attempt when it comes back (it may be a copy, or its job's callbacks have moved
+        on meanwhile)."""
         queue = retry_queue(self._park_delay_ms())
-        body = message.model_dump_json().encode()
+        body = message.model_copy(update={"alone": False}).model_dump_json().encode()
         return Attempt(
             False, OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
         )

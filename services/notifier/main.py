@@ -181,6 +181,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
                 follow_ups,
                 reroute=_redeclaring(connection, settings),
                 start=line.start,
+                redelivered=parts.deliverer.note_copies,
             ),
         )
         parts.deliverer.on_posted = line.pump

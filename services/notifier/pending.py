@@ -67,6 +67,10 @@ class CallbackPacking:
         return (read_pending(body, self._keys, self._clock()),)
 
     def repack(self, units: Sequence[PendingCallback]) -> bytes:
-        """The body of the one callback (a unit sent back after its run raised)."""
+        """The body of the one callback, sent back unattempted by a stopping notifier or
+        after its run raised: marked to be read before its attempt, since the notifier
+        that takes it cannot tell whether it was a copy of one attempted before."""
         (unit,) = units
-        return unit.body
+        if unit.message is None or not unit.message.alone:
+            return unit.body
+        return unit.message.model_copy(update={"alone": False}).model_dump_json().encode()

@@ -217,6 +217,27 @@ class OutcomeStoreContract(StoreHarness):
         pending = DeliveryStatus.PENDING
         assert self.deliveries() == [MemoryDelivery(r, pending, 0, NOW, NOW) for r in rows]
 
+    def test_jobs_with_callbacks_on_their_way_are_those_with_one_unsettled(self) -> None:
+        waiting, retrying, settled, none = (self.a_job() for _ in range(4))
+        self.runs(waiting, ("e1", DONE))
+        self.runs(retrying, ("e2", DONE))
+        self.runs(settled, ("e3", DONE), ("e4", DONE))
+        self.store.insert_deliveries(
+            [
+                self.delivery(waiting, "e1", "msg_1"),
+                self.delivery(retrying, "e2", "msg_2"),
+                self.delivery(settled, "e3", "msg_3"),
+                self.delivery(settled, "e4", "msg_4"),
+            ],
+            NOW,
+        )
+        self.set_delivery_status("msg_2", DeliveryStatus.RETRYING)
+        self.set_delivery_status("msg_3", DeliveryStatus.DELIVERED)
+        self.set_delivery_status("msg_4", DeliveryStatus.DEAD)
+        jobs = [waiting, retrying, settled, none, 9_999]
+        assert self.store.jobs_with_callbacks_on_their_way(jobs) == {waiting, retrying}
+        assert self.store.jobs_with_callbacks_on_their_way([]) == set()
+
     def test_a_second_delivery_of_an_execution_or_id_is_refused_with_its_batch(self) -> None:
         job = self.a_job()
         self.runs(job, ("e1", DONE), ("e2", DONE), ("e3", DONE))

@@ -20,7 +20,7 @@ from common.db.rescue_store import RescueStore
 from common.db.workers import Heartbeat, WorkerRecord, WorkerStore
 from common.documents import JsonObject
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
-from common.states import ExecutionStatus, WorkerState
+from common.states import DeliveryStatus, ExecutionStatus, WorkerState
 
 NOW = 5_000
 
@@ -104,6 +104,10 @@ class StoreHarness(ABC):
     @abstractmethod
     def deliveries(self) -> list[MemoryDelivery]:
         """Every delivery row, in insertion order."""
+
+    @abstractmethod
+    def set_delivery_status(self, delivery_id: str, status: DeliveryStatus) -> None:
+        """Move a delivery to ``status``, as the notifier's records do."""
 
     @abstractmethod
     def worker(self, worker_id: str) -> WorkerRecord:

@@ -192,6 +192,13 @@ class MySqlStoreHarness(StoreHarness):
             for r in self._conn.execute(query)
         ]
 
+    def set_delivery_status(self, delivery_id: str, status: DeliveryStatus) -> None:
+        self._conn.execute(
+            callback_deliveries.update()
+            .where(callback_deliveries.c.delivery_id == delivery_id)
+            .values(status=status)
+        )
+
     def worker(self, worker_id: str) -> WorkerRecord:
         query = sa.select(workers).where(workers.c.worker_id == worker_id)
         return WorkerRecord.from_row(self._conn.execute(query).one())

@@ -16,6 +16,7 @@ from common.db.workers import WorkerRecord, WorkerStore
 from common.documents import JsonObject
 from common.memory.rows import MemoryDelivery, MemoryExecution, MemoryJob
 from common.memory.store import MemoryStore
+from common.states import DeliveryStatus
 from tests.contracts.store_harness import AuditRow, StoreHarness
 
 
@@ -94,6 +95,12 @@ class MemoryStoreHarness(StoreHarness):
 
     def deliveries(self) -> list[MemoryDelivery]:
         return list(self.memory.deliveries)
+
+    def set_delivery_status(self, delivery_id: str, status: DeliveryStatus) -> None:
+        self.memory.deliveries = [
+            dataclasses.replace(d, status=status) if d.delivery.delivery_id == delivery_id else d
+            for d in self.memory.deliveries
+        ]
 
     def worker(self, worker_id: str) -> WorkerRecord:
         return self.memory.workers[worker_id]

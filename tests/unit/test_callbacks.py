@@ -6,6 +6,7 @@ import json
 
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import NewExecution
+from common.db.jobs import TriggerSettings
 from common.memory.rows import MemoryJob
 from common.memory.store import MemoryStore
 from common.messages import CallbackMessage, ExecutionResult
@@ -127,6 +128,38 @@ def test_deliveries_are_created_for_the_ended_runs_of_jobs_with_a_callback_url()
     assert (stored.delivery, stored.created_at) == (made, 5_000)
 
 
+def _ends_of(store: MemoryStore, *runs: tuple[int, str]) -> list[tuple[RunEnd, TriggerSettings]]:
+    """The ends of runs (job, execution id) of the store's jobs, as recording makes them."""
+    settings = store.trigger_settings([job for job, _ in runs])
+    return [
+        (
+            RunEnd.of_result(
+                _result().model_copy(update={"job_id": job, "execution_id": execution}), 1, 0
+            ),
+            settings[job],
+        )
+        for job, execution in runs
+    ]
+
+
+def test_a_callback_is_alone_only_with_no_other_of_its_job_on_its_way_or_recorded_with_it() -> None:
+    store = MemoryStore()
+    quiet, busy, twice = (
+        store.add_job(MemoryJob(app_pk=3, callback_url="https://h/k")) for _ in range(3)
+    )
+    [earlier] = create_deliveries(store, _ends_of(store, (busy, "e-0")), 4_000)
+    made = create_deliveries(
+        store, _ends_of(store, (quiet, "e-1"), (busy, "e-2"), (twice, "e-3"), (twice, "e-4")), 5_000
+    )
+    assert earlier.alone, "nothing of its job was on its way"
+    assert [(d.job_id, d.alone) for d in made] == [
+        (quiet, True),
+        (busy, False),
+        (twice, False),
+        (twice, False),
+    ]
+
+
 def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:
     delivery = NewDelivery(
         delivery_id="msg_abc",
@@ -135,6 +168,8 @@ def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:
         app_pk=7,
         url="https://example.com/cb",
         payload='{"jobId":42}',
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        alone=True,
     )
     message = callback_message(delivery)
     assert (message.exchange, message.routing_key) == (CALLBACKS_EXCHANGE, CALLBACKS_QUEUE)
@@ -145,4 +180,6 @@ def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:
         url="https://example.com/cb",
         payload='{"jobId":42}',
         job_id=42,
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        alone=True,
     )

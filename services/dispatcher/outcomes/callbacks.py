@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -139,13 +140,29 @@ def create_deliveries(
     itself ended FAILED.
     """
     wanted = [(end, job) for end, job in ended if job.callback_url]
-    labels = store.job_labels([job.id for _, job in wanted])
-    deliveries = [_delivery(end, job, labels.get(job.id, UNLABELLED)) for end, job in wanted]
+    if not wanted:
+        return []
+    job_ids = [job.id for _, job in wanted]
+    labels = store.job_labels(job_ids)
+    # Read before this batch's own are written. A job's runs that end one after the
+    # other are recorded one after the other (FORBID and QUEUE: the next run is sent
+    # only once this record commits), so a later run's callback sees this one.
+    on_their_way = store.jobs_with_callbacks_on_their_way(job_ids)
+    recorded_here = Counter(job_ids)
+    deliveries = [
+        _delivery(
+            end,
+            job,
+            labels.get(job.id, UNLABELLED),
+            alone=job.id not in on_their_way and recorded_here[job.id] == 1,
+        )
+        for end, job in wanted
+    ]
     store.insert_deliveries(deliveries, now_ms)
     return deliveries
 
 
-def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery:
+def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel, alone: bool) -> NewDelivery:
     """The delivery of one ended execution to its job's callback URL."""
     assert job.callback_url
     return NewDelivery(
@@ -156,6 +173,7 @@ def _delivery(end: RunEnd, job: TriggerSettings, label: JobLabel) -> NewDelivery
         url=job.callback_url,
         payload=callback_payload(end, label),
         traceparent=end.traceparent,
+        alone=alone,
     )
 
 
@@ -209,6 +227,8 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
         payload=delivery.payload,
         job_id=delivery.job_id,
         alert_rule_pk=delivery.alert_rule_pk,
+        traceparent=delivery.traceparent,
+        alone=delivery.alone,
     )
     return OutgoingMessage(
         exchange=CALLBACKS_EXCHANGE,
