@@ -58,9 +58,11 @@ class WorkerState(StrEnum):
 
 
 class DeliveryStatus(StrEnum):
-    """A callback delivery: recorded (PENDING), confirmed in the callbacks queue
-    (QUEUED), waiting for its next attempt after a failed one (RETRYING), delivered,
-    or parked after its last attempt (DEAD)."""
+    """A callback delivery: recorded to be published (PENDING: alerts, and callbacks of
+    triggers a claim ended, until the callbacks queue confirms them), handed to the
+    callbacks queue (QUEUED: a run's callback is recorded so, by the results consumer
+    that publishes it after its commit), waiting for its next attempt after a failed one
+    (RETRYING), delivered, or parked after its last attempt (DEAD)."""
 
     PENDING = "PENDING"
     QUEUED = "QUEUED"

@@ -166,8 +166,15 @@ def jobs_with_callbacks_on_their_way(conn: Connection, job_ids: Iterable[int]) -
     return {int(r.job_id) for r in rows}
 
 
-def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int) -> None:
-    """Record PENDING deliveries in one statement."""
+def insert_deliveries(
+    conn: Connection,
+    rows: Sequence[NewDelivery],
+    now_ms: int,
+    status: DeliveryStatus = DeliveryStatus.PENDING,
+) -> None:
+    """Record deliveries in one statement: PENDING (to be published, by the caller or
+    by the sweep of those left PENDING), or QUEUED by the results consumer that
+    publishes them after its commit."""
     if not rows:
         return
     conn.execute(
@@ -182,7 +189,7 @@ def insert_deliveries(conn: Connection, rows: Sequence[NewDelivery], now_ms: int
                 "payload": r.payload,
                 "traceparent": r.traceparent,
                 "alert_rule_pk": r.alert_rule_pk,
-                "status": DeliveryStatus.PENDING,
+                "status": status,
                 "attempts": 0,
                 "created_at": now_ms,
                 "updated_at": now_ms,
@@ -214,6 +221,26 @@ def stale_pending(
     )
     if lock:
         query = query.with_for_update(skip_locked=True)
+    return _deliveries(conn, query)
+
+
+def unattempted_of_executions(
+    conn: Connection, execution_ids: Iterable[str]
+) -> list[DeliveryRecord]:
+    """The QUEUED deliveries of these executions with no attempt yet, in row id order:
+    those a results consumer may have stopped before publishing."""
+    ids = sorted(set(execution_ids))
+    if not ids:
+        return []
+    query = (
+        sa.select(deliveries)
+        .where(
+            deliveries.c.execution_id.in_(ids),
+            deliveries.c.status == DeliveryStatus.QUEUED,
+            deliveries.c.attempts == 0,
+        )
+        .order_by(deliveries.c.id)
+    )
     return _deliveries(conn, query)
 
 

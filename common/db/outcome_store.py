@@ -17,7 +17,7 @@ from common.db import deliveries, executions, jobs
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
-from common.states import JobStatus
+from common.states import DeliveryStatus, JobStatus
 
 
 class OutcomeStore(Protocol):
@@ -51,8 +51,13 @@ class OutcomeStore(Protocol):
         """Those of these jobs with a callback delivery PENDING, QUEUED or RETRYING."""
         ...
 
-    def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
-        """Record PENDING callback deliveries."""
+    def insert_deliveries(
+        self,
+        rows: Sequence[NewDelivery],
+        now_ms: int,
+        status: DeliveryStatus = DeliveryStatus.PENDING,
+    ) -> None:
+        """Record callback deliveries, PENDING or (published after the commit) QUEUED."""
         ...
 
 
@@ -92,6 +97,11 @@ class MySqlOutcomeStore:
         """See ``deliveries.jobs_with_callbacks_on_their_way``."""
         return deliveries.jobs_with_callbacks_on_their_way(self._conn, job_ids)
 
-    def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
+    def insert_deliveries(
+        self,
+        rows: Sequence[NewDelivery],
+        now_ms: int,
+        status: DeliveryStatus = DeliveryStatus.PENDING,
+    ) -> None:
         """See ``deliveries.insert_deliveries``."""
-        deliveries.insert_deliveries(self._conn, rows, now_ms)
+        deliveries.insert_deliveries(self._conn, rows, now_ms, status)

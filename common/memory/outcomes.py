@@ -88,8 +88,13 @@ class OutcomeTables(MemoryTables):
             if job_id is not None and job_id in wanted and status in UNSETTLED
         }
 
-    def insert_deliveries(self, rows: Sequence[NewDelivery], now_ms: int) -> None:
-        """Record PENDING deliveries: all, or none if a unique key refuses one."""
+    def insert_deliveries(
+        self,
+        rows: Sequence[NewDelivery],
+        now_ms: int,
+        status: DeliveryStatus = DeliveryStatus.PENDING,
+    ) -> None:
+        """Record deliveries ``status``: all, or none if a unique key refuses one."""
         ids = {d.delivery.delivery_id for d in self.deliveries}
         executions = {d.delivery.execution_id for d in self.deliveries}
         for r in rows:
@@ -97,8 +102,7 @@ class OutcomeTables(MemoryTables):
                 raise refused(DUPLICATE_KEY, f"Duplicate entry for delivery {r.delivery_id}")
             ids.add(r.delivery_id)
             executions.add(r.execution_id)
-        pending = DeliveryStatus.PENDING
-        self.deliveries += [MemoryDelivery(r, pending, 0, now_ms, now_ms) for r in rows]
+        self.deliveries += [MemoryDelivery(r, status, 0, now_ms, now_ms) for r in rows]
 
 
 def _end_trigger(job: MemoryJob, final: JobStatus | None, now_ms: int) -> None:

@@ -217,6 +217,14 @@ class OutcomeStoreContract(StoreHarness):
         pending = DeliveryStatus.PENDING
         assert self.deliveries() == [MemoryDelivery(r, pending, 0, NOW, NOW) for r in rows]
 
+    def test_insert_deliveries_records_them_queued_when_told(self) -> None:
+        job = self.a_job()
+        self.runs(job, ("e1", DONE))
+        row = self.delivery(job, "e1", "msg_1")
+        self.store.insert_deliveries([row], NOW, DeliveryStatus.QUEUED)
+        assert self.deliveries() == [MemoryDelivery(row, DeliveryStatus.QUEUED, 0, NOW, NOW)]
+        assert self.store.jobs_with_callbacks_on_their_way([job]) == {job}
+
     def test_jobs_with_callbacks_on_their_way_are_those_with_one_unsettled(self) -> None:
         waiting, retrying, settled, none = (self.a_job() for _ in range(4))
         self.runs(waiting, ("e1", DONE))

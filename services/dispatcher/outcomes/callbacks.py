@@ -6,7 +6,7 @@ import json
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection, Engine
@@ -24,7 +24,7 @@ from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
 from common.messages import ALERTS_APP_PK, CallbackMessage, ExecutionResult
-from common.states import ExecutionStatus
+from common.states import DeliveryStatus, ExecutionStatus
 from common.timefmt import iso_ms
 from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 
@@ -131,13 +131,17 @@ def callback_payload(end: RunEnd, job: JobLabel) -> str:
 
 
 def create_deliveries(
-    store: OutcomeStore, ended: Sequence[tuple[RunEnd, TriggerSettings]], now_ms: int
+    store: OutcomeStore,
+    ended: Sequence[tuple[RunEnd, TriggerSettings]],
+    now_ms: int,
+    status: DeliveryStatus = DeliveryStatus.PENDING,
 ) -> list[NewDelivery]:
-    """Record, in the caller's transaction, a PENDING callback delivery for each ended
-    execution whose job (``TriggerSettings``) has a callback URL; the deliveries made.
+    """Record, in the caller's transaction, a callback delivery for each ended execution
+    whose job (``TriggerSettings``) has a callback URL; the deliveries made.
 
-    Every delivery comes from here: a worker's result recorded, and a trigger a claim
-    itself ended FAILED.
+    Every delivery comes from here: a worker's result recorded (QUEUED: the results
+    consumer publishes it after the commit, see ``republish_recorded_before``), and a
+    trigger a claim itself ended FAILED (PENDING: the sweep publishes it).
     """
     wanted = [(end, job) for end, job in ended if job.callback_url]
     if not wanted:
@@ -158,7 +162,7 @@ def create_deliveries(
         )
         for end, job in wanted
     ]
-    store.insert_deliveries(deliveries, now_ms)
+    store.insert_deliveries(deliveries, now_ms, status)
     return deliveries
 
 
@@ -244,11 +248,40 @@ def publish_deliveries(
     clock: ClusterClock,
     rows: Sequence[NewDelivery],
 ) -> None:
-    """Publish deliveries, then mark them QUEUED; unpublished ones stay PENDING for the sweep."""
+    """Publish deliveries, then mark the alerts among them QUEUED (unpublished ones stay
+    PENDING for the sweep). A run's callback was recorded QUEUED already: should this
+    publish not happen, its results come back and ``republish_recorded_before`` sends it.
+    """
     if not rows:
         return
     publisher.publish([callback_message(r) for r in rows])
-    _mark_queued(engine, clock, [r.delivery_id for r in rows])
+    alerts = [r.delivery_id for r in rows if r.alert_rule_pk is not None]
+    if alerts:
+        _mark_queued(engine, clock, alerts)
+
+
+def republish_recorded_before(
+    engine: Engine, publisher: Publisher, execution_ids: Collection[str]
+) -> int:
+    """Publish again the callbacks of these executions that are QUEUED with no attempt
+    yet; how many. For results the broker hands out again (``redelivered``) that were
+    recorded already: the consumer that recorded them may have stopped between its
+    commit and its publish.
+
+    They go as copies (not ``alone``): a notifier reads each row first, so one that was
+    published after all and delivered meanwhile is not posted again.
+    """
+    if not execution_ids:
+        return 0
+    with engine.connect() as conn:
+        rows = deliveries.unattempted_of_executions(conn, execution_ids)
+    if rows:
+        log.warning(
+            "publishing again %d callbacks of results recorded before their redelivery",
+            len(rows),
+        )
+        publisher.publish([callback_message(r.as_new()) for r in rows])
+    return len(rows)
 
 
 @retry_conflicts("results")

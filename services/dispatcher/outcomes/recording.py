@@ -22,7 +22,7 @@ from common.db.retry import is_lock_conflict, retry_conflicts
 from common.messages import ExecutionResult
 from common.metrics import APP_LABELS, observe_app_start_lags, observe_finished
 from common.schedule import retry_delay_ms
-from common.states import ExecutionStatus, JobStatus
+from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
 from services.dispatcher.outcomes.children import wake_children_of
@@ -142,7 +142,8 @@ def _record_in(
         for f in ended
         if f.job.callback_url
     ]
-    return finished, create_deliveries(store, ends, now)
+    # QUEUED: the results consumer publishes them after this commit (``_record``'s caller).
+    return finished, create_deliveries(store, ends, now, DeliveryStatus.QUEUED)
 
 
 def _end_fact(item: _Finished) -> RunEndFact:

@@ -22,8 +22,8 @@ from common.result_messages import results_message
 from common.runtime import keep_serving
 from common.slots import ResultsLag
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
-from services.dispatcher.outcomes.callbacks import publish_deliveries
-from services.dispatcher.outcomes.recording import record_each_alone_if_need_be
+from services.dispatcher.outcomes.callbacks import publish_deliveries, republish_recorded_before
+from services.dispatcher.outcomes.recording import Recorded, record_each_alone_if_need_be
 from services.dispatcher.outcomes.started_keys import StartedKeys
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,16 @@ def set_aside(bodies: Sequence[bytes]) -> list[OutgoingMessage]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """A results message as taken from the queue: its tag, body, and whether the broker
+    handed it out before (an earlier consumer stopped before its ack)."""
+
+    tag: int
+    body: bytes
+    redelivered: bool
+
+
 class ResultsConsumer:
     """Runs in its own thread with its own connection; every dispatcher runs one."""
 
@@ -95,7 +105,7 @@ class ResultsConsumer:
         # Read by the leader's worker view: the in-flight count it bounds queues by
         # still holds the runs whose results are on their way (``common.slots``).
         self.lag = lag or ResultsLag()
-        self._pending: list[tuple[int, bytes]] = []
+        self._pending: list[_Taken] = []
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set; reconnect after broker or database errors."""
@@ -119,12 +129,23 @@ class ResultsConsumer:
                     # the next batch, not to this one's ack.
                     batch, self._pending = self._pending, []
                     deferred = self._handle(publisher, batch)
-                    channel.basic_ack(batch[-1][0], multiple=True)
+                    channel.basic_ack(batch[-1].tag, multiple=True)
                     if deferred:
                         connection.process_data_events(time_limit=DEFERRED_PAUSE_S)
         finally:
             if connection.is_open:
                 connection.close()
+
+    def _publish_again(self, publisher: Publisher, batch: list[_Taken], recorded: Recorded) -> None:
+        """Send again the callbacks of results that came back from the broker recorded
+        already: the consumer that recorded them may have stopped before its publish."""
+        again = parse_results([taken.body for taken in batch if taken.redelivered]).results
+        if not again:
+            return
+        settled_now = {d.execution_id for d in recorded.deliveries}
+        settled_now |= {r.execution_id for r in recorded.deferred + recorded.set_aside}
+        before = {r.execution_id for r in again} - settled_now
+        republish_recorded_before(self._engine, publisher, before)
 
     def _gather(self, connection: BlockingConnection) -> None:
         """Let a few more results arrive before writing: one transaction for many result
@@ -134,17 +155,18 @@ class ResultsConsumer:
             connection.process_data_events(time_limit=0.002)
 
     def _on_message(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
-        self._pending.append((int(method.delivery_tag), body))
+        self._pending.append(_Taken(int(method.delivery_tag), body, bool(method.redelivered)))
 
-    def _handle(self, publisher: Publisher, batch: list[tuple[int, bytes]]) -> int:
+    def _handle(self, publisher: Publisher, batch: list[_Taken]) -> int:
         """Record a batch; returns how many of its results were deferred."""
-        parsed = parse_results([body for _, body in batch])
+        parsed = parse_results([taken.body for taken in batch])
         recorded = record_each_alone_if_need_be(
             self._engine, self._clock, parsed.results, self._alerts
         )
         now = self._clock.now_ms()
         self.lag.observe([now - r.ended_at for r in parsed.results])
         publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)
+        self._publish_again(publisher, batch, recorded)
         # Parked before the batch's ack: nothing a worker reported is ever dropped.
         unrecorded = [results_message(self._name, [r]).body for r in recorded.set_aside]
         parked = parsed.unreadable + unrecorded
