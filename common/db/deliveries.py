@@ -224,24 +224,34 @@ def stale_pending(
     return _deliveries(conn, query)
 
 
-def unattempted_of_executions(
-    conn: Connection, execution_ids: Iterable[str]
-) -> list[DeliveryRecord]:
-    """The QUEUED deliveries of these executions with no attempt yet, in row id order:
-    those a results consumer may have stopped before publishing."""
+def return_unattempted_to_pending(
+    conn: Connection, execution_ids: Iterable[str], now_ms: int
+) -> int:
+    """The QUEUED deliveries of these executions with no attempt yet become PENDING as
+    of ``now_ms``, for the sweep that publishes PENDING ones after its delay; how many.
+
+    As in ``_queue``, the rows are found first without a lock and changed through the
+    primary key, in row id order, as the notifier's records lock them.
+    """
     ids = sorted(set(execution_ids))
     if not ids:
-        return []
-    query = (
-        sa.select(deliveries)
+        return 0
+    keys = sorted(
+        conn.execute(sa.select(deliveries.c.id).where(deliveries.c.execution_id.in_(ids))).scalars()
+    )
+    if not keys:
+        return 0
+    changed = conn.execute(
+        deliveries.update()
         .where(
-            deliveries.c.execution_id.in_(ids),
+            deliveries.c.id.in_(keys),
             deliveries.c.status == DeliveryStatus.QUEUED,
             deliveries.c.attempts == 0,
         )
-        .order_by(deliveries.c.id)
+        .values(status=DeliveryStatus.PENDING, updated_at=now_ms)
+        .with_hint("FORCE INDEX (PRIMARY)", dialect_name="mysql")
     )
-    return _deliveries(conn, query)
+    return int(changed.rowcount)
 
 
 def get_delivery(conn: Connection, delivery_id: str) -> DeliveryRecord | None:

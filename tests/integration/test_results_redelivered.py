@@ -1,7 +1,8 @@
 """A run's callback is recorded QUEUED and published after the commit: when a results
 consumer stops between the two, the broker hands its results out again marked
-redelivered, and the consumer that takes them publishes again the callbacks not yet
-attempted. A result that merely comes twice publishes nothing twice."""
+redelivered, and the consumer that takes them hands the callbacks not yet attempted to
+the sweep (PENDING again), which publishes them after its delay. A result that merely
+comes twice publishes nothing twice."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
+from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import DispatcherSettings, StoreSettings
 from common.messages import CallbackMessage, ResultBatch
 from common.topology import CALLBACKS_QUEUE, RESULTS_QUEUE, declare_core
+from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.outcomes.recording import record_results
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
 from tests.integration.results_helpers import publish_results, queued_jobs, succeeded
@@ -75,7 +78,7 @@ def statuses(engine: Engine) -> dict[str, tuple[str, int]]:
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
-def test_callbacks_recorded_before_a_redelivery_are_published_again_unless_attempted(
+def test_callbacks_recorded_before_a_redelivery_go_to_the_sweep_unless_attempted(
     namespace: StoreSettings,
     engine: Engine,
     redis_client: redis.Redis,
@@ -103,6 +106,15 @@ def test_callbacks_recorded_before_a_redelivery_are_published_again_unless_attem
     taken.close()  # unacked: back to the queue, marked redelivered
     start_consumer.set()
     wait_until_taken(connection, RESULTS_QUEUE)
+    assert callback_messages(connection) == [], "not at once: the sweep, after its delay"
+    assert statuses(engine) == {
+        f"e-{jobs[1]}": ("PENDING", 0),
+        f"e-{jobs[3]}": ("PENDING", 0),
+        f"e-{jobs[5]}": ("QUEUED", 1),
+    }
+    clock = ClusterClock(redis_client)
+    time.sleep(0.01)
+    republish_stale_deliveries(engine, BatchPublisher(connection.channel()), clock, 0)
     again = callback_messages(connection)
     assert sorted(m.delivery_id for m in again) == sorted(
         d.delivery_id for d in created if d.execution_id != f"e-{jobs[5]}"

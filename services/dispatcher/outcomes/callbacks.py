@@ -140,7 +140,7 @@ def create_deliveries(
     whose job (``TriggerSettings``) has a callback URL; the deliveries made.
 
     Every delivery comes from here: a worker's result recorded (QUEUED: the results
-    consumer publishes it after the commit, see ``republish_recorded_before``), and a
+    consumer publishes it after the commit, see ``leave_recorded_before_to_the_sweep``), and a
     trigger a claim itself ended FAILED (PENDING: the sweep publishes it).
     """
     wanted = [(end, job) for end, job in ended if job.callback_url]
@@ -250,7 +250,8 @@ def publish_deliveries(
 ) -> None:
     """Publish deliveries, then mark the alerts among them QUEUED (unpublished ones stay
     PENDING for the sweep). A run's callback was recorded QUEUED already: should this
-    publish not happen, its results come back and ``republish_recorded_before`` sends it.
+    publish not happen, its results come back and ``leave_recorded_before_to_the_sweep``
+    hands it to the sweep.
     """
     if not rows:
         return
@@ -260,28 +261,29 @@ def publish_deliveries(
         _mark_queued(engine, clock, alerts)
 
 
-def republish_recorded_before(
-    engine: Engine, publisher: Publisher, execution_ids: Collection[str]
+@retry_conflicts("results")
+def leave_recorded_before_to_the_sweep(
+    engine: Engine, clock: ClusterClock, execution_ids: Collection[str]
 ) -> int:
-    """Publish again the callbacks of these executions that are QUEUED with no attempt
-    yet; how many. For results the broker hands out again (``redelivered``) that were
-    recorded already: the consumer that recorded them may have stopped between its
-    commit and its publish.
+    """Hand the sweep the callbacks of these executions that are QUEUED with no attempt
+    yet (PENDING again, as of now); how many. For results the broker hands out again
+    (``redelivered``) that were recorded already: the consumer that recorded them may
+    have stopped between its commit and its publish.
 
-    They go as copies (not ``alone``): a notifier reads each row first, so one that was
-    published after all and delivered meanwhile is not posted again.
+    The sweep publishes those still PENDING after its delay
+    (``republish_stale_deliveries``), as copies a notifier reads before its attempt: a
+    callback that was published after all is delivered by then, or its attempt is
+    recorded, and is not posted twice.
     """
     if not execution_ids:
         return 0
-    with engine.connect() as conn:
-        rows = deliveries.unattempted_of_executions(conn, execution_ids)
-    if rows:
+    with engine.begin() as conn:
+        moved = deliveries.return_unattempted_to_pending(conn, execution_ids, clock.now_ms())
+    if moved:
         log.warning(
-            "publishing again %d callbacks of results recorded before their redelivery",
-            len(rows),
+            "%d callbacks of results recorded before their redelivery left to the sweep", moved
         )
-        publisher.publish([callback_message(r.as_new()) for r in rows])
-    return len(rows)
+    return moved
 
 
 @retry_conflicts("results")

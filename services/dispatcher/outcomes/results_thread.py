@@ -22,7 +22,10 @@ from common.result_messages import results_message
 from common.runtime import keep_serving
 from common.slots import ResultsLag
 from common.topology import RESULTS_DEAD_QUEUE, RESULTS_QUEUE, declare_core
-from services.dispatcher.outcomes.callbacks import publish_deliveries, republish_recorded_before
+from services.dispatcher.outcomes.callbacks import (
+    leave_recorded_before_to_the_sweep,
+    publish_deliveries,
+)
 from services.dispatcher.outcomes.recording import Recorded, record_each_alone_if_need_be
 from services.dispatcher.outcomes.started_keys import StartedKeys
 
@@ -136,16 +139,17 @@ class ResultsConsumer:
             if connection.is_open:
                 connection.close()
 
-    def _publish_again(self, publisher: Publisher, batch: list[_Taken], recorded: Recorded) -> None:
-        """Send again the callbacks of results that came back from the broker recorded
-        already: the consumer that recorded them may have stopped before its publish."""
+    def _leave_to_the_sweep(self, batch: list[_Taken], recorded: Recorded) -> None:
+        """Hand the sweep the callbacks of results that came back from the broker
+        recorded already: the consumer that recorded them may have stopped before its
+        publish."""
         again = parse_results([taken.body for taken in batch if taken.redelivered]).results
         if not again:
             return
         settled_now = {d.execution_id for d in recorded.deliveries}
         settled_now |= {r.execution_id for r in recorded.deferred + recorded.set_aside}
         before = {r.execution_id for r in again} - settled_now
-        republish_recorded_before(self._engine, publisher, before)
+        leave_recorded_before_to_the_sweep(self._engine, self._clock, before)
 
     def _gather(self, connection: BlockingConnection) -> None:
         """Let a few more results arrive before writing: one transaction for many result
@@ -166,7 +170,7 @@ class ResultsConsumer:
         now = self._clock.now_ms()
         self.lag.observe([now - r.ended_at for r in parsed.results])
         publish_deliveries(self._engine, publisher, self._clock, recorded.deliveries)
-        self._publish_again(publisher, batch, recorded)
+        self._leave_to_the_sweep(batch, recorded)
         # Parked before the batch's ack: nothing a worker reported is ever dropped.
         unrecorded = [results_message(self._name, [r]).body for r in recorded.set_aside]
         parked = parsed.unreadable + unrecorded
