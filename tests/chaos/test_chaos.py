@@ -168,6 +168,10 @@ def test_the_leader_killed_mid_burst(stack: ChaosStack, engine: Engine) -> None:
     run_scenario("kill -9 the leading dispatcher", stack, engine, kill_leader)
 
 
+# Once more on a fresh stack before it counts as failed: that a recall happens at all
+# within its minute depends on the box's load (a fresh-clone CI run on a busy box saw
+# none once, after two scenarios before it); the books it then checks do not.
+@pytest.mark.flaky(reruns=1)
 def test_the_leader_killed_after_recalling_runs_from_the_workers_queues(
     stack: ChaosStack, engine: Engine
 ) -> None:
