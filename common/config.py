@@ -350,9 +350,10 @@ class NotifierSettings(StoreSettings, CallbackUrlSettings):
     held_callbacks: int = Field(
         default=1000,
         ge=1,
-        description="callback messages one notifier holds unacked at once (its prefetch): "
-        "those that cannot be attempted yet wait in it per app and per host, so other "
-        "apps' callbacks reach it past one slow receiver's backlog",
+        description="callback messages one notifier holds unacked at once (its prefetch), "
+        "and 32 times as many callbacks in packs (a 32nd as many packs): those that cannot "
+        "be attempted yet wait in it per app and per host, so other apps' callbacks reach "
+        "it past one slow receiver's backlog",
     )
     app_backlog: int = Field(
         default=400,

@@ -99,6 +99,24 @@ class CallbackMessage(BaseModel):
     alone: bool = False
 
 
+class CallbackPack(BaseModel):
+    """Callbacks of one app to one URL, sent as one message: one delivery, one ack.
+
+    The results consumer packs the callbacks a batch of results recorded
+    (``callback_messages``); every other callback travels alone, as a
+    ``CallbackMessage``. ``callbacks`` comes right after ``v`` so that a notifier tells a
+    pack from a single callback by the start of its body (``PACK_PREFIX``)."""
+
+    v: Literal[1] = 1
+    callbacks: list[CallbackMessage] = Field(min_length=1)
+
+
+# How every pack's body begins, as pydantic writes it; a single callback's never does.
+PACK_PREFIX = b'{"v":1,"callbacks":['
+# The most callbacks one pack carries.
+CALLBACK_PACK_MAX = 32
+
+
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -16,6 +16,10 @@ RESULTS_QUEUE = "kairos.results"
 RESULTS_DEAD_QUEUE = "kairos.results.dead"
 CALLBACKS_EXCHANGE = "kairos.callbacks"
 CALLBACKS_QUEUE = "kairos.callbacks"
+# Packs of callbacks (``CallbackPack``: one app's, to one URL), apart from the single
+# ones: a notifier holds fewer messages of this queue, so that it never holds many
+# more callbacks than its line is made for (``services/notifier/main.py``).
+CALLBACK_PACKS_QUEUE = "kairos.callbacks.packs"
 CALLBACKS_RETRY_EXCHANGE = "kairos.callbacks.retry"
 CALLBACKS_DEAD_QUEUE = "kairos.callbacks.dead"
 
@@ -43,6 +47,8 @@ def declare_core(channel: BlockingChannel) -> None:
     channel.exchange_declare(CALLBACKS_EXCHANGE, exchange_type="direct", durable=True)
     channel.queue_declare(CALLBACKS_QUEUE, durable=True)
     channel.queue_bind(CALLBACKS_QUEUE, CALLBACKS_EXCHANGE, routing_key=CALLBACKS_QUEUE)
+    channel.queue_declare(CALLBACK_PACKS_QUEUE, durable=True)
+    channel.queue_bind(CALLBACK_PACKS_QUEUE, CALLBACKS_EXCHANGE, routing_key=CALLBACK_PACKS_QUEUE)
     channel.queue_declare(CALLBACKS_DEAD_QUEUE, durable=True)
 
 

@@ -84,7 +84,9 @@ class PooledConsumer(Generic[U, P, T]):
             connection, pool_size, work.run, self._drain_finished, work.orphaned, work.start
         )
         self._channel: BlockingChannel = connection.channel()
-        self._channel.basic_qos(prefetch_count=max(pool_size, settings.prefetch or pool_size))
+        # Each queue's prefetch, set before its consumer starts: RabbitMQ applies a
+        # channel's prefetch to each consumer started after it, apart.
+        self._queues = ((settings.queue, settings.prefetch or pool_size), *settings.more_queues)
         self._publisher = BatchPublisher(connection.channel())
         self._deliveries: HeldDeliveries[U] = HeldDeliveries(work.line)
         self.stats = stats if stats is not None else ConsumerStats()
@@ -101,7 +103,7 @@ class PooledConsumer(Generic[U, P, T]):
         self._admit_scheduled = False
         self._prepare_failures = 0
         self._prepare_retry = False
-        self._consumer_tag: str | None = None
+        self._consumer_tags: list[str] = []
 
     @property
     def held(self) -> int:
@@ -144,24 +146,29 @@ class PooledConsumer(Generic[U, P, T]):
 
     def start(self) -> None:
         """Begin consuming; messages are handled while the connection processes events."""
-        self._consumer_tag = self._channel.basic_consume(self._queue, self._on_message)
+        self._consume()
         if self._ack_deadline is not None:
             self._connection.call_later(self._sweep_interval(), self._ack_overdue)
 
     def stop_consuming(self) -> None:
         """Take no new messages; running units finish and are flushed, waiting ones go back."""
         self._stopping = True
-        if self._consumer_tag is not None:
-            self._channel.basic_cancel(self._consumer_tag)
-            self._consumer_tag = None
+        for tag in self._consumer_tags:
+            self._channel.basic_cancel(tag)
+        self._consumer_tags = []
         self._give_back(self._deliveries.waiting_tags())
 
     def resume_consuming(self) -> None:
         """Take messages again after ``stop_consuming`` (an operator's drain lifted)."""
         self._stopping = False
-        if self._consumer_tag is None:
-            self._consumer_tag = self._channel.basic_consume(self._queue, self._on_message)
+        if not self._consumer_tags:
+            self._consume()
         self._admit()
+
+    def _consume(self) -> None:
+        for queue, prefetch in self._queues:
+            self._channel.basic_qos(prefetch_count=prefetch)
+            self._consumer_tags.append(self._channel.basic_consume(queue, self._on_message))
 
     def close(self) -> None:
         """Release the pool; call after the connection stopped processing.

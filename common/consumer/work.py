@@ -24,11 +24,14 @@ class ConsumerSettings:
 
     ``pool_size`` units run at once (in as many threads, or as tasks a ``ConsumerWork``
     with ``start`` runs where it will); ``prefetch`` deliveries (default: the pool size)
-    are held. ``ack_deadline`` (seconds), when set, acks a delivery still held that long
-    after it arrived (RabbitMQ closes a channel that keeps a delivery unacked past its
-    consumer_timeout, which would cut a long job off). ``hold_unrouted`` keeps a
-    delivery unacked while output of its units comes back unroutable, publishing that
-    output again after a jittered backoff until a queue takes it.
+    are held. ``more_queues`` are consumed on the same channel as well, each with its
+    own prefetch, their units sharing the pool and the line (the unstarted rest of a
+    delivery goes back to ``queue``). ``ack_deadline`` (seconds), when set, acks a
+    delivery still held that long after it arrived (RabbitMQ closes a channel that
+    keeps a delivery unacked past its consumer_timeout, which would cut a long job off).
+    ``hold_unrouted`` keeps a delivery unacked while output of its units comes back
+    unroutable, publishing that output again after a jittered backoff until a queue
+    takes it.
     """
 
     queue: str
@@ -36,6 +39,7 @@ class ConsumerSettings:
     prefetch: int | None = None
     ack_deadline: float | None = None
     hold_unrouted: bool = False
+    more_queues: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

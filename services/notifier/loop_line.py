@@ -43,10 +43,10 @@ class LineHooks:
 
 
 def returned(unit: PendingCallback) -> Attempt:
-    """A waiting callback handed back when its consumer stops: the same body, to the
+    """A waiting callback handed back when its consumer stops: its own body, to the
     callbacks queue again (published before its delivery is acked)."""
     message_id = unit.message.delivery_id if unit.message is not None else "returned"
-    return Attempt(False, OutgoingMessage("", CALLBACKS_QUEUE, unit.body, message_id))
+    return Attempt(False, OutgoingMessage("", CALLBACKS_QUEUE, unit.own_body(), message_id))
 
 
 class LoopLine:

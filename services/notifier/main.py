@@ -19,8 +19,14 @@ from common.consumer.pooled import PooledConsumer
 from common.consumer.work import ConsumerSettings, ConsumerWork
 from common.gc_freeze import freeze_startup_heap
 from common.host_lookups import HostLookups
+from common.messages import CALLBACK_PACK_MAX
 from common.runtime import keep_serving, open_stores, start_service
-from common.topology import CALLBACKS_QUEUE, declare_core, declare_retry_tiers
+from common.topology import (
+    CALLBACK_PACKS_QUEUE,
+    CALLBACKS_QUEUE,
+    declare_core,
+    declare_retry_tiers,
+)
 from common.tracing.spans import start_tracing
 from services.notifier.delivery import CallbackDeliverer, follow_ups
 from services.notifier.fair_line import Backlog, FairLine
@@ -143,15 +149,33 @@ def _redeclaring(
     return reroute
 
 
+def held_packs(settings: NotifierSettings) -> int:
+    """The packs one consumer holds at once: as many callbacks as ``held_callbacks``
+    when they are full (one at least)."""
+    return max(1, settings.held_callbacks // CALLBACK_PACK_MAX)
+
+
 def _consumer_settings(settings: NotifierSettings) -> ConsumerSettings:
-    """A run slot for every held callback: each goes into the line on the poster's
-    loop as it arrives (``LoopLine``), where the scheduler bounds the POSTs going at
-    once; the consumer acks a callback once its attempt is recorded."""
+    """``held_callbacks`` single callbacks and ``held_packs`` packs held, and a run slot
+    for every callback they carry: each goes into the line on the poster's loop as it
+    arrives (``LoopLine``), where the scheduler bounds the POSTs going at once.
+
+    Packs are held by the callbacks they carry, not by the message: the line takes a
+    backlog that waited ``STALL_SECONDS`` for a stalled one (``fair_line``), so holding
+    as many packs as single callbacks would hold so many callbacks that a fast
+    receiver's burst would look stalled. The consumer acks a message once the attempts
+    of all its callbacks are recorded.
+    """
+    packs = held_packs(settings)
     return ConsumerSettings(
         CALLBACKS_QUEUE,
-        max(settings.held_callbacks, settings.concurrency + QUICK_SLOTS),
+        max(
+            settings.held_callbacks + packs * CALLBACK_PACK_MAX,
+            settings.concurrency + QUICK_SLOTS,
+        ),
         prefetch=settings.held_callbacks,
         hold_unrouted=True,
+        more_queues=((CALLBACK_PACKS_QUEUE, packs),),
     )
 
 
@@ -186,7 +210,7 @@ def _serve(settings: NotifierSettings, parts: NotifierParts, stop: threading.Eve
         )
         parts.deliverer.on_posted = line.pump
         consumer.start()
-        log.info("notifier consuming %s", CALLBACKS_QUEUE)
+        log.info("notifier consuming %s and %s", CALLBACKS_QUEUE, CALLBACK_PACKS_QUEUE)
         while not stop.is_set():
             connection.process_data_events(time_limit=0.2)
             if parts.reporter is not None:

@@ -227,7 +227,10 @@ class _Serving:
                 ConsumerSettings(
                     queue,
                     self.settings.capacity,
-                    prefetch=self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
+                    prefetch=max(
+                        self.settings.capacity,
+                        self.settings.prefetch or PREFETCH_PER_SLOT * self.settings.capacity,
+                    ),
                     ack_deadline=self.settings.ack_deadline_seconds,
                     hold_unrouted=True,
                 ),

@@ -80,6 +80,7 @@ def test_queue_depths_and_live_workers_per_handler(
         "kairos.results": 0,
         "kairos.results.dead": 2,
         "kairos.callbacks": 0,
+        "kairos.callbacks.packs": 0,
         "kairos.callbacks.dead": 0,
     }
 

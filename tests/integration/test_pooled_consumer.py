@@ -500,3 +500,33 @@ def test_a_flush_without_output_commits_nothing_and_acks_every_delivery(
     # No broker round trip for a batch with nothing to publish; every delivery acked.
     assert commits == []
     assert left_in_queue((connection, queue, namespace)) == []
+
+
+def test_more_queues_are_consumed_on_the_channel_each_held_to_its_own_prefetch(
+    broker: tuple[BlockingConnection, str],
+) -> None:
+    """The worker queue holds 3 messages, a second queue 5: with prefetches of 2 and 1,
+    three units run at once in a pool of 8, and the rest wait in their queues."""
+    connection, queue = broker
+    channel = connection.channel()
+    channel.queue_declare("second", durable=True)
+    BatchPublisher(connection.channel()).publish(
+        [OutgoingMessage("", "second", f"s{i}".encode(), f"s{i}") for i in range(5)]
+    )
+    gate, flushed = Gate(), Flushed()
+    consumer = PooledConsumer(
+        connection,
+        ConsumerSettings(queue, 8, prefetch=2, more_queues=(("second", 1),)),
+        ConsumerWork(ONE_PER_MESSAGE, unchanged, gate.run, flushed.flush),
+    )
+    consumer.start()
+    pump(connection, lambda: len(gate.taken) == 3)
+    connection.process_data_events(time_limit=0.3)
+    assert len(gate.taken) == 3 and sum(b.startswith(b"s") for b in gate.taken) == 1
+    assert (ready(connection, queue), ready(connection, "second")) == (1, 4)
+    gate.release.set()
+    pump(connection, lambda: len(flushed) == 8)
+    assert sorted(flushed) == sorted([b"0", b"1", b"2"] + [f"s{i}".encode() for i in range(5)])
+    consumer.stop_consuming()
+    pump(connection, lambda: consumer.held == 0)
+    consumer.close()

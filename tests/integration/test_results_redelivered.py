@@ -19,8 +19,8 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import DispatcherSettings, StoreSettings
-from common.messages import CallbackMessage, ResultBatch
-from common.topology import CALLBACKS_QUEUE, RESULTS_QUEUE, declare_core
+from common.messages import PACK_PREFIX, CallbackMessage, CallbackPack, ResultBatch
+from common.topology import CALLBACK_PACKS_QUEUE, CALLBACKS_QUEUE, RESULTS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import republish_stale_deliveries
 from services.dispatcher.outcomes.recording import record_results
 from services.dispatcher.outcomes.results_thread import ResultsConsumer
@@ -50,14 +50,19 @@ def start_consumer(
 
 
 def callback_messages(connection: BlockingConnection) -> list[CallbackMessage]:
-    """Every message in the callbacks queue, taken off it."""
+    """Every callback in the callbacks queues (single, and in packs), taken off them."""
     channel = connection.channel()
     found: list[CallbackMessage] = []
-    while True:
-        method, _, body = channel.basic_get(CALLBACKS_QUEUE, auto_ack=True)
-        if method is None:
-            return found
-        found.append(CallbackMessage.model_validate_json(body))
+    for queue in (CALLBACKS_QUEUE, CALLBACK_PACKS_QUEUE):
+        while True:
+            method, _, body = channel.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            if body.startswith(PACK_PREFIX):
+                found += CallbackPack.model_validate_json(body).callbacks
+            else:
+                found.append(CallbackMessage.model_validate_json(body))
+    return found
 
 
 def wait_until_taken(connection: BlockingConnection, queue: str, seconds: float = 30) -> None:

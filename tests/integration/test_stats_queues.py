@@ -34,14 +34,19 @@ def test_stats_fold_the_retry_tiers_and_list_the_pipeline_first(
     declare_core(channel)
     declare_retry_tiers(channel, DELAYS_MS)
     deadline = time.monotonic() + 30
-    while len(vhost_queues(namespace)) < 8 and time.monotonic() < deadline:
+    while len(vhost_queues(namespace)) < 9 and time.monotonic() < deadline:
         time.sleep(0.2)  # the management API lists a new queue a moment later
     monkeypatch.setenv("KAIROS_NAMESPACE", namespace.namespace)
     assert main(["stats"]) == 0
     shown = _queue_lines(capsys.readouterr().out)
-    assert shown[:3] == ["kairos.results", "kairos.callbacks", "kairos.callbacks.retry.* (4 tiers)"]
+    assert shown[:4] == [
+        "kairos.results",
+        "kairos.callbacks",
+        "kairos.callbacks.packs",
+        "kairos.callbacks.retry.* (4 tiers)",
+    ]
     assert main(["stats", "--tiers"]) == 0
     opened = _queue_lines(capsys.readouterr().out)
-    assert opened[3:7] == [
+    assert opened[4:8] == [
         f"kairos.callbacks.retry.{s}" for s in ("10s", "120s", "1440s", "14400s")
     ]

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from common.broker import OutgoingMessage
 from common.db.deliveries import JobLabel, NewDelivery
 from common.db.executions import NewExecution
 from common.db.jobs import TriggerSettings
 from common.memory.rows import MemoryJob
 from common.memory.store import MemoryStore
-from common.messages import CallbackMessage, ExecutionResult
+from common.messages import (
+    CALLBACK_PACK_MAX,
+    PACK_PREFIX,
+    CallbackMessage,
+    CallbackPack,
+    ExecutionResult,
+)
 from common.states import ExecutionStatus
-from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
+from common.topology import CALLBACK_PACKS_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 from services.dispatcher.outcomes.callbacks import (
     MAX_RESULT_CHARS,
     RunEnd,
     callback_message,
+    callback_messages,
     callback_payload,
     create_deliveries,
 )
@@ -182,4 +191,62 @@ def test_callback_message_carries_the_delivery_to_the_callbacks_queue() -> None:
         job_id=42,
         traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         alone=True,
+    )
+
+
+def _delivery(n: int, app_pk: int | None = 7, url: str = "https://a.example/cb") -> NewDelivery:
+    return NewDelivery(
+        delivery_id=f"msg_{n}",
+        execution_id=f"ex-{n}",
+        job_id=n,
+        app_pk=app_pk,
+        url=url,
+        payload=json.dumps({"jobId": n}),
+        alone=True,
+    )
+
+
+def _carried(messages: list[OutgoingMessage]) -> list[tuple[str, list[str]]]:
+    """Each message's queue and the deliveries it carries, in order."""
+    found: list[tuple[str, list[str]]] = []
+    for m in messages:
+        if m.body.startswith(PACK_PREFIX):
+            ids = [c.delivery_id for c in CallbackPack.model_validate_json(m.body).callbacks]
+        else:
+            ids = [CallbackMessage.model_validate_json(m.body).delivery_id]
+        found.append((m.routing_key, ids))
+    return found
+
+
+def test_callbacks_of_one_app_to_one_url_travel_in_packs_of_at_most_the_bound() -> None:
+    rows = [_delivery(n) for n in range(CALLBACK_PACK_MAX + 3)]
+    carried = _carried(callback_messages(rows))
+    assert carried == [
+        (CALLBACK_PACKS_QUEUE, [f"msg_{n}" for n in range(CALLBACK_PACK_MAX)]),
+        (
+            CALLBACK_PACKS_QUEUE,
+            [f"msg_{n}" for n in range(CALLBACK_PACK_MAX, CALLBACK_PACK_MAX + 3)],
+        ),
+    ]
+    pack = CallbackPack.model_validate_json(callback_messages(rows)[0].body)
+    assert pack.callbacks[0] == CallbackMessage.model_validate_json(callback_message(rows[0]).body)
+
+
+def test_a_pack_holds_one_app_and_one_url_and_a_lone_callback_or_an_alert_goes_alone() -> None:
+    alert = replace(_delivery(9, app_pk=None), alert_rule_pk=3)
+    rows = [
+        _delivery(1),
+        _delivery(2, app_pk=8),
+        _delivery(3),
+        _delivery(4, url="https://b.example/cb"),
+        alert,
+        _delivery(5, app_pk=8),
+    ]
+    assert sorted(_carried(callback_messages(rows))) == sorted(
+        [
+            (CALLBACK_PACKS_QUEUE, ["msg_1", "msg_3"]),
+            (CALLBACK_PACKS_QUEUE, ["msg_2", "msg_5"]),
+            (CALLBACKS_QUEUE, ["msg_4"]),
+            (CALLBACKS_QUEUE, ["msg_9"]),
+        ]
     )

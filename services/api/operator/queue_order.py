@@ -1,6 +1,7 @@
 """The vhost's queues in the order of the pipeline they serve, for the console and
-``kairos stats``: results, callbacks with their retry tiers folded into one row (a
-namespace has dozens of tiers), dead letters, then one queue per worker."""
+``kairos stats``: results, callbacks (single, then packs) with their retry tiers folded
+into one row (a namespace has dozens of tiers), dead letters, then one queue per
+worker."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.topology import (
+    CALLBACK_PACKS_QUEUE,
     CALLBACKS_DEAD_QUEUE,
     CALLBACKS_QUEUE,
     CALLBACKS_RETRY_EXCHANGE,
@@ -22,7 +24,14 @@ RETRY_TIERS_ROW = f"{CALLBACKS_RETRY_EXCHANGE}.*"
 
 _TIER = re.compile(re.escape(CALLBACKS_RETRY_EXCHANGE) + r"\.(\d+)(ms|s)$")
 _WORKER_PREFIX = worker_queue("")
-_FIXED = (RESULTS_QUEUE, CALLBACKS_QUEUE, RETRY_TIERS_ROW, RESULTS_DEAD_QUEUE, CALLBACKS_DEAD_QUEUE)
+_FIXED = (
+    RESULTS_QUEUE,
+    CALLBACKS_QUEUE,
+    CALLBACK_PACKS_QUEUE,
+    RETRY_TIERS_ROW,
+    RESULTS_DEAD_QUEUE,
+    CALLBACKS_DEAD_QUEUE,
+)
 
 
 @dataclass(frozen=True)

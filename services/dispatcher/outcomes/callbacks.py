@@ -23,10 +23,16 @@ from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
 from common.db.retry import retry_conflicts
 from common.documents import JsonObject, JsonValue
 from common.jsontext import read_stored_json
-from common.messages import ALERTS_APP_PK, CallbackMessage, ExecutionResult
+from common.messages import (
+    ALERTS_APP_PK,
+    CALLBACK_PACK_MAX,
+    CallbackMessage,
+    CallbackPack,
+    ExecutionResult,
+)
 from common.states import DeliveryStatus, ExecutionStatus
 from common.timefmt import iso_ms
-from common.topology import CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
+from common.topology import CALLBACK_PACKS_QUEUE, CALLBACKS_EXCHANGE, CALLBACKS_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -222,9 +228,9 @@ def _claim_end_fact(end: RunEnd, job: TriggerSettings) -> RunEndFact:
     )
 
 
-def callback_message(delivery: NewDelivery) -> OutgoingMessage:
-    """The message that hands a delivery to the notifier."""
-    message = CallbackMessage(
+def _message_of(delivery: NewDelivery) -> CallbackMessage:
+    """What the notifier is told of a delivery."""
+    return CallbackMessage(
         delivery_id=delivery.delivery_id,
         app_pk=delivery.app_pk if delivery.app_pk is not None else ALERTS_APP_PK,
         url=delivery.url,
@@ -234,11 +240,52 @@ def callback_message(delivery: NewDelivery) -> OutgoingMessage:
         traceparent=delivery.traceparent,
         alone=delivery.alone,
     )
+
+
+def callback_message(delivery: NewDelivery) -> OutgoingMessage:
+    """The message that hands one delivery to the notifier."""
     return OutgoingMessage(
         exchange=CALLBACKS_EXCHANGE,
         routing_key=CALLBACKS_QUEUE,
-        body=message.model_dump_json().encode(),
+        body=_message_of(delivery).model_dump_json().encode(),
         message_id=delivery.delivery_id,
+    )
+
+
+def callback_messages(rows: Sequence[NewDelivery]) -> list[OutgoingMessage]:
+    """The messages that hand ``rows`` to the notifier: the callbacks of one app to one
+    URL in packs of up to ``CALLBACK_PACK_MAX`` (one message, one ack, for what would be
+    as many), to the packs' queue; alerts, and a callback with no other of its app and
+    URL in ``rows``, alone, to the callbacks queue.
+
+    A pack holds one app's callbacks to one URL only, so that a slow receiver holds
+    back the acks of its own app's packs, never another's; a job's callbacks keep their
+    order within it.
+    """
+    groups: dict[tuple[int, str], list[NewDelivery]] = {}
+    singles: list[OutgoingMessage] = []
+    for row in rows:
+        if row.app_pk is None or row.alert_rule_pk is not None:
+            singles.append(callback_message(row))
+        else:
+            groups.setdefault((row.app_pk, row.url), []).append(row)
+    packs: list[OutgoingMessage] = []
+    for group in groups.values():
+        for first in range(0, len(group), CALLBACK_PACK_MAX):
+            chunk = group[first : first + CALLBACK_PACK_MAX]
+            packs.append(_pack_message(chunk) if len(chunk) > 1 else callback_message(chunk[0]))
+    return packs + singles
+
+
+def _pack_message(rows: Sequence[NewDelivery]) -> OutgoingMessage:
+    """One message carrying the callbacks of ``rows`` (one app, one URL), to the packs'
+    queue."""
+    pack = CallbackPack(callbacks=[_message_of(row) for row in rows])
+    return OutgoingMessage(
+        exchange=CALLBACKS_EXCHANGE,
+        routing_key=CALLBACK_PACKS_QUEUE,
+        body=pack.model_dump_json().encode(),
+        message_id="pack_" + rows[0].delivery_id,
     )
 
 
@@ -255,7 +302,7 @@ def publish_deliveries(
     """
     if not rows:
         return
-    publisher.publish([callback_message(r) for r in rows])
+    publisher.publish(callback_messages(rows))
     alerts = [r.delivery_id for r in rows if r.alert_rule_pk is not None]
     if alerts:
         _mark_queued(engine, clock, alerts)

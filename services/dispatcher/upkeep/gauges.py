@@ -23,6 +23,7 @@ from common.metrics import (
 )
 from common.states import WorkerState
 from common.topology import (
+    CALLBACK_PACKS_QUEUE,
     CALLBACKS_DEAD_QUEUE,
     CALLBACKS_QUEUE,
     RESULTS_DEAD_QUEUE,
@@ -30,7 +31,13 @@ from common.topology import (
 )
 from services.dispatcher.routing.workers import WorkerDirectory
 
-CORE_QUEUES = (RESULTS_QUEUE, RESULTS_DEAD_QUEUE, CALLBACKS_QUEUE, CALLBACKS_DEAD_QUEUE)
+CORE_QUEUES = (
+    RESULTS_QUEUE,
+    RESULTS_DEAD_QUEUE,
+    CALLBACKS_QUEUE,
+    CALLBACK_PACKS_QUEUE,
+    CALLBACKS_DEAD_QUEUE,
+)
 REFRESH_SECONDS = 5.0
 
 
