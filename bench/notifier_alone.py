@@ -9,6 +9,9 @@ is two runs, one per tree, back to back.
 
     PYTHONPATH=.:bench .venv/bin/python bench/notifier_alone.py --callbacks 3000
 
+``--as-published`` sends them as the results consumer does (alone, in packs); without
+it each is a copy the notifier reads its row for, one message each.
+
 It prints one JSON line: seconds from the notifier's start to the last DELIVERED,
 callbacks/s, and the attempts in flight (mean, and the share of samples under 12, what
 one app may have going of the default 16).
@@ -17,6 +20,7 @@ one app may have going of the default 16).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import threading
 import time
@@ -37,7 +41,7 @@ from common.db.engine import make_engine
 from common.db.jobs import NewJob, insert_jobs
 from common.namespace import prepare_namespace
 from common.topology import declare_core
-from services.dispatcher.outcomes.callbacks import callback_message
+from services.dispatcher.outcomes.callbacks import callback_message, callback_messages
 from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
 from services.notifier.scheduler import AttemptScheduler
@@ -113,6 +117,12 @@ def main() -> None:
     """Publish the callbacks, deliver them, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--callbacks", type=int, default=3_000)
+    parser.add_argument(
+        "--as-published",
+        action="store_true",
+        help="send them as the results consumer does: alone (no row read before the first "
+        "attempt) and in packs of one app's callbacks to one URL",
+    )
     args = parser.parse_args()
     settings, _ = bench_namespace()
     prepare_namespace(settings)
@@ -123,7 +133,11 @@ def main() -> None:
             rows = record_deliveries(engine, receiver.url, args.callbacks)
             connection = connect(settings, "notifier-alone")
             declare_core(connection.channel())
-            BatchPublisher(connection.channel()).publish([callback_message(r) for r in rows])
+            if args.as_published:
+                sent = callback_messages([dataclasses.replace(r, alone=True) for r in rows])
+            else:
+                sent = [callback_message(r) for r in rows]
+            BatchPublisher(connection.channel()).publish(sent)
             connection.close()
             print(json.dumps(deliver_all(settings, engine, args.callbacks)), flush=True)
     finally:
