@@ -23,8 +23,10 @@ from common.db.deliveries import NewDelivery, insert_deliveries
 from common.db.jobs import NewJob, insert_jobs
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
+from services.notifier.delivery import CallbackDeliverer
 from services.notifier.main import _serve, notifier_parts
 from services.notifier.posting import CallbackPoster
+from services.notifier.schedule import RetrySchedule
 from tests.integration.helpers import make_app
 from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
 
@@ -34,6 +36,26 @@ TIERS = "1,2"  # attempts at 0, ~1 s, ~2 s later; DEAD after the third
 @pytest.fixture
 def app(engine: Engine) -> AppCredentials:
     return make_app(engine)
+
+
+@pytest.fixture
+def receiver() -> Iterator[ScriptedReceiver]:
+    """A local receiver that answers 204 to every POST (unless scripted otherwise)."""
+    server = ScriptedReceiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDeliverer]:
+    """A deliverer on a started poster that reaches local receivers, retrying at 1 and
+    2 s; closed with its poster after the test."""
+    poster = CallbackPoster(10.0, policy=LOCAL_RECEIVERS)
+    poster.start()
+    made = CallbackDeliverer(engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2]))
+    yield made
+    made.close()
+    poster.close()
 
 
 @pytest.fixture

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
 
-import pytest
 import redis
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
-from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
 from common.db.apps import AppCredentials
 from common.db.deliveries import NewDelivery
@@ -25,33 +22,23 @@ from common.topology import CALLBACKS_QUEUE, declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
 from services.notifier.delivery import CallbackDeliverer
 from services.notifier.pending import CallbackPacking, read_pending
-from services.notifier.posting import CallbackPoster
-from services.notifier.schedule import RetrySchedule
 from services.notifier.shares import ShareKeys
-from tests.integration.notifier_helpers import TIERS, app, record, row, serving, wait_for_status
-from tests.integration.receivers import LOCAL_RECEIVERS, ScriptedReceiver
+from tests.integration.notifier_helpers import (
+    TIERS,
+    app,
+    deliverer,
+    receiver,
+    record,
+    row,
+    serving,
+    wait_for_status,
+)
+from tests.integration.receivers import ScriptedReceiver
 from tests.integration.test_notifier_job_order import set_status
 
-__all__ = ["app"]  # fixtures
+__all__ = ["app", "deliverer", "receiver"]  # fixtures
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def receiver() -> Iterator[ScriptedReceiver]:
-    server = ScriptedReceiver()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDeliverer]:
-    poster = CallbackPoster(10.0, policy=LOCAL_RECEIVERS)
-    poster.start()
-    made = CallbackDeliverer(engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2]))
-    yield made
-    made.close()
-    poster.close()
 
 
 def alone(engine: Engine, url: str) -> NewDelivery:

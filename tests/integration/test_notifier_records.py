@@ -6,27 +6,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import wait
 
-import pytest
-import redis
 from sqlalchemy.engine import Engine
 
-from common.callback_urls import CallbackUrlPolicy
-from common.clock import ClusterClock
 from common.db.apps import AppCredentials
 from common.messages import CallbackMessage
 from services.notifier.delivery import CallbackDeliverer, PendingRecord
 from services.notifier.pending import read_pending
-from services.notifier.posting import CallbackPoster
-from services.notifier.schedule import RetrySchedule
 from services.notifier.shares import ShareKeys
-from tests.integration.notifier_helpers import app, record, row
+from tests.integration.notifier_helpers import app, deliverer, receiver, record, row
 from tests.integration.receivers import ScriptedReceiver
 from tests.integration.test_notifier_tasks import attempt_count
 
-__all__ = ["app"]  # fixture
+__all__ = ["app", "deliverer", "receiver"]  # fixtures
 
 CALLBACKS = 300
 
@@ -48,23 +42,6 @@ class HeldFirstBatch:
             self.first_began.set()
             assert self.release.wait(30)
         return self.write(pending)
-
-
-@pytest.fixture
-def receiver() -> Iterator[ScriptedReceiver]:
-    fast = ScriptedReceiver()
-    yield fast
-    fast.close()
-
-
-@pytest.fixture
-def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDeliverer]:
-    poster = CallbackPoster(5.0, policy=CallbackUrlPolicy.from_settings("127.0.0.0/8", False))
-    poster.start()
-    made = CallbackDeliverer(engine, poster, ClusterClock(redis_client), RetrySchedule([1, 2]))
-    yield made
-    poster.close()
-    made.close()
 
 
 def test_a_burst_posted_during_a_record_is_recorded_in_one_batch_after_it(
