@@ -156,6 +156,26 @@ def runs_by_job(runs: Iterable[ParentRun]) -> dict[int, list[ParentRun]]:
     return grouped
 
 
+def edges_by_child(edges: Iterable[Edge]) -> dict[int, list[Edge]]:
+    """The edges grouped by their child job, as ``judge`` takes one child's."""
+    grouped: dict[int, list[Edge]] = {}
+    for edge in edges:
+        grouped.setdefault(edge.child_job_id, []).append(edge)
+    return grouped
+
+
+def matched_runs(
+    child: ChildRun, edges: Sequence[Edge], runs: Mapping[int, Sequence[ParentRun]]
+) -> tuple[ParentRun, ...]:
+    """The parent run ``child`` waits for under each of its edges that has one, by parent
+    job: what it waited for once it was sent (``judge`` stops at a skipping parent)."""
+    found = (
+        matching_run(child, edge, runs.get(edge.parent_job_id, ()))
+        for edge in sorted(edges, key=lambda e: e.parent_job_id)
+    )
+    return tuple(run for run in found if run is not None)
+
+
 def judge(
     child: ChildRun, edges: Sequence[Edge], runs: Mapping[int, Sequence[ParentRun]]
 ) -> Verdict:

@@ -17,16 +17,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from common.db import executions, executions_with_job, job_dependencies, jobs
 from common.db.apps import AppPolicy, MySqlAppStore
+from common.db.dependency_store import DependencyStore, MySqlDependencyStore
 from common.db.dispatch_store import DispatchStore
 from common.db.engine import lock_waits_of
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.store_transactions import EngineStores, StoreTransactions
-from common.dependencies import ChildRun, Edge, ParentRun
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
 
-class FireStore(DispatchStore, Protocol):
+class FireStore(DispatchStore, DependencyStore, Protocol):
     """What firing a batch of due executions reads and writes, and what sending it puts
     back (``DispatchStore``)."""
 
@@ -88,15 +88,6 @@ class FireStore(DispatchStore, Protocol):
         """Mark executions (key -> worker id) QUEUED; only those still SCHEDULED change."""
         ...
 
-    def parents_of_runs(self, children: Sequence[ChildRun]) -> tuple[list[Edge], list[ParentRun]]:
-        """The edges of these child runs' jobs, with their parents' state, and the parent
-        runs they may wait for (``common.dependencies``)."""
-        ...
-
-    def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
-        """Write on each execution (by key) the parent runs it waited for."""
-        ...
-
     def wake_children(self, parent_job_ids: Sequence[int], now_ms: int) -> int:
         """Bring forward to ``now_ms`` the runs of these jobs' children held for their
         parents, waiting for no row lock (a held child row fails the call); how many."""
@@ -107,7 +98,7 @@ class FireStore(DispatchStore, Protocol):
 FireTransactions: TypeAlias = StoreTransactions[FireStore]
 
 
-class MySqlFireStore:
+class MySqlFireStore(MySqlDependencyStore):
     """``FireStore`` on a MySQL connection whose transaction the caller holds."""
 
     __slots__ = ("_conn",)
@@ -173,15 +164,6 @@ class MySqlFireStore:
     def unmark_queued(self, keys: Iterable[int]) -> None:
         """See ``executions.unmark_queued``."""
         executions.unmark_queued(self._conn, keys)
-
-    def parents_of_runs(self, children: Sequence[ChildRun]) -> tuple[list[Edge], list[ParentRun]]:
-        """See ``job_dependencies.edges_for`` and ``job_dependencies.parent_runs``."""
-        edges = job_dependencies.edges_for(self._conn, [c.job_id for c in children])
-        return edges, job_dependencies.parent_runs(self._conn, children, edges)
-
-    def record_waited_for(self, waited: Mapping[int, Sequence[ParentRun]]) -> None:
-        """See ``job_dependencies.record_waited_for``."""
-        job_dependencies.record_waited_for(self._conn, waited)
 
     def wake_children(self, parent_job_ids: Sequence[int], now_ms: int) -> int:
         """See ``job_dependencies.wake_children``; a child row another transaction

@@ -235,6 +235,10 @@ class TriggerSettings:
     app_id: str = ""
     # Some job waits for this one's runs (``jobs.has_children``).
     has_children: bool = False
+    # Its runs wait for other jobs' (``jobs.has_dependencies``), and when it was made:
+    # what finds the parent runs a run waited for (``common.dependencies``).
+    has_dependencies: bool = False
+    created_at: int = 0
 
 
 def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, TriggerSettings]:
@@ -249,7 +253,8 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
         "j.next_trigger_time, j.callback_url, "
         # An app's retry limit lowered after the job was stored binds its runs too.
         "LEAST(j.max_retries, a.max_retries) AS max_retries, j.retry_backoff_seconds, "
-        "j.retry_backoff_max_seconds, a.app_id, j.has_children "
+        "j.retry_backoff_max_seconds, a.app_id, j.has_children, j.has_dependencies, "
+        "j.created_at "
         "FROM jobs j JOIN apps a ON a.id = j.app_pk "
         f"WHERE j.id IN ({driver.ints(ids)})",
     )
@@ -266,6 +271,8 @@ def trigger_settings(conn: Connection, job_ids: Iterable[int]) -> dict[int, Trig
             int(r.retry_backoff_max_seconds),
             str(r.app_id),
             bool(r.has_children),
+            bool(r.has_dependencies),
+            int(r.created_at),
         )
         for r in rows
     }

@@ -1,4 +1,4 @@
-"""The store as recording outcomes sees it: eight operations, one transaction.
+"""The store as recording outcomes sees it: ten operations, one transaction.
 
 ``OutcomeStore`` is the port ``services.dispatcher.outcomes.recording`` writes through;
 ``MySqlOutcomeStore`` passes each call to the repository function of the same name on
@@ -15,12 +15,13 @@ from sqlalchemy.engine import Connection
 
 from common.db import deliveries, executions, jobs
 from common.db.deliveries import JobLabel, NewDelivery
+from common.db.dependency_store import DependencyStore, MySqlDependencyStore
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
 from common.states import DeliveryStatus, JobStatus
 
 
-class OutcomeStore(Protocol):
+class OutcomeStore(DependencyStore, Protocol):
     """What recording a batch of outcomes reads and writes, inside one transaction."""
 
     def lock_unfinished(self, refs: Mapping[str, int | None]) -> list[LockedExecution]:
@@ -61,7 +62,7 @@ class OutcomeStore(Protocol):
         ...
 
 
-class MySqlOutcomeStore:
+class MySqlOutcomeStore(MySqlDependencyStore):
     """``OutcomeStore`` on a MySQL connection whose transaction the caller holds."""
 
     __slots__ = ("_conn",)

@@ -42,6 +42,8 @@ class OutcomeTables(MemoryTables):
                 j.retry_backoff_max_seconds,
                 self.apps[j.app_pk].app_id if j.app_pk in self.apps else "",
                 j.id in parents,
+                bool(j.after),
+                j.created_at,
             )
             for j in (self.jobs.get(i) for i in sorted(set(job_ids)))
             if j is not None

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.db.executions import NewExecution
+from common.db.job_dependencies import After
+from common.dependencies import DependOn
 from common.memory.rows import MemoryJob
 from common.memory.store import MemoryStore
 from common.messages import ExecutionResult
@@ -273,3 +275,26 @@ def test_an_untraced_run_has_an_untraced_callback() -> None:
     record(store, result("e1", job))
     (delivery,) = store.deliveries
     assert delivery.delivery.traceparent is None
+
+
+def test_a_childs_run_whose_fire_never_committed_records_the_parent_runs_it_waited_for() -> None:
+    # The firer published the run, then died before its commit: the row is SCHEDULED
+    # and carries nothing the fire wrote. A run already QUEUED keeps what it has.
+    store = MemoryStore()
+    done = store.add_job(MemoryJob(job_name="done"))
+    failed = store.add_job(MemoryJob(job_name="failed"))
+    queued(store, done, "p-done")
+    queued(store, failed, "p-failed")
+    record(store, result("p-done", done), result("p-failed", failed, FAILED))
+    parents = (After(done, DependOn.SUCCEEDED), After(failed, DependOn.FINISHED))
+    child = store.add_job(MemoryJob(job_name="child", after=parents))
+    sent = store.add_job(MemoryJob(job_name="sent", after=parents))
+    store.insert_executions([NewExecution("c1", child, 1, 1_000, 1_000)], 1_000)
+    queued(store, sent, "s1")
+    record(store, result("c1", child), result("s1", sent))
+    waited = json.loads(store.execution("c1").waited_for or "null")
+    assert [(w["jobId"], w["executionId"], w["status"]) for w in waited] == [
+        (done, "p-done", "SUCCEEDED"),
+        (failed, "p-failed", "FAILED"),
+    ]
+    assert store.execution("s1").waited_for is None

@@ -26,6 +26,7 @@ from common.states import DeliveryStatus, ExecutionStatus, JobStatus
 from common.store_errors import is_store_outage
 from services.dispatcher.outcomes.callbacks import RunEnd, create_deliveries
 from services.dispatcher.outcomes.children import wake_children_of
+from services.dispatcher.outcomes.waited_for import record_unsent_waits, sent_unrecorded
 from services.dispatcher.trigger_end import JobEnd, job_end
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,10 @@ def _record_in(
     """Record ``results`` through ``store``, inside the caller's transaction: the
     results it recorded (those seen before are left out) and the deliveries it made."""
     finished = _lock_and_match(store, results)
+    record_unsent_waits(
+        store,
+        [(f.execution, f.job) for f in finished if sent_unrecorded(f.execution, f.job)],
+    )
     now = clock.now_ms()
     store.record_outcomes([_outcome(f) for f in finished])
     store.insert_executions([_retry(f, now) for f in finished if f.retry_due], now)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from common.db.executions_with_job import ExecutionWithJob
 from common.db.fire_store import FireStore
-from common.dependencies import ChildRun, Edge, ParentRun, judge, runs_by_job
+from common.dependencies import ChildRun, ParentRun, edges_by_child, judge, runs_by_job
 from services.dispatcher.trigger.fire_rules import FireDecisions
 
 # How long a run that waits for its parents is left before the firer looks again: a
@@ -37,9 +37,7 @@ def settle_dependencies(store: FireStore, decisions: FireDecisions, now_ms: int)
         ChildRun(r.id, r.job_id, r.trigger_time, r.recurring, r.job_created_at) for r in children
     ]
     edges, parent_runs = store.parents_of_runs(runs)
-    by_child: dict[int, list[Edge]] = {}
-    for edge in edges:
-        by_child.setdefault(edge.child_job_id, []).append(edge)
+    by_child = edges_by_child(edges)
     by_parent = runs_by_job(parent_runs)
     held: dict[int, str] = {}
     waited: dict[int, tuple[ParentRun, ...]] = {}
