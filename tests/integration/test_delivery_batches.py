@@ -72,7 +72,8 @@ def states(engine: Engine, made: list[NewDelivery]) -> list[tuple[object, ...]]:
 
 def outcomes(made: list[NewDelivery]) -> list[NewAttempt]:
     """Two delivered, one retrying, one dead, a second attempt of the retrying one
-    that delivers it, a late duplicate of a delivered one, and one of no delivery."""
+    that delivers it, late duplicates of delivered ones (one with no status code, its
+    error holding quotes and percent signs), and one of no delivery."""
     a, b, c, d = (m.delivery_id for m in made)
     return [
         NewAttempt(a, 1, DeliveryStatus.DELIVERED, 204, None, 5),
@@ -81,6 +82,7 @@ def outcomes(made: list[NewDelivery]) -> list[NewAttempt]:
         NewAttempt(d, 1, DeliveryStatus.DEAD, 410, "gone", 4, None, DeadReason.GONE),
         NewAttempt(b, 2, DeliveryStatus.DELIVERED, 200, None, 6),
         NewAttempt(a, 1, DeliveryStatus.RETRYING, 500, "late", 2, 8_000),
+        NewAttempt(c, 2, DeliveryStatus.RETRYING, None, "refused: 100% 'sure' %s", 1, 7_000),
         NewAttempt("msg_gone", 1, DeliveryStatus.DELIVERED, 200, None, 1),
     ]
 
