@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from common.db import driver
 from common.db.rows import AnyRow
 from common.db.schema import callback_attempts as attempts
 from common.db.schema import callback_deliveries as deliveries
-from common.db.schema import executions, jobs
+from common.db.schema import executions
 from common.states import DeadReason, DeliveryStatus
 
 MAX_ERROR_CHARS = 4096
@@ -146,9 +147,10 @@ def job_labels(conn: Connection, job_ids: Iterable[int]) -> dict[int, JobLabel]:
     ids = sorted(set(job_ids))
     if not ids:
         return {}
-    rows = conn.execute(
-        sa.select(jobs.c.id, jobs.c.job_name, jobs.c.client_request_id).where(jobs.c.id.in_(ids))
-    ).all()
+    rows = driver.fetch(
+        conn,
+        f"SELECT id, job_name, client_request_id FROM jobs WHERE id IN ({driver.ints(ids)})",
+    )
     return {int(r.id): JobLabel(r.job_name, r.client_request_id) for r in rows}
 
 
@@ -158,11 +160,12 @@ def jobs_with_callbacks_on_their_way(conn: Connection, job_ids: Iterable[int]) -
     ids = sorted(set(job_ids))
     if not ids:
         return set()
-    rows = conn.execute(
-        sa.select(deliveries.c.job_id)
-        .where(deliveries.c.job_id.in_(ids), deliveries.c.status.in_(UNSETTLED))
-        .distinct()
-    ).all()
+    rows = driver.fetch(
+        conn,
+        f"SELECT DISTINCT job_id FROM callback_deliveries WHERE job_id IN ({driver.ints(ids)}) "
+        f"AND status IN ({driver.marks(len(UNSETTLED))})",
+        [s.value for s in UNSETTLED],
+    )
     return {int(r.job_id) for r in rows}
 
 
@@ -174,28 +177,36 @@ def insert_deliveries(
 ) -> None:
     """Record deliveries in one statement: PENDING (to be published, by the caller or
     by the sweep of those left PENDING), or QUEUED by the results consumer that
-    publishes them after its commit."""
+    publishes them after its commit.
+
+    Written in the driver's SQL (``common.db.driver``): the results consumer records a
+    callback with each run, and SQLAlchemy Core bound its dozen values one by one.
+    Integers go into the SQL text; strings are parameters.
+    """
     if not rows:
         return
-    conn.execute(
-        deliveries.insert(),
-        [
-            {
-                "delivery_id": r.delivery_id,
-                "execution_id": r.execution_id,
-                "job_id": r.job_id,
-                "app_pk": r.app_pk,
-                "url": r.url,
-                "payload": r.payload,
-                "traceparent": r.traceparent,
-                "alert_rule_pk": r.alert_rule_pk,
-                "status": status,
-                "attempts": 0,
-                "created_at": now_ms,
-                "updated_at": now_ms,
-            }
-            for r in rows
-        ],
+    params: list[str] = []
+    values: list[str] = []
+    fixed = f"%s, 0, {driver.ints((now_ms, now_ms))}"
+    for r in rows:
+        params += (r.delivery_id, r.url, r.payload)
+        execution = "NULL" if r.execution_id is None else "%s"
+        if r.execution_id is not None:
+            params.append(r.execution_id)
+        trace = "NULL" if r.traceparent is None else "%s"
+        if r.traceparent is not None:
+            params.append(r.traceparent)
+        params.append(status.value)
+        values.append(
+            f"(%s, %s, %s, {execution}, {trace}, {driver.int_or_null(r.job_id)}, "
+            f"{driver.int_or_null(r.app_pk)}, {driver.int_or_null(r.alert_rule_pk)}, {fixed})"
+        )
+    driver.execute(
+        conn,
+        "INSERT INTO callback_deliveries (delivery_id, url, payload, execution_id, "
+        "traceparent, job_id, app_pk, alert_rule_pk, status, attempts, created_at, "
+        f"updated_at) VALUES {', '.join(values)}",
+        params,
     )
 
 
