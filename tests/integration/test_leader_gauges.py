@@ -17,7 +17,7 @@ from common.db.apps import MySqlAppTransactions
 from common.db.executions import NewExecution, insert_executions, mark_queued, primary_keys
 from common.db.jobs import NewJob, insert_job
 from common.db.workers import MySqlWorkerTransactions
-from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, clear_worker_gauges
+from common.metrics import HANDLER_LIVE_WORKERS, QUEUE_DEPTH, AppLabels, clear_worker_gauges
 from common.states import WorkerState
 from common.topology import RESULTS_DEAD_QUEUE, declare_core, declare_worker_queue
 from services.dispatcher.routing.workers import WorkerDirectory
@@ -62,8 +62,15 @@ def test_queue_depths_and_live_workers_per_handler(
         insert_executions(conn, runs, 0)
         mark_queued(conn, dict.fromkeys(primary_keys(conn, ["e0"]), "w1"), 10)
 
+    # Labels of its own: the process's give the first 20 apps it saw their ids and every
+    # later one "other", and the tests before this one have recorded runs of many apps.
     gauges = LeaderGauges(
-        MySqlAppTransactions(engine), MySqlWorkerTransactions(engine), directory, clock, every=0.0
+        MySqlAppTransactions(engine),
+        MySqlWorkerTransactions(engine),
+        directory,
+        clock,
+        every=0.0,
+        labels=AppLabels(),
     )
     gauges.refresh()
 

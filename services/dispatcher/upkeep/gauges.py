@@ -17,6 +17,7 @@ from common.db.workers import WorkerTransactions
 from common.metrics import (
     APP_LABELS,
     EXECUTIONS_DISPATCHED,
+    AppLabels,
     set_app_standing,
     set_core_queue_depth,
     set_handler_live_workers,
@@ -42,7 +43,8 @@ REFRESH_SECONDS = 5.0
 
 
 class LeaderGauges:
-    """Refreshes the gauges at most every ``every`` seconds."""
+    """Refreshes the gauges at most every ``every`` seconds; apps are labelled by
+    ``labels`` (the process's own, unless a test gives it its own)."""
 
     def __init__(
         self,
@@ -51,8 +53,12 @@ class LeaderGauges:
         directory: WorkerDirectory,
         clock: Clock,
         every: float = REFRESH_SECONDS,
+        labels: AppLabels = APP_LABELS,
     ) -> None:
         self._apps = apps
+        # The process's label values, shared with the other per-app metrics so that an
+        # app keeps one label across them (``common.metrics.AppLabels``).
+        self._labels = labels
         self._workers = workers
         self._clock = clock
         self._directory = directory
@@ -74,7 +80,7 @@ class LeaderGauges:
         with self._apps.reading() as apps:
             standing = apps.app_activity(self._clock.now_ms())
         set_app_standing(
-            APP_LABELS,
+            self._labels,
             {a.app_id: a.waiting for a in standing if a.waiting or a.running},
             {a.app_id: a.running for a in standing if a.waiting or a.running},
         )
