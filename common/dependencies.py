@@ -105,6 +105,12 @@ WAITING = "waiting:"
 HELD_FOR_PARENTS = f"{WAITING} {PARENT} "
 
 
+def waits_for_parents(has_dependencies: bool, attempt: int, manual: bool) -> bool:
+    """Whether a run is judged against its job's parents: a trigger's first attempt of a
+    job with parents (a retry already waited; a manual run never waits)."""
+    return has_dependencies and attempt == 1 and not manual
+
+
 def matching_run(child: ChildRun, edge: Edge, runs: Iterable[ParentRun]) -> ParentRun | None:
     """The parent run ``child`` waits for under ``edge`` (module docstring), or None if
     there is none yet."""

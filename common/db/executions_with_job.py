@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from common.db import driver
 from common.db.rows import AnyRow
 from common.db.stuck_executions import Page
+from common.dependencies import waits_for_parents
 from common.fair_share import AGING_MS
 from common.states import ExecutionStatus, JobStatus
 
@@ -93,7 +94,7 @@ class ExecutionWithJob:
     def waits_for_parents(self) -> bool:
         """Whether the firer must look up its job's parents before it is sent: a claimed
         trigger's first attempt of a job with dependencies (a retry already waited)."""
-        return self.has_dependencies and self.first_scheduled_attempt
+        return waits_for_parents(self.has_dependencies, self.attempt, self.manual)
 
 
 # The message of a due execution that waits for a free slot: the fair share sends it when

@@ -16,18 +16,21 @@ from collections.abc import Sequence
 from common.db.dependency_store import DependencyStore
 from common.db.executions import LockedExecution
 from common.db.jobs import TriggerSettings
-from common.dependencies import ChildRun, edges_by_child, matched_runs, runs_by_job
+from common.dependencies import (
+    ChildRun,
+    edges_by_child,
+    matched_runs,
+    runs_by_job,
+    waits_for_parents,
+)
 from common.states import ExecutionStatus
 
 
 def sent_unrecorded(execution: LockedExecution, job: TriggerSettings) -> bool:
     """Whether this run, about to be recorded, is a child's trigger run whose sending
     fire never committed (its row is still SCHEDULED)."""
-    return (
-        job.has_dependencies
-        and execution.status is ExecutionStatus.SCHEDULED
-        and execution.attempt == 1
-        and not execution.manual
+    return execution.status is ExecutionStatus.SCHEDULED and waits_for_parents(
+        job.has_dependencies, execution.attempt, execution.manual
     )
 
 
