@@ -190,10 +190,13 @@ def test_a_burst_of_several_apps_settles_every_callback_once_and_frees_every_pla
     async def scenario() -> None:
         plan = scheduler(slots=16, app_share=4, host_share=8)
         fakes = FakeAttempts(plan, asyncio.get_running_loop(), auto=True)
+        # The apps' callbacks come interleaved, as a burst of several apps does: the
+        # loop may take the first arrivals before the thread has started the rest,
+        # and an app alone in the line may use the slots the others leave free.
         units = [
             numbered(app, f"h{n % 3}.example", n, job=n % 50 + 100 * app)
-            for app in (1, 2, 3)
             for n in range(300)
+            for app in (1, 2, 3)
         ]
         futures = await start_from_a_thread(fakes, units)
         for _ in range(200):
