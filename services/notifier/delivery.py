@@ -312,10 +312,14 @@ class CallbackDeliverer:
     def _follow_up(
         self, message: CallbackMessage, outcome: PostOutcome, verdict: Verdict
     ) -> OutgoingMessage | None:
+        retry_in = verdict.delay_ms if verdict.status is DeliveryStatus.RETRYING else None
+        if retry_in is None and verdict.status is not DeliveryStatus.DEAD:
+            # Delivered, as most attempts are: the next message is not written at all.
+            return None
         later = message.model_copy(update={"attempt": message.attempt + 1, "alone": False})
         body = later.model_dump_json().encode()
-        if verdict.status is DeliveryStatus.RETRYING and verdict.delay_ms is not None:
-            queue = retry_queue(verdict.delay_ms)
+        if retry_in is not None:
+            queue = retry_queue(retry_in)
             return OutgoingMessage(CALLBACKS_RETRY_EXCHANGE, queue, body, message.delivery_id)
         if verdict.status is DeliveryStatus.DEAD:
             headers = {
