@@ -154,21 +154,6 @@ def job_labels(conn: Connection, job_ids: Iterable[int]) -> dict[int, JobLabel]:
     return {int(r.id): JobLabel(r.job_name, r.client_request_id) for r in rows}
 
 
-def jobs_with_callbacks_on_their_way(conn: Connection, job_ids: Iterable[int]) -> set[int]:
-    """Those of these jobs with a delivery PENDING, QUEUED or RETRYING, in one query
-    through the index on job and status."""
-    ids = sorted(set(job_ids))
-    if not ids:
-        return set()
-    rows = driver.fetch(
-        conn,
-        f"SELECT DISTINCT job_id FROM callback_deliveries WHERE job_id IN ({driver.ints(ids)}) "
-        f"AND status IN ({driver.marks(len(UNSETTLED))})",
-        [s.value for s in UNSETTLED],
-    )
-    return {int(r.job_id) for r in rows}
-
-
 def insert_deliveries(
     conn: Connection,
     rows: Sequence[NewDelivery],
@@ -208,67 +193,6 @@ def insert_deliveries(
         f"updated_at) VALUES {', '.join(values)}",
         params,
     )
-
-
-def mark_queued(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> None:
-    """Record that these deliveries are confirmed in the callbacks queue."""
-    _queue(conn, delivery_ids, DeliveryStatus.PENDING, updated_at=now_ms)
-
-
-def stale_pending(
-    conn: Connection, updated_before_ms: int, limit: int, lock: bool = False
-) -> list[DeliveryRecord]:
-    """PENDING deliveries whose publish failed or never happened; with ``lock``, locked
-    for the caller's transaction, passing over those another transaction holds."""
-    query = (
-        sa.select(deliveries)
-        .where(
-            deliveries.c.status == DeliveryStatus.PENDING,
-            deliveries.c.updated_at < updated_before_ms,
-        )
-        # Locked in row id order, as every transaction that locks several deliveries.
-        .order_by(deliveries.c.id)
-        .limit(limit)
-    )
-    if lock:
-        query = query.with_for_update(skip_locked=True)
-    return _deliveries(conn, query)
-
-
-def return_unattempted_to_pending(
-    conn: Connection, execution_ids: Iterable[str], now_ms: int
-) -> int:
-    """The QUEUED deliveries of these executions with no attempt yet become PENDING as
-    of ``now_ms``, for the sweep that publishes PENDING ones after its delay; how many.
-
-    As in ``_queue``, the rows are found first without a lock and changed through the
-    primary key, in row id order, as the notifier's records lock them.
-    """
-    ids = sorted(set(execution_ids))
-    if not ids:
-        return 0
-    keys = sorted(
-        conn.execute(sa.select(deliveries.c.id).where(deliveries.c.execution_id.in_(ids))).scalars()
-    )
-    if not keys:
-        return 0
-    changed = conn.execute(
-        deliveries.update()
-        .where(
-            deliveries.c.id.in_(keys),
-            deliveries.c.status == DeliveryStatus.QUEUED,
-            deliveries.c.attempts == 0,
-        )
-        .values(status=DeliveryStatus.PENDING, updated_at=now_ms)
-        .with_hint("FORCE INDEX (PRIMARY)", dialect_name="mysql")
-    )
-    return int(changed.rowcount)
-
-
-def get_delivery(conn: Connection, delivery_id: str) -> DeliveryRecord | None:
-    """One delivery by its id."""
-    row = conn.execute(sa.select(deliveries).where(deliveries.c.delivery_id == delivery_id)).first()
-    return DeliveryRecord.from_row(row) if row is not None else None
 
 
 # Deliveries still on their way: a job's later callback waits behind one of these.
@@ -485,40 +409,3 @@ def count_dead(conn: Connection, app_pks: Collection[int] | None = None) -> int:
     if app_pks is not None:
         query = query.where(deliveries.c.app_pk.in_(sorted(app_pks) or [0]))
     return int(conn.execute(query).scalar_one())
-
-
-def mark_replayed(conn: Connection, delivery_ids: Iterable[str], now_ms: int) -> None:
-    """Dead deliveries whose message went back to the callbacks queue are QUEUED again."""
-    _queue(
-        conn,
-        delivery_ids,
-        DeliveryStatus.DEAD,
-        dead_reason=None,
-        next_attempt_at=None,
-        updated_at=now_ms,
-    )
-
-
-def _queue(
-    conn: Connection, delivery_ids: Iterable[str], from_status: DeliveryStatus, **values: object
-) -> None:
-    """Those of these deliveries still ``from_status`` become QUEUED, with ``values``.
-
-    The rows are found by row id (read first without a lock) and through the primary
-    key only: an UPDATE that found them through the status index would lock its entries
-    before the rows, the other way round from the notifier recording an attempt (row,
-    then its status entry), and the two would deadlock over one delivery.
-    """
-    ids = list(delivery_ids)
-    if not ids:
-        return
-    keys = sorted(
-        conn.execute(sa.select(deliveries.c.id).where(deliveries.c.delivery_id.in_(ids))).scalars()
-    )
-    if keys:
-        conn.execute(
-            deliveries.update()
-            .where(deliveries.c.id.in_(keys), deliveries.c.status == from_status)
-            .values(status=DeliveryStatus.QUEUED, **values)
-            .with_hint("FORCE INDEX (PRIMARY)", dialect_name="mysql")
-        )

@@ -2,7 +2,8 @@
 
 ``OutcomeStore`` is the port ``services.dispatcher.outcomes.recording`` writes through;
 ``MySqlOutcomeStore`` passes each call to the repository function of the same name on
-the caller's connection (no query of its own), and ``common.memory.store.MemoryStore``
+the caller's connection (no query of its own), the deliveries' to the deliveries
+aggregate (``MySqlDeliveryStore``), and ``common.memory.store.MemoryStore``
 keeps the same contract in memory for unit tests (``tests/contracts/outcome_store.py``).
 """
 
@@ -11,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from sqlalchemy.engine import Connection
-
 from common.db import deliveries, executions, jobs
 from common.db.deliveries import JobLabel, NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.dependency_store import DependencyStore, MySqlDependencyStore
 from common.db.executions import LockedExecution, NewExecution, Outcome
 from common.db.jobs import TriggerSettings
@@ -62,13 +62,11 @@ class OutcomeStore(DependencyStore, Protocol):
         ...
 
 
-class MySqlOutcomeStore(MySqlDependencyStore):
-    """``OutcomeStore`` on a MySQL connection whose transaction the caller holds."""
+class MySqlOutcomeStore(MySqlDeliveryStore, MySqlDependencyStore):
+    """``OutcomeStore`` on a MySQL connection whose transaction the caller holds; the
+    deliveries it records are the deliveries aggregate's (``MySqlDeliveryStore``)."""
 
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    __slots__ = ()
 
     def lock_unfinished(self, refs: Mapping[str, int | None]) -> list[LockedExecution]:
         """See ``executions.lock_unfinished``."""
@@ -93,16 +91,3 @@ class MySqlOutcomeStore(MySqlDependencyStore):
     def job_labels(self, job_ids: Iterable[int]) -> dict[int, JobLabel]:
         """See ``deliveries.job_labels``."""
         return deliveries.job_labels(self._conn, job_ids)
-
-    def jobs_with_callbacks_on_their_way(self, job_ids: Iterable[int]) -> set[int]:
-        """See ``deliveries.jobs_with_callbacks_on_their_way``."""
-        return deliveries.jobs_with_callbacks_on_their_way(self._conn, job_ids)
-
-    def insert_deliveries(
-        self,
-        rows: Sequence[NewDelivery],
-        now_ms: int,
-        status: DeliveryStatus = DeliveryStatus.PENDING,
-    ) -> None:
-        """See ``deliveries.insert_deliveries``."""
-        deliveries.insert_deliveries(self._conn, rows, now_ms, status)

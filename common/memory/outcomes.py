@@ -104,7 +104,11 @@ class OutcomeTables(MemoryTables):
                 raise refused(DUPLICATE_KEY, f"Duplicate entry for delivery {r.delivery_id}")
             ids.add(r.delivery_id)
             executions.add(r.execution_id)
-        self.deliveries += [MemoryDelivery(r, status, 0, now_ms, now_ms) for r in rows]
+        for r in rows:
+            self._next_delivery_pk += 1
+            self.deliveries.append(
+                MemoryDelivery(r, status, 0, now_ms, now_ms, pk=self._next_delivery_pk)
+            )
 
 
 def _end_trigger(job: MemoryJob, final: JobStatus | None, now_ms: int) -> None:

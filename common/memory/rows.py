@@ -3,17 +3,17 @@ recording, firing and sending read and write them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pymysql  # type: ignore[import-untyped]
 from sqlalchemy.exc import IntegrityError
 
-from common.db.deliveries import NewDelivery
+from common.db.deliveries import DeliveryRecord, NewDelivery
 from common.db.executions import LockedExecution
 from common.db.executions_with_job import SLOT_WAIT, ExecutionWithJob
 from common.db.job_dependencies import After
 from common.schedule import MisfirePolicy, OverlapPolicy
-from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+from common.states import DeadReason, DeliveryStatus, ExecutionStatus, JobStatus
 
 DUPLICATE_KEY = 1062
 NO_PARENT_ROW = 1452
@@ -125,13 +125,45 @@ class MemoryExecution:
 
 @dataclass(frozen=True)
 class MemoryDelivery:
-    """A callback_deliveries row as ``insert_deliveries`` writes it."""
+    """A callback_deliveries row as ``insert_deliveries`` writes it; what its attempts
+    leave (``DeliveryStore.record_attempts``) after that, kept out of comparisons so
+    that rows read back from MySQL compare by what they were recorded with."""
 
     delivery: NewDelivery
     status: DeliveryStatus
     attempts: int
     created_at: int
     updated_at: int
+    pk: int = field(default=0, compare=False)
+    last_status_code: int | None = field(default=None, compare=False)
+    last_error: str | None = field(default=None, compare=False)
+    delivered_at: int | None = field(default=None, compare=False)
+    next_attempt_at: int | None = field(default=None, compare=False)
+    dead_reason: DeadReason | None = field(default=None, compare=False)
+
+    def record(self) -> DeliveryRecord:
+        """The row as the store reads it."""
+        d = self.delivery
+        return DeliveryRecord(
+            self.pk,
+            d.delivery_id,
+            d.execution_id,
+            d.job_id,
+            d.app_pk,
+            d.url,
+            d.payload,
+            self.status,
+            self.attempts,
+            self.last_status_code,
+            self.last_error,
+            self.created_at,
+            self.updated_at,
+            self.delivered_at,
+            self.next_attempt_at,
+            self.dead_reason,
+            d.traceparent,
+            d.alert_rule_pk,
+        )
 
 
 def refused(code: int, what: str) -> IntegrityError:

@@ -9,7 +9,8 @@ runs one test class against it and against MySQL.
 It keeps ``DispatchStore`` (``unmark_queued``), ``FireStore`` (what is due, and the
 writes that settle it), ``RescueStore`` (moving what is QUEUED on a worker) and
 ``WorkerStore`` (the workers aggregate: heartbeats, live, gone and draining workers,
-forgetting one, listings, pruning) and ``AppStore`` (the apps aggregate: apps, their
+forgetting one, listings, pruning), ``DeliveryStore`` (a callback's delivery from its
+record to its attempts) and ``AppStore`` (the apps aggregate: apps, their
 keys, secrets, grants and limits, their standing, and the audit rows of changes to
 them) too, and ``FireTransactions``, ``RescueTransactions``, ``WorkerTransactions`` and
 ``AppTransactions``:
@@ -23,12 +24,13 @@ recording, firing, sending, rescue and the apps aggregate do not touch.
 from __future__ import annotations
 
 from common.memory.apps import AppTables
+from common.memory.deliveries import DeliveryTables
 from common.memory.firing import FireTables
 from common.memory.outcomes import OutcomeTables
 from common.memory.worker_moves import MoveTables
 
 
-class MemoryStore(OutcomeTables, FireTables, MoveTables, AppTables):
+class MemoryStore(OutcomeTables, DeliveryTables, FireTables, MoveTables, AppTables):
     """The jobs, executions, deliveries, workers and apps tables: ``OutcomeStore``,
     ``FireStore``, ``RescueStore``, ``WorkerStore``, ``AppStore``, their transactions,
     and seeding."""

@@ -11,6 +11,7 @@ from typing import Self
 
 from common.clock import wall_ms
 from common.db.audit import AuditEntry
+from common.db.deliveries import AttemptRecord
 from common.db.executions import UNFINISHED, NewExecution
 from common.db.workers import WorkerRecord
 from common.memory.app_rows import MemoryApiKey, MemoryApp
@@ -33,6 +34,7 @@ class MemoryTables:
     jobs: dict[int, MemoryJob] = field(default_factory=dict)
     executions: dict[int, MemoryExecution] = field(default_factory=dict)
     deliveries: list[MemoryDelivery] = field(default_factory=list)
+    callback_attempts: list[AttemptRecord] = field(default_factory=list)
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
     # An app not here has the defaults as the dispatcher reads them.
     apps: dict[int, MemoryApp] = field(default_factory=dict)
@@ -44,6 +46,7 @@ class MemoryTables:
     _next_app_pk: int = 1
     _next_job_id: int = 1
     _next_execution_key: int = 1
+    _next_delivery_pk: int = 0
 
     # Seeding, reading and transactions, for tests.
 

@@ -26,9 +26,9 @@ from common.alerts.rules import signing_secret as alert_signing_secret
 from common.alerts.system_alerts import record_dead_callbacks
 from common.broker import OutgoingMessage
 from common.clock import ClusterClock
-from common.db import delivery_batches
 from common.db.apps import MySqlAppTransactions
 from common.db.deliveries import DeliveryToSend, NewAttempt
+from common.db.delivery_store import MySqlDeliveryStore, MySqlDeliveryTransactions
 from common.db.retry import retry_conflicts
 from common.messages import CallbackMessage
 from common.metrics import CALLBACK_ATTEMPTS, CALLBACKS_DEFERRED, CALLBACKS_ORPHANED
@@ -113,6 +113,8 @@ class CallbackDeliverer:
         self._alerts = alerts
         # Each app's signing secrets and networks (the apps aggregate).
         self._apps = MySqlAppTransactions(engine)
+        # The deliveries aggregate: reads before attempts.
+        self._deliveries = MySqlDeliveryTransactions(engine)
         self._tracing = tracing
         self._poster = poster
         self._clock = clock
@@ -293,8 +295,8 @@ class CallbackDeliverer:
         await self._records.call((record, verdict.delay_ms))
 
     def _read_deliveries(self, delivery_ids: Sequence[str]) -> list[DeliveryToSend | None]:
-        with self._engine.connect() as conn:
-            found = delivery_batches.deliveries_to_send(conn, delivery_ids)
+        with self._deliveries.reading() as store:
+            found = store.deliveries_to_send(delivery_ids)
         return [found.get(delivery_id) for delivery_id in delivery_ids]
 
     def _record_attempts(self, pending: Sequence[PendingRecord]) -> list[None]:
@@ -478,7 +480,7 @@ def record_until_written(
     within seconds (this stage owns no publisher of its own).
     """
     with engine.begin() as conn:
-        delivery_batches.record_attempts(conn, records, now_ms)
+        MySqlDeliveryStore(conn).record_attempts(records, now_ms)
         if rules:
             dead = [r.delivery_id for r in records if r.status is DeliveryStatus.DEAD]
             record_dead_callbacks(conn, rules, dead, now_ms)

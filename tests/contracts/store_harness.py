@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from common.db.apps import AppStore
+from common.db.delivery_store import DeliveryStore
 from common.db.dispatch_store import DispatchStore
 from common.db.executions import LockedExecution, NewExecution
 from common.db.fire_store import FireStore
@@ -66,6 +67,11 @@ class StoreHarness(ABC):
     @abstractmethod
     def worker_store(self) -> WorkerStore:
         """The same store as the workers aggregate (``WorkerStore``)."""
+
+    @property
+    @abstractmethod
+    def delivery_store(self) -> DeliveryStore:
+        """The same store as the deliveries aggregate (``DeliveryStore``)."""
 
     @property
     @abstractmethod

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from common.db.apps import AppStore, MySqlAppStore
 from common.db.deliveries import NewDelivery
+from common.db.delivery_store import DeliveryStore, MySqlDeliveryStore
 from common.db.dispatch_store import DispatchStore, MySqlDispatchStore
 from common.db.fire_store import FireStore, MySqlFireStore
 from common.db.job_dependencies import insert_edges
@@ -40,6 +41,7 @@ class MySqlStoreHarness(StoreHarness):
             self._rescue_store = MySqlRescueStore(conn)
             self._worker_store = MySqlWorkerStore(conn)
             self._app_store = MySqlAppStore(conn)
+            self._delivery_store = MySqlDeliveryStore(conn)
             with conn.begin() as transaction:
                 self._app_pk = int(conn.execute(sa.text("SELECT MAX(id) FROM apps")).scalar_one())
                 yield
@@ -64,6 +66,10 @@ class MySqlStoreHarness(StoreHarness):
     @property
     def worker_store(self) -> WorkerStore:
         return self._worker_store
+
+    @property
+    def delivery_store(self) -> DeliveryStore:
+        return self._delivery_store
 
     @property
     def app_store(self) -> AppStore:

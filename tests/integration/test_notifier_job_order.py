@@ -18,6 +18,7 @@ from common.broker import BatchPublisher
 from common.db import deliveries
 from common.db.apps import AppCredentials
 from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_jobs
 from common.db.schema import callback_deliveries
@@ -121,7 +122,7 @@ def test_a_replayed_earlier_callback_holds_the_later_ones_again(
     set_status(engine, earlier, DeliveryStatus.DEAD)
     assert not held(engine, later)
     with engine.begin() as conn:
-        deliveries.mark_replayed(conn, [earlier.delivery_id], 0)
+        MySqlDeliveryStore(conn).mark_replayed([earlier.delivery_id], 0)
     assert held(engine, later)
 
 

@@ -17,8 +17,9 @@ from sqlalchemy.exc import OperationalError
 
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
-from common.db import deliveries, delivery_batches
-from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, mark_queued
+from common.db import deliveries
+from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries
+from common.db.delivery_store import MySqlDeliveryStore
 from common.messages import CallbackMessage
 from common.metrics import STORE_CONFLICTS
 from common.states import DeliveryStatus
@@ -89,15 +90,17 @@ def test_a_delivered_post_whose_record_meets_deadlocks_is_recorded_not_posted_ag
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     body = delivery_to(engine, receiver.url)
-    real = delivery_batches.record_attempts
+    real = MySqlDeliveryStore.record_attempts
     conflicts = [deadlock() for _ in range(8)]  # more than a bounded retry would take
 
-    def record_attempts(conn: Connection, records: Sequence[NewAttempt], now_ms: int) -> None:
+    def record_attempts(
+        store: MySqlDeliveryStore, records: Sequence[NewAttempt], now_ms: int
+    ) -> None:
         if conflicts:
             raise conflicts.pop()
-        real(conn, records, now_ms)
+        real(store, records, now_ms)
 
-    monkeypatch.setattr(delivery_batches, "record_attempts", record_attempts)
+    monkeypatch.setattr(MySqlDeliveryStore, "record_attempts", record_attempts)
     before = counted("callback_attempt")
     attempt = deliverer.deliver(body)
     assert attempt is not None and attempt.delivered and attempt.follow_up is None
@@ -156,7 +159,7 @@ def test_notifier_records_and_results_marks_on_the_same_deliveries_never_deadloc
             barrier.wait()
             try:
                 with engine.begin() as conn:
-                    mark_queued(conn, ids, 5)
+                    MySqlDeliveryStore(conn).confirm_queued(ids, 5)
             except BaseException as e:
                 errors.append(e)
 

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 
 from common.db.apps import AppPolicy, AppStore
 from common.db.audit import masked
+from common.db.delivery_store import DeliveryStore
 from common.db.dispatch_store import DispatchStore
 from common.db.fire_store import FireStore
 from common.db.outcome_store import OutcomeStore
@@ -49,6 +50,10 @@ class MemoryStoreHarness(StoreHarness):
 
     @property
     def worker_store(self) -> WorkerStore:
+        return self.memory
+
+    @property
+    def delivery_store(self) -> DeliveryStore:
         return self.memory
 
     @property

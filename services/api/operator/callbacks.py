@@ -10,7 +10,8 @@ import sqlalchemy as sa
 from common.broker import connect
 from common.db.apps import App, MySqlAppStore, MySqlAppTransactions
 from common.db.audit import audit_replays
-from common.db.deliveries import DeliveryRecord, dead_deliveries, get_delivery, start_again
+from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.schema import callback_deliveries as deliveries
 from common.notifier_standing import (
     AppStanding,
@@ -77,7 +78,7 @@ def replay_delivery(state: ApiState, delivery_id: str, actor: str) -> int:
     """Start one DEAD or DELIVERED delivery again (the dispatcher sends it within
     seconds); how many moved (0 or 1). ``actor``: whom the audit trail names."""
     with state.engine.begin() as conn:
-        found = get_delivery(conn, delivery_id)
+        found = MySqlDeliveryStore(conn).get_delivery(delivery_id)
         now = state.clock.now_ms()
         if found is None or not start_again(conn, delivery_id, now):
             return 0

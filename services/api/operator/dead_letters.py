@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher, OutgoingMessage
 from common.db.audit import audit_replays
-from common.db.deliveries import get_delivery, mark_replayed
+from common.db.delivery_store import MySqlDeliveryStore
 from common.messages import CallbackMessage, read_message
 from common.operator_roles import EVERY_APP, AppScope
 from common.states import DeliveryStatus
@@ -87,7 +87,7 @@ def replay_dead(
             channel.basic_nack(delivery_tag=max(walk.held), multiple=True, requeue=True)
     if walk.report.replayed_ids:
         with engine.begin() as conn:
-            mark_replayed(conn, walk.report.replayed_ids, now_ms)
+            MySqlDeliveryStore(conn).mark_replayed(walk.report.replayed_ids, now_ms)
             replayed = [(d, walk.apps[d]) for d in walk.report.replayed_ids]
             audit_replays(conn, actor, replayed, DeliveryStatus.DEAD.value, now_ms)
     return walk.report
@@ -127,7 +127,7 @@ def _still_dead(walk: _Walk, tag: int, message: CallbackMessage) -> bool:
         report.stale += 1
         return False
     with walk.engine.connect() as conn:
-        delivery = get_delivery(conn, message.delivery_id)
+        delivery = MySqlDeliveryStore(conn).get_delivery(message.delivery_id)
     if delivery is not None and not walk.scope.includes(delivery.app_pk):
         # Another app's: left in its place, as a copy of another delivery id is.
         walk.held.append(tag)

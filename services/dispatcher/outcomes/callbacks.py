@@ -15,8 +15,8 @@ from common.alerts.rules import RuleSource
 from common.alerts.run_alerts import RunEndFact, record_run_alerts
 from common.broker import OutgoingMessage, Publisher
 from common.clock import ClusterClock
-from common.db import deliveries
 from common.db.deliveries import UNLABELLED, JobLabel, NewDelivery
+from common.db.delivery_store import MySqlDeliveryTransactions
 from common.db.executions import NewExecution
 from common.db.jobs import TriggerSettings
 from common.db.outcome_store import MySqlOutcomeStore, OutcomeStore
@@ -324,8 +324,8 @@ def leave_recorded_before_to_the_sweep(
     """
     if not execution_ids:
         return 0
-    with engine.begin() as conn:
-        moved = deliveries.return_unattempted_to_pending(conn, execution_ids, clock.now_ms())
+    with MySqlDeliveryTransactions(engine).transaction() as store:
+        moved = store.return_unattempted_to_pending(execution_ids, clock.now_ms())
     if moved:
         log.warning(
             "%d callbacks of results recorded before their redelivery left to the sweep", moved
@@ -337,8 +337,8 @@ def leave_recorded_before_to_the_sweep(
 def _mark_queued(engine: Engine, clock: ClusterClock, delivery_ids: Sequence[str]) -> None:
     """Mark published deliveries QUEUED, in a transaction of its own that a notifier's
     record of the same delivery may meet (it waits or runs again; it is not an outage)."""
-    with engine.begin() as conn:
-        deliveries.mark_queued(conn, delivery_ids, clock.now_ms())
+    with MySqlDeliveryTransactions(engine).transaction() as store:
+        store.confirm_queued(delivery_ids, clock.now_ms())
 
 
 def republish_stale_deliveries(
@@ -351,8 +351,8 @@ def republish_stale_deliveries(
     and its mark) are passed over and left to a later pass: waiting on them could keep
     the leader's sweep past its stall limit. A publish that fails rolls the marks back.
     """
-    with engine.begin() as conn:
-        rows = deliveries.stale_pending(conn, clock.now_ms() - after_ms, REPUBLISH_LIMIT, lock=True)
+    with MySqlDeliveryTransactions(engine).transaction() as store:
+        rows = store.stale_pending(clock.now_ms() - after_ms, REPUBLISH_LIMIT, lock=True)
         if not rows:
             return
         # A PENDING delivery that was attempted before is an operator's replay, sent as
@@ -370,4 +370,4 @@ def republish_stale_deliveries(
                 len(rows) - replayed - alerts,
             )
         publisher.publish([callback_message(r.as_new()) for r in rows])
-        deliveries.mark_queued(conn, [r.delivery_id for r in rows], clock.now_ms())
+        store.confirm_queued([r.delivery_id for r in rows], clock.now_ms())

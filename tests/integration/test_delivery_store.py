@@ -1,5 +1,6 @@
-"""The notifier's batch reads and records of deliveries agree with the one-at-a-time
-ones they replace: the same rows, the same ``held``, the same attempts and states."""
+"""``MySqlDeliveryStore``'s batch reads and records of deliveries (the notifier's) agree
+with the one-at-a-time ones they replace: the same rows, the same ``held``, the same
+attempts and states."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy.engine import Engine
 from common.db import deliveries
 from common.db.apps import AppCredentials
 from common.db.deliveries import NewAttempt, NewDelivery
-from common.db.delivery_batches import deliveries_to_send, record_attempts
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.schema import callback_attempts, callback_deliveries
 from common.states import DeadReason, DeliveryStatus
 from tests.integration.notifier_helpers import app
@@ -28,7 +29,7 @@ def test_one_read_of_many_deliveries_says_what_each_read_alone_says(
     set_status(engine, second_job[0], DeliveryStatus.DELIVERED)
     ids = [d.delivery_id for d in first_job + second_job] + ["msg_gone"]
     with engine.connect() as conn:
-        together = deliveries_to_send(conn, ids)
+        together = MySqlDeliveryStore(conn).deliveries_to_send(ids)
         alone = {i: deliveries.delivery_to_send(conn, i) for i in ids}
     assert together == {i: found for i, found in alone.items() if found is not None}
     held = {i: found.held for i, found in together.items()}
@@ -96,7 +97,7 @@ def test_attempts_recorded_together_leave_what_recording_each_in_turn_leaves(
         for record in outcomes(one_by_one):
             deliveries.record_attempt(conn, record, 50)
     with engine.begin() as conn:
-        record_attempts(conn, outcomes(together), 50)
+        MySqlDeliveryStore(conn).record_attempts(outcomes(together), 50)
     assert states(engine, together) == states(engine, one_by_one)
     assert [s[0] for s in states(engine, together)] == [
         DeliveryStatus.DELIVERED,
