@@ -36,7 +36,8 @@ from sqlalchemy.engine import Engine
 from common.broker import BatchPublisher, connect
 from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.engine import make_engine
 from common.db.jobs import NewJob, insert_jobs
 from common.namespace import prepare_namespace
@@ -60,7 +61,7 @@ def record_deliveries(engine: Engine, url: str, count: int) -> list[NewDelivery]
             names = [f"cb{n}" for n in range(first, min(count, first + 500))]
             jobs = [NewJob(1, name, "demo.noop", {}, None, 0, url, None, None) for name in names]
             rows = [_delivery(job_id, url) for job_id in insert_jobs(conn, jobs, 0)]
-            insert_deliveries(conn, rows, 0)
+            MySqlDeliveryStore(conn).insert_deliveries(rows, 0)
             made += rows
     return made
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 # (category, frame substrings): a stack with any of the substrings is in the category.
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("MySQL read of the delivery (delivery_to_send)", ("delivery_to_send", "deliveries_to_send")),
-    ("attempt transaction (record_attempt)", ("record_until_written", "record_attempt")),
+    ("MySQL read of the deliveries (deliveries_to_send)", ("deliveries_to_send",)),
+    ("attempt transaction (record_attempts)", ("record_until_written", "record_attempts")),
     ("waiting for a gathered read or record", ("gathering.py",)),
     ("sending terms read (secrets, networks)", ("_sending_terms",)),
     ("signing (webhook_headers)", ("webhook_headers",)),

@@ -17,7 +17,8 @@ from common.alerts.kinds import STREAK_KIND, AlertKind
 from common.alerts.payload import AlertEvent, alert_payload, summary_payload
 from common.alerts.rules import AlertRule
 from common.alerts.state_rows import LockedState, StateKey
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 
 RUN_KIND_SET = frozenset({AlertKind.FAILED, AlertKind.LOST, AlertKind.TIMED_OUT})
 SUMMARY_LIMIT = 500
@@ -85,7 +86,7 @@ class _Round:
     def write(self, conn: Connection) -> None:
         changed = {k: LockedState(self.locked[k].state_pk, s) for k, s in self.changed.items()}
         state_rows.write_states(conn, changed, self.now_ms)
-        insert_deliveries(conn, self.sent, self.now_ms)
+        MySqlDeliveryStore(conn).insert_deliveries(self.sent, self.now_ms)
 
 
 def matches(
@@ -136,5 +137,5 @@ def send_summaries(conn: Connection, rules: Sequence[AlertRule], now_ms: int) ->
         changed[due.key] = LockedState(due.locked.state_pk, state)
         sent.append(new_alert(rule, summary_payload(rule, AlertKind(kind), subject, send, now_ms)))
     state_rows.write_states(conn, changed, now_ms)
-    insert_deliveries(conn, sent, now_ms)
+    MySqlDeliveryStore(conn).insert_deliveries(sent, now_ms)
     return sent

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from common.alerts.firing import fire_events
 from common.alerts.kinds import AlertKind
 from common.alerts.payload import AlertEvent
 from common.alerts.rules import AlertRule
-from common.db.deliveries import NewDelivery
-from common.db.rows import AnyRow
-from common.db.schema import apps, callback_deliveries
+from common.db.apps import MySqlAppStore
+from common.db.deliveries import DeliveryRecord, NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.documents import JsonObject
+from common.operator_roles import AppScope
 from common.secrets_mask import mask_text
 from common.timefmt import iso_ms
 
@@ -61,47 +61,30 @@ def record_dead_callbacks(
     it; an alert that went DEAD fires nothing (no alert about an alert)."""
     if not delivery_ids or not any(AlertKind.DEAD_CALLBACK in r.kinds for r in rules):
         return []
-    d = callback_deliveries
-    rows = conn.execute(
-        sa.select(
-            d.c.delivery_id,
-            d.c.job_id,
-            d.c.app_pk,
-            d.c.execution_id,
-            d.c.url,
-            d.c.last_status_code,
-            d.c.last_error,
-            d.c.dead_reason,
-            d.c.attempts,
-            apps.c.app_id,
-        )
-        .select_from(d.join(apps, apps.c.id == d.c.app_pk))
-        .where(d.c.delivery_id.in_(sorted(delivery_ids)), d.c.alert_rule_pk.is_(None))
-    ).all()
-    events = [_dead_event(row, now_ms) for row in rows]
+    found = MySqlDeliveryStore(conn).callbacks_of(delivery_ids)
+    app_pks = {d.app_pk for d in found if d.app_pk is not None}
+    apps = MySqlAppStore(conn).apps_by_key(AppScope.of(app_pks))
+    events = [_dead_event(d, apps[d.app_pk].app_id, now_ms) for d in found if d.app_pk in apps]
     return fire_events(conn, rules, events, now_ms)
 
 
-def _dead_event(row: AnyRow, now_ms: int) -> AlertEvent:
-    m = row._mapping
-    answer = f"HTTP {m['last_status_code']}" if m["last_status_code"] else "no answer"
-    error = mask_text(str(m["last_error"] or ""))[:ERROR_CHARS]
+def _dead_event(d: DeliveryRecord, app_id: str, now_ms: int) -> AlertEvent:
+    answer = f"HTTP {d.last_status_code}" if d.last_status_code else "no answer"
+    error = mask_text(d.last_error or "")[:ERROR_CHARS]
+    reason = None if d.dead_reason is None else d.dead_reason.value
     headline = (
-        f"callback {m['delivery_id']} of job {m['job_id']} (app {m['app_id']}) is DEAD "
-        f"({m['dead_reason']}) after {m['attempts']} attempts; last: {answer}"
-        + (f", {error}" if error else "")
+        f"callback {d.delivery_id} of job {d.job_id} (app {app_id}) is DEAD "
+        f"({reason}) after {d.attempts} attempts; last: {answer}" + (f", {error}" if error else "")
     )
     facts: JsonObject = {
-        "deliveryId": m["delivery_id"],
-        "jobId": m["job_id"],
-        "app": m["app_id"],
-        "executionId": m["execution_id"],
-        "url": mask_text(str(m["url"])),
-        "deadReason": m["dead_reason"],
-        "attempts": m["attempts"],
-        "lastStatusCode": m["last_status_code"],
+        "deliveryId": d.delivery_id,
+        "jobId": d.job_id,
+        "app": app_id,
+        "executionId": d.execution_id,
+        "url": mask_text(d.url),
+        "deadReason": reason,
+        "attempts": d.attempts,
+        "lastStatusCode": d.last_status_code,
         "lastError": error or None,
     }
-    return AlertEvent(
-        AlertKind.DEAD_CALLBACK, str(m["job_id"]), m["app_pk"], now_ms, headline, facts
-    )
+    return AlertEvent(AlertKind.DEAD_CALLBACK, str(d.job_id), d.app_pk, now_ms, headline, facts)

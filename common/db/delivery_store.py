@@ -12,24 +12,25 @@ runs taken back), the notifier (reads and records) and the operators' dead lette
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol, TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from common.db import deliveries as rows_module
 from common.db import driver
 from common.db.deliveries import (
     MAX_ERROR_CHARS,
     UNSETTLED,
+    AttemptRecord,
     DeliveryRecord,
     DeliveryToSend,
     NewAttempt,
     NewDelivery,
-    to_send_select,
 )
+from common.db.schema import callback_attempts as attempts
 from common.db.schema import callback_deliveries as deliveries
+from common.db.schema import executions
 from common.db.store_transactions import EngineStores, StoreTransactions
 from common.states import DeliveryStatus
 
@@ -87,13 +88,89 @@ class DeliveryStore(Protocol):
         queue, are QUEUED again, their dead reason and next attempt cleared."""
         ...
 
+    def callbacks_of(self, delivery_ids: Iterable[str]) -> list[DeliveryRecord]:
+        """The deliveries with these ids that are runs' callbacks (not alerts), by id."""
+        ...
+
+    def start_again(self, delivery_id: str, now_ms: int) -> bool:
+        """Make a DEAD or DELIVERED delivery PENDING for a fresh schedule (a replay);
+        False when it is neither (it is on its way already)."""
+        ...
+
+    def find_for_app(self, app_pk: int, delivery_id: str) -> DeliveryRecord | None:
+        """The delivery with this id if it is one of the app's callbacks."""
+        ...
+
+    def page_for_job(self, job_id: int, before_pk: int | None, limit: int) -> list[DeliveryRecord]:
+        """Up to ``limit`` of a job's deliveries, newest first, older than ``before_pk``."""
+        ...
+
+    def attempts_of(self, delivery_pks: Sequence[int]) -> dict[int, list[AttemptRecord]]:
+        """The attempts of these deliveries (by delivery row id), oldest first."""
+        ...
+
+    def dead_deliveries(
+        self,
+        limit: int,
+        app_pk: int | None = None,
+        app_pks: Collection[int] | None = None,
+    ) -> list[DeliveryRecord]:
+        """Deliveries parked after their last retry tier, most recently parked first;
+        only the app's with ``app_pk``, and only those of the apps ``app_pks`` when given."""
+        ...
+
+    def dead_of_job(self, job_id: int) -> list[DeliveryRecord]:
+        """A job's DEAD deliveries, by row id."""
+        ...
+
+    def count_dead(self, app_pks: Collection[int] | None = None) -> int:
+        """How many deliveries are parked dead (of the apps ``app_pks`` when given)."""
+        ...
+
+    def prune_settled(self, before_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` DELIVERED or DEAD deliveries last changed before
+        ``before_ms``, with their attempts; how many."""
+        ...
+
 
 DeliveryTransactions: TypeAlias = StoreTransactions[DeliveryStore]
 
+
+def _to_send_select() -> sa.Select[*tuple[object, ...]]:
+    """Deliveries with ``held``: whether an earlier run of each one's job has a
+    delivery still on its way; the caller adds which deliveries (its WHERE)."""
+    run = executions.alias("run")
+    earlier = deliveries.alias("earlier")
+    earlier_run = executions.alias("earlier_run")
+    held = (
+        sa.select(earlier.c.id)
+        .join(earlier_run, earlier_run.c.execution_id == earlier.c.execution_id)
+        .where(
+            earlier.c.job_id == deliveries.c.job_id,
+            earlier.c.status.in_(UNSETTLED),
+            sa.or_(
+                earlier_run.c.trigger_time < run.c.trigger_time,
+                sa.and_(
+                    earlier_run.c.trigger_time == run.c.trigger_time,
+                    earlier_run.c.id < run.c.id,
+                ),
+            ),
+        )
+        .exists()
+    )
+    return sa.select(deliveries, held.label("held")).select_from(
+        deliveries.outerjoin(run, run.c.execution_id == deliveries.c.execution_id)
+    )
+
+
 # Built once: building its aliases anew costs more than the statement itself.
-_TO_SEND_MANY = to_send_select().where(
+_TO_SEND_MANY = _to_send_select().where(
     deliveries.c.delivery_id.in_(sa.bindparam("delivery_ids", expanding=True))
 )
+
+
+# Deliveries that will not be sent again unless an operator replays them.
+SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.DEAD)
 
 
 class MySqlDeliveryStore:
@@ -115,8 +192,35 @@ class MySqlDeliveryStore:
         now_ms: int,
         status: DeliveryStatus = DeliveryStatus.PENDING,
     ) -> None:
-        """See ``DeliveryStore.insert_deliveries`` (``deliveries.insert_deliveries``)."""
-        rows_module.insert_deliveries(self._conn, rows, now_ms, status)
+        """See ``DeliveryStore.insert_deliveries``: one statement. Written in the
+        driver's SQL (``common.db.driver``): the results consumer records a callback
+        with each run, and SQLAlchemy Core bound its dozen values one by one. Integers
+        go into the SQL text; strings are parameters."""
+        if not rows:
+            return
+        params: list[str] = []
+        values: list[str] = []
+        fixed = f"%s, 0, {driver.ints((now_ms, now_ms))}"
+        for r in rows:
+            params += (r.delivery_id, r.url, r.payload)
+            execution = "NULL" if r.execution_id is None else "%s"
+            if r.execution_id is not None:
+                params.append(r.execution_id)
+            trace = "NULL" if r.traceparent is None else "%s"
+            if r.traceparent is not None:
+                params.append(r.traceparent)
+            params.append(status.value)
+            values.append(
+                f"(%s, %s, %s, {execution}, {trace}, {driver.int_or_null(r.job_id)}, "
+                f"{driver.int_or_null(r.app_pk)}, {driver.int_or_null(r.alert_rule_pk)}, {fixed})"
+            )
+        driver.execute(
+            self._conn,
+            "INSERT INTO callback_deliveries (delivery_id, url, payload, execution_id, "
+            "traceparent, job_id, app_pk, alert_rule_pk, status, attempts, created_at, "
+            f"updated_at) VALUES {', '.join(values)}",
+            params,
+        )
 
     def jobs_with_callbacks_on_their_way(self, job_ids: Iterable[int]) -> set[int]:
         """See ``DeliveryStore``: in one query through the index on job and status."""
@@ -173,8 +277,14 @@ class MySqlDeliveryStore:
         return int(changed.rowcount)
 
     def deliveries_to_send(self, delivery_ids: Sequence[str]) -> dict[str, DeliveryToSend]:
-        """See ``DeliveryStore.deliveries_to_send``: one statement for them all, as
-        ``deliveries.delivery_to_send`` reads one."""
+        """See ``DeliveryStore.deliveries_to_send``: one statement for them all.
+
+        Runs are ordered by their trigger time, then by their execution's row id (a
+        retry of a trigger comes after its first attempt). The earlier deliveries are
+        found through ``ix_callback_deliveries_job_status``: only the job's unsettled
+        ones are read, however many it delivered before. A delivery whose execution is
+        gone (pruned) neither waits nor holds another back.
+        """
         if not delivery_ids:
             return {}
         found = self._conn.execute(_TO_SEND_MANY, {"delivery_ids": sorted(set(delivery_ids))})
@@ -182,10 +292,10 @@ class MySqlDeliveryStore:
         return {one.record.delivery_id: one for one in to_send}
 
     def record_attempts(self, records: Sequence[NewAttempt], now_ms: int) -> None:
-        """See ``DeliveryStore.record_attempts``: as ``deliveries.record_attempt`` does
-        for each in turn, in a few statements (the rows locked in one SELECT, one INSERT
-        of every attempt, one UPDATE per distinct outcome). Two attempts of one delivery
-        are recorded in rounds, in their order."""
+        """See ``DeliveryStore.record_attempts``: in a few statements (the rows locked
+        in one SELECT, one INSERT of every attempt, one UPDATE per distinct outcome).
+        Two attempts of one delivery are recorded in rounds, in their order, so that its
+        count goes up by two and its state is the later one's."""
         for round_ in _rounds(records):
             self._record_round(round_, now_ms)
 
@@ -204,6 +314,118 @@ class MySqlDeliveryStore:
             next_attempt_at=None,
             updated_at=now_ms,
         )
+
+    def callbacks_of(self, delivery_ids: Iterable[str]) -> list[DeliveryRecord]:
+        """See ``DeliveryStore.callbacks_of``."""
+        ids = sorted(set(delivery_ids))
+        if not ids:
+            return []
+        return self._records(
+            sa.select(deliveries)
+            .where(deliveries.c.delivery_id.in_(ids), deliveries.c.alert_rule_pk.is_(None))
+            .order_by(deliveries.c.delivery_id)
+        )
+
+    def start_again(self, delivery_id: str, now_ms: int) -> bool:
+        """See ``DeliveryStore.start_again``."""
+        result = self._conn.execute(
+            deliveries.update()
+            .where(
+                deliveries.c.delivery_id == delivery_id,
+                deliveries.c.status.in_([DeliveryStatus.DEAD, DeliveryStatus.DELIVERED]),
+            )
+            .values(
+                status=DeliveryStatus.PENDING,
+                next_attempt_at=None,
+                dead_reason=None,
+                delivered_at=None,
+                updated_at=now_ms,
+            )
+        )
+        return bool(result.rowcount)
+
+    def find_for_app(self, app_pk: int, delivery_id: str) -> DeliveryRecord | None:
+        """See ``DeliveryStore.find_for_app``."""
+        found = self._records(
+            sa.select(deliveries).where(
+                deliveries.c.delivery_id == delivery_id, deliveries.c.app_pk == app_pk
+            )
+        )
+        return found[0] if found else None
+
+    def page_for_job(self, job_id: int, before_pk: int | None, limit: int) -> list[DeliveryRecord]:
+        """See ``DeliveryStore.page_for_job``."""
+        query = sa.select(deliveries).where(deliveries.c.job_id == job_id)
+        if before_pk is not None:
+            query = query.where(deliveries.c.id < before_pk)
+        return self._records(query.order_by(deliveries.c.id.desc()).limit(limit))
+
+    def attempts_of(self, delivery_pks: Sequence[int]) -> dict[int, list[AttemptRecord]]:
+        """See ``DeliveryStore.attempts_of``."""
+        found: dict[int, list[AttemptRecord]] = {pk: [] for pk in delivery_pks}
+        if not delivery_pks:
+            return found
+        rows = self._conn.execute(
+            sa.select(attempts)
+            .where(attempts.c.delivery_pk.in_(list(delivery_pks)))
+            .order_by(attempts.c.delivery_pk, attempts.c.id)
+        ).all()
+        for row in rows:
+            attempt = AttemptRecord.from_row(row)
+            found[attempt.delivery_pk].append(attempt)
+        return found
+
+    def dead_deliveries(
+        self,
+        limit: int,
+        app_pk: int | None = None,
+        app_pks: Collection[int] | None = None,
+    ) -> list[DeliveryRecord]:
+        """See ``DeliveryStore.dead_deliveries``."""
+        query = sa.select(deliveries).where(deliveries.c.status == DeliveryStatus.DEAD)
+        if app_pk is not None:
+            query = query.where(deliveries.c.app_pk == app_pk)
+        if app_pks is not None:
+            query = query.where(deliveries.c.app_pk.in_(sorted(app_pks) or [0]))
+        return self._records(query.order_by(deliveries.c.updated_at.desc()).limit(limit))
+
+    def dead_of_job(self, job_id: int) -> list[DeliveryRecord]:
+        """See ``DeliveryStore.dead_of_job``."""
+        return self._records(
+            sa.select(deliveries)
+            .where(deliveries.c.job_id == job_id, deliveries.c.status == DeliveryStatus.DEAD)
+            .order_by(deliveries.c.id)
+        )
+
+    def count_dead(self, app_pks: Collection[int] | None = None) -> int:
+        """See ``DeliveryStore.count_dead``."""
+        query = sa.select(sa.func.count()).where(deliveries.c.status == DeliveryStatus.DEAD)
+        if app_pks is not None:
+            query = query.where(deliveries.c.app_pk.in_(sorted(app_pks) or [0]))
+        return int(self._conn.execute(query).scalar_one())
+
+    def prune_settled(self, before_ms: int, limit: int) -> int:
+        """See ``DeliveryStore.prune_settled``: one status at a time, through the index
+        that leads with it, so a batch costs about the same whatever the table's size
+        (their attempts go by the foreign key's cascade)."""
+        deleted = 0
+        for status in SETTLED:
+            keys = list(
+                self._conn.execute(
+                    sa.select(deliveries.c.id)
+                    .where(deliveries.c.status == status, deliveries.c.updated_at < before_ms)
+                    .limit(limit - deleted)
+                ).scalars()
+            )
+            if keys:
+                self._conn.execute(deliveries.delete().where(deliveries.c.id.in_(sorted(keys))))
+                deleted += len(keys)
+            if deleted >= limit:
+                break
+        return deleted
+
+    def _records(self, query: sa.Select[tuple[object, ...]]) -> list[DeliveryRecord]:
+        return [DeliveryRecord.from_row(row) for row in self._conn.execute(query)]
 
     def _keys(self, where: sa.ColumnElement[bool]) -> list[int]:
         """The row ids of the deliveries ``where`` picks, read without a lock, sorted."""
@@ -232,11 +454,12 @@ class MySqlDeliveryStore:
             )
 
     def _record_round(self, records: Sequence[NewAttempt], now_ms: int) -> None:
-        # The delivery rows are locked before the attempts' foreign keys take shared
-        # locks on them (see ``deliveries.record_attempt``), in one statement. Written
-        # in the driver's SQL (``common.db.driver``): through SQLAlchemy Core, binding
-        # and escaping these statements' values one by one was the largest share of
-        # the notifier's CPU.
+        # The delivery rows are locked first, in one statement, before the attempts'
+        # foreign keys take shared locks on them: a shared lock raised to an exclusive
+        # one later deadlocks with a results consumer marking the same delivery QUEUED
+        # (tests/integration/test_store_conflicts.py). Written in the driver's SQL
+        # (``common.db.driver``): through SQLAlchemy Core, binding and escaping these
+        # statements' values one by one was the largest share of the notifier's CPU.
         ids = [record.delivery_id for record in records]
         locked = driver.fetch(
             self._conn,

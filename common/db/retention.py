@@ -1,6 +1,7 @@
-"""Retention: delete finished history past an age: executions, settled callback
-deliveries, finished (or deleted) jobs left with no history (forgotten workers go
-through ``WorkerStore.prune_forgotten``).
+"""Retention: delete finished history past an age: executions, finished (or deleted)
+jobs left with no history (settled callback deliveries go through
+``DeliveryStore.prune_settled``, forgotten workers through
+``WorkerStore.prune_forgotten``).
 
 Deletes go in batches through indexes that lead with the status, so a batch costs
 about the same whatever the table size; the caller sizes the batches.
@@ -14,7 +15,7 @@ from sqlalchemy.engine import Connection
 from common.db.execution_logs import delete_for_executions
 from common.db.job_dependencies import drop_edges_of
 from common.db.schema import callback_deliveries, executions, jobs
-from common.states import DeliveryStatus, ExecutionStatus, JobStatus
+from common.states import ExecutionStatus, JobStatus
 
 FINISHED = (
     ExecutionStatus.SUCCEEDED,
@@ -24,7 +25,6 @@ FINISHED = (
     ExecutionStatus.SKIPPED,
     ExecutionStatus.CANCELLED,
 )
-SETTLED = (DeliveryStatus.DELIVERED, DeliveryStatus.DEAD)
 # A deleted job is CANCELLED with ``deleted_at`` set: it goes with the cancelled ones.
 ENDED_JOBS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -45,30 +45,6 @@ def prune_executions(conn: Connection, before_ms: int, limit: int) -> int:
             keys = sorted(int(r.id) for r in rows)
             conn.execute(executions.delete().where(executions.c.id.in_(keys)))
             deleted += len(rows)
-        if deleted >= limit:
-            break
-    return deleted
-
-
-def prune_deliveries(conn: Connection, before_ms: int, limit: int) -> int:
-    """Delete up to ``limit`` delivered or dead callback deliveries last touched before."""
-    deleted = 0
-    for status in SETTLED:
-        keys = list(
-            conn.execute(
-                sa.select(callback_deliveries.c.id)
-                .where(
-                    callback_deliveries.c.status == status,
-                    callback_deliveries.c.updated_at < before_ms,
-                )
-                .limit(limit - deleted)
-            ).scalars()
-        )
-        if keys:
-            conn.execute(
-                callback_deliveries.delete().where(callback_deliveries.c.id.in_(sorted(keys)))
-            )
-            deleted += len(keys)
         if deleted >= limit:
             break
     return deleted

@@ -5,7 +5,7 @@ reads and writes besides recording's (``insert_deliveries`` and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from common.db.deliveries import (
     MAX_ERROR_CHARS,
@@ -15,6 +15,7 @@ from common.db.deliveries import (
     DeliveryToSend,
     NewAttempt,
 )
+from common.db.delivery_store import SETTLED
 from common.memory.rows import MemoryDelivery
 from common.memory.tables import MemoryTables
 from common.states import DeliveryStatus
@@ -114,6 +115,90 @@ class DeliveryTables(MemoryTables):
             next_attempt_at=None,
             updated_at=now_ms,
         )
+
+    def callbacks_of(self, delivery_ids: Iterable[str]) -> list[DeliveryRecord]:
+        """The deliveries with these ids that are runs' callbacks (not alerts), by id."""
+        wanted = set(delivery_ids)
+        found = [
+            d
+            for d in self.deliveries
+            if d.delivery.delivery_id in wanted and d.delivery.alert_rule_pk is None
+        ]
+        return [d.record() for d in sorted(found, key=lambda d: d.delivery.delivery_id)]
+
+    def start_again(self, delivery_id: str, now_ms: int) -> bool:
+        """Make a DEAD or DELIVERED delivery PENDING for a fresh schedule."""
+        return bool(
+            self._change(
+                lambda d: d.delivery.delivery_id == delivery_id and d.status in SETTLED,
+                status=DeliveryStatus.PENDING,
+                next_attempt_at=None,
+                dead_reason=None,
+                delivered_at=None,
+                updated_at=now_ms,
+            )
+        )
+
+    def find_for_app(self, app_pk: int, delivery_id: str) -> DeliveryRecord | None:
+        """The delivery with this id if it is one of the app's callbacks."""
+        found = self.get_delivery(delivery_id)
+        return found if found is not None and found.app_pk == app_pk else None
+
+    def page_for_job(self, job_id: int, before_pk: int | None, limit: int) -> list[DeliveryRecord]:
+        """Up to ``limit`` of a job's deliveries, newest first, older than ``before_pk``."""
+        found = [
+            d
+            for d in self.deliveries
+            if d.delivery.job_id == job_id and (before_pk is None or d.pk < before_pk)
+        ]
+        return [d.record() for d in sorted(found, key=lambda d: -d.pk)[:limit]]
+
+    def attempts_of(self, delivery_pks: Sequence[int]) -> dict[int, list[AttemptRecord]]:
+        """The attempts of these deliveries, oldest first."""
+        found: dict[int, list[AttemptRecord]] = {pk: [] for pk in delivery_pks}
+        for attempt in self.callback_attempts:
+            if attempt.delivery_pk in found:
+                found[attempt.delivery_pk].append(attempt)
+        return found
+
+    def dead_deliveries(
+        self,
+        limit: int,
+        app_pk: int | None = None,
+        app_pks: Collection[int] | None = None,
+    ) -> list[DeliveryRecord]:
+        """DEAD deliveries, most recently parked first (then by row, as MySQL's index
+        gives equal times), of the app or apps when given."""
+        found = [d for d in self._dead(app_pks) if app_pk is None or d.delivery.app_pk == app_pk]
+        found.sort(key=lambda d: (-d.updated_at, d.pk))
+        return [d.record() for d in found[:limit]]
+
+    def dead_of_job(self, job_id: int) -> list[DeliveryRecord]:
+        """A job's DEAD deliveries, by row id."""
+        return [d.record() for d in self._dead(None) if d.delivery.job_id == job_id]
+
+    def count_dead(self, app_pks: Collection[int] | None = None) -> int:
+        """How many deliveries are DEAD (of the apps ``app_pks`` when given)."""
+        return len(self._dead(app_pks))
+
+    def prune_settled(self, before_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` DELIVERED or DEAD deliveries last changed before
+        ``before_ms`` (DELIVERED ones first), with their attempts."""
+        gone: set[int] = set()
+        for status in SETTLED:
+            for d in sorted(self.deliveries, key=lambda d: d.pk):
+                if len(gone) < limit and d.status is status and d.updated_at < before_ms:
+                    gone.add(d.pk)
+        self.deliveries = [d for d in self.deliveries if d.pk not in gone]
+        self.callback_attempts = [a for a in self.callback_attempts if a.delivery_pk not in gone]
+        return len(gone)
+
+    def _dead(self, app_pks: Collection[int] | None) -> list[MemoryDelivery]:
+        return [
+            d
+            for d in self.deliveries
+            if d.status is DeliveryStatus.DEAD and (app_pks is None or d.delivery.app_pk in app_pks)
+        ]
 
     def _index_of(self, delivery_id: str) -> int | None:
         for index, row in enumerate(self.deliveries):

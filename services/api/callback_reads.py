@@ -8,10 +8,11 @@ import binascii
 import re
 from types import MappingProxyType
 
-from common.db import deliveries, jobs
+from common.db import jobs
 from common.db.apps import App
 from common.db.audit import audit_replays
 from common.db.deliveries import AttemptRecord, DeliveryRecord
+from common.db.delivery_store import MySqlDeliveryStore
 from common.errors import (
     DeliveryInFlightError,
     DeliveryNotFoundError,
@@ -101,9 +102,10 @@ def list_callbacks(
     with state.engine.connect() as conn:
         if jobs.get_job(conn, app.id, job_id) is None:
             raise JobNotFoundError(job_id)
-        rows = deliveries.page_for_job(conn, job_id, before, limit + 1)
+        store = MySqlDeliveryStore(conn)
+        rows = store.page_for_job(job_id, before, limit + 1)
         shown = rows[:limit]
-        attempts = deliveries.attempts_of(conn, [d.delivery_pk for d in shown])
+        attempts = store.attempts_of([d.delivery_pk for d in shown])
     more = len(rows) > limit
     next_cursor = encode_cursor(shown[-1].delivery_pk) if more and shown else None
     views = [delivery_view(d, attempts[d.delivery_pk]) for d in shown]
@@ -114,7 +116,8 @@ def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackRepl
     """Start a DELIVERED or DEAD delivery of the app's again, on a fresh schedule: it is
     PENDING, and the dispatcher hands it to the notifier within seconds."""
     with state.engine.begin() as conn:
-        found = deliveries.find_for_app(conn, app.id, delivery_id)
+        store = MySqlDeliveryStore(conn)
+        found = store.find_for_app(app.id, delivery_id)
         if (
             found is None
             or found.job_id is None
@@ -122,7 +125,7 @@ def replay_callback(state: ApiState, app: App, delivery_id: str) -> CallbackRepl
         ):
             raise DeliveryNotFoundError(delivery_id)
         now = state.clock.now_ms()
-        if not deliveries.start_again(conn, delivery_id, now):
+        if not store.start_again(delivery_id, now):
             raise DeliveryInFlightError(delivery_id, state_of(found.status))
         audit_replays(conn, app.who, [(delivery_id, app.id)], found.status.value, now)
     return CallbackReplayAccepted(deliveryId=delivery_id, state=CallbackState.PENDING)

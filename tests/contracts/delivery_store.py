@@ -200,3 +200,133 @@ class DeliveryStoreContract(StoreHarness):
         )
         assert replayed.attempts == 1
         assert self.status(delivered) == DeliveryStatus.DELIVERED
+
+    # start_again
+
+    def test_a_settled_delivery_starts_again_pending_and_one_on_its_way_does_not(self) -> None:
+        dead, delivered, pending = self.recorded(1_000, 2_000, 3_000)
+        self.delivery_store.record_attempts(
+            [
+                NewAttempt(dead, 1, DeliveryStatus.DEAD, 410, "gone", 7, None, DeadReason.GONE),
+                NewAttempt(delivered, 1, DeliveryStatus.DELIVERED, 200, None, 7),
+            ],
+            NOW,
+        )
+        store = self.delivery_store
+        assert [store.start_again(d, NOW + 4) for d in (dead, delivered, pending, "msg_none")] == [
+            True,
+            True,
+            False,
+            False,
+        ]
+        for again in (self.read(dead), self.read(delivered)):
+            assert (again.status, again.updated_at, again.attempts) == (
+                DeliveryStatus.PENDING,
+                NOW + 4,
+                1,
+            )
+            assert (again.dead_reason, again.delivered_at, again.next_attempt_at) == (
+                None,
+                None,
+                None,
+            )
+
+    # find_for_app, page_for_job, attempts_of
+
+    def test_an_apps_delivery_is_found_for_it_alone(self) -> None:
+        (one,) = self.recorded(1_000)
+        found = self.delivery_store.find_for_app(self.app_pk, one)
+        assert found is not None and found.delivery_id == one
+        assert self.delivery_store.find_for_app(self.app_pk + 1, one) is None
+        assert self.delivery_store.find_for_app(self.app_pk, "msg_none") is None
+
+    def test_a_jobs_deliveries_come_in_pages_newest_first_with_their_attempts(self) -> None:
+        made = self.recorded(1_000, 2_000, 3_000)
+        self.recorded(1_000)  # another job's
+        self.delivery_store.record_attempts(
+            [
+                NewAttempt(made[0], 1, DeliveryStatus.RETRYING, 500, "boom", 4, NOW + 9),
+                NewAttempt(made[0], 2, DeliveryStatus.DELIVERED, 200, None, 5),
+            ],
+            NOW + 2,
+        )
+        job = self.read(made[0]).job_id
+        assert job is not None
+        first = self.delivery_store.page_for_job(job, None, 2)
+        assert [d.delivery_id for d in first] == [made[2], made[1]]
+        rest = self.delivery_store.page_for_job(job, first[-1].delivery_pk, 2)
+        assert [d.delivery_id for d in rest] == [made[0]]
+        tried = self.delivery_store.attempts_of([rest[0].delivery_pk, first[0].delivery_pk])
+        assert tried[first[0].delivery_pk] == []
+        assert [
+            (a.attempt, a.status_code, a.error, a.duration_ms) for a in tried[rest[0].delivery_pk]
+        ] == [
+            (1, 500, "boom", 4),
+            (2, 200, None, 5),
+        ]
+        assert {a.attempted_at for a in tried[rest[0].delivery_pk]} == {NOW + 2}
+        assert self.delivery_store.attempts_of([]) == {}
+
+    # dead_deliveries, dead_of_job, count_dead
+
+    def test_dead_deliveries_are_listed_most_recently_parked_first_and_counted(self) -> None:
+        first, second, alive = self.recorded(1_000, 2_000, 3_000)
+        other_job = self.recorded(1_000)
+        for at, delivery_id in enumerate((first, second, *other_job), start=1):
+            dead = NewAttempt(
+                delivery_id, 1, DeliveryStatus.DEAD, 410, None, 7, None, DeadReason.GONE
+            )
+            self.delivery_store.record_attempts([dead], NOW + at)
+        store = self.delivery_store
+        assert [d.delivery_id for d in store.dead_deliveries(10)] == [other_job[0], second, first]
+        assert [d.delivery_id for d in store.dead_deliveries(1)] == [other_job[0]]
+        assert [d.delivery_id for d in store.dead_deliveries(10, self.app_pk + 1)] == []
+        assert len(store.dead_deliveries(10, app_pks={self.app_pk})) == 3
+        assert store.dead_deliveries(10, app_pks=set()) == []
+        job = self.read(first).job_id
+        assert job is not None
+        assert [d.delivery_id for d in store.dead_of_job(job)] == [first, second]
+        assert (store.count_dead(), store.count_dead({self.app_pk}), store.count_dead(set())) == (
+            3,
+            3,
+            0,
+        )
+        assert self.status(alive) == DeliveryStatus.PENDING
+
+    # prune_settled
+
+    def test_settled_deliveries_past_the_cut_off_are_pruned_in_batches_with_their_attempts(
+        self,
+    ) -> None:
+        made = self.recorded(1_000, 2_000, 3_000, 4_000, 5_000)
+        ok, dead, fresh, queued = made[0], made[1], made[2], made[3]
+        self.delivery_store.record_attempts(
+            [
+                NewAttempt(ok, 1, DeliveryStatus.DELIVERED, 200, None, 7),
+                NewAttempt(dead, 1, DeliveryStatus.DEAD, 410, None, 7, None, DeadReason.GONE),
+                NewAttempt(made[4], 1, DeliveryStatus.DELIVERED, 200, None, 7),
+            ],
+            NOW,
+        )
+        self.delivery_store.record_attempts(
+            [NewAttempt(fresh, 1, DeliveryStatus.DELIVERED, 200, None, 7)], NOW + 50
+        )
+        self.delivery_store.confirm_queued([queued], NOW)
+        pks = [self.read(d).delivery_pk for d in (ok, dead, made[4])]
+        assert self.delivery_store.prune_settled(NOW + 10, 2) == 2
+        assert self.delivery_store.prune_settled(NOW + 10, 2) == 1
+        assert self.delivery_store.prune_settled(NOW + 10, 2) == 0
+        assert [self.delivery_store.get_delivery(d) for d in (ok, dead, made[4])] == [None] * 3
+        assert self.status(fresh) == DeliveryStatus.DELIVERED
+        assert self.status(queued) == DeliveryStatus.QUEUED
+        assert self.delivery_store.attempts_of(pks) == {pk: [] for pk in pks}
+
+    # callbacks_of
+
+    def test_the_callbacks_among_deliveries_are_read_by_id(self) -> None:
+        # Alerts are left out (tests/integration/test_alerts_system.py: a DEAD alert
+        # fires nothing), which needs an alert rule's row.
+        second, first = self.recorded(1_000, 2_000)
+        found = self.delivery_store.callbacks_of([second, first, "msg_none"])
+        assert [d.delivery_id for d in found] == sorted([first, second])
+        assert self.delivery_store.callbacks_of([]) == []

@@ -19,7 +19,8 @@ from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import NotifierSettings, StoreSettings
 from common.db.apps import AppCredentials
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.jobs import NewJob, insert_jobs
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
@@ -102,7 +103,7 @@ def record(engine: Engine, url: str) -> NewDelivery:
             url,
             json.dumps({"type": "execution.finished", "data": {"jobId": job_id}}),
         )
-        insert_deliveries(conn, [delivery], 0)
+        MySqlDeliveryStore(conn).insert_deliveries([delivery], 0)
     return delivery
 
 

@@ -8,7 +8,8 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
 from common.states import ExecutionStatus
@@ -68,7 +69,7 @@ def callback(
     delivery_id = f"msg_{execution_id}"
     delivery = NewDelivery(delivery_id, execution_id, job_id, 1, HOOK, "{}")
     with engine.begin() as conn:
-        insert_deliveries(conn, [delivery], 0)
+        MySqlDeliveryStore(conn).insert_deliveries([delivery], 0)
         conn.execute(
             sa.text(
                 "UPDATE callback_deliveries SET status = :s, last_status_code = :c, "

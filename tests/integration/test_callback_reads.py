@@ -9,7 +9,8 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, record_attempt
+from common.db.deliveries import NewAttempt, NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.states import DeadReason, DeliveryStatus
 from tests.integration.helpers import make_app
 
@@ -36,7 +37,7 @@ def add_delivery(engine: Engine, job_id: int) -> str:
     delivery_id = "msg_" + uuid.uuid4().hex
     with engine.begin() as conn:
         row = NewDelivery(delivery_id, str(uuid.uuid4()), job_id, 1, "https://x/h", "{}")
-        insert_deliveries(conn, [row], BASE_MS)
+        MySqlDeliveryStore(conn).insert_deliveries([row], BASE_MS)
     return delivery_id
 
 
@@ -51,7 +52,7 @@ def attempt(engine: Engine, delivery_id: str, number: int, **fields: object) -> 
         **fields,  # type: ignore[arg-type]
     )
     with engine.begin() as conn:
-        record_attempt(conn, record, BASE_MS + number * 1000)
+        MySqlDeliveryStore(conn).record_attempts([record], BASE_MS + number * 1000)
 
 
 def test_a_delivery_shows_its_state_attempts_and_next_attempt(

@@ -14,7 +14,8 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.messages import CallbackMessage
 from common.tracing.spans import NO_TRACING, OtelTracing, Tracing
 from services.notifier.delivery import CallbackDeliverer
@@ -56,7 +57,7 @@ def recorded(engine: Engine, url: str, traceparents: list[str | None]) -> list[b
         for n, (job_id, traceparent) in enumerate(zip(job_ids, traceparents, strict=True))
     ]
     with engine.begin() as conn:
-        insert_deliveries(conn, rows, 0)
+        MySqlDeliveryStore(conn).insert_deliveries(rows, 0)
     return [
         CallbackMessage(delivery_id=r.delivery_id, app_pk=1, url=url, payload="{}")
         .model_dump_json()

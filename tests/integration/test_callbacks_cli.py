@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
-from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries, record_attempt
+from common.db.deliveries import NewAttempt, NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import CallbackMessage
 from common.states import DeadReason, DeliveryStatus
@@ -33,22 +34,22 @@ def dead(
 ) -> str:
     delivery_id = "msg_" + uuid.uuid4().hex
     with engine.begin() as conn:
-        insert_deliveries(
-            conn,
+        MySqlDeliveryStore(conn).insert_deliveries(
             [NewDelivery(delivery_id, str(uuid.uuid4()), job_id, app_pk, "http://x/", "{}")],
             0,
         )
-        record_attempt(
-            conn,
-            NewAttempt(
-                delivery_id,
-                8,
-                status,
-                503,
-                "HTTP 503",
-                20,
-                dead_reason=DeadReason.EXHAUSTED if status is DeliveryStatus.DEAD else None,
-            ),
+        MySqlDeliveryStore(conn).record_attempts(
+            [
+                NewAttempt(
+                    delivery_id,
+                    8,
+                    status,
+                    503,
+                    "HTTP 503",
+                    20,
+                    dead_reason=DeadReason.EXHAUSTED if status is DeliveryStatus.DEAD else None,
+                )
+            ],
             1_000,
         )
     return delivery_id

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Engine
 from common.clock import ClusterClock
 from common.config import ApiSettings, StoreSettings
 from common.db.apps import AppCredentials, MySqlAppTransactions
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.schema import executions, jobs
 from common.keys import RedisKeys
 from common.operator_roles import Role
@@ -229,7 +230,7 @@ def test_stuck_runs_and_dead_callbacks_are_listed_and_acted_on_only_within_the_a
             NewDelivery("msg_a", run_a, c.job_a, app_pk(engine, c.a.app_id), "https://x/h", "{}"),
             NewDelivery("msg_b", run_b, c.job_b, app_pk(engine, c.b.app_id), "https://x/h", "{}"),
         ]
-        insert_deliveries(conn, rows, 1)
+        MySqlDeliveryStore(conn).insert_deliveries(rows, 1)
         conn.execute(sa.text("UPDATE callback_deliveries SET status = 'DEAD'"))
     stuck = c.scoped.client.get("/console/executions/stuck?older=1m").text
     assert run_a in stuck and run_b not in stuck

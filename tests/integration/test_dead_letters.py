@@ -7,7 +7,8 @@ from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.config import StoreSettings
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.schema import callback_deliveries, jobs
 from common.messages import CallbackMessage
 from common.states import DeliveryStatus
@@ -32,8 +33,7 @@ def dead_delivery(engine: Engine, delivery_id: str) -> CallbackMessage:
                 updated_at=0,
             )
         ).lastrowid
-        insert_deliveries(
-            conn,
+        MySqlDeliveryStore(conn).insert_deliveries(
             [NewDelivery(delivery_id, f"e-{delivery_id}", job_id, app_pk, "http://x/", "{}")],
             0,
         )

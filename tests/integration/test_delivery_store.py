@@ -7,7 +7,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from common.db import deliveries
 from common.db.apps import AppCredentials
 from common.db.deliveries import NewAttempt, NewDelivery
 from common.db.delivery_store import MySqlDeliveryStore
@@ -30,7 +29,7 @@ def test_one_read_of_many_deliveries_says_what_each_read_alone_says(
     ids = [d.delivery_id for d in first_job + second_job] + ["msg_gone"]
     with engine.connect() as conn:
         together = MySqlDeliveryStore(conn).deliveries_to_send(ids)
-        alone = {i: deliveries.delivery_to_send(conn, i) for i in ids}
+        alone = {i: MySqlDeliveryStore(conn).deliveries_to_send([i]).get(i) for i in ids}
     assert together == {i: found for i, found in alone.items() if found is not None}
     held = {i: found.held for i, found in together.items()}
     assert list(held.values()) == [False, True, True, False, False]
@@ -95,7 +94,7 @@ def test_attempts_recorded_together_leave_what_recording_each_in_turn_leaves(
     together = [runs_with_callbacks(engine, URL, [1_000])[0] for _ in range(4)]
     with engine.begin() as conn:
         for record in outcomes(one_by_one):
-            deliveries.record_attempt(conn, record, 50)
+            MySqlDeliveryStore(conn).record_attempts([record], 50)
     with engine.begin() as conn:
         MySqlDeliveryStore(conn).record_attempts(outcomes(together), 50)
     assert states(engine, together) == states(engine, one_by_one)

@@ -15,7 +15,8 @@ from sqlalchemy.engine import Connection, Engine
 from common.broker import BatchPublisher
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.engine import lock_waits_of, make_engine
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
@@ -252,8 +253,8 @@ def pending_delivery(engine: Engine, delivery_id: str) -> None:
         job_id = insert_job(
             conn, NewJob(1, delivery_id, "demo.noop", {}, None, 0, None, None, None), 0
         )
-        insert_deliveries(
-            conn, [NewDelivery(delivery_id, f"x-{delivery_id}", job_id, 1, "http://h/", "{}")], 0
+        MySqlDeliveryStore(conn).insert_deliveries(
+            [NewDelivery(delivery_id, f"x-{delivery_id}", job_id, 1, "http://h/", "{}")], 0
         )
 
 

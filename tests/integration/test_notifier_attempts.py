@@ -15,7 +15,8 @@ from sqlalchemy.engine import Engine
 
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.messages import CallbackMessage
 from common.metrics import CALLBACKS_ORPHANED
 from common.topology import CALLBACKS_DEAD_QUEUE
@@ -93,7 +94,9 @@ def delivery_to(engine: Engine, url: str) -> bytes:
     """A recorded delivery to ``url``; returns the message that hands it to the notifier."""
     job_id = queued_jobs(engine, 1)[0]
     with engine.begin() as conn:
-        insert_deliveries(conn, [NewDelivery("msg_1", f"e-{job_id}", job_id, 1, url, "{}")], 0)
+        MySqlDeliveryStore(conn).insert_deliveries(
+            [NewDelivery("msg_1", f"e-{job_id}", job_id, 1, url, "{}")], 0
+        )
     return (
         CallbackMessage(delivery_id="msg_1", app_pk=1, url=url, payload="{}")
         .model_dump_json()

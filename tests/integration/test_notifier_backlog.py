@@ -25,7 +25,8 @@ from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
 from common.config import NotifierSettings, StoreSettings
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.jobs import NewJob, insert_jobs
 from common.topology import declare_core
 from services.dispatcher.outcomes.callbacks import callback_message
@@ -84,7 +85,7 @@ def send_many(
             )
             for job_id in job_ids
         ]
-        insert_deliveries(conn, rows, 0)
+        MySqlDeliveryStore(conn).insert_deliveries(rows, 0)
     declare_core(connection.channel())
     assert not BatchPublisher(connection.channel()).publish([callback_message(r) for r in rows])
     return [r.delivery_id for r in rows]

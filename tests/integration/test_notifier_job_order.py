@@ -15,9 +15,8 @@ from pika.adapters.blocking_connection import BlockingConnection
 from sqlalchemy.engine import Engine
 
 from common.broker import BatchPublisher
-from common.db import deliveries
 from common.db.apps import AppCredentials
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
 from common.db.delivery_store import MySqlDeliveryStore
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_jobs
@@ -58,7 +57,7 @@ def runs_with_callbacks(
             for run in runs
         ]
         for index in recorded if recorded is not None else range(len(made)):
-            insert_deliveries(conn, [made[index]], 0)
+            MySqlDeliveryStore(conn).insert_deliveries([made[index]], 0)
     return made
 
 
@@ -74,7 +73,11 @@ def arrival_ids(receiver: ScriptedReceiver) -> list[str]:
 
 def held(engine: Engine, delivery: NewDelivery) -> bool:
     with engine.connect() as conn:
-        found = deliveries.delivery_to_send(conn, delivery.delivery_id)
+        found = (
+            MySqlDeliveryStore(conn)
+            .deliveries_to_send([delivery.delivery_id])
+            .get(delivery.delivery_id)
+        )
     assert found is not None
     return found.held
 

@@ -26,7 +26,8 @@ from common.callback_urls import (
 )
 from common.clock import ClusterClock
 from common.db.apps import MySqlAppStore
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.jobs import NewJob, insert_jobs
 from common.messages import CallbackMessage
 from common.states import DeliveryStatus
@@ -312,6 +313,6 @@ def app_delivery(engine: Engine, app_pk: int, delivery_id: str, url: str) -> byt
         job = NewJob(app_pk, "j", "demo.noop", {}, None, 1_000, url, None, None)
         [job_id] = insert_jobs(conn, [job], 0)
         delivery = NewDelivery(delivery_id, f"e-{job_id}", job_id, app_pk, url, "{}")
-        insert_deliveries(conn, [delivery], 0)
+        MySqlDeliveryStore(conn).insert_deliveries([delivery], 0)
     message = CallbackMessage(delivery_id=delivery_id, app_pk=app_pk, url=url, payload="{}")
     return message.model_dump_json().encode()

@@ -11,14 +11,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from common.clock import ClusterClock
-from common.db.deliveries import NewDelivery, insert_deliveries
+from common.db.deliveries import NewDelivery
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.executions import NewExecution, insert_executions
 from common.db.jobs import NewJob, insert_job
-from common.db.retention import prune_deliveries, prune_executions
+from common.db.retention import prune_executions
 from common.db.workers import MySqlWorkerTransactions
 from common.metrics import EXECUTIONS_DISPATCHED
 from common.states import ExecutionStatus, WorkerState
-from services.dispatcher.upkeep.retention import FIRST_BATCH, BatchSize, RetentionLoop, prune
+from services.dispatcher.upkeep.retention import (
+    FIRST_BATCH,
+    BatchSize,
+    RetentionLoop,
+    prune,
+    prune_deliveries,
+)
 from tests.integration.helpers import make_app, register_worker
 
 
@@ -77,8 +84,7 @@ def test_settled_deliveries_go_pending_ones_stay(engine: Engine) -> None:
     make_app(engine)
     with engine.begin() as conn:
         job_id = insert_job(conn, NewJob(1, "j", "demo.noop", {}, None, 0, None, None, None), 0)
-        insert_deliveries(
-            conn,
+        MySqlDeliveryStore(conn).insert_deliveries(
             [
                 NewDelivery("d1", "e1", job_id, 1, "http://x/", "{}"),
                 NewDelivery("d2", "e2", job_id, 1, "http://x/", "{}"),

@@ -17,8 +17,7 @@ from sqlalchemy.exc import OperationalError
 
 from common.callback_urls import CallbackUrlPolicy
 from common.clock import ClusterClock
-from common.db import deliveries
-from common.db.deliveries import NewAttempt, NewDelivery, insert_deliveries
+from common.db.deliveries import NewAttempt, NewDelivery
 from common.db.delivery_store import MySqlDeliveryStore
 from common.messages import CallbackMessage
 from common.metrics import STORE_CONFLICTS
@@ -69,7 +68,9 @@ def deliverer(engine: Engine, redis_client: redis.Redis) -> Iterator[CallbackDel
 def delivery_to(engine: Engine, url: str) -> bytes:
     job_id = queued_jobs(engine, 1)[0]
     with engine.begin() as conn:
-        insert_deliveries(conn, [NewDelivery("msg_1", f"e-{job_id}", job_id, 1, url, "{}")], 0)
+        MySqlDeliveryStore(conn).insert_deliveries(
+            [NewDelivery("msg_1", f"e-{job_id}", job_id, 1, url, "{}")], 0
+        )
     message = CallbackMessage(delivery_id="msg_1", app_pk=1, url=url, payload="{}")
     return message.model_dump_json().encode()
 
@@ -152,7 +153,7 @@ def test_notifier_records_and_results_marks_on_the_same_deliveries_never_deadloc
             for d, j in zip(ids, jobs, strict=True)
         ]
         with engine.begin() as conn:
-            insert_deliveries(conn, rows, 0)
+            MySqlDeliveryStore(conn).insert_deliveries(rows, 0)
         barrier = threading.Barrier(2)
 
         def mark(ids: list[str] = ids, barrier: threading.Barrier = barrier) -> None:
@@ -169,7 +170,7 @@ def test_notifier_records_and_results_marks_on_the_same_deliveries_never_deadloc
                 attempt = NewAttempt(delivery_id, 1, DeliveryStatus.DELIVERED, 204, None, 1)
                 try:
                     with engine.begin() as conn:
-                        deliveries.record_attempt(conn, attempt, 6)
+                        MySqlDeliveryStore(conn).record_attempts([attempt], 6)
                 except BaseException as e:
                     errors.append(e)
 

@@ -11,7 +11,7 @@ import redis
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from common.db.deliveries import count_dead, dead_deliveries
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.operators import Operator, OperatorSession
 from common.errors import KairosError, StoreUnavailableError
 from common.operator_roles import EVERY_APP, AppScope
@@ -54,8 +54,9 @@ def dead_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContext:
     """The dead deliveries of the apps in ``scope``, newest first, the dead queue's
     depth, and the receiving hosts and apps as the notifiers report them."""
     with state.engine.connect() as conn:
-        rows = dead_deliveries(conn, LISTED, app_pks=scope.app_pks)
-        total = count_dead(conn, scope.app_pks)
+        store = MySqlDeliveryStore(conn)
+        rows = store.dead_deliveries(LISTED, app_pks=scope.app_pks)
+        total = store.count_dead(scope.app_pks)
     depth, error = _queue_depth(state)
     receiving, receiving_error = _receiving_hosts(state, scope)
     return {

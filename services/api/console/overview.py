@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request, Response
 
 from common.activity import MinuteActivity, merged_buckets, quantile, read_activity
-from common.db.deliveries import count_dead
+from common.db.delivery_store import MySqlDeliveryStore
 from common.documents import JsonObject
 from common.errors import StoreUnavailableError
 from common.metrics import LATENCY_BUCKETS
@@ -89,7 +89,7 @@ def overview_context(state: ApiState, scope: AppScope = EVERY_APP) -> PageContex
     with state.workers().reading() as store:
         workers = worker_views(store, now, state.settings.heartbeat_stale_ms)
     with state.engine.connect() as conn:
-        dead = count_dead(conn, scope.app_pks)
+        dead = MySqlDeliveryStore(conn).count_dead(scope.app_pks)
     with state.apps().reading() as app_store:
         apps = [
             a

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from common.broker import connect
 from common.db.apps import App, MySqlAppStore, MySqlAppTransactions
 from common.db.audit import audit_replays
-from common.db.deliveries import DeliveryRecord, dead_deliveries, start_again
+from common.db.deliveries import DeliveryRecord
 from common.db.delivery_store import MySqlDeliveryStore
-from common.db.schema import callback_deliveries as deliveries
 from common.notifier_standing import (
     AppStanding,
     HostStanding,
@@ -70,7 +67,7 @@ def dead_callbacks(state: ApiState, app: str | None, limit: int) -> list[DeadLin
     with state.engine.connect() as conn:
         apps = MySqlAppStore(conn).apps_by_key()
         app_pk = find_app(apps, app).id if app is not None else None
-        dead = dead_deliveries(conn, limit, app_pk)
+        dead = MySqlDeliveryStore(conn).dead_deliveries(limit, app_pk)
     return [DeadLine(d, apps.get(d.app_pk) if d.app_pk is not None else None) for d in dead]
 
 
@@ -78,9 +75,10 @@ def replay_delivery(state: ApiState, delivery_id: str, actor: str) -> int:
     """Start one DEAD or DELIVERED delivery again (the dispatcher sends it within
     seconds); how many moved (0 or 1). ``actor``: whom the audit trail names."""
     with state.engine.begin() as conn:
-        found = MySqlDeliveryStore(conn).get_delivery(delivery_id)
+        store = MySqlDeliveryStore(conn)
+        found = store.get_delivery(delivery_id)
         now = state.clock.now_ms()
-        if found is None or not start_again(conn, delivery_id, now):
+        if found is None or not store.start_again(delivery_id, now):
             return 0
         audit_replays(conn, actor, [(delivery_id, found.app_pk)], found.status.value, now)
         return 1
@@ -89,16 +87,12 @@ def replay_delivery(state: ApiState, delivery_id: str, actor: str) -> int:
 def replay_job(state: ApiState, job_id: int, actor: str) -> int:
     """Start every DEAD delivery of one job again; how many moved."""
     with state.engine.begin() as conn:
-        rows = conn.execute(
-            sa.select(deliveries.c.delivery_id, deliveries.c.app_pk).where(
-                deliveries.c.job_id == job_id, deliveries.c.status == DeliveryStatus.DEAD
-            )
-        ).all()
+        store = MySqlDeliveryStore(conn)
         now = state.clock.now_ms()
         moved = [
-            (str(r.delivery_id), int(r.app_pk) if r.app_pk is not None else None)
-            for r in rows
-            if start_again(conn, str(r.delivery_id), now)
+            (d.delivery_id, d.app_pk)
+            for d in store.dead_of_job(job_id)
+            if store.start_again(d.delivery_id, now)
         ]
         audit_replays(conn, actor, moved, DeliveryStatus.DEAD.value, now)
         return len(moved)

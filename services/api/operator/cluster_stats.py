@@ -23,7 +23,7 @@ from common.activity import (
 )
 from common.clock import ClusterClock
 from common.config import StoreSettings
-from common.db.deliveries import count_dead
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.workers import WorkerTransactions
 from common.errors import StoreUnavailableError
 from common.keys import RedisKeys
@@ -85,7 +85,7 @@ def read_cluster_stats(
             w for w in worker_views(store, now, stale_ms) if w.state is not WorkerState.FORGOTTEN
         ]
     with engine.connect() as conn:
-        dead = count_dead(conn)
+        dead = MySqlDeliveryStore(conn).count_dead()
     try:
         queues, queue_error = vhost_queues(settings), None
     except StoreUnavailableError as e:

@@ -24,7 +24,8 @@ from common.config import ApiSettings
 from common.cron.words import describe_schedule
 from common.db import job_control
 from common.db.apps import App, MySqlAppStore
-from common.db.deliveries import AttemptRecord, DeliveryRecord, attempts_of, recent_for_job
+from common.db.deliveries import AttemptRecord, DeliveryRecord
+from common.db.delivery_store import MySqlDeliveryStore
 from common.db.engine import make_engine
 from common.db.executions import jobs_with_runs, list_for_job
 from common.db.job_dependencies import After, parents_of_jobs
@@ -212,8 +213,9 @@ def job_detail(
         app = MySqlAppStore(conn).apps_by_key().get(job.app_pk)
         runs = list_for_job(conn, job_id, executions)
         running = bool(jobs_with_runs(conn, [job_id]))
-        sent = recent_for_job(conn, job_id, callbacks)
-        tried = attempts_of(conn, [d.delivery_pk for d in sent])
+        sent_store = MySqlDeliveryStore(conn)
+        sent = sent_store.page_for_job(job_id, None, callbacks)
+        tried = sent_store.attempts_of([d.delivery_pk for d in sent])
         after = parents_of_jobs(conn, [(job.id, job.has_dependencies)]).get(job.id, [])
     return JobDetail(
         job,

@@ -22,7 +22,8 @@ from sqlalchemy.engine import Connection, Engine
 from common.alerts.state_rows import prune_alert_states
 from common.clock import ClusterClock
 from common.db.audit import prune_audit
-from common.db.retention import prune_deliveries, prune_executions, prune_jobs
+from common.db.delivery_store import MySqlDeliveryStore
+from common.db.retention import prune_executions, prune_jobs
 from common.db.retry import ConflictRetry
 from common.db.workers import WorkerTransactions
 from common.runtime import backoff_seconds
@@ -91,6 +92,11 @@ def prune(
     if gone:
         log.info("retention: deleted %d rows past %d days", gone, retention_ms // 86_400_000)
     return gone
+
+
+def prune_deliveries(conn: Connection, before_ms: int, limit: int) -> int:
+    """The deliveries aggregate's prune (``DeliveryStore.prune_settled``) as a ``Pruner``."""
+    return MySqlDeliveryStore(conn).prune_settled(before_ms, limit)
 
 
 def _catch_up(engine: Engine, pruner: Pruner, cutoff: int, deadline: float, size: BatchSize) -> int:
